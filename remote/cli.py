@@ -1,0 +1,50 @@
+"""``gpurent``: headless commands for scripts and agents.
+
+Every action the TUI offers is here too, with ``--json`` where a script would want it,
+one-line errors on stderr and meaningful exit codes (0 ok, 1 the action failed, 2 bad
+input or an unreadable run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+#: Modules under ``remote.commands``, in the order ``--help`` lists them.
+COMMAND_MODULES: tuple[str, ...] = (
+    "status",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``gpurent`` parser with every subcommand registered."""
+    parser = argparse.ArgumentParser(
+        prog="gpurent",
+        description="Train on a rented GPU without losing money or weights (headless).",
+    )
+    from trainer import __version__
+
+    parser.add_argument("-V", "--version", action="version", version=__version__)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"remote.commands.{name}").register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one ``gpurent`` subcommand and return its exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print("gpurent: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,28 @@
+"""Making untrusted text (log lines, names, errors from the box) safe to show."""
+
+from __future__ import annotations
+
+import re
+
+# CSI / OSC / other ESC sequences, then any remaining C0/C1 control character except
+# tab. OSC ends with BEL or ESC \ (ST); an unterminated one is dropped to the end.
+_ESCAPES = re.compile(
+    r"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\|$)"  # OSC ... BEL / ST
+    r"|\x1b[P^_X][^\x1b]*(?:\x1b\\|$)"  # DCS, PM, APC, SOS ... ST
+    r"|\x1b\[[0-?]*[ -/]*[@-~]"  # CSI
+    r"|\x1b[@-Z\\-_]"  # two-byte ESC sequences
+    r"|\x9b[0-?]*[ -/]*[@-~]"  # 8-bit CSI
+)
+_CONTROLS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+
+
+def clean_text(text: str | bytes, *, keep_newlines: bool = False) -> str:
+    """Strip terminal escape sequences and control characters; decode bytes leniently.
+
+    Invalid UTF-8 becomes U+FFFD. Tabs are kept; newlines are kept only when asked."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", errors="replace")
+    text = _ESCAPES.sub("", text)
+    if keep_newlines:
+        return "\n".join(_CONTROLS.sub("", part) for part in text.split("\n"))
+    return _CONTROLS.sub("", text)

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Set up everything the test suite needs on a fresh machine, then run all of it.
+# Needs: python3 (3.11+); as root it installs openssh-server and iproute2 with apt.
+# The sshd the tests talk to is started by a pytest fixture, not here.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if ! { [ -x /usr/sbin/sshd ] && command -v ip >/dev/null; }; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -q
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q openssh-server openssh-client iproute2
+  else
+    echo "test.sh: openssh-server and iproute2 are missing and this is not root" >&2
+  fi
+fi
+scripts/setup.sh --dev
+.venv/bin/ruff check .
+exec .venv/bin/python -m pytest -q "$@"

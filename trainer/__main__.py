@@ -1,0 +1,46 @@
+"""``python3 -m trainer <command> ...``: the box-side entry point.
+
+Each command lives in its own module and is imported only when it is asked for, so that
+``follow`` runs on a box without torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+#: command name -> (module, one-line description). Each module exposes ``main(argv)``.
+COMMANDS: dict[str, tuple[str, str]] = {
+}
+
+
+def usage() -> str:
+    """The help text listing every command."""
+    width = max(len(name) for name in COMMANDS)
+    lines = ["usage: python3 -m trainer <command> [args...]", "", "commands:"]
+    lines += [f"  {name:<{width}}  {desc}" for name, (_, desc) in COMMANDS.items()]
+    lines += ["", "Run 'python3 -m trainer <command> --help' for a command's options."]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Dispatch to a command's ``main`` and return its exit code."""
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] in ("-h", "--help", "help"):
+        print(usage())
+        return 0
+    if args[0] in ("-V", "--version"):
+        from trainer import __version__
+
+        print(__version__)
+        return 0
+    entry = COMMANDS.get(args[0])
+    if entry is None:
+        print(f"trainer: unknown command {args[0]!r}\n\n{usage()}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(entry[0])
+    return int(module.main(args[1:]) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,504 @@
+"""The run-directory contract (schema_version 1), shared with LibreYOLO.
+
+Standard library only: this module runs on a box that has nothing but ``python3`` (to
+watch a run written by ``libreyolo train``) and on the laptop. One run is one directory;
+see ``shared/DESIGN.md`` for the table of files. The writer half is used by our trainer,
+the reader half by the follower, the headless CLI and the TUI. Readers never raise on
+bad input: they return an ``unreadable`` result with a one-line reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import logging
+import math
+import os
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+STATUS_FILE = "status.json"
+METRICS_FILE = "metrics.jsonl"
+RESULTS_FILE = "results.csv"
+SUMMARY_FILE = "summary.json"
+LOG_FILE = "train.log"
+HUB_FILE = "hub.json"
+WEIGHTS_DIR = "weights"
+
+#: A status.json larger than this is refused: the real one is a few hundred bytes.
+MAX_STATUS_BYTES = 4 * 1024 * 1024
+
+#: States written by LibreYOLO 1.6, plus ``stopped`` (our graceful stop).
+KNOWN_STATES = ("running", "completed", "failed", "stopped")
+
+#: Health verdicts, from best to worst news.
+HEALTH_VERDICTS = (
+    "live", "slow", "stalled", "dead", "completed", "failed", "stopped", "unreadable",
+)
+
+LOG_FORMAT = "%(asctime)s | %(levelname)-8s | %(message)s"
+LOG_DATEFMT = "%Y-%m-%d %H:%M:%S"
+
+_INT = (int,)
+_NUM = (int, float)
+_STR = (str,)
+_OBJ = (dict,)
+
+#: Expected JSON types of the status keys we read. ``None`` is always accepted.
+STATUS_TYPES: dict[str, tuple[type, ...]] = {
+    "schema_version": _INT,
+    "state": _STR,
+    "pid": _INT,
+    "model_family": _STR,
+    "model_size": _STR,
+    "task": _STR,
+    "save_dir": _STR,
+    "total_epochs": _INT,
+    "start_epoch": _INT,
+    "started_at": _STR,
+    "updated_at": _STR,
+    "completed_epochs": _INT,
+    "current_epoch": _INT,
+    "progress": _NUM,
+    "elapsed_seconds": _NUM,
+    "epoch_seconds": _NUM,
+    "mean_epoch_seconds": _NUM,
+    "eta_seconds": _NUM,
+    "train_loss": _NUM,
+    "metrics": _OBJ,
+    "validated": (bool,),
+    "current_metric": _NUM,
+    "current_metric_name": _STR,
+    "best_metric": _NUM,
+    "best_metric_name": _STR,
+    "best_epoch": _INT,
+    "total_seconds": _NUM,
+    "checkpoints": _OBJ,
+    "error": (dict, str),
+    # Our additions; readers tolerate their absence.
+    "host": (dict, str),
+    "batch": _INT,
+    "imgsz": (int, list),
+    "world_size": _INT,
+    "hub": _OBJ,
+}
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def utc_now_iso(now: float | None = None) -> str:
+    """Return ``now`` (default: the current time) as ISO-8601 UTC with a ``Z`` suffix."""
+    moment = datetime.fromtimestamp(time.time() if now is None else now, tz=UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_iso(text: str) -> float | None:
+    """Parse an ISO-8601 timestamp (``Z`` or an offset; naive means UTC) to epoch seconds."""
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except (ValueError, AttributeError):
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
+def finite_json(value: Any) -> Any:
+    """Return ``value`` with every non-finite float (NaN, inf) replaced by ``None``."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(k): finite_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite_json(v) for v in value]
+    return value
+
+
+def dumps(value: Any) -> str:
+    """Serialise to strict JSON (no NaN tokens), non-finite floats as null."""
+    return json.dumps(finite_json(value), allow_nan=False, ensure_ascii=False, default=str)
+
+
+def atomic_save(path: str | os.PathLike[str], save: Callable[[str], None]) -> None:
+    """Write a file atomically: ``save(tmp_path)`` writes a temp file, which then replaces
+    ``path``. A reader sees the old file or the new one, never half of either. The temp
+    file sits in the same directory so that ``os.replace`` never crosses filesystems."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    try:
+        save(tmp)
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """Atomically replace ``path`` with ``data``."""
+
+    def save(tmp: str) -> None:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+
+    atomic_save(path, save)
+
+
+def atomic_write_json(path: str | os.PathLike[str], value: Any) -> None:
+    """Atomically replace ``path`` with ``value`` as strict JSON (non-finite floats as null)."""
+    atomic_write_bytes(path, (dumps(value) + "\n").encode("utf-8"))
+
+
+def train_log_handler(run_dir: str | os.PathLike[str]) -> logging.Handler:
+    """A handler that appends to ``RUN/train.log`` as ``YYYY-MM-DD HH:MM:SS | LEVEL    | msg``."""
+    Path(run_dir).mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(Path(run_dir) / LOG_FILE, mode="a", encoding="utf-8")
+    handler.setFormatter(logging.Formatter(LOG_FORMAT, LOG_DATEFMT))
+    return handler
+
+
+class RunWriter:
+    """Writes the files of one run directory. Every method is cheap and crash-safe:
+    status and summary are replaced atomically, rows are appended whole and flushed."""
+
+    def __init__(self, run_dir: str | os.PathLike[str]) -> None:
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        (self.run_dir / WEIGHTS_DIR).mkdir(exist_ok=True)
+        self._csv_columns: list[str] | None = None
+
+    @property
+    def weights_dir(self) -> Path:
+        """The ``weights/`` directory of this run."""
+        return self.run_dir / WEIGHTS_DIR
+
+    def write_status(self, status: Mapping[str, Any]) -> None:
+        """Replace ``status.json``; ``schema_version`` and ``updated_at`` are filled in."""
+        body = {"schema_version": SCHEMA_VERSION, **status, "updated_at": utc_now_iso()}
+        atomic_write_json(self.run_dir / STATUS_FILE, body)
+
+    def append_metrics(self, row: Mapping[str, Any]) -> None:
+        """Append one epoch row to ``metrics.jsonl`` and ``results.csv``."""
+        line = (dumps(row) + "\n").encode("utf-8")
+        with open(self.run_dir / METRICS_FILE, "ab") as fh:
+            fh.write(line)
+            fh.flush()
+        self._append_csv(row)
+
+    def _append_csv(self, row: Mapping[str, Any]) -> None:
+        path = self.run_dir / RESULTS_FILE
+        if self._csv_columns is None:
+            self._csv_columns = _existing_csv_columns(path)
+        new_file = self._csv_columns is None
+        if new_file:
+            keys = [k for k in row if not isinstance(row[k], dict | list)]
+            self._csv_columns = ["epoch", *[k for k in keys if k != "epoch"]]
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        if new_file:
+            writer.writerow(self._csv_columns)
+        writer.writerow([_csv_cell(row.get(col)) for col in self._csv_columns])
+        with open(path, "a", encoding="utf-8", newline="") as fh:
+            fh.write(buf.getvalue())
+
+    def write_summary(self, summary: Mapping[str, Any]) -> None:
+        """Replace ``summary.json``."""
+        atomic_write_json(self.run_dir / SUMMARY_FILE, summary)
+
+
+def _existing_csv_columns(path: Path) -> list[str] | None:
+    try:
+        with open(path, encoding="utf-8", newline="") as fh:
+            header = next(csv.reader(fh), None)
+    except (OSError, UnicodeDecodeError):
+        return None
+    return header or None
+
+
+def _csv_cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.6g}" if math.isfinite(value) else ""
+    return str(value)
+
+
+# --------------------------------------------------------------------------- reading
+
+
+@dataclass(frozen=True)
+class StatusRead:
+    """The outcome of reading ``status.json``: the object, or ``None`` and a reason."""
+
+    status: dict[str, Any] | None
+    reason: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """Whether a usable status object was read."""
+        return self.status is not None
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """A key of the status object, or ``default`` when unreadable or missing."""
+        return default if self.status is None else self.status.get(key, default)
+
+
+def _reject_constant(token: str) -> Any:
+    raise ValueError(f"holds {token}, which is not JSON")
+
+
+def parse_status(data: bytes) -> StatusRead:
+    """Validate the bytes of a ``status.json``. Never raises."""
+    if len(data) > MAX_STATUS_BYTES:
+        return StatusRead(None, f"status.json is {len(data)} bytes, over the "
+                                f"{MAX_STATUS_BYTES} byte limit")
+    if not data.strip():
+        return StatusRead(None, "status.json is empty")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return StatusRead(None, f"status.json is not UTF-8 (byte {exc.start})")
+    try:
+        value = json.loads(text, parse_constant=_reject_constant)
+    except ValueError as exc:
+        return StatusRead(None, f"status.json is not valid JSON: {_one_line(exc)}")
+    except RecursionError:
+        return StatusRead(None, "status.json is nested too deeply")
+    if not isinstance(value, dict):
+        return StatusRead(None, f"status.json holds a {type(value).__name__}, not an object")
+    for key, types in STATUS_TYPES.items():
+        item = value.get(key)
+        if item is None:
+            continue
+        if (isinstance(item, bool) and bool not in types) or not isinstance(item, types):
+            wanted = " or ".join(sorted({_json_type(t) for t in types}))
+            return StatusRead(None, f"status.json: {key!r} should be {wanted}, "
+                                    f"got {_json_type(type(item))}")
+    return StatusRead(value)
+
+
+def read_status(run_dir: str | os.PathLike[str]) -> StatusRead:
+    """Read ``RUN/status.json`` (or a path to the file itself). Never raises."""
+    path = Path(run_dir)
+    if path.is_dir():
+        path = path / STATUS_FILE
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_STATUS_BYTES + 1)
+    except FileNotFoundError:
+        return StatusRead(None, f"no status.json in {path.parent}")
+    except OSError as exc:
+        return StatusRead(None, f"cannot read {path}: {exc.strerror or exc}")
+    return parse_status(data)
+
+
+def _json_type(t: type) -> str:
+    return {int: "an integer", float: "a number", str: "a string", dict: "an object",
+            list: "a list", bool: "true/false", type(None): "null"}.get(t, t.__name__)
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:200]
+
+
+@dataclass
+class MetricsChunk:
+    """Rows parsed from ``metrics.jsonl`` and where to resume reading."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    next_offset: int = 0
+    skipped: int = 0
+    reset: bool = False
+
+
+def parse_metrics(data: bytes, offset: int = 0) -> MetricsChunk:
+    """Parse whole lines of ``metrics.jsonl`` bytes that start at byte ``offset``.
+
+    A trailing line without its newline is left for the next read (``next_offset``
+    stops before it). Lines that are not a JSON object are skipped and counted."""
+    end = data.rfind(b"\n") + 1
+    chunk = MetricsChunk(next_offset=offset + end)
+    for raw in data[:end].splitlines():
+        if not raw.strip():
+            continue
+        try:
+            row = json.loads(raw.decode("utf-8"), parse_constant=lambda _t: None)
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            chunk.skipped += 1
+            continue
+        if isinstance(row, dict):
+            chunk.rows.append(row)
+        else:
+            chunk.skipped += 1
+    return chunk
+
+
+def read_metrics(run_dir: str | os.PathLike[str], offset: int = 0,
+                 max_bytes: int = 16 * 1024 * 1024) -> MetricsChunk:
+    """Read new rows of ``RUN/metrics.jsonl`` from byte ``offset``. Never raises.
+
+    When the file shrank below ``offset`` (truncated or replaced), reading restarts at 0
+    and ``reset`` is set so the caller can drop what it had."""
+    path = Path(run_dir) / METRICS_FILE
+    try:
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            reset = size < offset
+            start = 0 if reset else offset
+            fh.seek(start)
+            data = fh.read(max_bytes)
+    except OSError:
+        return MetricsChunk(next_offset=offset)
+    chunk = parse_metrics(data, start)
+    chunk.reset = reset
+    return chunk
+
+
+# --------------------------------------------------------------------------- health
+
+
+@dataclass(frozen=True)
+class Health:
+    """A liveness verdict (one of ``HEALTH_VERDICTS``) and a one-line reason."""
+
+    verdict: str
+    reason: str
+
+
+def local_pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this machine and is not a zombie."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[-1].split()
+    except OSError:
+        return True
+    return not (fields and fields[0] in (b"Z", b"X"))
+
+
+def last_growth(log_history: Sequence[tuple[float, int]]) -> float | None:
+    """The time of the last observed growth in ``(time, size)`` samples, oldest first."""
+    grown = None
+    for (_, before), (when, after) in zip(log_history, log_history[1:], strict=False):
+        if after != before:
+            grown = when
+    return grown
+
+
+def judge_health(
+    read: StatusRead,
+    *,
+    now: float,
+    pid_alive: Callable[[int], bool] | None = None,
+    log_history: Sequence[tuple[float, int]] = (),
+    slow_factor: float = 1.5,
+    stall_epochs: int = 3,
+    grace_seconds: float = 30.0,
+    first_epoch_stall_seconds: float = 1800.0,
+) -> Health:
+    """Judge a run's health. Liveness is derived, never trusted: a run killed with SIGKILL
+    leaves ``state: running`` forever, so the state is combined with the age of
+    ``updated_at`` against ``mean_epoch_seconds``, whether ``pid`` is alive (``pid_alive``,
+    ``None`` when it cannot be asked) and the growth of the log (``log_history``).
+
+    ``slow``: the epoch is overdue (older than ``slow_factor`` epochs plus a grace).
+    ``stalled``: alive but no epoch for ``stall_epochs`` epochs and the log is not growing.
+    """
+    if not read.ok:
+        return Health("unreadable", read.reason)
+    state = read.get("state")
+    if state in ("completed", "failed", "stopped"):
+        return Health(state, _ending_reason(read))
+    label = f"state {state!r}" if state != "running" else "state 'running'"
+    pid = read.get("pid")
+    if pid_alive is not None and isinstance(pid, int) and not pid_alive(pid):
+        return Health("dead", f"pid {pid} is gone but {label} was never closed")
+    updated = parse_iso(read.get("updated_at") or "")
+    if updated is None:
+        return Health("live", f"{label}, no updated_at to judge progress by")
+    age = max(0.0, now - updated)
+    grew = last_growth(log_history)
+    log_quiet_for = None if grew is None else now - grew
+    log_growing = grew is not None and now - grew < max(grace_seconds, 60.0)
+    epoch = read.get("mean_epoch_seconds") or read.get("epoch_seconds")
+    if not epoch or epoch <= 0:
+        if age > first_epoch_stall_seconds and not log_growing:
+            return Health("stalled", f"no update for {_dur(age)} in the first epoch")
+        return Health("live", f"{label}, first epoch in progress ({_dur(age)})")
+    if age > stall_epochs * epoch + grace_seconds and not log_growing:
+        quiet = "" if log_quiet_for is None else f", log quiet for {_dur(log_quiet_for)}"
+        return Health("stalled", f"no epoch for {_dur(age)} (~{age / epoch:.0f} epochs of "
+                                 f"{_dur(epoch)}){quiet}")
+    if age > slow_factor * epoch + grace_seconds:
+        return Health("slow", f"epoch overdue: last update {_dur(age)} ago, an epoch "
+                              f"takes ~{_dur(epoch)}")
+    return Health("live", f"updated {_dur(age)} ago, an epoch takes ~{_dur(epoch)}")
+
+
+def _ending_reason(read: StatusRead) -> str:
+    state = read.get("state")
+    if state == "failed":
+        err = read.get("error")
+        if isinstance(err, dict):
+            return f"{err.get('type') or 'error'}: {err.get('message') or ''}".strip()
+        return str(err or "failed without an error message")
+    done, total = read.get("completed_epochs"), read.get("total_epochs")
+    if done is not None and total is not None:
+        return f"{state} after {done}/{total} epochs"
+    return str(state)
+
+
+def _dur(seconds: float) -> str:
+    seconds = int(round(seconds))
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{(seconds % 3600) // 60:02d}m"
+
+
+def status_summary(read: StatusRead, health: Health,
+                   pid_alive: bool | None = None) -> dict[str, Any]:
+    """The stable summary object of ``gpurent status --json`` (unknown keys left out)."""
+    return {
+        "state": read.get("state"),
+        "health": health.verdict,
+        "reason": health.reason,
+        "epoch": read.get("completed_epochs"),
+        "total_epochs": read.get("total_epochs"),
+        "progress": read.get("progress"),
+        "eta_seconds": read.get("eta_seconds"),
+        "elapsed_seconds": read.get("elapsed_seconds"),
+        "best_metric": read.get("best_metric"),
+        "best_metric_name": read.get("best_metric_name"),
+        "best_epoch": read.get("best_epoch"),
+        "current_metric": read.get("current_metric"),
+        "current_metric_name": read.get("current_metric_name"),
+        "train_loss": read.get("train_loss"),
+        "updated_at": read.get("updated_at"),
+        "pid": read.get("pid"),
+        "pid_alive": pid_alive,
+        "error": read.get("error"),
+        "hub": read.get("hub"),
+    }
