@@ -1,0 +1,4 @@
+"""Shared pytest configuration: harness plugins live in ``tests/fixtures/``."""
+
+pytest_plugins: list[str] = [
+]
