@@ -1,0 +1,61 @@
+"""Import hygiene: the laptop side never loads torch, the headless side never loads
+textual, and the box-side contract and follower stay standard-library only."""
+
+from __future__ import annotations
+
+import json
+import os
+import pkgutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: Modules that must run on a box with nothing but python3.
+STDLIB_ONLY = ["trainer", "trainer.__main__", "trainer.runfiles", "trainer.follow"]
+
+
+def modules_of(package: str) -> list[str]:
+    """Every module of a top-level package in this repository."""
+    found = [package]
+    for info in pkgutil.walk_packages([str(ROOT / package)], prefix=f"{package}."):
+        found.append(info.name)
+    return found
+
+
+def loaded_after_import(modules: list[str], *, bare: bool = False) -> set[str]:
+    """Top-level names in sys.modules after importing ``modules`` in a fresh interpreter.
+
+    ``bare`` runs it without site-packages (``-S``), like a box that has only python3."""
+    code = (
+        "import importlib, json, sys\n"
+        f"for name in {modules!r}:\n"
+        "    importlib.import_module(name)\n"
+        "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))\n"
+    )
+    flags = ["-S"] if bare else []
+    result = subprocess.run([sys.executable, *flags, "-c", code], capture_output=True, text=True,
+                            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    return set(json.loads(result.stdout))
+
+
+def test_laptop_side_never_loads_torch() -> None:
+    loaded = loaded_after_import(modules_of("remote") + modules_of("tui"))
+    assert "torch" not in loaded
+
+
+def test_headless_and_box_side_never_load_textual() -> None:
+    loaded = loaded_after_import(modules_of("remote") + modules_of("trainer"))
+    assert "textual" not in loaded
+
+
+@pytest.mark.parametrize("module", STDLIB_ONLY)
+def test_box_contract_is_standard_library_only(module: str) -> None:
+    loaded = loaded_after_import([module], bare=True)
+    third_party = loaded - set(sys.stdlib_module_names) - {"trainer", "__main__"}
+    assert not third_party, f"{module} imports {sorted(third_party)}"

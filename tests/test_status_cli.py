@@ -1,0 +1,85 @@
+"""``gpurent status RUN_DIR``: the human summary, the --json object and exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from trainer.runfiles import RunWriter
+
+ROOT = Path(__file__).resolve().parents[1]
+GPURENT = Path(sys.executable).with_name("gpurent")
+
+
+def gpurent(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run the installed ``gpurent`` console script."""
+    return subprocess.run([str(GPURENT), *args], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def completed_run(run: Path) -> None:
+    writer = RunWriter(run)
+    writer.write_status({
+        "state": "completed", "pid": 2**22 + 12345, "completed_epochs": 3,
+        "total_epochs": 3, "progress": 1.0, "eta_seconds": 0.0, "train_loss": 1.25,
+        "best_metric": 0.5123, "best_metric_name": "mAP50-95", "best_epoch": 2,
+    })
+
+
+def test_json_summary_has_the_stable_keys(tmp_path: Path) -> None:
+    completed_run(tmp_path)
+    result = gpurent("status", str(tmp_path), "--json")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    for key in ("state", "health", "epoch", "total_epochs", "progress", "eta_seconds",
+                "best_metric", "best_metric_name", "best_epoch", "train_loss",
+                "updated_at", "pid", "pid_alive", "reason"):
+        assert key in summary, key
+    assert summary["state"] == summary["health"] == "completed"
+    assert summary["epoch"] == 3 and summary["best_epoch"] == 2
+    assert summary["pid_alive"] is False
+
+
+def test_human_summary(tmp_path: Path) -> None:
+    completed_run(tmp_path)
+    result = gpurent("status", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert "health: completed" in result.stdout
+    assert "epoch  3/3  (100%)" in result.stdout
+    assert "mAP50-95 0.5123 at epoch 2" in result.stdout
+
+
+def test_running_run_of_this_process_is_live(tmp_path: Path) -> None:
+    RunWriter(tmp_path).write_status({"state": "running", "pid": os.getpid(),
+                                      "completed_epochs": 1, "total_epochs": 4,
+                                      "mean_epoch_seconds": 30.0, "progress": 0.25})
+    summary = json.loads(gpurent("status", str(tmp_path), "--json").stdout)
+    assert summary["health"] == "live" and summary["pid_alive"] is True
+
+
+def test_missing_directory_exits_2_with_one_line(tmp_path: Path) -> None:
+    result = gpurent("status", str(tmp_path / "nope"))
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "not a directory" in result.stderr
+
+
+def test_unreadable_status_exits_2_with_the_reason(tmp_path: Path) -> None:
+    (tmp_path / "status.json").write_bytes(b'{"state": "running", "pid": "12"}')
+    result = gpurent("status", str(tmp_path))
+    assert result.returncode == 2
+    assert result.stderr.strip() == ("gpurent status: status.json: 'pid' should be an "
+                                     "integer, got a string")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = gpurent("status", str(empty))
+    assert result.returncode == 2 and "no status.json" in result.stderr
+
+
+def test_help_answers() -> None:
+    result = gpurent("status", "--help")
+    assert result.returncode == 0 and "RUN_DIR" in result.stdout
