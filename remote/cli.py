@@ -14,6 +14,13 @@ import sys
 #: Modules under ``remote.commands``, in the order ``--help`` lists them.
 COMMAND_MODULES: tuple[str, ...] = (
     "status",
+    "push",
+    "cost",
+    "instance",
+    "runs",
+    "launch",
+    "follow",
+    "stop",
 )
 
 

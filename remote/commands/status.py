@@ -1,4 +1,4 @@
-"""``gpurent status RUN_DIR``: one run's state and health, for people or scripts."""
+"""``gpurent status [HOST:]RUN_DIR``: one run's state and health, for people or scripts."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from remote.target import Target, add_connection_options, open_transport, parse_target
 from remote.text import clean_text
+from remote.transport import TransportError
 from trainer import runfiles
 
 
@@ -20,10 +22,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="show a run's state and health",
         description="Read a run directory's status.json and judge whether the run is "
         "live, slow, stalled, dead, completed, failed or stopped. Exit 0 when readable, "
-        "2 when the directory or its status is missing or unreadable.",
+        "1 when the box cannot be reached, 2 when the directory or its status is missing or "
+        "unreadable. HOST:RUN_DIR reads a run on a box over SSH.",
     )
-    p.add_argument("run", metavar="RUN_DIR", help="the run directory (holds status.json)")
+    p.add_argument("run", metavar="RUN_DIR",
+                   help="the run directory (holds status.json), or HOST:RUN_DIR on a box")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_connection_options(p)
     p.set_defaults(func=run)
 
 
@@ -65,13 +70,41 @@ def format_summary(s: dict[str, Any]) -> str:
     return "\n".join(f"{k:<6} {clean_text(str(v))}" for k, v in rows)
 
 
+def remote_summary(args: argparse.Namespace, target: Target) -> dict[str, Any]:
+    """Read and judge a run on a box over SSH (``HOST:RUN_DIR``)."""
+    from remote.runs import read_run
+
+    transport = open_transport(target, args)
+    try:
+        summary = read_run(transport, target.path).summary()
+    finally:
+        transport.close()
+    summary["run_dir"] = target.label
+    return summary
+
+
 def run(args: argparse.Namespace) -> int:
     """Print the status of ``args.run``."""
-    run_dir = Path(args.run)
+    try:
+        target = parse_target(args.run)
+    except ValueError as exc:
+        print(f"gpurent status: {clean_text(str(exc))}", file=sys.stderr)
+        return 2
+    if target.host is not None:
+        try:
+            summary = remote_summary(args, target)
+        except TransportError as exc:
+            print(f"gpurent status: {clean_text(str(exc))}", file=sys.stderr)
+            return 1
+        return _print(args, summary)
+    run_dir = Path(target.path)
     if not run_dir.is_dir():
         print(f"gpurent status: {clean_text(str(run_dir))} is not a directory", file=sys.stderr)
         return 2
-    summary = local_summary(run_dir)
+    return _print(args, local_summary(run_dir))
+
+
+def _print(args: argparse.Namespace, summary: dict[str, Any]) -> int:
     if summary["health"] == "unreadable":
         print(f"gpurent status: {clean_text(summary['reason'])}", file=sys.stderr)
         if args.json:

@@ -1,0 +1,163 @@
+"""``gpurent follow [HOST:]RUN``: stream a run's status, metrics, log and GPU stats."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import codecs
+import json
+import queue
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from remote.commands.errors import fail
+from remote.events import (
+    ConnectionEvent,
+    GpuEvent,
+    LogEvent,
+    MetricsEvent,
+    StatusEvent,
+    WatchEvent,
+)
+from remote.target import add_connection_options, connector, parse_target
+from remote.text import clean_text
+from remote.watcher import Watcher
+
+#: Health verdicts after which the run will not write more.
+FINAL = ("completed", "failed", "stopped", "dead")
+#: After the run ended, stop once no log or metrics arrived for this long.
+DRAIN_SECONDS = 1.0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``follow`` subcommand."""
+    p = sub.add_parser(
+        "follow",
+        help="stream a run's status, metrics rows, log and GPU stats until it ends",
+        description="Follow a run live (through drops, resuming without gap or duplicate) "
+        "until it completes, fails, stops or dies. The log goes to stdout (its exact bytes "
+        "when stdout is not a terminal), status and metrics lines to stderr; --json prints "
+        "every event as one JSON object per line instead. RUN is a local run directory or "
+        "HOST:RUN_DIR. Exit 0 completed or stopped, 1 failed or dead, 2 bad input.",
+    )
+    p.add_argument("run", metavar="[HOST:]RUN")
+    p.add_argument("--json", action="store_true", help="one JSON object per event")
+    p.add_argument("--keep", action="store_true", help="keep following after the run ends")
+    p.add_argument("--gpu", action="store_true", help="also print GPU samples")
+    p.add_argument("--silence", type=float, default=5.0,
+                   help="seconds without data before reconnecting (default 5)")
+    add_connection_options(p)
+    p.set_defaults(func=run)
+
+
+def event_json(event: WatchEvent) -> dict[str, Any]:
+    """An event as a JSON-ready object with an ``event`` key."""
+    if isinstance(event, StatusEvent):
+        return {"event": "status", "health": event.health.verdict,
+                "reason": event.health.reason, "pid_alive": event.pid_alive,
+                "status": event.status.status, "received_at": event.received_at}
+    if isinstance(event, MetricsEvent):
+        return {"event": "metrics", "rows": event.rows, "next_offset": event.next_offset,
+                "skipped": event.skipped, "reset": event.reset}
+    if isinstance(event, LogEvent):
+        try:
+            body = {"text": event.data.decode("utf-8")}
+        except UnicodeDecodeError:
+            body = {"b64": base64.b64encode(event.data).decode("ascii")}
+        return {"event": "log", "offset": event.offset, "reset": event.reset, **body}
+    if isinstance(event, GpuEvent):
+        return {"event": "gpu", "gpus": [vars(g) for g in event.gpus]}
+    assert isinstance(event, ConnectionEvent)
+    return {"event": "connection", "state": event.state, "detail": event.detail,
+            "attempt": event.attempt, "silent_for": event.silent_for}
+
+
+class Printer:
+    """Writes events for a person: log to stdout, the rest to stderr."""
+
+    def __init__(self, gpu: bool) -> None:
+        self.gpu = gpu
+        self.raw = not sys.stdout.isatty()
+        self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
+
+    def show(self, event: WatchEvent) -> None:
+        """Print one event."""
+        if isinstance(event, LogEvent):
+            if event.reset:
+                self.note("the log was truncated or rotated; following the new file")
+            if self.raw:
+                sys.stdout.buffer.write(event.data)
+                sys.stdout.buffer.flush()
+            else:
+                text = self.decoder.decode(event.data)
+                sys.stdout.write(clean_text(text.replace("\r", "\n"), keep_newlines=True))
+                sys.stdout.flush()
+        elif isinstance(event, StatusEvent):
+            s = event.status
+            parts = [f"state {s.get('state')}", f"health {event.health.verdict}",
+                     event.health.reason]
+            if s.get("total_epochs"):
+                parts.insert(2, f"epoch {s.get('completed_epochs') or 0}/"
+                                f"{s.get('total_epochs')}")
+            self.note(" · ".join(str(p) for p in parts))
+        elif isinstance(event, MetricsEvent):
+            for row in event.rows:
+                shown = " ".join(f"{k} {v:.4g}" for k, v in row.items()
+                                 if isinstance(v, float) and k != "time")
+                self.note(f"epoch {row.get('epoch')}: {shown}")
+        elif isinstance(event, GpuEvent):
+            if self.gpu:
+                for g in event.gpus:
+                    self.note(f"gpu{g.index} {g.name} util {g.util_percent}% mem "
+                              f"{g.mem_used_mib}/{g.mem_total_mib} MiB "
+                              f"{g.temperature_c}°C {g.power_w} W")
+        elif isinstance(event, ConnectionEvent):
+            self.note(f"[{event.state}] {event.detail}".rstrip())
+
+    @staticmethod
+    def note(text: str) -> None:
+        """One line on stderr."""
+        print(f"» {clean_text(text)}", file=sys.stderr, flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Follow until the run ends (or forever with --keep)."""
+    try:
+        target = parse_target(args.run)
+    except ValueError as exc:
+        return fail("follow", exc, 2)
+    if args.silence <= 0:
+        return fail("follow", "--silence must be positive", 2)
+    if target.host is None and not Path(target.path).is_dir():
+        return fail("follow", f"{target.path} is not a directory", 2)
+    events: queue.Queue[WatchEvent] = queue.Queue()
+    printer = Printer(args.gpu)
+    connect = connector(target, args, bootstrap=True, strict=False, note=Printer.note)
+    watcher = Watcher(connect, target.path, events.put, silence_timeout=args.silence)
+    watcher.start()
+    verdict, last_data = None, time.monotonic()
+    try:
+        while True:
+            try:
+                event = events.get(timeout=0.1)
+            except queue.Empty:
+                if verdict in FINAL and not args.keep and \
+                        time.monotonic() - last_data >= DRAIN_SECONDS:
+                    break
+                if not watcher.running and events.empty():
+                    break
+                continue
+            if args.json:
+                print(json.dumps(event_json(event), ensure_ascii=False), flush=True)
+            else:
+                printer.show(event)
+            if isinstance(event, LogEvent | MetricsEvent):
+                last_data = time.monotonic()
+            elif isinstance(event, StatusEvent):
+                verdict = event.health.verdict
+                last_data = time.monotonic()
+    finally:
+        watcher.stop()
+    return 0 if verdict in ("completed", "stopped") else 1

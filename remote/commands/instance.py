@@ -1,0 +1,201 @@
+"""``gpurent instance HOST info|stop|start|destroy``: the instance through the provider's
+API, with the teardown gate (destroy is refused while the run's best.pt is not safe).
+
+HOST is the box (``user@host``, an ``~/.ssh/config`` alias, or ``local``); it is reached
+only when needed: to detect the instance (no ``--provider``/``--instance`` and nothing in
+the config) and to check the weights of ``--run`` before a destroy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from remote import teardown
+from remote.cost import cost_report, format_report
+from remote.providers import ConfigError, provider_for, resolve_instance
+from remote.target import Target, add_connection_options, open_transport
+from remote.text import clean_text
+from remote.transport import Transport, TransportError
+from trainer.providers import Instance, NotFoundError, ProviderError
+from trainer.providers.confirm import StillBilling
+
+#: Exit codes: done; refused or failed (or an alarm); bad input.
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``instance`` subcommand."""
+    p = sub.add_parser(
+        "instance",
+        help="show, stop, start or destroy the rented instance (provider API)",
+        description="Act on the instance behind HOST through the provider's API (Vast.ai, "
+        "RunPod, Lambda Cloud; `manual` prints what to do in the console). Outcomes are "
+        "confirmed by polling the API; an instance still there after a destroy is an "
+        "ALARM. destroy is refused while --run's best.pt is not on the Hub or pulled to "
+        "this laptop, unless --override-unsafe and the instance id is typed back. "
+        "API keys: VAST_API_KEY, RUNPOD_API_KEY, LAMBDA_API_KEY or "
+        "~/.config/gpurent/config.toml (mode 600). "
+        "Exit 0 done, 1 refused/failed/alarm, 2 bad input.",
+    )
+    p.add_argument("host", metavar="HOST", help="user@host, an ssh alias, or local")
+    p.add_argument("action", choices=("info", "stop", "start", "destroy"))
+    p.add_argument("--provider", choices=("vast", "runpod", "lambda", "manual"),
+                   help="default: [hosts.\"HOST\"] in the config, else detected on the box")
+    p.add_argument("--instance", metavar="ID", help="default: as for --provider")
+    p.add_argument("--run", metavar="RUN", help="the run directory on the box whose best.pt "
+                   "must be safe before a destroy")
+    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    p.add_argument("--override-unsafe", action="store_true",
+                   help="destroy although best.pt is not safe (the instance id must still "
+                   "be typed: at the prompt, or as the first line of stdin)")
+    p.add_argument("--base-url", metavar="URL", help="provider API base URL (testing)")
+    p.add_argument("--timeout", type=float, default=180.0, metavar="S",
+                   help="how long to poll the API for the outcome (default 180)")
+    p.add_argument("--interval", type=float, default=5.0, metavar="S",
+                   help="seconds between polls (default 5)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_connection_options(p)
+    p.set_defaults(func=run)
+
+
+class _Box:
+    """Opens the transport once, only when something needs it."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.transport: Transport | None = None
+
+    def get(self) -> Transport:
+        if self.transport is None:
+            host = self.args.host
+            target = Target(None if host == "local" else host, self.args.run or ".")
+            self.transport = open_transport(target, self.args, bootstrap=True)
+        return self.transport
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+
+def _ask(prompt: str) -> str:
+    """A line from the person at the terminal, or the next line of stdin in a script."""
+    if sys.stdin.isatty():
+        try:
+            return input(prompt)
+        except EOFError:
+            return ""
+    print(prompt.rstrip(), file=sys.stderr)
+    return sys.stdin.readline().strip()
+
+
+def _instance_lines(inst: Instance) -> list[str]:
+    rows = [("instance", f"{inst.provider} {inst.id}"),
+            ("state", f"{inst.state} ({clean_text(inst.raw_state or '-')})"),
+            ("gpu", clean_text(inst.gpu or "unknown"))]
+    if inst.ssh_host:
+        rows.append(("ssh", f"{clean_text(inst.ssh_host)}:{inst.ssh_port or 22}"))
+    rate = inst.billing_per_hour
+    rows.append(("billing", "unknown" if rate is None else f"${rate:.4f}/h now"))
+    return [f"{k:<12} {v}" for k, v in rows]
+
+
+def run(args: argparse.Namespace) -> int:
+    """Do the action and print what happened."""
+    out: dict[str, Any] = {"ok": False, "action": args.action}
+
+    def finish(code: int, message: str | None = None) -> int:
+        if message:
+            print(f"gpurent instance: {clean_text(message)}", file=sys.stderr)
+            out.setdefault("error", clean_text(message))
+        out["ok"] = code == EXIT_OK
+        if args.json:
+            print(json.dumps(out))
+        return code
+
+    def say(line: str) -> None:
+        if not args.json:
+            print(line)
+
+    if not (args.timeout > 0 and args.interval >= 0):
+        return finish(EXIT_USAGE, "--timeout must be positive and --interval not negative")
+    box = _Box(args)
+    try:
+        return _run(args, box, out, say, finish)
+    except (ConfigError, TransportError) as exc:
+        return finish(EXIT_USAGE if isinstance(exc, ConfigError) else EXIT_FAILED, str(exc))
+    except ProviderError as exc:
+        code = EXIT_USAGE if exc.kind in ("bad_input", "auth") else EXIT_FAILED
+        return finish(code, str(exc))
+    finally:
+        box.close()
+
+
+def _run(args: argparse.Namespace, box: _Box, out: dict[str, Any], say: Any,
+         finish: Any) -> int:
+    try:  # flags or the config first: the box is reached only when they do not say
+        ref = resolve_instance(args.host, provider=args.provider, instance=args.instance)
+    except ProviderError:
+        ref = resolve_instance(args.host, provider=args.provider, instance=args.instance,
+                               transport=box.get())
+    out.update(provider=ref.provider, instance=ref.instance, source=ref.source)
+    provider = provider_for(ref.provider, base_url=args.base_url)
+    try:
+        inst = provider.get_instance(ref.instance)
+    except NotFoundError as exc:
+        return finish(EXIT_FAILED, str(exc))
+    out["instance_state"] = inst.to_dict()
+    if args.action == "info":
+        report = cost_report(instance=inst)
+        out["cost"] = report.to_dict()
+        for line in _instance_lines(inst) + format_report(report):
+            say(line)
+        return finish(EXIT_OK)
+
+    warning = teardown.warning_for(args.action, provider, inst)
+    out["warning"] = warning
+    say(f"{provider.title} instance {ref.instance} is {inst.state}: {warning}")
+    override, typed = False, None
+    if args.action == "destroy":
+        source = teardown.run_safety(box.get(), args.run) if args.run else None
+        safety = teardown.resolve_safety(source)
+        decision = teardown.check_destroy(safety, ref.instance)
+        if not decision.safe:
+            if not args.override_unsafe:
+                out["gate"] = decision.to_dict()
+                return finish(EXIT_FAILED, decision.reason)
+            say(f"WARNING: best.pt is not safe: {clean_text(safety.reason)}")
+            override = True
+            typed = _ask(f"type the instance id ({ref.instance}) to destroy it with the "
+                         "unsaved weights: ")
+            decision = teardown.check_destroy(safety, ref.instance, override=True,
+                                              typed_id=typed)
+            out["gate"] = decision.to_dict()
+            if not decision.allowed:
+                return finish(EXIT_FAILED, decision.reason)
+        else:
+            out["gate"] = decision.to_dict()
+            say(decision.reason)
+        safety_source: Any = safety
+    else:
+        safety_source = None
+    if not args.yes and not (args.action == "destroy" and override):
+        if not sys.stdin.isatty():
+            return finish(EXIT_USAGE, f"{args.action} needs confirmation: pass --yes")
+        if _ask(f"{args.action} {provider.title} instance {ref.instance}? [y/N] ") \
+                .strip().lower() not in ("y", "yes"):
+            return finish(EXIT_FAILED, "cancelled; nothing changed")
+    try:
+        outcome = teardown.teardown(provider, ref.instance, args.action, safety=safety_source,
+                                    override=override, typed_id=typed, timeout=args.timeout,
+                                    interval=args.interval)
+    except teardown.GateRefused as exc:
+        return finish(EXIT_FAILED, str(exc))
+    except StillBilling as exc:
+        out["outcome"] = exc.outcome.to_dict()
+        return finish(EXIT_FAILED, str(exc))
+    out["outcome"] = outcome.to_dict()
+    say(outcome.message)
+    return finish(EXIT_OK if outcome.confirmed else EXIT_FAILED)

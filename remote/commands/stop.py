@@ -1,0 +1,58 @@
+"""``gpurent stop [HOST:]RUN``: stop a run gracefully (SIGTERM), by force after a timeout."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from remote.commands.errors import fail
+from remote.control import stop_run
+from remote.target import add_connection_options, open_transport, parse_target
+from remote.text import clean_text
+from remote.transport import TransportError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``stop`` subcommand."""
+    p = sub.add_parser(
+        "stop",
+        help="stop a run: SIGTERM to its process group, SIGKILL after a timeout",
+        description="Send SIGTERM to the run's process group (the trainer saves and writes "
+        "state 'stopped'), wait up to --timeout seconds for it to exit, then SIGKILL. "
+        "Prints which happened. RUN is a local run directory or HOST:RUN_DIR. Exit 0 "
+        "stopped, killed or not running; 1 the box could not be reached; 2 bad input or "
+        "an unreadable status.",
+    )
+    p.add_argument("run", metavar="[HOST:]RUN")
+    p.add_argument("--timeout", type=float, default=30.0,
+                   help="seconds to wait after SIGTERM before SIGKILL (default 30)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_connection_options(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Stop the run and say how."""
+    if args.timeout < 0:
+        return fail("stop", "--timeout must be zero or more", 2, args.json)
+    try:
+        target = parse_target(args.run)
+        transport = open_transport(target, args)
+    except ValueError as exc:
+        return fail("stop", exc, 2, args.json)
+    except TransportError as exc:
+        return fail("stop", exc, 1, args.json)
+    try:
+        result = stop_run(transport, target.path, timeout=args.timeout)
+    except ValueError as exc:
+        return fail("stop", exc, 2, args.json)
+    except TransportError as exc:
+        return fail("stop", exc, 1, args.json)
+    finally:
+        transport.close()
+    if args.json:
+        print(json.dumps({"ok": True, "outcome": result.outcome, "detail": result.detail,
+                          "run_dir": target.label}))
+    else:
+        print(f"{result.outcome}: {clean_text(result.detail)}")
+    return 0

@@ -1,0 +1,86 @@
+"""Reading runs on a box through a ``Transport``: one run's status and health, and the
+list of runs under a project directory."""
+
+from __future__ import annotations
+
+import posixpath
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from remote.transport import Transport
+from trainer import runfiles
+
+
+@dataclass(frozen=True)
+class RunRead:
+    """One run as read from the box: its status, health and pid liveness."""
+
+    run_dir: str
+    status: runfiles.StatusRead
+    health: runfiles.Health
+    pid_alive: bool | None
+    mtime: float | None
+
+    def summary(self) -> dict[str, Any]:
+        """The ``gpurent status --json`` object for this run."""
+        body = runfiles.status_summary(self.status, self.health, self.pid_alive)
+        body["run_dir"] = self.run_dir
+        return body
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """One row of ``list_runs``."""
+
+    name: str
+    run_dir: str
+    state: str | None
+    health: str
+    reason: str
+    epoch: int | None
+    total_epochs: int | None
+    best_metric: float | None
+    best_metric_name: str | None
+    updated_at: str | None
+
+
+def read_run(transport: Transport, run_dir: str, now: float | None = None) -> RunRead:
+    """Read ``run_dir/status.json`` and judge the run's health on the box."""
+    path = posixpath.join(run_dir, runfiles.STATUS_FILE)
+    st = transport.stat(path)
+    if st is None:
+        read = runfiles.StatusRead(None, f"no status.json in {run_dir}")
+    else:
+        read = runfiles.parse_status(transport.read(path, 0, runfiles.MAX_STATUS_BYTES + 1))
+    pid = read.get("pid")
+    alive = None
+    if read.get("state") == "running" and isinstance(pid, int) and not isinstance(pid, bool):
+        alive = transport.pid_alive(pid)
+    log = transport.stat(posixpath.join(run_dir, runfiles.LOG_FILE))
+    # One look cannot see growth; the log's mtime says when it last grew.
+    history = [] if log is None else [(log.mtime - 1.0, -1), (log.mtime, log.size)]
+    health = runfiles.judge_health(
+        read, now=time.time() if now is None else now,
+        pid_alive=None if alive is None else (lambda _pid: alive), log_history=history)
+    return RunRead(run_dir, read, health, alive, None if st is None else st.mtime)
+
+
+def list_runs(transport: Transport, project: str) -> list[RunInfo]:
+    """The runs under ``project`` (directories holding a status.json), newest first."""
+    found: list[tuple[float, RunInfo]] = []
+    now = time.time()
+    for name in transport.listdir(project):
+        run_dir = posixpath.join(project, name)
+        if transport.stat(posixpath.join(run_dir, runfiles.STATUS_FILE)) is None:
+            continue
+        run = read_run(transport, run_dir, now)
+        s = run.status
+        updated = runfiles.parse_iso(s.get("updated_at") or "") or run.mtime or 0.0
+        found.append((updated, RunInfo(
+            name=name, run_dir=run_dir, state=s.get("state"), health=run.health.verdict,
+            reason=run.health.reason, epoch=s.get("completed_epochs"),
+            total_epochs=s.get("total_epochs"), best_metric=s.get("best_metric"),
+            best_metric_name=s.get("best_metric_name"), updated_at=s.get("updated_at"))))
+    found.sort(key=lambda item: (-item[0], item[1].name))
+    return [info for _, info in found]

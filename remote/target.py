@@ -1,0 +1,113 @@
+"""Where a headless command acts: a target string resolved into a ``Transport``.
+
+``HOST:PATH`` is a box over SSH (HOST is ``user@host``, ``host`` or an ``~/.ssh/config``
+alias; PATH is relative to the login directory unless absolute); a bare ``user@host``
+means its login directory. Anything else is a path on this machine (``local:PATH``
+forces that reading; a path that exists here is always local).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from remote.transport import Transport, TransportError
+
+
+@dataclass(frozen=True)
+class Target:
+    """A parsed target: ``host`` is ``None`` for this machine."""
+
+    host: str | None
+    path: str
+
+    @property
+    def label(self) -> str:
+        """How to show the target to the user."""
+        return self.path if self.host is None else f"{self.host}:{self.path}"
+
+
+def parse_target(text: str, default_path: str = ".") -> Target:
+    """Split a target string; raises ``ValueError`` for an empty host or path."""
+    if text.startswith("local:"):
+        return Target(None, text[len("local:"):] or default_path)
+    if text == "local":
+        return Target(None, default_path)
+    if text.startswith(("/", ".", "~")) or os.path.exists(text):
+        return Target(None, text)
+    host, sep, path = text.partition(":")
+    if sep or "@" in host:
+        if not host or host.startswith("-"):
+            raise ValueError(f"{text!r} names no host")
+        return Target(host, path or default_path)
+    return Target(None, text)
+
+
+def add_connection_options(parser: argparse.ArgumentParser) -> None:
+    """``-p/--port`` and ``--accept-new``, for commands that may reach a box."""
+    parser.add_argument("-p", "--port", type=int, default=None,
+                        help="SSH port of the box (default: from ~/.ssh/config, else 22)")
+    parser.add_argument("--accept-new", action="store_true",
+                        help="accept and save an unknown host key (never a changed one)")
+
+
+def _ask_on_terminal(host: str, key_type: str, fingerprint: str) -> bool:
+    """Ask about an unknown host key when a person is at the terminal; else refuse."""
+    if not sys.stdin.isatty():
+        return False
+    print(f"The host key of {host} is not known.\n{key_type} key fingerprint is "
+          f"{fingerprint}.", file=sys.stderr)
+    answer = input("Accept it and remember it? [y/N] ")
+    return answer.strip().lower() in ("y", "yes")
+
+
+def connector(target: Target, args: argparse.Namespace, *, bootstrap: bool = False,
+              strict: bool = True,
+              note: Callable[[str], None] | None = None) -> Callable[[], Transport]:
+    """A function that opens a transport for ``target`` each time it is called (the
+    watcher calls it again after a drop). With ``bootstrap`` the box gets our trainer
+    on the first call, and later calls reuse its ``trainer_prefix``; a bootstrap that
+    fails raises when ``strict``, else is noted (the watcher then polls files)."""
+    if target.host is None:
+        from remote.local import LocalTransport
+
+        return LocalTransport
+    say = note or (lambda _msg: None)
+    prefix: list[str] = []
+
+    def connect() -> Transport:
+        from remote import ssh
+
+        transport = ssh.connect(target.host or "", port=getattr(args, "port", None),
+                                accept_new=getattr(args, "accept_new", False),
+                                ask_unknown=_ask_on_terminal, timeout=15.0,
+                                progress=say)
+        if bootstrap and not prefix:
+            from remote.bootstrap import bootstrap as run_bootstrap
+
+            try:
+                result = run_bootstrap(transport, say, preflight=False)
+            except TransportError as exc:
+                if strict:
+                    transport.close()
+                    raise
+                say(f"bootstrap: {exc}")
+                prefix.append(transport.trainer_prefix)
+            else:
+                prefix.append(transport.trainer_prefix)
+                for line in result.notes:
+                    say(line)
+        elif prefix:
+            transport.trainer_prefix = prefix[0]
+        return transport
+
+    return connect
+
+
+def open_transport(target: Target, args: argparse.Namespace, *, bootstrap: bool = False,
+                   note: Callable[[str], None] | None = None) -> Transport:
+    """Open one transport for ``target`` (see ``connector``); bootstrap failures raise."""
+    return connector(target, args, bootstrap=bootstrap, note=note)()

@@ -1,0 +1,474 @@
+"""``Watcher``: follows one run on a box and delivers typed events (``remote.events``).
+
+A thread with a stop Event runs ``python3 -m trainer follow`` on the box through
+``transport.stream`` and turns its JSON lines into events. It notices silence (the
+follower sends a heartbeat every second), reconnects with a capped backoff and resumes
+from the byte offsets and inodes of what it has delivered, so the callback sees every
+byte of ``train.log`` and every ``metrics.jsonl`` row exactly once. Health is judged here
+with ``trainer.runfiles.judge_health`` from the status, the pid liveness the follower
+reports from the box and the growth of the log. Where the box has no usable python the
+watcher falls back to polling the files with ``transport.stat``/``read`` (SFTP).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import logging
+import posixpath
+import shlex
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from remote.events import (
+    ConnectionEvent,
+    GpuEvent,
+    GpuSample,
+    LogEvent,
+    MetricsEvent,
+    StatusEvent,
+    WatchEvent,
+)
+from remote.text import clean_text
+from remote.transport import Stream, Transport
+from trainer import runfiles
+
+log = logging.getLogger(__name__)
+
+BACKOFF_FIRST = 0.5
+BACKOFF_MAX = 5.0
+#: Largest read of a file per poll in the polling fallback.
+POLL_READ_BYTES = 1 << 20
+#: How often the polling fallback asks whether the status pid is alive.
+POLL_PID_SECONDS = 2.0
+#: Output of a follow command that failed to start which means "no usable python".
+NO_PYTHON_MARKERS = ("no module named", "not found", "no such file", "permission denied",
+                     "syntaxerror", "can't open", "cannot import name", "importerror")
+
+
+_NEVER = object()
+
+
+class _Dropped(Exception):
+    """The follow stream went silent or away; reconnect."""
+
+
+class _StartFailed(Exception):
+    """The follow command ended without saying hello."""
+
+
+class Watcher:
+    """Watches ``run_dir`` on the box that ``connect()`` reaches; see the module doc.
+
+    ``on_event`` is called from the watcher thread. ``connect`` is called again after a
+    drop; the watcher closes the transports it got (``close_transport=False`` leaves them
+    to whoever owns a shared one)."""
+
+    def __init__(self, connect: Callable[[], Transport], run_dir: str,
+                 on_event: Callable[[WatchEvent], None], *, silence_timeout: float = 5.0,
+                 poll_interval: float = 0.25, gpu_interval: float = 2.0,
+                 close_transport: bool = True) -> None:
+        self.connect = connect
+        self.run_dir = run_dir
+        self.on_event = on_event
+        self.silence_timeout = silence_timeout
+        self.poll_interval = poll_interval
+        self.gpu_interval = gpu_interval
+        self.close_transport = close_transport
+        #: Where delivery stands: the next byte of each file and the file's inode.
+        self.log_offset = 0
+        self.log_ino: int | None = None
+        self.metrics_offset = 0
+        self.metrics_ino: int | None = None
+        self.status_key: str | None = None
+        #: Whether the box has no usable python (then files are polled).
+        self.polling = False
+        self._poll_reason = ""
+        self._stop = threading.Event()
+        self._kick = threading.Event()
+        self._lock = threading.Lock()
+        self._stream: Stream | None = None
+        self._thread: threading.Thread | None = None
+        self._status = runfiles.StatusRead(None, "no status received yet")
+        self._status_received = False
+        self._pid_alive: bool | None = None
+        self._log_history: deque[tuple[float, int]] = deque(maxlen=32)
+        self._verdict: tuple[str, bool | None] | None = None
+        self._skew = 0.0
+        self._start_failures = 0
+        self._went_live = False
+
+    # ----------------------------------------------------------------- control
+
+    def start(self) -> None:
+        """Start the watcher thread."""
+        if self._thread is not None:
+            raise RuntimeError("watcher already started")
+        self._thread = threading.Thread(target=self._run, daemon=True,
+                                        name=f"watch {self.run_dir}")
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop following and wait up to ``timeout`` s for the thread to end."""
+        self._stop.set()
+        self._kick.set()
+        self._close_stream()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def reconnect_now(self) -> None:
+        """Drop the current connection and reconnect at once, without backoff."""
+        self._kick.set()
+        self._close_stream()
+
+    @property
+    def running(self) -> bool:
+        """Whether the watcher thread is alive."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def _close_stream(self) -> None:
+        with self._lock:
+            stream = self._stream
+        if stream is not None:
+            with contextlib.suppress(Exception):
+                stream.close()
+
+    def _wait(self, seconds: float) -> bool:
+        """Sleep up to ``seconds``; ``True`` when stop or reconnect_now cut it short."""
+        end = time.monotonic() + seconds
+        while not self._kick.is_set():
+            left = end - time.monotonic()
+            if left <= 0:
+                return False
+            self._kick.wait(min(left, 0.1))
+        return True
+
+    # ----------------------------------------------------------------- main loop
+
+    def _run(self) -> None:
+        attempt, detail = 0, ""
+        try:
+            while not self._stop.is_set():
+                if attempt:
+                    delay = min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** (attempt - 1))
+                    self._emit(ConnectionEvent("reconnecting", detail, attempt=attempt))
+                    if self._wait(delay) and self._stop.is_set():
+                        break
+                self._kick.clear()
+                attempt, detail = self._session(attempt)
+        finally:
+            self._emit(ConnectionEvent("closed", "stopped" if self._stop.is_set()
+                                       else detail))
+
+    def _session(self, attempt: int) -> tuple[int, str]:
+        """One connection: follow (or poll) until it drops. Returns the next attempt
+        number (0 after a kick) and a one-line reason for the drop."""
+        self._went_live = False
+        try:
+            transport = self.connect()
+        except Exception as exc:  # noqa: BLE001 (any failure to connect means: retry)
+            return attempt + 1, _one_line(exc) or type(exc).__name__
+        try:
+            if self.polling:
+                self._poll_files(transport)
+            else:
+                self._follow(transport)
+            reason = "the follower ended"
+        except _StartFailed as exc:
+            reason = str(exc)
+            self._start_failures += 1
+            lowered = reason.lower()
+            if self._start_failures >= 2 or any(m in lowered for m in NO_PYTHON_MARKERS):
+                self.polling, self._poll_reason = True, reason
+                return 0, reason
+        except _Dropped as exc:
+            reason = str(exc)
+        except Exception as exc:  # noqa: BLE001 (a broken link must never end the thread)
+            reason = _one_line(exc) or type(exc).__name__
+        finally:
+            self._close_stream()
+            with self._lock:
+                self._stream = None
+            if self.close_transport:
+                with contextlib.suppress(Exception):
+                    transport.close()
+        if self._kick.is_set():
+            return 0, "reconnect requested"
+        return (1 if self._went_live else attempt + 1), reason
+
+    # ----------------------------------------------------------------- follow
+
+    def follow_command(self, transport: Transport) -> str:
+        """The shell command that starts the follower on the box, resuming where
+        delivery stands. stderr joins stdout so that a failure to start can be told."""
+        words = [
+            "-m", "trainer", "follow", self.run_dir,
+            "--log-offset", str(self.log_offset),
+            "--log-ino", "none" if self.log_ino is None else str(self.log_ino),
+            "--metrics-offset", str(self.metrics_offset),
+            "--metrics-ino", "none" if self.metrics_ino is None else str(self.metrics_ino),
+            "--poll", f"{min(self.poll_interval, 1.0):g}",
+            "--heartbeat", f"{max(0.2, min(1.0, self.silence_timeout / 3)):g}",
+            "--gpu-interval", f"{self.gpu_interval:g}",
+        ]
+        if self.status_key is not None:
+            words += ["--status-key", self.status_key]
+        return f"{transport.trainer_prefix} {shlex.join(words)} 2>&1"
+
+    def _follow(self, transport: Transport) -> None:
+        stream = transport.stream(self.follow_command(transport))
+        with self._lock:
+            self._stream = stream
+        if self._kick.is_set():
+            return
+        said_hello = False
+        noise: list[str] = []
+        lines = stream.lines(timeout=self.silence_timeout)
+        try:
+            for raw in lines:
+                if self._kick.is_set():
+                    return
+                message = _decode(raw)
+                if message is None:
+                    text = clean_text(raw).strip()
+                    if text:
+                        noise = (noise + [text])[-5:]
+                    continue
+                if message.get("t") == "hello":
+                    said_hello = True
+                    self._on_hello(message)
+                    continue
+                self._handle(message)
+        except TimeoutError:
+            if self._kick.is_set():
+                return
+            self._emit(ConnectionEvent("stale", f"no data for {self.silence_timeout:g}s",
+                                       silent_for=self.silence_timeout))
+            raise _Dropped(f"no data for {self.silence_timeout:g}s") from None
+        finally:
+            close = getattr(lines, "close", None)
+            if close is not None:
+                close()
+        if self._kick.is_set():
+            return
+        if not said_hello:
+            raise _StartFailed(noise[-1] if noise else "the follower ended without output")
+        raise _Dropped("the follower ended")
+
+    def _on_hello(self, message: dict[str, Any]) -> None:
+        box_now = message.get("now")
+        if isinstance(box_now, int | float):
+            self._skew = float(box_now) - time.time()
+        self._start_failures = 0
+        self._went_live = True
+        gpu = " with GPU stats" if message.get("gpu") else ""
+        self._emit(ConnectionEvent("live", f"following {self.run_dir}{gpu}"))
+
+    def _handle(self, message: dict[str, Any]) -> None:
+        """Turn one follower message into events; a malformed one is skipped."""
+        kind = message.get("t")
+        handler = {"status": self._on_status, "pid": self._on_pid, "log": self._on_log,
+                   "metrics": self._on_metrics, "reset": self._on_reset,
+                   "gpu": self._on_gpu}.get(kind)  # type: ignore[arg-type]
+        try:
+            if handler is not None:
+                handler(message)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            log.debug("skipped a malformed %r line: %s", kind, exc)
+        self._rejudge()
+
+    def _on_status(self, message: dict[str, Any]) -> None:
+        body, reason = message["status"], message.get("reason")
+        if isinstance(body, dict):
+            read = runfiles.parse_status(json.dumps(body).encode("utf-8"))
+        elif body is None and isinstance(reason, str):
+            read = runfiles.StatusRead(None, clean_text(reason))
+        else:
+            raise ValueError("status is neither an object nor null with a reason")
+        alive = message.get("pid_alive")
+        self._set_status(read, alive if isinstance(alive, bool) else None)
+        key = message.get("key")
+        self.status_key = key if isinstance(key, str) and key.isprintable() else None
+
+    def _on_pid(self, message: dict[str, Any]) -> None:
+        alive = message["alive"]
+        if message["pid"] == self._status.get("pid") and isinstance(alive, bool):
+            self._pid_alive = alive
+
+    def _on_log(self, message: dict[str, Any]) -> None:
+        offset = _int(message["offset"])
+        if "text" in message:
+            data = str(message["text"]).encode("utf-8")
+        else:
+            data = base64.b64decode(message["b64"], validate=True)
+        ino = message.get("ino")
+        if offset < self.log_offset:
+            data = data[self.log_offset - offset:]  # already delivered
+            offset = self.log_offset
+        if not data:
+            return
+        self._emit(LogEvent(data, offset))
+        self.log_offset = offset + len(data)
+        self.log_ino = ino if isinstance(ino, int) else self.log_ino
+        self._log_history.append((self._now(), self.log_offset))
+
+    def _on_metrics(self, message: dict[str, Any]) -> None:
+        offset, next_offset = _int(message["offset"]), _int(message["next"])
+        rows = message["rows"]
+        if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+            raise ValueError("rows is not a list of objects")
+        if next_offset <= self.metrics_offset and offset < self.metrics_offset:
+            return  # already delivered
+        self._emit(MetricsEvent(rows, next_offset, _int(message.get("skipped", 0))))
+        self.metrics_offset = next_offset
+        ino = message.get("ino")
+        self.metrics_ino = ino if isinstance(ino, int) else self.metrics_ino
+
+    def _on_reset(self, message: dict[str, Any]) -> None:
+        ino = message.get("ino")
+        ino = ino if isinstance(ino, int) else None
+        if message["file"] == "log":
+            self._emit(LogEvent(b"", 0, reset=True))
+            self.log_offset, self.log_ino = 0, ino
+            self._log_history.append((self._now(), 0))
+        elif message["file"] == "metrics":
+            self._emit(MetricsEvent([], 0, reset=True))
+            self.metrics_offset, self.metrics_ino = 0, ino
+
+    def _on_gpu(self, message: dict[str, Any]) -> None:
+        rows = message.get("gpus")
+        if not isinstance(rows, list):
+            return  # an error report: nvidia-smi failed; nothing to show
+        gpus = [GpuSample(_int(r[0]), clean_text(str(r[1])), *(_num(v) for v in r[2:7]))
+                for r in rows]
+        self._emit(GpuEvent(gpus, time.time()))
+
+    # ----------------------------------------------------------------- health
+
+    def _now(self) -> float:
+        """The box's clock (timestamps in status.json are the box's)."""
+        return time.time() + self._skew
+
+    def _set_status(self, read: runfiles.StatusRead, pid_alive: bool | None) -> None:
+        self._status, self._status_received = read, True
+        self._pid_alive = pid_alive
+        health = self._judge()
+        self._verdict = (health.verdict, self._pid_alive)
+        self._emit(StatusEvent(read, health, self._pid_alive, time.time()))
+
+    def _judge(self) -> runfiles.Health:
+        alive = self._pid_alive
+        return runfiles.judge_health(
+            self._status, now=self._now(),
+            pid_alive=None if alive is None else (lambda _pid: alive),
+            log_history=list(self._log_history))
+
+    def _rejudge(self) -> None:
+        """Send the status again when its health verdict or pid liveness changed."""
+        if not self._status_received:
+            return
+        health = self._judge()
+        if (health.verdict, self._pid_alive) != self._verdict:
+            self._verdict = (health.verdict, self._pid_alive)
+            self._emit(StatusEvent(self._status, health, self._pid_alive, time.time()))
+
+    # ----------------------------------------------------------------- polling
+
+    def _poll_files(self, transport: Transport) -> None:
+        """The fallback without python on the box: stat and read the files each poll."""
+        self._emit(ConnectionEvent("polling", f"no usable python on the box "
+                                   f"({self._poll_reason}); reading the run's files"))
+        status_path = posixpath.join(self.run_dir, runfiles.STATUS_FILE)
+        log_path = posixpath.join(self.run_dir, runfiles.LOG_FILE)
+        metrics_path = posixpath.join(self.run_dir, runfiles.METRICS_FILE)
+        seen_status: object = _NEVER
+        seen_metrics = -1
+        next_pid_check = 0.0
+        while not self._kick.is_set():
+            st = transport.stat(status_path)
+            sig = None if st is None else (st.size, st.mtime)
+            if sig != seen_status:
+                seen_status = sig
+                read = (runfiles.StatusRead(None, f"no status.json in {self.run_dir}")
+                        if st is None else runfiles.parse_status(
+                            transport.read(status_path, 0, runfiles.MAX_STATUS_BYTES + 1)))
+                self._set_status(read, self._ask_pid(transport, read))
+                next_pid_check = time.monotonic() + POLL_PID_SECONDS
+            elif time.monotonic() >= next_pid_check:
+                self._pid_alive = self._ask_pid(transport, self._status)
+                next_pid_check = time.monotonic() + POLL_PID_SECONDS
+            self._poll_log(transport, log_path)
+            seen_metrics = self._poll_metrics(transport, metrics_path, seen_metrics)
+            self._rejudge()
+            self._went_live = True
+            if self._wait(self.poll_interval):
+                return
+
+    @staticmethod
+    def _ask_pid(transport: Transport, read: runfiles.StatusRead) -> bool | None:
+        pid = read.get("pid")
+        if not isinstance(pid, int) or isinstance(pid, bool):
+            return None
+        return transport.pid_alive(pid)
+
+    def _poll_log(self, transport: Transport, path: str) -> None:
+        st = transport.stat(path)
+        if st is None:
+            return
+        if st.size < self.log_offset:
+            self._on_reset({"file": "log"})
+        if st.size > self.log_offset:
+            data = transport.read(path, self.log_offset, POLL_READ_BYTES)
+            if data:
+                self._emit(LogEvent(data, self.log_offset))
+                self.log_offset += len(data)
+                self._log_history.append((self._now(), self.log_offset))
+
+    def _poll_metrics(self, transport: Transport, path: str, seen: int) -> int:
+        st = transport.stat(path)
+        if st is None or st.size == seen:
+            return seen
+        if st.size < self.metrics_offset:
+            self._on_reset({"file": "metrics"})
+        data = transport.read(path, self.metrics_offset, POLL_READ_BYTES)
+        chunk = runfiles.parse_metrics(data, self.metrics_offset)
+        if chunk.next_offset > self.metrics_offset:
+            self._emit(MetricsEvent(chunk.rows, chunk.next_offset, chunk.skipped))
+            self.metrics_offset = chunk.next_offset
+        return st.size
+
+    # ----------------------------------------------------------------- delivery
+
+    def _emit(self, event: WatchEvent) -> None:
+        try:
+            self.on_event(event)
+        except Exception:  # a bug in the callback must not stop the watching
+            log.exception("watcher callback failed on %s", type(event).__name__)
+
+
+def _decode(raw: bytes) -> dict[str, Any] | None:
+    """A follower line as a message object, or ``None`` when it is not one."""
+    try:
+        value = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) and isinstance(value.get("t"), str) else None
+
+
+def _int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{value!r} is not an offset")
+    return value
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) \
+        else None
+
+
+def _one_line(exc: BaseException) -> str:
+    return clean_text(" ".join(str(exc).split()))[:300]

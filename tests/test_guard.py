@@ -1,0 +1,289 @@
+"""The box-side guard end to end: a real ``python -m trainer guard`` process watching a
+run directory, acting through a provider stand-in; armed and disarmed with
+``remote.guard`` locally and over the sshd test box."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from remote.guard import GuardError, arm_guard, disarm_guard, read_guard
+from remote.local import LocalTransport
+from trainer import runfiles
+from trainer.guard import GuardError as BoxGuardError
+from trainer.guard import parse_when
+from trainer.hub_ledger import append_entries, file_identity, sha256_file
+
+ROOT = Path(__file__).resolve().parents[1]
+FAST = ["--poll", "0.1", "--confirm-timeout", "10"]
+
+
+def wait_for(what: str, check: Callable[[], object], timeout: float = 20.0) -> object:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def trainer_pid() -> Iterator[subprocess.Popen[bytes]]:
+    """A live process standing in for the trainer (kill it to make the run die)."""
+    proc = subprocess.Popen(["sleep", "600"])
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def make_run(run_dir: Path, pid: int, *, best: bool = True) -> runfiles.RunWriter:
+    writer = runfiles.RunWriter(run_dir)
+    writer.write_status({"state": "running", "pid": pid, "total_epochs": 3,
+                         "completed_epochs": 1, "current_epoch": 2,
+                         "mean_epoch_seconds": 600.0, "best_epoch": 1})
+    (run_dir / runfiles.LOG_FILE).write_text("2026-07-31 10:00:00 | INFO     | epoch 1\n")
+    if best:
+        runfiles.atomic_write_bytes(writer.weights_dir / "best.pt", os.urandom(4096))
+    return writer
+
+
+def finish_run(writer: runfiles.RunWriter, pid: int, state: str = "completed") -> None:
+    writer.write_status({"state": state, "pid": pid, "total_epochs": 3,
+                         "completed_epochs": 3, "best_epoch": 3})
+
+
+def record_push(run_dir: Path) -> None:
+    """What a successful push leaves behind: a ledger entry for the current best.pt."""
+    best = run_dir / runfiles.WEIGHTS_DIR / "best.pt"
+    append_entries(run_dir, [{"file": "best.pt", "path_in_repo": "best.pt",
+                              "sha256": sha256_file(best), "size": best.stat().st_size,
+                              "repo": "org/run", "commit": "c" * 40, "epoch": 3,
+                              "time": runfiles.utc_now_iso(), **file_identity(best)}])
+
+
+def start_guard(run_dir: Path, standin, iid: str, *args: str,
+                key: str | None = None) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trainer", "guard", str(run_dir), "--provider",
+         standin.provider, "--instance", iid, "--key-stdin", "--base-url", standin.base_url,
+         *FAST, *args],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdin is not None
+    proc.stdin.write(((standin.key if key is None else key) + "\n").encode())
+    proc.stdin.close()
+    return proc
+
+
+def guard_state(run_dir: Path) -> dict:
+    path = run_dir / "guard.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def finished(proc: subprocess.Popen[bytes], timeout: float = 30.0) -> tuple[int, str]:
+    proc.wait(timeout=timeout)
+    assert proc.stderr is not None
+    return proc.returncode, proc.stderr.read().decode()
+
+
+def assert_no_secret(run_dir: Path, key: str) -> None:
+    for name in ("guard.log", "guard.json", "guard.out"):
+        path = run_dir / name
+        if path.exists():
+            assert key not in path.read_text()
+
+
+def test_run_completes_final_push_then_destroy(tmp_path, vast_standin, trainer_pid):
+    iid = vast_standin.add_instance()
+    run_dir = tmp_path / "run"
+    writer = make_run(run_dir, trainer_pid.pid)
+    proc = start_guard(run_dir, vast_standin, iid, "--when", "done", "--then", "destroy",
+                       "--push-wait", "60")
+    wait_for("armed", lambda: guard_state(run_dir).get("state") == "armed")
+    assert guard_state(run_dir)["armed"] is True and guard_state(run_dir)["then"] == "destroy"
+    finish_run(writer, trainer_pid.pid)  # the trainer is still pushing: not safe yet
+    wait_for("waiting for the push",
+             lambda: guard_state(run_dir).get("state") == "waiting-for-push")
+    assert not vast_standin.calls("DELETE")
+    record_push(run_dir)
+    rc, err = finished(proc)
+    assert rc == 0, err
+    assert len(vast_standin.calls("DELETE")) == 1 and iid not in vast_standin.instances
+    state = guard_state(run_dir)
+    assert state["state"] == "done" and state["armed"] is False
+    assert state["outcome"]["action"] == "destroy" and state["outcome"]["confirmed"] is True
+    log = (run_dir / "guard.log").read_text()
+    for words in ("armed: when done then destroy", "run is completed", "waiting up to",
+                  "weights safe", "is destroyed (confirmed by the API)"):
+        assert words in log
+    assert_no_secret(run_dir, vast_standin.key)
+
+
+def test_dead_run_with_unsaved_weights_is_stopped_not_destroyed(tmp_path, runpod_standin,
+                                                                 trainer_pid):
+    pid = runpod_standin.add_instance()
+    run_dir = tmp_path / "run"
+    make_run(run_dir, trainer_pid.pid)
+    proc = start_guard(run_dir, runpod_standin, pid, "--when", "dead", "--then", "destroy",
+                       "--push-wait", "1")
+    wait_for("armed", lambda: guard_state(run_dir).get("state") == "armed")
+    trainer_pid.kill()  # SIGKILL: status.json still says running
+    trainer_pid.wait()
+    rc, err = finished(proc)
+    assert rc == 0, err
+    assert not runpod_standin.calls("DELETE")
+    stops = runpod_standin.calls("POST", "/action")
+    assert [s.body for s in stops] == [{"action": "stop"}]
+    assert runpod_standin.instances[pid]["status"] == "EXITED"
+    log = (run_dir / "guard.log").read_text()
+    assert "run is dead" in log
+    assert "NOT destroying: best.pt is not safe" in log and "stopping instead" in log
+    state = guard_state(run_dir)
+    assert state["outcome"]["action"] == "stop" and state["outcome"]["confirmed"] is True
+    assert state["outcome"]["trigger"] == "dead"
+
+
+def test_max_hours_fires_on_a_run_that_never_ends(tmp_path, lambda_standin, trainer_pid):
+    iid = lambda_standin.add_instance()
+    run_dir = tmp_path / "run"
+    make_run(run_dir, trainer_pid.pid, best=False)  # no best.pt: nothing to lose
+    proc = start_guard(run_dir, lambda_standin, iid, "--when", "done", "--then", "destroy",
+                       "--max-hours", "0.0005")  # 1.8 s
+    rc, err = finished(proc)
+    assert rc == 0, err
+    assert trainer_pid.poll() is None  # the run never ended
+    terminate = lambda_standin.calls("POST", "terminate")
+    assert [t.body for t in terminate] == [{"instance_ids": [iid]}]
+    log = (run_dir / "guard.log").read_text()
+    assert "trigger max-hours: --max-hours 0.0005 reached" in log
+    assert guard_state(run_dir)["outcome"]["trigger"] == "max-hours"
+
+
+def test_idle_box_is_stopped(tmp_path, vast_standin):
+    iid = vast_standin.add_instance()
+    run_dir = tmp_path / "run"
+    make_run(run_dir, 999_999_999, best=False)  # a pid that does not exist: no training
+    proc = start_guard(run_dir, vast_standin, iid, "--when", "idle=0.01", "--then", "stop")
+    rc, err = finished(proc)
+    assert rc == 0, err
+    assert [r.body for r in vast_standin.calls("PUT")] == [{"state": "stopped"}]
+    assert vast_standin.instances[iid]["actual_status"] == "stopped"
+    assert "trigger idle: idle for" in (run_dir / "guard.log").read_text()
+
+
+def test_destroy_that_keeps_billing_is_an_alarm(tmp_path, vast_standin):
+    iid = vast_standin.add_instance()
+    vast_standin.never_gone(iid)
+    run_dir = tmp_path / "run"
+    writer = make_run(run_dir, 999_999_999, best=False)
+    finish_run(writer, 999_999_999)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trainer", "guard", str(run_dir), "--provider", "vast",
+         "--instance", iid, "--key-stdin", "--base-url", vast_standin.base_url, "--when",
+         "done", "--then", "destroy", "--poll", "0.1", "--confirm-timeout", "1"],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE, stdout=subprocess.PIPE)
+    proc.communicate(vast_standin.key.encode() + b"\n", timeout=30)
+    assert proc.returncode == 1
+    state = guard_state(run_dir)
+    assert state["state"] == "alarm" and state["outcome"]["alarm"] is True
+    assert "ALARM" in (run_dir / "guard.log").read_text()
+
+
+def test_sigterm_disarms_without_acting(tmp_path, vast_standin, trainer_pid):
+    iid = vast_standin.add_instance()
+    run_dir = tmp_path / "run"
+    make_run(run_dir, trainer_pid.pid)
+    proc = start_guard(run_dir, vast_standin, iid, "--when", "done", "--then", "destroy")
+    wait_for("armed", lambda: guard_state(run_dir).get("state") == "armed")
+    proc.send_signal(signal.SIGTERM)
+    rc, err = finished(proc)
+    assert rc == 0, err
+    assert guard_state(run_dir)["state"] == "disarmed"
+    assert not vast_standin.calls("DELETE") and not vast_standin.calls("PUT")
+
+
+def test_refuses_to_arm_with_a_bad_key(tmp_path, vast_standin):
+    iid = vast_standin.add_instance()
+    run_dir = tmp_path / "run"
+    make_run(run_dir, 999_999_999)
+    proc = start_guard(run_dir, vast_standin, iid, "--when", "done", "--then", "stop",
+                       key="not-the-key")
+    rc, err = finished(proc)
+    assert rc == 2
+    assert err.count("\n") == 1 and "check the API key" in err and "Traceback" not in err
+    state = guard_state(run_dir)
+    assert state["state"] == "error" and "not armed" in state["last_decision"]
+    assert_no_secret(run_dir, "not-the-key")
+
+
+def test_bad_options_are_one_line_errors(tmp_path, lambda_standin):
+    run_dir = tmp_path / "run"
+    make_run(run_dir, 999_999_999)
+    iid = lambda_standin.add_instance()
+    proc = start_guard(run_dir, lambda_standin, iid, "--when", "done", "--then", "stop")
+    rc, err = finished(proc)
+    assert rc == 2 and "cannot stop an instance: use --then destroy" in err
+    assert not lambda_standin.requests
+    for bad in ("idle=0", "idle=x", "soon", ""):
+        with pytest.raises(BoxGuardError):
+            parse_when(bad)
+    assert parse_when("idle=30") == ("idle", 30.0)
+
+
+def test_arm_and_disarm_through_a_transport(tmp_path, vast_standin, trainer_pid):
+    iid = vast_standin.add_instance()
+    run_dir = tmp_path / "run"
+    make_run(run_dir, trainer_pid.pid)
+    box = LocalTransport()
+    state = arm_guard(box, str(run_dir), "done", "destroy", 12.0, "vast", iid,
+                      vast_standin.key, base_url=vast_standin.base_url, poll=0.1)
+    assert state.watching and state.when == "done" and state.max_hours == 12.0
+    assert state.summary() == "guard armed: when done then destroy, hard limit 12 h"
+    with pytest.raises(GuardError, match="already armed"):
+        arm_guard(box, str(run_dir), "done", "stop", None, "vast", iid, vast_standin.key,
+                  base_url=vast_standin.base_url)
+    final = disarm_guard(box, str(run_dir))
+    assert final is not None and final.state == "disarmed" and not final.watching
+    assert not vast_standin.calls("DELETE")
+    with pytest.raises(GuardError, match="idle=MINUTES"):
+        arm_guard(box, str(run_dir), "idle", "stop")
+
+
+def test_guard_over_ssh_on_the_test_box(sshd, tmp_path, runpod_standin):
+    """Armed over SSH with the key on stdin, the guard runs with the box's plain
+    python3 (only the uploaded ``trainer`` package) and destroys a finished, pushed run."""
+    from remote.bootstrap import bootstrap
+
+    pid = runpod_standin.add_instance()
+    run_dir = tmp_path / "run"
+    writer = make_run(run_dir, 999_999_999)
+    finish_run(writer, 999_999_999)
+    record_push(run_dir)
+    os.chmod(tmp_path, 0o755)
+    box = sshd.connect()
+    try:
+        bootstrap(box, python="/usr/bin/python3", preflight=False, install=False)
+        state = arm_guard(box, str(run_dir), "done", "destroy", None, "runpod", pid,
+                          runpod_standin.key, base_url=runpod_standin.base_url, poll=0.1)
+        assert state.pid is not None
+        wait_for("the destroy", lambda: (read_guard(box, str(run_dir)) or state).state
+                 not in ("armed", "waiting-for-push", "acting"))
+        final = read_guard(box, str(run_dir))
+    finally:
+        box.close()
+    assert final is not None and final.state == "done", final
+    assert final.outcome and final.outcome["action"] == "destroy"
+    assert len(runpod_standin.calls("DELETE")) == 1
+    assert runpod_standin.instances.get(pid, {"status": "TERMINATED"})["status"] == "TERMINATED"
+    assert_no_secret(run_dir, runpod_standin.key)

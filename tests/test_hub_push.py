@@ -1,0 +1,247 @@
+"""``trainer push`` / ``trainer safe`` / ``gpurent push`` against the Hub stand-in, run as
+real subprocesses with the real huggingface_hub client."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from remote.local import LocalTransport
+from remote.push import PushFailed, push_from_box
+from remote.safety import weights_safety
+from tests.fixtures.hub_standin import (
+    VALID_TOKEN,
+    HubStandin,
+    hub_env,
+    write_checkpoint,
+    write_run,
+)
+from trainer import hub_safe
+from trainer.hub_ledger import read_ledger
+
+ROOT = Path(__file__).resolve().parents[1]
+MB = 1024 * 1024
+
+
+def run_measured(cmd: list[str], env: dict[str, str],
+                 stdin: bytes | None = None) -> tuple[int, str, str, float]:
+    """Run ``cmd``; return exit code, stdout, stderr and its peak RSS in MiB (from the
+    kernel's accounting of exactly this child, via wait4)."""
+    proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out_err: dict[str, bytes] = {}
+
+    def drain() -> None:
+        assert proc.stdout is not None and proc.stderr is not None
+        if stdin is not None:
+            assert proc.stdin is not None
+            proc.stdin.write(stdin)
+        assert proc.stdin is not None
+        proc.stdin.close()
+        out_err["err"] = proc.stderr.read()
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    assert proc.stdout is not None
+    out = proc.stdout.read()
+    reader.join(60)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, out.decode(), out_err["err"].decode(), usage.ru_maxrss / 1024
+
+
+def trainer_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "trainer", *args]
+
+
+def test_push_50mb_checkpoint_via_lfs_with_bounded_memory(hub_standin: HubStandin,
+                                                          tmp_path: Path) -> None:
+    run = tmp_path / "proj" / "run1"
+    sha = write_run(run, best_size=50 * MB, epoch=7, best_epoch=5, metric=0.61)
+    env = hub_env(hub_standin, tmp_path / "hf", HF_TOKEN=VALID_TOKEN)
+    # Baseline: the same interpreter with the same Hub client loaded, pushing nothing.
+    rc, _, err, baseline = run_measured([sys.executable, "-c", (
+        "from trainer.hub_client import import_hub; hub = import_hub(); "
+        "hub.HfApi; from huggingface_hub import _commit_api, lfs")], env)
+    assert rc == 0, err
+    rc, out, err, peak = run_measured(trainer_cmd("push", str(run), "--repo", "org/m",
+                                                  "--files", "best.pt", "--json"), env)
+    assert rc == 0, err
+    result = json.loads(out)
+    # The bytes went through the LFS path: batch, a PUT to storage without the token, verify.
+    assert [r.route for r in hub_standin.requests] == [
+        "create", "preupload", "batch", "upload", "verify", "commit"]
+    assert not hub_standin.routes("upload")[0].has_auth
+    stored = hub_standin.repo("org/m").files["best.pt"]
+    assert stored.lfs and stored.oid == sha and stored.size == 50 * MB
+    assert hub_standin.repo("org/m").private  # private unless --public
+    # A whole-file read would add >= 50 MiB on top of the interpreter and client.
+    assert peak - baseline < 20, f"push peaked at {peak:.1f} MiB vs {baseline:.1f} MiB"
+    (entry,) = read_ledger(run)
+    assert entry["sha256"] == sha == hashlib.sha256(stored.blob.read_bytes()).hexdigest()
+    assert entry["size"] == 50 * MB and entry["repo"] == "org/m"
+    assert entry["commit"] == hub_standin.repo("org/m").head == result["commit"]
+    assert entry["epoch"] == 5  # best.pt belongs to the best epoch
+    assert "epoch 7" in hub_standin.repo("org/m").commits[-1].message
+    assert "mAP50-95 0.61" in hub_standin.repo("org/m").commits[-1].message
+    assert not list(run.glob(".hub-push-*"))  # the snapshot is cleaned up
+
+
+def test_wrong_token_is_one_line_and_leaves_no_ledger(hub_standin: HubStandin,
+                                                      tmp_path: Path) -> None:
+    run = tmp_path / "run1"
+    write_run(run)
+    env = hub_env(hub_standin, tmp_path / "hf", HF_TOKEN="hf_wrongwrongwrong")
+    result = subprocess.run(trainer_cmd("push", str(run), "--repo", "org/m"), env=env,
+                            cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "401" in lines[0] and "Invalid credentials" in lines[0]
+    assert "Traceback" not in result.stderr and "hf_wrong" not in result.stderr
+    assert not (run / "hub.json").exists()
+    assert ("model", "org/m") not in hub_standin.repos
+
+
+def test_missing_token_and_bad_repo_are_refused_before_any_request(
+        hub_standin: HubStandin, tmp_path: Path) -> None:
+    run = tmp_path / "run1"
+    write_run(run)
+    env = hub_env(hub_standin, tmp_path / "hf")
+    for args, needle in ((["--repo", "org/m"], "no Hub token"),
+                         (["--repo", "not-a-repo"], "ORG/NAME"),
+                         (["--repo", "org/m", "--files", "../x.pt"], "not a file name")):
+        result = subprocess.run(trainer_cmd("push", str(run), *args), env=env, cwd=ROOT,
+                                capture_output=True, text=True, timeout=60)
+        assert result.returncode == 2
+        assert needle in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert hub_standin.requests == []
+
+
+def _scan_cmdlines(token: bytes, stop: threading.Event, seen: dict[str, int]) -> None:
+    while not stop.is_set():
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/cmdline", "rb") as fh:
+                    cmdline = fh.read()
+            except OSError:
+                continue
+            if token in cmdline:
+                seen["leaks"] += 1
+            if b"trainer\0push" in cmdline:
+                seen["push_seen"] += 1
+                try:
+                    with open(f"/proc/{entry.name}/environ", "rb") as fh:
+                        if token in fh.read():
+                            seen["env_leaks"] += 1
+                except OSError:
+                    pass
+        seen["scans"] += 1
+
+
+def test_token_travels_on_stdin_only(hub_standin: HubStandin, tmp_path: Path,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    run = tmp_path / "run1"
+    write_run(run, best_size=2 * MB)
+    hf_home = tmp_path / "hf"
+    for key in [k for k in os.environ if k.startswith("HF_")]:
+        monkeypatch.delenv(key)
+    for key, value in hub_env(hub_standin, hf_home).items():
+        monkeypatch.setenv(key, value)
+    token = VALID_TOKEN.encode()
+    stop, seen = threading.Event(), {"leaks": 0, "push_seen": 0, "env_leaks": 0, "scans": 0}
+    scanner = threading.Thread(target=_scan_cmdlines, args=(token, stop, seen))
+    hub_standin.hold("commit")  # keep the push alive while /proc is watched
+    scanner.start()
+    release = threading.Timer(1.5, hub_standin.release, args=("commit",))
+    release.start()
+    try:
+        result = push_from_box(LocalTransport(), str(run), "org/m", VALID_TOKEN)
+    finally:
+        stop.set()
+        scanner.join(30)
+        release.cancel()
+    assert result["ok"] and result["commit"] == hub_standin.repo("org/m").head
+    assert seen["push_seen"] > 0, seen  # the scanner did watch the push process
+    assert seen["leaks"] == 0 and seen["env_leaks"] == 0, seen
+    for base in (run, hf_home):
+        for path in base.rglob("*"):
+            if path.is_file():
+                assert token not in path.read_bytes(), path
+    assert read_ledger(run)[0]["commit"] == result["commit"]
+
+
+def test_push_from_box_reports_failure_in_one_line(hub_standin: HubStandin,
+                                                   tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    run = tmp_path / "run1"
+    write_run(run)
+    for key, value in hub_env(hub_standin, tmp_path / "hf").items():
+        monkeypatch.setenv(key, value)
+    with pytest.raises(PushFailed) as failed:
+        push_from_box(LocalTransport(), str(run), "org/m", "hf_not_the_token")
+    assert "401" in str(failed.value) and "\n" not in str(failed.value)
+    with pytest.raises(ValueError):
+        push_from_box(LocalTransport(), str(run), "org/m", "")
+    assert not (run / "hub.json").exists()
+
+
+def test_safe_follows_best_pt_by_content(hub_standin: HubStandin, tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    run = tmp_path / "run1"
+    assert hub_safe.safety(run.parent / "absent")["safe"]  # nothing to lose
+    sha = write_run(run, best_epoch=2)
+    before = hub_safe.safety(run)
+    assert not before["safe"] and before["best_sha256"] == sha and before["commit"] is None
+    assert "never pushed" in before["reason"]
+    env = hub_env(hub_standin, tmp_path / "hf", HF_TOKEN=VALID_TOKEN)
+    subprocess.run(trainer_cmd("push", str(run), "--repo", "org/m", "--json"), env=env,
+                   cwd=ROOT, check=True, capture_output=True, timeout=60)
+    result = subprocess.run(trainer_cmd("safe", str(run), "--json"), cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=60)
+    after = json.loads(result.stdout)
+    assert after["safe"] and after["epoch"] == 2 and after["best_sha256"] == sha
+    assert after["commit"] == hub_standin.repo("org/m").head and after["repo"] == "org/m"
+    assert after["stale_seconds"] == 0
+    # Through the laptop side too.
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    safety = weights_safety(LocalTransport(), str(run))
+    assert safety.safe and safety.where == "hub" and safety.epoch == 2
+    # A new best replaces the file: no longer safe, and the old push is what is reported.
+    new_sha = write_checkpoint(run / "weights" / "best.pt", 4096)
+    changed = hub_safe.safety(run)
+    assert not changed["safe"] and changed["best_sha256"] == new_sha != sha
+    assert changed["epoch"] == 2 and changed["stale_seconds"] >= 0
+    assert "not on the Hub" in changed["reason"]
+    safety = weights_safety(LocalTransport(), str(run))
+    assert not safety.safe and safety.where is None
+
+
+def test_gpurent_push_local_cli(hub_standin: HubStandin, tmp_path: Path) -> None:
+    run = tmp_path / "run1"
+    write_run(run)
+    env = hub_env(hub_standin, tmp_path / "hf", HF_TOKEN=VALID_TOKEN)
+    result = subprocess.run([sys.executable, "-m", "remote.cli", "push", "local", str(run),
+                             "--repo", "org/cli", "--files", "best.pt", "--public",
+                             "--json"], env=env, cwd=ROOT, capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    answer = json.loads(result.stdout)
+    assert [f["file"] for f in answer["files"]] == ["best.pt"]
+    assert not hub_standin.repo("org/cli").private
+    env.pop("HF_TOKEN")
+    env["HF_HOME"] = str(tmp_path / "empty-hf-home")
+    result = subprocess.run([sys.executable, "-m", "remote.cli", "push", "local", str(run),
+                             "--repo", "org/cli"], env=env, cwd=ROOT, capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 2 and "no Hugging Face token" in result.stderr

@@ -1,0 +1,154 @@
+"""``trainer stage``: a dataset tar from a Hub dataset repository (the stand-in),
+downloaded with the real client, extracted safely and only once."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures.hub_standin import HubStandin, hub_env
+from trainer import hub_stage
+
+ROOT = Path(__file__).resolve().parents[1]
+MB = 1024 * 1024
+DATA_YAML = b"path: .\ntrain: images/train\nval: images/val\nnames: [circle, square]\n"
+
+
+def make_tar(members: list[tuple[str, bytes | None, dict]]) -> bytes:
+    """A tar from ``(name, data, TarInfo attributes)``; ``data`` None for non-files."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, data, attrs in members:
+            info = tarfile.TarInfo(name)
+            for key, value in attrs.items():
+                setattr(info, key, value)
+            if data is not None:
+                info.size = len(data)
+            tar.addfile(info, io.BytesIO(data) if data is not None else None)
+    return buf.getvalue()
+
+
+def dataset_tar(payload: int = 0) -> bytes:
+    return make_tar([
+        ("shapes/data.yaml", DATA_YAML, {}),
+        ("shapes/images/train/a.bin", os.urandom(payload) if payload else b"a", {}),
+        ("shapes/labels/train/a.txt", b"0 0.5 0.5 0.2 0.2\n", {}),
+        ("shapes/latest", None, {"type": tarfile.SYMTYPE, "linkname": "images"}),
+    ])
+
+
+def stage_cmd(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "trainer", "stage", *args], env=env,
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+def test_stage_resumes_a_dropped_download_and_is_idempotent(hub_standin: HubStandin,
+                                                            tmp_path: Path) -> None:
+    archive = dataset_tar(payload=12 * MB)
+    hub_standin.add_file("org/shapes", "shapes.tar", archive)
+    hub_standin.truncate_next_download(11 * MB)  # the connection drops after 11 MiB
+    env = hub_env(hub_standin, tmp_path / "hf")
+    dest = tmp_path / "data"
+    first = stage_cmd(env, "org/shapes", "shapes.tar", "--dest", str(dest), "--json")
+    assert first.returncode == 0, first.stderr
+    result = json.loads(first.stdout)
+    assert result["staged"] and result["files"] == 3
+    assert result["data_yaml"] == str(dest / "shapes" / "data.yaml")
+    assert (dest / "shapes" / "data.yaml").read_bytes() == DATA_YAML
+    assert (dest / "shapes" / "latest").is_symlink()
+    # The client resumed from its last whole chunk with a Range request to the CDN,
+    # which it reached without the Authorization header.
+    cdn = hub_standin.routes("cdn")
+    assert [r.range for r in cdn] == [None, f"bytes={10 * MB}-"]
+    assert Path(result["archive"]).read_bytes() == archive
+    assert Path(result["archive"]).is_relative_to(tmp_path / "hf")
+
+    second = stage_cmd(env, "org/shapes", "shapes.tar", "--dest", str(dest))
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.startswith("already staged")
+    assert "train: images/train" in second.stdout  # it prints the data.yaml
+    assert len(hub_standin.routes("cdn")) == 2  # no second download
+    assert hub_standin.routes("resolve")[-1].method == "HEAD"
+
+
+def test_stage_refuses_an_archive_that_escapes(hub_standin: HubStandin,
+                                               tmp_path: Path) -> None:
+    evil = make_tar([
+        ("good/data.yaml", DATA_YAML, {}),
+        ("../evil", b"escaped", {}),
+        ("/tmp/abs-evil", b"absolute", {}),
+        ("good/link", None, {"type": tarfile.SYMTYPE, "linkname": "../../outside"}),
+    ])
+    hub_standin.add_file("org/evil", "evil.tar", evil)
+    box = tmp_path / "box"
+    dest = box / "data"
+    box.mkdir()
+    result = stage_cmd(hub_env(hub_standin, tmp_path / "hf"), "org/evil", "evil.tar",
+                       "--dest", str(dest))
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "refusing evil.tar" in lines[0], result.stderr
+    assert "Traceback" not in result.stderr
+    assert sorted(p.name for p in box.iterdir()) == []  # nothing written, inside or out
+    assert not (tmp_path / "evil").exists() and not Path("/tmp/abs-evil").exists()
+
+
+@pytest.mark.parametrize(("name", "attrs", "why"), [
+    ("../evil", {}, "climbs out"),
+    ("a/../../evil", {}, "climbs out"),
+    ("/etc/evil", {}, "absolute path"),
+    ("link", {"type": tarfile.SYMTYPE, "linkname": "/etc/passwd"}, "absolute path"),
+    ("a/link", {"type": tarfile.SYMTYPE, "linkname": "../../x"}, "outside the destination"),
+    ("hard", {"type": tarfile.LNKTYPE, "linkname": "../x"}, "climbs out|outside"),
+    ("dev", {"type": tarfile.CHRTYPE, "devmajor": 1, "devminor": 3}, "device"),
+    ("fifo", {"type": tarfile.FIFOTYPE}, "device or FIFO"),
+])
+def test_each_unsafe_member_is_refused_before_writing(tmp_path: Path, name: str,
+                                                      attrs: dict, why: str) -> None:
+    data = None if attrs.get("type") not in (None, tarfile.REGTYPE) else b"x"
+    archive = tmp_path / "a.tar"
+    archive.write_bytes(make_tar([("ok.txt", b"fine", {}), (name, data, attrs)]))
+    dest = tmp_path / "dest"
+    with pytest.raises(hub_stage.UnsafeArchive, match=why):
+        hub_stage.extract_archive(archive, dest)
+    assert not dest.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.tar"]
+
+
+def test_links_inside_the_destination_are_fine(tmp_path: Path) -> None:
+    archive = tmp_path / "a.tar"
+    archive.write_bytes(make_tar([
+        ("d/file.txt", b"x", {}),
+        ("d/sym", None, {"type": tarfile.SYMTYPE, "linkname": "file.txt"}),
+        ("d/hard", None, {"type": tarfile.LNKTYPE, "linkname": "d/file.txt"}),
+    ]))
+    plan = hub_stage.extract_archive(archive, tmp_path / "dest")
+    assert plan.files == 1
+    assert (tmp_path / "dest" / "d" / "sym").read_bytes() == b"x"
+    assert (tmp_path / "dest" / "d" / "hard").read_bytes() == b"x"
+
+
+def test_not_enough_disk_is_refused_before_extracting(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    archive = tmp_path / "a.tar"
+    archive.write_bytes(make_tar([("big.bin", os.urandom(4096), {})]))
+    # Pretend the disk is nearly full: only the check's view of free space changes.
+    monkeypatch.setattr(hub_stage, "free_bytes", lambda _path: hub_stage.DISK_MARGIN)
+    with pytest.raises(OSError, match="not enough disk"):
+        hub_stage.extract_archive(archive, tmp_path / "dest")
+    assert not (tmp_path / "dest").exists()
+
+
+def test_stage_of_a_missing_file_is_one_line(hub_standin: HubStandin, tmp_path: Path) -> None:
+    hub_standin.add_file("org/shapes", "shapes.tar", dataset_tar())
+    result = stage_cmd(hub_env(hub_standin, tmp_path / "hf"), "org/shapes", "nope.tar",
+                       "--dest", str(tmp_path / "d"))
+    assert result.returncode == 1
+    assert len(result.stderr.strip().splitlines()) == 1 and "404" in result.stderr

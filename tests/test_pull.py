@@ -1,0 +1,75 @@
+"""``remote.pull``: verified, resumable pulls and the ledger, over a real sshd."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from remote.pull import pull_weights, pulled_hashes
+from remote.transport import TransportError
+from tests.fixtures.sshd import SSHServer
+
+
+@pytest.fixture
+def run_dir(sshd: SSHServer, request: pytest.FixtureRequest) -> Path:
+    path = Path(sshd.home) / "runs" / request.node.name
+    (path / "weights").mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@pytest.fixture(autouse=True)
+def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("GPURENT_DATA_DIR", str(tmp_path / "data"))
+    return tmp_path / "data"
+
+
+def test_pull_resumes_a_partial_file_and_records_it(sshd, run_dir, tmp_path, data_dir) -> None:
+    data = os.urandom(3_000_000)
+    (run_dir / "weights" / "best.pt").write_bytes(data)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    (dest / "best.pt.part").write_bytes(data[:1_000_000])
+    seen: list[tuple[str, int, int]] = []
+    with sshd.connect() as box:
+        [got] = pull_weights(box, str(run_dir), dest, progress=lambda *a: seen.append(a))
+        label = box.label
+    sha = hashlib.sha256(data).hexdigest()
+    assert (got.name, got.sha256, got.size) == ("best.pt", sha, len(data))
+    assert (dest / "best.pt").read_bytes() == data and not (dest / "best.pt.part").exists()
+    assert seen[0] == ("best.pt", 1_000_000, len(data)) and seen[-1][1] == len(data)
+    [line] = (data_dir / "pulls.jsonl").read_text().splitlines()
+    entry = json.loads(line)
+    assert entry["sha256"] == sha and entry["run_dir"] == str(run_dir) and entry["host"] == label
+    assert entry["file"] == "best.pt" and entry["local_path"] == str(dest / "best.pt")
+    assert pulled_hashes(label, str(run_dir)) == {sha}
+    assert pulled_hashes(label, "/elsewhere") == set()
+    (dest / "best.pt").unlink()
+    assert pulled_hashes(label, str(run_dir)) == set()  # a deleted copy is not safe
+
+
+def test_a_corrupt_partial_file_is_detected_and_redone(sshd, run_dir, tmp_path) -> None:
+    data = os.urandom(500_000)
+    (run_dir / "weights" / "last.pt").write_bytes(data)
+    (run_dir / "weights" / "best.pt").write_bytes(data[::-1])
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    (dest / "last.pt.part").write_bytes(b"\0" * 100_000)  # not a prefix of the file
+    with sshd.connect() as box:
+        got = pull_weights(box, str(run_dir), dest, files=("last.pt", "weights/best.pt"))
+    assert [g.name for g in got] == ["last.pt", "weights/best.pt"]
+    assert (dest / "last.pt").read_bytes() == data
+    assert (dest / "best.pt").read_bytes() == data[::-1]
+
+
+def test_missing_files_and_bad_names(sshd, run_dir, tmp_path, data_dir) -> None:
+    with sshd.connect() as box:
+        with pytest.raises(TransportError, match="does not exist"):
+            pull_weights(box, str(run_dir), tmp_path / "d")
+        for bad in ("../secret", "/etc/passwd", "weights/../../x", ""):
+            with pytest.raises(ValueError):
+                pull_weights(box, str(run_dir), tmp_path / "d", files=(bad,))
+    assert not (data_dir / "pulls.jsonl").exists()

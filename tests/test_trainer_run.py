@@ -1,0 +1,275 @@
+"""The training engine end to end, for real on the CPU: the run directory contract, graceful
+stop and resume, failure, fine-tuning and run-directory naming."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from trainer.runfiles import judge_health, parse_metrics, read_status
+
+ROOT = Path(__file__).resolve().parents[1]
+LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \| (INFO|WARNING|ERROR) +\| ")
+TINY = ["model=n", "imgsz=64", "workers=0", "seed=0"]
+
+
+def trainer_env() -> dict[str, str]:
+    """The environment of a trainer subprocess: this repo first on the path, one thread
+    (the test machine is shared; spinning OpenMP threads slow everyone down)."""
+    return {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+
+
+def start(args: list[str], cwd: Path) -> subprocess.Popen[str]:
+    """Start ``python -m trainer train ARGS`` in ``cwd``."""
+    return subprocess.Popen([sys.executable, "-m", "trainer", "train", *args], cwd=cwd,
+                            env=trainer_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def train(args: list[str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m trainer train ARGS`` to the end."""
+    return subprocess.run([sys.executable, "-m", "trainer", "train", *args], cwd=cwd,
+                          env=trainer_env(), capture_output=True, text=True, timeout=timeout)
+
+
+def wait_for(predicate: Any, timeout: float, what: str,
+              proc: subprocess.Popen[str] | None = None) -> None:
+    """Poll ``predicate`` until it holds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        if proc is not None and proc.poll() is not None:
+            pytest.fail(f"trainer exited ({proc.returncode}) before {what}: "
+                        f"{proc.stdout.read() if proc.stdout else ''}")
+        time.sleep(0.02)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+def metrics_rows(run: Path) -> list[dict[str, Any]]:
+    """Rows of ``metrics.jsonl``."""
+    chunk = parse_metrics((run / "metrics.jsonl").read_bytes())
+    assert chunk.skipped == 0
+    return chunk.rows
+
+
+def load(path: Path) -> dict[str, Any]:
+    """A checkpoint, through the trainer's own checks."""
+    from trainer.checkpoint import load_checkpoint
+
+    return load_checkpoint(path)
+
+
+def test_two_epochs_write_every_contract_file(shapes_data: Path, tmp_path: Path) -> None:
+    result = train([*TINY, f"data={shapes_data}", "epochs=2", "batch=8", "save_period=1",
+                    "project=runs", "name=two"], tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    run = tmp_path / "runs" / "two"
+
+    status = read_status(run)
+    assert status.ok, status.reason
+    s = status.status
+    assert s["state"] == "completed" and s["schema_version"] == 1
+    assert s["completed_epochs"] == s["current_epoch"] == s["total_epochs"] == 2
+    assert s["progress"] == 1.0 and s["start_epoch"] == 1 and s["pid"] == result_pid(run)
+    assert (s["model_family"], s["model_size"], s["task"]) == ("gpdet", "n", "detect")
+    assert s["save_dir"] == str(run.resolve())
+    assert s["batch"] == 8 and s["imgsz"] == 64 and s["world_size"] == 1
+    assert s["host"]["hostname"] and s["host"]["gpus"] == []
+    assert s["best_metric_name"] == "mAP50-95" and s["current_metric_name"] == "mAP50-95"
+    assert set(s["metrics"]) == {"precision", "recall", "mAP50", "mAP50-95"}
+    assert s["checkpoints"]["best"] == str((run / "weights/best.pt").resolve())
+    assert s["checkpoints"]["last"] == str((run / "weights/last.pt").resolve())
+    for key in ("started_at", "updated_at", "elapsed_seconds", "epoch_seconds",
+                "mean_epoch_seconds", "eta_seconds", "train_loss", "total_seconds"):
+        assert s[key] is not None, key
+    assert judge_health(status, now=time.time()).verdict == "completed"
+
+    rows = metrics_rows(run)
+    assert [r["epoch"] for r in rows] == [1, 2]
+    for row in rows:
+        for key in ("time", "train/loss", "train/box_loss", "train/cls_loss",
+                    "metrics/precision", "metrics/recall", "metrics/mAP50",
+                    "metrics/mAP50-95", "lr/pg0", "lr/pg1", "lr/pg2"):
+            assert isinstance(row[key], float), key
+        assert row["validated"] is True and row["best_metric_name"] == "mAP50-95"
+        assert row["train/loss"] == pytest.approx(row["train/box_loss"] + row["train/cls_loss"])
+    best = max(rows, key=lambda r: (r["metrics/mAP50-95"], -r["epoch"]))
+    assert rows[-1]["best_epoch"] == s["best_epoch"] == best["epoch"]
+    assert rows[-1]["best_metric"] == pytest.approx(s["best_metric"])
+    assert [r["is_best"] for r in rows][0] is True
+    assert s["metrics"]["mAP50-95"] == pytest.approx(rows[-1]["metrics/mAP50-95"])
+
+    with open(run / "results.csv", newline="") as fh:
+        table = list(csv.DictReader(fh))
+    assert [int(r["epoch"]) for r in table] == [1, 2]
+    assert float(table[1]["train/loss"]) == pytest.approx(rows[1]["train/loss"], rel=1e-5)
+    assert list(table[0]) == list(rows[0])
+
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["state"] == "completed" and summary["completed_epochs"] == 2
+    assert summary["best_epoch"] == s["best_epoch"] and summary["args"]["epochs"] == 2
+
+    log_lines = (run / "train.log").read_text().splitlines()
+    assert log_lines and all(LOG_LINE.match(line) for line in log_lines)
+    assert any("epoch 2/2" in line for line in log_lines)
+
+    last, best_ckpt = load(run / "weights/last.pt"), load(run / "weights/best.pt")
+    assert last["epoch"] == 2 and "train_state" in last and "train_state" not in best_ckpt
+    assert best_ckpt["epoch"] == s["best_epoch"]
+    assert best_ckpt["model_meta"] == {"family": "gpdet", "size": "n", "nc": 4,
+                                       "names": ["circle", "square", "triangle", "cross"],
+                                       "imgsz": 64}
+    assert load(run / "weights/epoch_1.pt")["epoch"] == 1
+    assert load(run / "weights/epoch_2.pt")["epoch"] == 2
+    assert not list((run / "weights").glob("*.tmp"))
+
+    # best.pt rebuilds its model, which reproduces the validated mAP.
+    from trainer.checkpoint import model_from_checkpoint
+    from trainer.data import YoloDataset, load_data_config, make_loader
+    from trainer.device import choose_precision, probe
+    from trainer.engine import validate
+
+    model = model_from_checkpoint(best_ckpt)
+    data = load_data_config(shapes_data)
+    loader, _ = make_loader(YoloDataset(data.val, 4, 64, augment=False), batch=16, workers=0,
+                            shuffle=False, pin_memory=False)
+    caps = probe("cpu")
+    import torch
+
+    metrics = validate(model, loader, caps, choose_precision(caps), torch.contiguous_format,
+                       64, 4)
+    assert metrics["mAP50-95"] == pytest.approx(s["best_metric"], abs=1e-6)
+
+    # model=best.pt fine-tunes; the taken name auto-increments like libreyolo.
+    again = train([*TINY, f"data={shapes_data}", "epochs=1", "batch=8", "project=runs",
+                   "name=two", f"model={run / 'weights/best.pt'}"], tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert read_status(tmp_path / "runs/two2").get("state") == "completed"
+    assert "fine-tuning from" in (tmp_path / "runs/two2/train.log").read_text()
+
+    # exist_ok reuses the directory and starts its history afresh.
+    reuse = train([*TINY, f"data={shapes_data}", "epochs=1", "batch=8", "project=runs",
+                   "name=two", "exist_ok=True"], tmp_path)
+    assert reuse.returncode == 0, reuse.stdout + reuse.stderr
+    assert [r["epoch"] for r in metrics_rows(run)] == [1]
+    assert not (tmp_path / "runs/two3").exists()
+
+
+def result_pid(run: Path) -> int:
+    """The pid recorded in the run's status (a real, positive pid)."""
+    pid = read_status(run).get("pid")
+    assert isinstance(pid, int) and pid > 0
+    return pid
+
+
+def test_sigterm_stops_gracefully_and_resume_finishes(shapes_data: Path, tmp_path: Path) -> None:
+    run = tmp_path / "runs" / "stop"
+    args = [*TINY, f"data={shapes_data}", "epochs=3", "batch=2", "project=runs", "name=stop"]
+    proc = start(args, tmp_path)
+    try:
+        # Epoch 1 has ended when its status is written; epoch 2's 8 steps are under way.
+        wait_for(lambda: read_status(run).get("completed_epochs") == 1, 90,
+                 "the end of epoch 1", proc)
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, out
+    status = read_status(run)
+    assert status.get("state") == "stopped" and status.get("completed_epochs") == 1
+    assert judge_health(status, now=time.time()).verdict == "stopped"
+    assert "SIGTERM received" in out and "stopped in epoch 2" in out
+    last = load(run / "weights/last.pt")
+    assert last["epoch"] == 1 and last["train_state"]["partial_step"] > 0
+    assert [r["epoch"] for r in metrics_rows(run)] == [1]
+
+    resumed = train(["resume=True", "project=runs", "name=stop"], tmp_path)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    status = read_status(run)
+    assert status.get("state") == "completed" and status.get("start_epoch") == 2
+    assert status.get("completed_epochs") == 3
+    rows = metrics_rows(run)
+    assert [r["epoch"] for r in rows] == [1, 2, 3]
+    with open(run / "results.csv", newline="") as fh:
+        assert [int(r["epoch"]) for r in csv.DictReader(fh)] == [1, 2, 3]
+    assert not (tmp_path / "runs/stop2").exists()
+
+
+def test_resume_drops_rows_written_after_the_checkpoint(shapes_data: Path,
+                                                        tmp_path: Path) -> None:
+    args = [*TINY, f"data={shapes_data}", "epochs=2", "batch=8", "project=runs", "name=r",
+            "save_period=1"]
+    assert train(args, tmp_path).returncode == 0
+    run = tmp_path / "runs/r"
+    # Resuming from epoch 1's snapshot (with more epochs) rewrites epoch 2 exactly once.
+    again = train([f"resume={run / 'weights/epoch_1.pt'}", "epochs=3"], tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert [r["epoch"] for r in metrics_rows(run)] == [1, 2, 3]
+    assert "dropped 1 metrics rows" in (run / "train.log").read_text()
+    assert read_status(run).get("total_epochs") == 3
+
+
+def test_a_corrupt_image_mid_run_fails_the_run(shapes_data: Path, tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    shutil.copytree(shapes_data.parent, data_dir)
+    run = tmp_path / "runs" / "bad"
+    proc = start([*TINY, f"data={data_dir / 'data.yaml'}", "epochs=4", "batch=8",
+                  "project=runs", "name=bad"], tmp_path)
+    try:
+        wait_for(lambda: read_status(run).get("completed_epochs") == 1, 90,
+                 "the end of epoch 1", proc)
+        for image in (data_dir / "images/train").glob("*.png"):
+            image.write_bytes(b"this is not a PNG any more")
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 1, out
+    status = read_status(run)
+    assert status.get("state") == "failed"
+    error = status.get("error")
+    assert error["type"] == "DataError" and "cannot read image" in error["message"]
+    assert "\n" not in error["message"]
+    assert judge_health(status, now=time.time()).verdict == "failed"
+    log = (run / "train.log").read_text()
+    assert "Traceback (most recent call last)" in log and "training failed: DataError" in log
+    assert load(run / "weights/last.pt")["epoch"] >= 1
+
+
+def test_a_second_signal_exits_at_once(shapes_data: Path, tmp_path: Path) -> None:
+    run = tmp_path / "runs" / "twice"
+    proc = start([*TINY, f"data={shapes_data}", "epochs=3", "batch=2", "project=runs",
+                  "name=twice"], tmp_path)
+    try:
+        wait_for(lambda: read_status(run).get("state") == "running"
+                 and "device cpu" in _text(run / "train.log"), 90, "training", proc)
+        proc.send_signal(signal.SIGINT)
+        wait_for(lambda: "SIGINT received" in _text(run / "train.log"), 30,
+                 "the first signal to be handled", proc)
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, out
+    status = read_status(run)
+    assert status.get("state") in ("failed", "stopped")
+    if status.get("state") == "failed":
+        assert status.get("error")["type"] == "Interrupted"
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""

@@ -1,0 +1,393 @@
+"""Pilot tests: every key and dialog of the app, Cancel included, on real run directories
+watched through the real ``Watcher`` and ``LocalTransport``; provider calls go to the
+local Vast stand-in."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from textual.widgets import Button, Checkbox, Input
+
+from tui.app import GpurentApp
+from tui.dialogs.base import Dialog
+from tui.dialogs.confirm import ConfirmDialog
+from tui.dialogs.destroy import DestroyDialog
+from tui.dialogs.guard import GuardDialog
+from tui.dialogs.launch import LaunchForm
+from tui.dialogs.push import PushDialog
+from tui.screens.help import HelpScreen
+from tui.spec import BoxSpec
+from tui.widgets.badges import WeightsBadge
+from tui.widgets.box import BoxView
+from tui.widgets.logpane import LogPane
+from tui.widgets.metrics import MetricsPane
+from tui.widgets.runs import RunsList
+
+pytestmark = pytest.mark.anyio
+SIZE = (150, 46)
+
+
+@pytest.fixture
+def sleeper():
+    """A real process standing in for a training pid (its own session, like a launch)."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"],
+                            start_new_session=True)
+    yield proc
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+
+
+@pytest.fixture(autouse=True)
+def quiet_env(monkeypatch, tmp_path):
+    """No real tokens or ledgers: HF, provider keys and the pull ledger point at tmp."""
+    for var in ("HF_TOKEN", "VAST_API_KEY", "RUNPOD_API_KEY", "LAMBDA_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setenv("GPURENT_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.chdir(tmp_path)
+
+
+async def until(pilot, check, timeout: float = 15.0) -> None:
+    """Let the app run until ``check()`` holds (fails the test after ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        await pilot.pause(0.05)
+
+
+def messages(app) -> list[str]:
+    """The texts of the notifications shown so far."""
+    return [n.message for n in app._notifications]
+
+
+def local_app(project: Path, **spec) -> GpurentApp:
+    return GpurentApp([BoxSpec("local", "local", project=str(project), **spec)])
+
+
+async def connected(app, pilot) -> BoxView:
+    box = app.query_one(BoxView)
+    await until(pilot, lambda: box.status is not None and box.query_one(MetricsPane).rows
+                and box.log_pane.log.lines)
+    return box
+
+
+async def test_connects_and_fills_every_pane(run_factory, sleeper):
+    run = run_factory("exp1", done=5, total=20, pid=sleeper.pid)
+    run_factory("exp0", done=20, total=20, state="completed")
+    app = local_app(run.parent)
+    async with app.run_test(size=SIZE) as pilot:
+        box = await connected(app, pilot)
+        assert box.run_dir == str(run)  # the live run is chosen over the finished one
+        assert box.status.health.verdict in ("live", "slow", "stalled")
+        assert len(box.query_one(MetricsPane).rows) == 5
+        assert "epoch 5/20" in box.log_pane.log.lines[-1]
+        names = [r.name for r in box.query_one(RunsList).runs]
+        assert sorted(names) == ["exp0", "exp1"]
+        # Choosing the other run in the list switches the panes to it.
+        runs = box.query_one(RunsList)
+        runs.focus()
+        runs.highlighted = names.index("exp0")
+        await pilot.press("enter")
+        await until(pilot, lambda: box.run_dir.endswith("exp0") and box.status is not None
+                    and len(box.query_one(MetricsPane).rows) == 20)
+        assert box.status.health.verdict == "completed"
+
+
+async def test_launch_form_cancel_and_invalid_values(run_factory):
+    run = run_factory("exp1", done=2, total=5, state="completed")
+    app = local_app(run.parent)
+    async with app.run_test(size=SIZE) as pilot:
+        await connected(app, pilot)
+        await pilot.press("l")
+        await until(pilot, lambda: isinstance(app.screen, LaunchForm))
+        form = app.screen
+        assert app.focused.id == "cancel"
+        command = form.query_one("#command").content.plain
+        assert "-m trainer train" in command and "name=exp2" in command
+        await until(pilot, lambda: "preflight" in form.query_one("#findings").content.plain,
+                    timeout=60)
+        form.query_one("#f-name", Input).value = "bad name;rm -rf"
+        await pilot.pause(0.1)
+        assert "not allowed" in form.query_one("#command").content.plain
+        assert form.query_one("#launch", Button).disabled
+        form.query_one("#cancel", Button).focus()
+        await pilot.press("enter")  # Enter on the default button cancels
+        await until(pilot, lambda: not isinstance(app.screen, LaunchForm))
+        assert sorted(p.name for p in run.parent.iterdir()) == ["exp1"]
+        await pilot.press("p")
+        await until(pilot, lambda: isinstance(app.screen, LaunchForm))
+        assert "Profile" in app.screen.title_text
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, Dialog))
+
+
+async def test_stop_run_cancel_then_confirm(run_factory, sleeper):
+    run = run_factory("exp1", done=3, total=30, pid=sleeper.pid)
+    app = local_app(run.parent, price=1.5)
+    async with app.run_test(size=SIZE) as pilot:
+        await connected(app, pilot)
+        await pilot.press("x")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmDialog))
+        assert "$1.50/h" in app.screen.body.plain
+        await pilot.press("escape")
+        await pilot.pause(0.2)
+        assert sleeper.poll() is None
+        await pilot.press("x")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmDialog))
+        await pilot.click("#confirm")
+        await until(pilot, lambda: any(m.startswith("stop: stopped") for m in messages(app)))
+        assert sleeper.wait(timeout=10) == -signal.SIGTERM
+
+
+async def test_pull_makes_the_weights_safe(run_factory, tmp_path):
+    run = run_factory("exp1", done=3, total=3, state="completed")
+    (run / "weights" / "best.pt").write_bytes(os.urandom(4096))
+    app = local_app(run.parent)
+    async with app.run_test(size=SIZE) as pilot:
+        box = await connected(app, pilot)
+        await until(pilot, lambda: box.query_one(WeightsBadge).safe_now is False)
+        await pilot.press("w")
+        await until(pilot, lambda: any(m.startswith("pulled best.pt") for m in messages(app)))
+        pulled = tmp_path / "weights" / "local" / "exp1" / "best.pt"
+        assert pulled.read_bytes() == (run / "weights" / "best.pt").read_bytes()
+        await until(pilot, lambda: box.query_one(WeightsBadge).safe_now is True)
+
+
+async def test_push_dialog_cancel_no_token_and_failure_rings(run_factory, monkeypatch):
+    run = run_factory("exp1", done=3, total=3, state="completed")
+    (run / "weights" / "best.pt").write_bytes(b"weights")
+    app = local_app(run.parent)
+    bells = []
+    async with app.run_test(size=SIZE) as pilot:
+        monkeypatch.setattr(app, "bell", lambda: bells.append(1))
+        await connected(app, pilot)
+        await pilot.press("u")
+        await until(pilot, lambda: isinstance(app.screen, PushDialog))
+        assert app.screen.query_one("#push", Button).disabled  # no token anywhere
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, PushDialog))
+        # With a token but an unreachable Hub the push fails: notified with the bell.
+        monkeypatch.setenv("HF_TOKEN", "hf_" + "x" * 30)
+        monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+        await pilot.press("u")
+        await until(pilot, lambda: isinstance(app.screen, PushDialog))
+        app.screen.query_one("#repo", Input).value = "someone/shapes"
+        await pilot.click("#push")
+        await until(pilot, lambda: any("failed" in m for m in messages(app)), timeout=60)
+        assert bells
+
+
+async def test_instance_keys_need_a_provider(run_factory):
+    run = run_factory("exp1", done=1, total=3, state="completed")
+    app = local_app(run.parent)
+    async with app.run_test(size=SIZE) as pilot:
+        await connected(app, pilot)
+        for key in ("i", "D"):
+            await pilot.press(key)
+            await pilot.pause(0.1)
+            assert not isinstance(app.screen, Dialog)
+        assert sum("no provider instance" in m for m in messages(app)) == 2
+
+
+async def test_stop_instance_shows_costs_then_stops(run_factory, vast_standin, monkeypatch):
+    iid = vast_standin.add_instance()
+    monkeypatch.setenv("VAST_API_KEY", vast_standin.key)
+    run = run_factory("exp1", done=1, total=3, state="completed")
+    app = local_app(run.parent, provider="vast", instance=iid,
+                    provider_url=vast_standin.base_url)
+    async with app.run_test(size=SIZE) as pilot:
+        box = await connected(app, pilot)
+        await until(pilot, lambda: box.instance is not None)
+        assert "$0.45/h" in box.money_text().plain
+        await pilot.press("i")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmDialog))
+        body = app.screen.body.plain
+        assert "Stopped it costs $0.0694/h" in body and "14.4 h" in body
+        assert "GPUs" in body
+        await pilot.press("enter")  # Cancel has the focus
+        await until(pilot, lambda: not isinstance(app.screen, Dialog))
+        assert not any(s.method in ("PUT", "POST") for s in vast_standin.requests)
+        await pilot.press("i")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmDialog))
+        await pilot.click("#confirm")
+        await until(pilot, lambda: any("stopped" in m for m in messages(app)))
+        assert any(s.method == "PUT" and iid in s.path for s in vast_standin.requests)
+
+
+async def test_destroy_needs_the_id_and_safe_weights(run_factory, vast_standin, monkeypatch):
+    iid = vast_standin.add_instance()
+    monkeypatch.setenv("VAST_API_KEY", vast_standin.key)
+    run = run_factory("exp1", done=1, total=3, state="completed")
+    (run / "weights" / "best.pt").write_bytes(b"unsaved")
+    app = local_app(run.parent, provider="vast", instance=iid,
+                    provider_url=vast_standin.base_url)
+    async with app.run_test(size=SIZE) as pilot:
+        await connected(app, pilot)
+        await pilot.press("D")
+        await until(pilot, lambda: isinstance(app.screen, DestroyDialog))
+        dialog = app.screen
+        assert not dialog.weights_safe and app.focused.id == "cancel"
+        destroy = dialog.query_one("#destroy", Button)
+        dialog.query_one("#typed", Input).value = iid
+        await pilot.pause(0.1)
+        assert destroy.disabled  # the id alone is not enough while weights are unsafe
+        dialog.query_one("#override", Checkbox).value = True
+        dialog.query_one("#typed", Input).value = iid + "x"
+        await pilot.pause(0.1)
+        assert destroy.disabled  # wrong id
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, Dialog))
+        assert not any(s.method == "DELETE" for s in vast_standin.requests)
+        await pilot.press("D")
+        await until(pilot, lambda: isinstance(app.screen, DestroyDialog))
+        app.screen.query_one("#override", Checkbox).value = True
+        app.screen.query_one("#typed", Input).value = iid
+        await pilot.pause(0.1)
+        await pilot.click("#destroy")
+        await until(pilot, lambda: any("destroyed" in m for m in messages(app)))
+        assert any(s.method == "DELETE" and iid in s.path for s in vast_standin.requests)
+
+
+async def test_guard_dialog_cancel_and_bad_limit(run_factory):
+    run = run_factory("exp1", done=1, total=3, state="completed")
+    app = local_app(run.parent)
+    async with app.run_test(size=SIZE) as pilot:
+        await connected(app, pilot)
+        await pilot.press("g")
+        await until(pilot, lambda: isinstance(app.screen, GuardDialog))
+        app.screen.query_one("#max-hours", Input).value = "soon"
+        await pilot.click("#arm")
+        await pilot.pause(0.1)
+        assert isinstance(app.screen, GuardDialog)  # refused, still open
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, Dialog))
+        assert not (run / "guard.json").exists()
+
+
+async def test_log_keys_follow_search_filter(run_factory):
+    lines = [f"epoch {n} loss {n / 10:.2f}" + (" | WARNING slow" if n % 5 == 0 else "")
+             for n in range(1, 41)]
+    run = run_factory("exp1", done=3, total=3, state="completed", log_lines=lines)
+    app = local_app(run.parent)
+    async with app.run_test(size=SIZE) as pilot:
+        box = await connected(app, pilot)
+        pane = box.query_one(LogPane)
+        await until(pilot, lambda: len(pane.log.lines) == 40)
+        await pilot.press("f")
+        assert not pane.follow and not pane.log.auto_scroll
+        await pilot.press("f")
+        assert pane.follow
+        await pilot.press("slash")
+        await until(pilot, lambda: isinstance(app.focused, Input))
+        await pilot.press(*"epoch 1", "enter")
+        assert pane.search == "epoch 1"
+        hits = pane.matches()
+        assert len(hits) == 11  # 1, 10..19
+        assert not pane.follow  # jumping to a match stops following
+        first = pane.find(forward=True)
+        await pilot.press("n")
+        await pilot.press("N")
+        assert first in hits
+        await pilot.press("ampersand")
+        await pilot.press(*"warning", "enter")
+        await until(pilot, lambda: len(pane.log.lines) == 8)
+        assert all("WARNING" in ln for ln in pane.log.lines)
+        await pilot.press("ampersand")
+        pane.query_one(Input).value = ""
+        await pilot.press("enter")
+        await until(pilot, lambda: len(pane.log.lines) == 40)
+
+
+async def test_help_reconnect_and_quit(run_factory, sleeper):
+    run = run_factory("exp1", done=2, total=9, pid=sleeper.pid)
+    app = local_app(run.parent, price=2.0)
+    async with app.run_test(size=SIZE) as pilot:
+        box = await connected(app, pilot)
+        await pilot.press("question_mark")
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen))
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, HelpScreen))
+        watcher = box.watcher
+        await pilot.press("r")
+        await until(pilot, lambda: "reconnecting…" in messages(app))
+        await pilot.pause(0.5)
+        assert box.watcher is watcher and watcher.running
+        await pilot.press("q")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmDialog))
+        assert "$2.00/h" in app.screen.body.plain
+        await pilot.press("escape")
+        await pilot.pause(0.1)
+        assert app.is_running
+        await pilot.press("q")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmDialog))
+        await pilot.click("#confirm")
+        await pilot.pause(0.2)
+    assert "the run keeps going and costs $2.00/h" in app.farewell
+    assert sleeper.poll() is None  # quitting never touches the run
+
+
+async def test_host_key_question_from_a_worker_thread(run_factory):
+    run = run_factory("exp1", done=1, total=3, state="completed")
+    app = local_app(run.parent)
+    async with app.run_test(size=SIZE) as pilot:
+        box = await connected(app, pilot)
+        answers: list[bool] = []
+        for press in ("escape", "confirm"):
+            thread = threading.Thread(target=lambda: answers.append(
+                box.ask_host_key("203.0.113.7", "ssh-ed25519", "SHA256:abc[/]def")))
+            thread.start()
+            await until(pilot, lambda: isinstance(app.screen, ConfirmDialog))
+            assert "SHA256:abc[/]def" in app.screen.body.plain
+            assert app.focused.id == "cancel"
+            if press == "escape":
+                await pilot.press("escape")
+            else:
+                await pilot.click("#confirm")
+            await until(pilot, lambda t=thread: not t.is_alive())
+        assert answers == [False, True]
+        # A key accepted in this session is not asked about again (reconnects).
+        assert box.ask_host_key("203.0.113.7", "ssh-ed25519", "SHA256:abc[/]def")
+
+
+async def test_run_death_rings_the_bell(run_factory, monkeypatch):
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"],
+                            start_new_session=True)
+    run = run_factory("exp1", done=2, total=9, pid=proc.pid)
+    app = local_app(run.parent)
+    bells: list[int] = []
+    async with app.run_test(size=SIZE) as pilot:
+        monkeypatch.setattr(app, "bell", lambda: bells.append(1))
+        box = await connected(app, pilot)
+        assert box.status.health.verdict != "dead"
+        os.killpg(proc.pid, signal.SIGKILL)  # like the OOM killer: status stays running
+        proc.wait(timeout=10)
+        await until(pilot, lambda: box.status.health.verdict == "dead", timeout=30)
+        await until(pilot, lambda: any(m.startswith("run dead") for m in messages(app)))
+        assert bells
+
+
+async def test_several_boxes_as_tabs(run_factory, tmp_path):
+    one = run_factory("exp1", done=1, total=3, state="completed")
+    other = tmp_path / "other"
+    from tests.fixtures.tui_runs import write_run
+
+    write_run(other / "exp9", done=2, total=4, state="completed")
+    app = GpurentApp([BoxSpec("local", "local", project=str(one.parent)),
+                      BoxSpec("local", "local", project=str(other))])
+    async with app.run_test(size=SIZE) as pilot:
+        boxes = app.boxes()
+        await until(pilot, lambda: all(b.status is not None for b in boxes))
+        assert app.box is boxes[0]
+        app.query_one("TabbedContent").active = "box-1"
+        await pilot.pause(0.1)
+        assert app.box is boxes[1] and app.box.run_dir.endswith("exp9")

@@ -1,0 +1,152 @@
+"""The headless ``gpurent launch / follow / runs / stop / status`` commands, run as the
+installed console script: on this machine, and against the real sshd fixture through
+an ``~/.ssh/config`` alias (``HOST:RUN`` targets)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.fixtures.sshd import SSHServer
+from trainer import runfiles
+
+ROOT = Path(__file__).resolve().parents[1]
+GPURENT = Path(sys.executable).with_name("gpurent")
+SIM = ROOT / "tests" / "fixtures" / "run_sim.py"
+
+
+def gpurent(*args: str, env: dict[str, str] | None = None,
+            timeout: float = 90) -> subprocess.CompletedProcess[str]:
+    """Run the installed ``gpurent`` console script."""
+    return subprocess.run([str(GPURENT), *args], capture_output=True, text=True,
+                          timeout=timeout,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+
+
+def json_lines(text: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def log_of(events: list[dict[str, Any]]) -> bytes:
+    """The log bytes carried by ``follow --json`` events."""
+    data = bytearray()
+    for e in events:
+        if e["event"] == "log":
+            if e["reset"]:
+                data.clear()
+            assert e["offset"] == len(data)
+            data += e["text"].encode() if "text" in e else base64.b64decode(e["b64"])
+    return bytes(data)
+
+
+def libreyolo_on_path(tmp_path: Path) -> dict[str, str]:
+    """An environment whose ``libreyolo`` is the simulated run writer (LibreYOLO cannot
+    be installed here); it is started exactly as the launcher starts the real one."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    script = bin_dir / "libreyolo"
+    script.write_text(f"#!/bin/sh\nPYTHONPATH={ROOT} exec {sys.executable} {SIM} \"$@\"\n")
+    script.chmod(0o755)
+    return {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+
+def test_launch_follow_runs_stop_on_this_machine(tmp_path: Path) -> None:
+    env = libreyolo_on_path(tmp_path)
+    project = tmp_path / "proj"
+    out = gpurent("launch", f"local:{project}", "name=r1", "epochs=3", "epoch_seconds=0.2",
+                  "style=libreyolo", "--engine", "libreyolo", env=env)
+    assert out.returncode == 0, out.stderr
+    command, started = out.stdout.splitlines()
+    assert command.startswith(f"$ mkdir -p {project}/r1 && cd {project} && {{ setsid nohup "
+                              "libreyolo train epochs=3")
+    assert started.startswith("pid ") and started.endswith(f"run {project}/r1")
+
+    followed = gpurent("follow", str(project / "r1"), "--json")
+    assert followed.returncode == 0, followed.stderr
+    events = json_lines(followed.stdout)
+    assert log_of(events) == (project / "r1" / runfiles.LOG_FILE).read_bytes()
+    statuses = [e for e in events if e["event"] == "status"]
+    assert statuses[-1]["health"] == "completed" and statuses[-1]["pid_alive"] is None
+    assert [r["epoch"] for e in events if e["event"] == "metrics" for r in e["rows"]] == \
+        [1, 2, 3]
+
+    out = gpurent("launch", "--engine", "libreyolo", str(project), "name=r2", "epochs=1",
+                  "epoch_seconds=0.05", "hold=1", "--json", env=env)
+    assert out.returncode == 0, out.stderr
+    pid = json.loads(out.stdout)["pid"]
+    again = gpurent("launch", str(project), "name=r2", "exist_ok=1", "--engine", "libreyolo",
+                    env=env)
+    assert again.returncode == 1 and "r2" in again.stderr and again.stdout == ""
+    stopped = gpurent("stop", str(project / "r2"), "--timeout", "20", "--json")
+    assert stopped.returncode == 0, stopped.stderr
+    assert json.loads(stopped.stdout)["outcome"] == "stopped"
+    assert not runfiles.local_pid_alive(pid)
+
+    listed = gpurent("runs", str(project), "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert [(r["name"], r["health"]) for r in json.loads(listed.stdout)] == \
+        [("r2", "stopped"), ("r1", "completed")]
+    table = gpurent("runs", str(project)).stdout.splitlines()
+    assert table[0].split() == ["NAME", "STATE", "HEALTH", "EPOCH", "BEST", "UPDATED"]
+    assert table[1].split()[:4] == ["r2", "stopped", "stopped", "1/1"]
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    cases = [
+        ("launch", str(tmp_path), "name=x; rm -rf /"),
+        ("launch", str(tmp_path), "epochs=3"),
+        ("launch", str(tmp_path), "name=ok", "novalue"),
+        ("launch", str(tmp_path), "name=ok", "data=a\nb"),
+        ("follow", str(tmp_path / "missing")),
+        ("stop", str(tmp_path)),
+    ]
+    for args in cases:
+        out = gpurent(*args)
+        assert out.returncode == 2, (args, out.stderr)
+        assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
+        assert out.stderr.startswith(f"gpurent {args[0]}: ")
+    assert not list(tmp_path.iterdir()), "a rejected launch left files behind"
+
+
+def ssh_home(tmp_path: Path, server: SSHServer) -> dict[str, str]:
+    """A laptop HOME whose ~/.ssh/config names the fixture's sshd as ``box``."""
+    home = tmp_path / "laptop"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "config").write_text(
+        f"Host box\n  HostName {server.host}\n  Port {server.port}\n  User {server.user}\n"
+        f"  IdentityFile {server.key_path}\n  IdentitiesOnly yes\n"
+        f"  UserKnownHostsFile {server.known_hosts}\n")
+    return {"HOME": str(home), "SSH_AUTH_SOCK": ""}
+
+
+def test_status_runs_follow_over_ssh(tmp_path: Path, sshd: SSHServer) -> None:
+    # Absolute paths: the fixture's sessions start in the real home, not in sshd.home.
+    project = Path(sshd.home) / "cli-runs"
+    run = project / "r1"
+    from tests.fixtures.run_sim import main as simulate
+
+    assert simulate([str(run), "--epochs", "2", "--epoch-seconds", "0.02", "--seed", "4"]) == 0
+    env = ssh_home(tmp_path, sshd)
+
+    status = gpurent("status", f"box:{run}", "--json", env=env)
+    assert status.returncode == 0, status.stderr
+    summary = json.loads(status.stdout)
+    assert summary["health"] == "completed" and summary["run_dir"] == f"box:{run}"
+
+    listed = gpurent("runs", f"box:{project}", "--json", env=env)
+    assert listed.returncode == 0, listed.stderr
+    assert [r["name"] for r in json.loads(listed.stdout)] == ["r1"]
+
+    followed = gpurent("follow", f"box:{run}", "--json", env=env)
+    assert followed.returncode == 0, followed.stderr
+    events = json_lines(followed.stdout)
+    assert log_of(events) == (run / runfiles.LOG_FILE).read_bytes()
+    assert any(e["event"] == "connection" and e["state"] == "live" for e in events)
+
+    unknown = gpurent("status", "nobody@127.0.0.1:x", "-p", "1", env=env)
+    assert unknown.returncode == 1 and len(unknown.stderr.strip().splitlines()) == 1

@@ -1,0 +1,234 @@
+"""``remote.watcher.Watcher`` over ``LocalTransport``: real follower processes, a real
+writer process, the follower killed under it, no python on the "box", garbage lines."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+
+from remote.events import ConnectionEvent, LogEvent, MetricsEvent, StatusEvent, WatchEvent
+from remote.local import LocalTransport
+from remote.watcher import Watcher
+from trainer import runfiles
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+class Recorder:
+    """Collects a watcher's events and waits for conditions on them."""
+
+    def __init__(self) -> None:
+        self.events: list[WatchEvent] = []
+        self._cond = threading.Condition()
+
+    def __call__(self, event: WatchEvent) -> None:
+        with self._cond:
+            self.events.append(event)
+            self._cond.notify_all()
+
+    def wait(self, predicate: Callable[[list[WatchEvent]], bool], timeout: float = 30.0,
+             what: str = "") -> None:
+        """Wait until ``predicate(events)`` holds; fail the test after ``timeout``."""
+        with self._cond:
+            ok = self._cond.wait_for(lambda: predicate(self.events), timeout)
+        assert ok, f"gave up waiting for {what}: {self.summary()}"
+
+    def of(self, kind: type) -> list:
+        """The events of one type, in order."""
+        with self._cond:
+            return [e for e in self.events if isinstance(e, kind)]
+
+    def log(self) -> bytes:
+        """Log bytes as delivered (a reset drops what came before)."""
+        data = bytearray()
+        for event in self.of(LogEvent):
+            if event.reset:
+                data.clear()
+            assert event.offset == len(data), "gap or overlap in delivered log bytes"
+            data += event.data
+        return bytes(data)
+
+    def health(self) -> str | None:
+        """The latest health verdict."""
+        statuses = self.of(StatusEvent)
+        return statuses[-1].health.verdict if statuses else None
+
+    def summary(self) -> str:
+        return ", ".join(f"{type(e).__name__}:{getattr(e, 'state', '')}"
+                         f"{getattr(getattr(e, 'health', None), 'verdict', '')}"
+                         for e in self.events[-15:])
+
+
+def start_writer(run: Path, *args: str) -> subprocess.Popen[bytes]:
+    """A simulated trainer writing ``run``."""
+    return subprocess.Popen([sys.executable, "-m", "tests.fixtures.run_sim", str(run), *args],
+                            cwd=ROOT, env=ENV)
+
+
+def followers(run: Path) -> list[psutil.Process]:
+    """The ``trainer follow`` processes following ``run``."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmd = proc.info["cmdline"] or []
+        if "follow" in cmd and str(run) in cmd and "trainer" in cmd:
+            found.append(proc)
+    return found
+
+
+def caught_up(rec: Recorder, run: Path) -> Callable[[list[WatchEvent]], bool]:
+    """All of the log and a final status have been delivered."""
+    def check(_events: list[WatchEvent]) -> bool:
+        log = run / runfiles.LOG_FILE
+        return rec.health() == "completed" and log.exists() and \
+            len(rec.log()) == log.stat().st_size
+    return check
+
+
+def test_resumes_after_the_follower_is_killed_without_gap_or_duplicate(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    rec = Recorder()
+    watcher = Watcher(LocalTransport, str(run), rec, silence_timeout=5, poll_interval=0.05)
+    writer = start_writer(run, "--epochs", "6", "--epoch-seconds", "0.5",
+                          "--lines-per-epoch", "40", "--seed", "11")
+    watcher.start()
+    try:
+        kills = 0
+        for n in range(1, 4):
+            rec.wait(lambda ev, n=n: [e.state for e in ev if isinstance(e, ConnectionEvent)]
+                     .count("live") >= n, what=f"connection {n}")
+            seen = len(rec.of(LogEvent))
+            rec.wait(lambda _ev, seen=seen: len(rec.of(LogEvent)) > seen, what="log data")
+            procs = followers(run)
+            assert procs, "no follower is running"
+            for proc in procs:
+                proc.send_signal(signal.SIGKILL)
+            kills += 1
+            time.sleep(0.3)
+        assert writer.wait(60) == 0
+        rec.wait(caught_up(rec, run), what="the whole log and a completed status")
+    finally:
+        watcher.stop()
+        writer.kill()
+    assert kills == 3
+    assert rec.log() == (run / runfiles.LOG_FILE).read_bytes()
+    rows = [r for e in rec.of(MetricsEvent) for r in e.rows]
+    assert [r["epoch"] for r in rows] == [1, 2, 3, 4, 5, 6]
+    states = [e.state for e in rec.of(ConnectionEvent)]
+    assert states.count("reconnecting") >= 3 and states.count("live") >= 4
+    assert states[-1] == "closed" and not watcher.running
+    assert not followers(run), "the follower outlived the watcher"
+
+
+def test_a_sigkilled_trainer_is_judged_dead(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    rec = Recorder()
+    writer = start_writer(run, "--epochs", "1", "--epoch-seconds", "0.1", "--hold")
+    watcher = Watcher(LocalTransport, str(run), rec, poll_interval=0.05)
+    watcher.start()
+    try:
+        rec.wait(lambda ev: any(isinstance(e, StatusEvent) and e.pid_alive
+                                and e.status.get("completed_epochs") == 1 for e in ev),
+                 what="a live run after its epoch")
+        assert rec.health() == "live"
+        writer.send_signal(signal.SIGKILL)
+        writer.wait()
+        rec.wait(lambda _ev: rec.health() == "dead", what="health dead")
+    finally:
+        watcher.stop()
+        writer.kill()
+    last = rec.of(StatusEvent)[-1]
+    assert last.pid_alive is False and last.status.get("state") == "running"
+    assert f"pid {writer.pid} is gone" in last.health.reason
+
+
+def test_polls_the_files_when_the_box_has_no_python(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    rec = Recorder()
+    writer = start_writer(run, "--epochs", "3", "--epoch-seconds", "0.3", "--seed", "5")
+
+    def no_python() -> LocalTransport:
+        transport = LocalTransport()
+        transport.trainer_prefix = str(tmp_path / "no" / "python3")
+        return transport
+
+    watcher = Watcher(no_python, str(run), rec, poll_interval=0.05)
+    watcher.start()
+    try:
+        rec.wait(lambda ev: any(isinstance(e, ConnectionEvent) and e.state == "polling"
+                                for e in ev), what="the polling fallback")
+        assert writer.wait(60) == 0
+        rec.wait(caught_up(rec, run), what="the whole log by polling")
+    finally:
+        watcher.stop()
+        writer.kill()
+    assert watcher.polling
+    assert rec.log() == (run / runfiles.LOG_FILE).read_bytes()
+    assert [r["epoch"] for e in rec.of(MetricsEvent) for r in e.rows] == [1, 2, 3]
+    polling = [e for e in rec.of(ConnectionEvent) if e.state == "polling"]
+    assert len(polling) == 1 and "not found" in polling[0].detail
+
+
+def test_garbage_lines_are_skipped(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    # The follower's output passes through a filter that adds junk after every line:
+    # a login banner's leftovers, broken JSON, messages with wrong types.
+    junk = ['garbage {', '{"t":"log","offset":-5,"text":"x"}', '[1, 2]',
+            '{"t":"metrics","offset":0,"next":"9","rows":"no"}', '{"t":"gpu","gpus":[[0]]}',
+            '{"t":"log","offset":0,"b64":"!!!"}', '{"t":"status","status":7}',
+            '{"t":"reset","file":"other"}', '{"t":7}', '\x1b]0;title\x07']
+    filter_script = tmp_path / "noisy.sh"
+    filter_script.write_text(
+        '"$@" | while IFS= read -r line; do printf "%s\\n" "$line"; '
+        + " ".join(f"printf '%s\\n' {shlex.quote(j)};" for j in junk) + " done\n")
+
+    def noisy() -> LocalTransport:
+        transport = LocalTransport()
+        transport.trainer_prefix = f"sh {filter_script} env {transport.trainer_prefix}"
+        return transport
+
+    rec = Recorder()
+    writer = start_writer(run, "--epochs", "2", "--epoch-seconds", "0.3", "--seed", "2")
+    watcher = Watcher(noisy, str(run), rec, poll_interval=0.05)
+    watcher.start()
+    try:
+        assert writer.wait(60) == 0
+        rec.wait(caught_up(rec, run), what="the whole log through the noise")
+    finally:
+        watcher.stop()
+        writer.kill()
+    assert rec.log() == (run / runfiles.LOG_FILE).read_bytes()
+    assert [r["epoch"] for e in rec.of(MetricsEvent) for r in e.rows] == [1, 2]
+    assert not watcher.polling
+    assert [e.state for e in rec.of(ConnectionEvent)].count("live") == 1
+
+
+def test_reconnect_now_resumes_and_stop_closes(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    runfiles.RunWriter(run).write_status({"state": "completed", "total_epochs": 1,
+                                          "completed_epochs": 1})
+    (run / runfiles.LOG_FILE).write_bytes(b"one\n")
+    rec = Recorder()
+    watcher = Watcher(LocalTransport, str(run), rec, poll_interval=0.05)
+    watcher.start()
+    rec.wait(lambda _ev: rec.log() == b"one\n", what="the log")
+    watcher.reconnect_now()
+    rec.wait(lambda ev: [e.state for e in ev if isinstance(e, ConnectionEvent)].count("live")
+             == 2, what="a second live connection")
+    with open(run / runfiles.LOG_FILE, "ab") as fh:
+        fh.write(b"two\n")
+    rec.wait(lambda _ev: rec.log() == b"one\ntwo\n", what="the rest of the log")
+    watcher.stop()
+    assert not watcher.running
+    assert rec.of(ConnectionEvent)[-1].state == "closed"
+    assert not [e for e in rec.of(ConnectionEvent) if e.state == "reconnecting"]
+    assert len(rec.of(StatusEvent)) == 1, "an unchanged status was sent again"

@@ -1,0 +1,388 @@
+"""The training loop. Read it top to bottom: set up the run, then for every epoch train,
+validate, save and report, then end as ``completed``, ``stopped`` or ``failed``.
+
+:func:`run` takes a checked :class:`trainer.train.Plan` (arguments, data, device, model
+source) and returns the process exit code: 0 completed or stopped, 1 failed.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import random
+import signal
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from trainer.boxes import postprocess
+from trainer.checkpoint import (
+    capture_rng,
+    model_meta,
+    restore_rng,
+    save_checkpoint,
+    state_dict_cpu,
+    transfer_weights,
+)
+from trainer.data import make_loader
+from trainer.device import (
+    DeviceCaps,
+    Precision,
+    choose_precision,
+    configure_backends,
+    host_info,
+    memory_format,
+    to_device,
+)
+from trainer.ema import ModelEMA
+from trainer.evaluate import DetectionEvaluator
+from trainer.loss import LOSS_PARTS, detection_loss
+from trainer.model import FAMILY, Detector, build_model, parameter_count
+from trainer.report import RunReport, one_line
+from trainer.rundir import clear_history, trim_history
+from trainer.runfiles import LOG_DATEFMT, LOG_FORMAT, RunWriter, train_log_handler
+from trainer.stopping import GracefulStop
+from trainer.train import Plan
+
+BEST_METRIC = "mAP50-95"
+WARMUP_EPOCHS = 3
+FINAL_LR_FRACTION = 0.01
+WEIGHT_DECAY = 5e-4
+GRAD_CLIP = 10.0
+PROGRESS_LOG_SECONDS = 15.0
+
+EXIT_OK, EXIT_FAILED = 0, 1
+
+
+def open_log(run_dir: Any) -> logging.Logger:
+    """The run's logger: ``train.log`` in the run directory and the console."""
+    log = logging.getLogger(f"trainer.run.{os.getpid()}.{id(run_dir)}")
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    log.addHandler(train_log_handler(run_dir))
+    console = logging.StreamHandler(sys.stdout)
+    console.setFormatter(logging.Formatter(LOG_FORMAT, LOG_DATEFMT))
+    log.addHandler(console)
+    return log
+
+
+def close_log(log: logging.Logger) -> None:
+    """Flush and detach the run's log handlers."""
+    for handler in list(log.handlers):
+        handler.close()
+        log.removeHandler(handler)
+
+
+def build_optimizer(model: nn.Module, lr: float) -> torch.optim.Optimizer:
+    """AdamW with three parameter groups, as Ultralytics logs them: ``pg0`` weights with
+    decay, ``pg1`` norm weights and ``pg2`` biases without."""
+    decay, norm, bias = [], [], []
+    for module in model.modules():
+        for name, param in module.named_parameters(recurse=False):
+            if name == "bias":
+                bias.append(param)
+            elif isinstance(module, nn.modules.batchnorm._BatchNorm):
+                norm.append(param)
+            else:
+                decay.append(param)
+    return torch.optim.AdamW(
+        [{"params": decay, "weight_decay": WEIGHT_DECAY},
+         {"params": norm, "weight_decay": 0.0},
+         {"params": bias, "weight_decay": 0.0}],
+        lr=lr, betas=(0.937, 0.999))
+
+
+def cosine_schedule(epochs: int) -> Callable[[int], float]:
+    """LR factor per epoch: a half cosine from 1 down to ``FINAL_LR_FRACTION``."""
+    def factor(epoch: int) -> float:
+        return 1 - (1 - FINAL_LR_FRACTION) * (1 - math.cos(math.pi * epoch / epochs)) / 2
+    return factor
+
+
+def warmup_iterations(batches_per_epoch: int, epochs: int) -> int:
+    """Steps of linear LR warmup: a few epochs (at least 100 steps), at most a third of
+    the run."""
+    total = batches_per_epoch * epochs
+    return max(1, min(max(WARMUP_EPOCHS * batches_per_epoch, 100), total // 3))
+
+
+@torch.no_grad()
+def validate(model: Detector, loader: Any, caps: DeviceCaps, precision: Precision,
+             fmt: torch.memory_format, imgsz: int, nc: int) -> dict[str, float]:
+    """Precision, recall, mAP50 and mAP50-95 of ``model`` on ``loader``."""
+    model.eval()
+    evaluator = DetectionEvaluator(nc)
+    for images, targets in loader:
+        images, targets = to_device(images, targets, caps, fmt)
+        with precision.autocast():
+            logits, raw = model(images)
+        boxes, scores = model.decode(logits, raw, imgsz)
+        detections = postprocess(boxes, scores)
+        truth = targets.cpu().numpy()
+        for i, dets in enumerate(detections):
+            evaluator.add(dets.cpu().numpy(), truth[truth[:, 0] == i, 1:])
+    return evaluator.compute()
+
+
+def run(plan: Plan) -> int:
+    """Train as planned; returns the exit code."""
+    args, caps = plan.args, plan.caps
+    ckpt = plan.resume_checkpoint
+    run_dir = plan.run_dir
+    writer = RunWriter(run_dir)
+    log = open_log(run_dir)
+    for note in plan.notes:
+        log.warning(note)
+    start_epoch = 1 if ckpt is None else int(ckpt["epoch"]) + 1
+    best_metric = None if ckpt is None else ckpt.get("best_metric")
+    best_epoch = None if ckpt is None else ckpt.get("best_epoch")
+    nc, names, imgsz = plan.data.nc, plan.data.names, args.imgsz
+    device = caps.torch_device
+
+    # ----------------------------------------------------------------- the report
+    if ckpt is None:
+        removed = clear_history(run_dir)
+        if removed:
+            log.info("exist_ok: reusing %s, removed the old %s", run_dir, ", ".join(removed))
+    else:
+        dropped = trim_history(run_dir, start_epoch - 1)
+        log.info("resuming %s at epoch %d (best %s %s at epoch %s)%s", run_dir, start_epoch,
+                 BEST_METRIC, best_metric, best_epoch,
+                 f"; dropped {dropped} metrics rows written after that checkpoint"
+                 if dropped else "")
+    uploader = None
+    if plan.uploader_factory is not None:
+        uploader = plan.uploader_factory(run_dir, args.hub, args.hub_period, log)
+    report = RunReport(writer, {
+        "pid": os.getpid(), "model_family": FAMILY, "model_size": plan.size, "task": "detect",
+        "save_dir": str(run_dir.resolve()), "total_epochs": args.epochs,
+        "start_epoch": start_epoch, "host": host_info(caps), "batch": args.batch,
+        "imgsz": imgsz, "world_size": 1, "best_metric": best_metric,
+        "best_metric_name": BEST_METRIC, "best_epoch": best_epoch,
+    }, log, hub_state=uploader.state if uploader is not None else lambda: None)
+    report.status(state="running", completed_epochs=start_epoch - 1, current_epoch=None)
+    weights = writer.weights_dir
+
+    def checkpoints() -> dict[str, str | None]:
+        return {name: str((weights / f"{name}.pt").resolve())
+                if (weights / f"{name}.pt").exists() else None for name in ("best", "last")}
+
+    stop = GracefulStop(log, on_force=lambda signum: report.ending(
+        "failed", checkpoints=checkpoints(),
+        error={"type": "Interrupted",
+               "message": f"second {signal.Signals(signum).name}: exited without saving"}))
+    state, exit_code, error = "failed", EXIT_FAILED, None
+    completed = start_epoch - 1
+    metrics: dict[str, float] = {}
+    precision = choose_precision(caps, args.amp)
+    meta = model_meta(plan.size, nc, names, imgsz)
+    model: nn.Module | None = None
+    checkpoint_seconds = 0.0
+    stop.install()
+    try:
+        # ------------------------------------------------------------- the model
+        random.seed(args.seed)
+        np.random.seed(args.seed)
+        torch.manual_seed(args.seed)
+        configure_backends(caps)
+        fmt = memory_format(caps)
+        model = build_model(plan.size, nc, imgsz)
+        if ckpt is not None:
+            model.load_state_dict(ckpt["train_state"]["model"])
+        elif plan.init_checkpoint is not None:
+            copied, total = transfer_weights(model, plan.init_checkpoint["model"])
+            log.info("fine-tuning from %s: %d of %d tensors copied", args.model, copied, total)
+        model.to(device, memory_format=fmt)
+        ema = ModelEMA(model)
+        optimizer = build_optimizer(model, args.lr0)
+        lr_factor = cosine_schedule(args.epochs)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor)
+        scaler = precision.scaler()
+        if ckpt is not None:
+            saved = ckpt["train_state"]
+            ema.module.load_state_dict(ckpt["model"])
+            ema.updates = int(saved["ema_updates"])
+            optimizer.load_state_dict(saved["optimizer"])
+            scheduler.load_state_dict(saved["scheduler"])
+            scaler.load_state_dict(saved["scaler"])
+            restore_rng(saved["rng"], caps.index if caps.is_cuda else None)
+
+        # ------------------------------------------------------------- the data
+        workers = min(args.workers, os.cpu_count() or 1)
+        train_loader, train_sampler = make_loader(
+            plan.train_set, batch=args.batch, workers=workers, shuffle=True,
+            pin_memory=caps.is_cuda, seed=args.seed)
+        val_loader, _ = make_loader(plan.val_set, batch=args.batch * 2, workers=workers,
+                                    shuffle=False, pin_memory=caps.is_cuda)
+        batches = len(train_loader)
+        warmup = warmup_iterations(batches, args.epochs)
+        points, strides = model.anchors(imgsz, device)
+        log.info("run %s: %s-%s (%.2fM parameters), %d classes, %d train / %d val images",
+                 run_dir, FAMILY, plan.size, parameter_count(model) / 1e6, nc,
+                 len(plan.train_set), len(plan.val_set))
+        log.info("device %s (%s), %s, batch %d, imgsz %d, workers %d, epochs %d-%d",
+                 device, ", ".join(caps.names) or "no GPU", precision.label, args.batch,
+                 imgsz, workers, start_epoch, args.epochs)
+
+        def save(name: str, epoch: int, *, with_state: bool, partial_step: int = 0) -> None:
+            nonlocal checkpoint_seconds
+            t0 = time.perf_counter()
+            payload: dict[str, Any] = {
+                "model_meta": meta, "model": state_dict_cpu(ema.module), "epoch": epoch,
+                "best_metric": best_metric, "best_epoch": best_epoch,
+                "best_metric_name": BEST_METRIC, "train_args": args.to_dict(),
+            }
+            if with_state:
+                payload["train_state"] = {
+                    "model": state_dict_cpu(model), "optimizer": optimizer.state_dict(),
+                    "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(),
+                    "ema_updates": ema.updates, "rng": capture_rng(caps.index),
+                    "partial_step": partial_step,
+                }
+            save_checkpoint(weights / name, payload)
+            checkpoint_seconds += time.perf_counter() - t0
+
+        # ------------------------------------------------------------- the loop
+        for epoch in range(start_epoch, args.epochs + 1):
+            # ---- train one epoch
+            epoch_start = time.monotonic()
+            model.train()
+            train_sampler.set_epoch(epoch)
+            loss_sums = torch.zeros(len(LOSS_PARTS), device=device)
+            steps, last_progress = 0, time.monotonic()
+            for step, (images, targets) in enumerate(train_loader):
+                iteration = step + batches * (epoch - 1)
+                if iteration < warmup:
+                    for group in optimizer.param_groups:
+                        group["lr"] = (group["initial_lr"] * lr_factor(epoch - 1)
+                                       * (iteration + 1) / warmup)
+                images, targets = to_device(images, targets, caps, fmt)
+                with precision.autocast():
+                    logits, raw = model(images)
+                loss, parts = detection_loss(logits, raw, targets, points, strides)
+                scaler.scale(loss).backward()
+                scaler.unscale_(optimizer)
+                nn.utils.clip_grad_norm_(model.parameters(), GRAD_CLIP)
+                scaler.step(optimizer)
+                scaler.update()
+                optimizer.zero_grad(set_to_none=True)
+                ema.update(model)
+                loss_sums += parts
+                steps += 1
+                if time.monotonic() - last_progress > PROGRESS_LOG_SECONDS:
+                    last_progress = time.monotonic()
+                    log.info("epoch %d/%d: step %d/%d, loss %.4f", epoch, args.epochs,
+                             steps, batches, float(loss_sums.sum()) / steps)
+                if stop.requested:
+                    break
+            if stop.requested and steps < batches:
+                # Mid-epoch: keep the weights of the finished steps; a resume
+                # repeats this epoch from its start.
+                save("last.pt", completed, with_state=True, partial_step=steps)
+                log.info("stopped in epoch %d after step %d/%d; saved last.pt",
+                         epoch, steps, batches)
+                state, exit_code = "stopped", EXIT_OK
+                break
+            losses = (loss_sums / max(steps, 1)).tolist()
+            train_loss = sum(losses)
+            if not math.isfinite(train_loss):
+                raise FloatingPointError(f"training loss is {train_loss} in epoch {epoch}")
+            scheduler.step()
+
+            # ---- validate
+            validated = epoch % args.val_period == 0 or epoch == args.epochs
+            is_best = False
+            if validated:
+                metrics = validate(ema.module, val_loader, caps, precision, fmt,
+                                   imgsz, nc)
+                if best_metric is None or metrics[BEST_METRIC] > best_metric:
+                    best_metric, best_epoch, is_best = metrics[BEST_METRIC], epoch, True
+
+            # ---- save
+            completed = epoch
+            save("last.pt", epoch, with_state=True)
+            if is_best:
+                save("best.pt", epoch, with_state=False)
+            if args.save_period > 0 and epoch % args.save_period == 0:
+                save(f"epoch_{epoch}.pt", epoch, with_state=True)
+
+            # ---- report
+            row: dict[str, Any] = {"epoch": epoch,
+                                   "time": round(time.monotonic() - epoch_start, 3),
+                                   "train/loss": train_loss}
+            row.update({f"train/{part}_loss": value
+                        for part, value in zip(LOSS_PARTS, losses, strict=True)})
+            for key in ("precision", "recall", "mAP50", "mAP50-95"):
+                row[f"metrics/{key}"] = metrics.get(key) if validated else None
+            row.update({f"lr/pg{i}": group["lr"]
+                        for i, group in enumerate(optimizer.param_groups)})
+            row.update({"validated": validated, "is_best": is_best,
+                        "current_metric": metrics[BEST_METRIC] if validated else None,
+                        "current_metric_name": BEST_METRIC, "best_metric": best_metric,
+                        "best_metric_name": BEST_METRIC, "best_epoch": best_epoch})
+            report.epoch_end(row, epoch=epoch, metrics=metrics, train_loss=train_loss)
+            log.info("epoch %d/%d: loss %.4f (%s)%s, %.1fs%s", epoch, args.epochs,
+                     train_loss, ", ".join(f"{p} {v:.4f}" for p, v in
+                                           zip(LOSS_PARTS, losses, strict=True)),
+                     "" if not validated else ", " + ", ".join(
+                         f"{k} {v:.4f}" for k, v in metrics.items()),
+                     row["time"], ", new best" if is_best else "")
+            if uploader is not None:
+                uploader.on_epoch_end(epoch, is_best, BEST_METRIC,
+                                      metrics.get(BEST_METRIC) if validated else None)
+
+            # ---- stop early?
+            if stop.requested:
+                state, exit_code = "stopped", EXIT_OK
+                log.info("stopped after epoch %d", epoch)
+                break
+            if (args.patience and validated and best_epoch is not None
+                    and epoch - best_epoch >= args.patience):
+                log.info("early stop: no improvement of %s for %d epochs (best %.4f at "
+                         "epoch %d)", BEST_METRIC, args.patience, best_metric, best_epoch)
+                break
+        if state != "stopped":
+            state, exit_code = "completed", EXIT_OK
+    except Exception as exc:
+        error = {"type": type(exc).__name__, "message": one_line(exc)}
+        log.exception("training failed: %s: %s", error["type"], error["message"])
+        state, exit_code = "failed", EXIT_FAILED
+
+    # ----------------------------------------------------------------- the ending
+    report.ending(state, checkpoints=checkpoints(), error=error)
+    report.summary({
+        "state": state, "completed_epochs": completed, "total_epochs": args.epochs,
+        "best_metric": best_metric, "best_metric_name": BEST_METRIC,
+        "best_epoch": best_epoch, "final_metrics": metrics,
+        "total_seconds": round(time.time() - report.started, 3),
+        "mean_epoch_seconds": (sum(report.epoch_seconds) / len(report.epoch_seconds)
+                               if report.epoch_seconds else None),
+        "model": meta, "parameters": parameter_count(model) if model is not None else None,
+        "device": str(device),
+        "precision": precision.label, "args": args.to_dict(), "checkpoints": checkpoints(),
+        "error": error,
+    })
+    train_seconds = sum(report.epoch_seconds)
+    if train_seconds > 0:
+        log.info("run files took %.3fs (%.3f%% of epoch time), checkpoints %.3fs (%.3f%%)",
+                 report.write_seconds, 100 * report.write_seconds / train_seconds,
+                 checkpoint_seconds, 100 * checkpoint_seconds / train_seconds)
+    log.info("%s after %d/%d epochs; best %s %s at epoch %s", state, completed, args.epochs,
+             BEST_METRIC, None if best_metric is None else f"{best_metric:.4f}", best_epoch)
+    if uploader is not None:
+        log.info("final Hub push of %s ...", args.hub)
+        try:
+            uploader.finish()
+        except Exception as exc:  # the run's own ending is already on disk
+            log.error("final Hub push failed: %s", one_line(exc))
+        report.status()
+    stop.restore()
+    close_log(log)
+    return exit_code
+

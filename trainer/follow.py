@@ -1,0 +1,502 @@
+"""``python3 -m trainer follow RUN_DIR``: stream a run directory as JSON lines.
+
+Standard library only: this runs on a box that may have nothing but ``python3`` (to watch
+a run written by ``libreyolo train``). It polls with ``os.stat`` a few times a second,
+sends only what changed and a tiny heartbeat when idle, one JSON object per line on
+stdout, flushed. It ends by itself when stdout is closed (the SSH channel went away) or
+its parent process is gone.
+
+Lines (``t`` is the message type; every other key may be absent in older followers and
+unknown types must be ignored)::
+
+    {"t":"hello","v":1,"pid":F,"now":T,"run_dir":"/abs","log":[OFF,INO],"metrics":[OFF,INO],
+     "gpu":true}
+    {"t":"status","key":"INO:MTIME_NS:SIZE","mtime":T,"status":{...}|null,"reason":"...",
+     "pid_alive":true|false|null}
+    {"t":"pid","pid":N,"alive":false}
+    {"t":"reset","file":"log"|"metrics","ino":INO|null,"reason":"truncated"|"replaced"}
+    {"t":"log","offset":N,"ino":INO,"text":"..."}      (or "b64":"..." when not UTF-8)
+    {"t":"metrics","offset":N,"next":M,"ino":INO,"rows":[{...}],"skipped":K}
+    {"t":"gpu","gpus":[[index,name,util%,mem_used_MiB,mem_total_MiB,temp_C,power_W]]}
+    {"t":"gpu","error":"..."}
+    {"t":"hb"}
+
+``status`` is sent at start (unless ``--status-key`` matches) and whenever the file's
+(inode, mtime, size) changes; ``status`` is ``null`` with a ``reason`` when the file is
+missing or unreadable. ``pid`` is sent when the liveness of the status pid changes.
+``log`` carries the bytes of ``train.log`` from ``offset``; ``metrics`` the whole rows of
+``metrics.jsonl`` between ``offset`` and ``next`` (a half-written last line waits). A
+``reset`` (the file shrank or its inode changed) means: drop what you had, the next data
+starts at offset 0 of the new file; bytes still unread in a rotated-away file are sent
+before it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import json
+import os
+import select
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from trainer import runfiles
+
+PROTOCOL_VERSION = 1
+
+#: Largest piece of a file sent in one line.
+CHUNK_BYTES = 64 * 1024
+#: Most bytes of one file read in one poll, so that the other files get their turn.
+MAX_BYTES_PER_POLL = 1 << 20
+
+GPU_QUERY = ("index,name,utilization.gpu,memory.used,memory.total,temperature.gpu,"
+             "power.draw")
+
+#: How long to wait before starting nvidia-smi again after it ended.
+GPU_RESTART_SECONDS = 30.0
+
+
+# --------------------------------------------------------------------------- output
+
+
+class Output:
+    """Writes JSON lines to a binary stream, flushing each, and remembers when it last
+    wrote (for heartbeats). Raises ``BrokenPipeError`` when the reader is gone."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+        self.last_write = 0.0
+        self.bytes_written = 0
+
+    def send(self, message: dict[str, Any]) -> None:
+        """Write one message as a line and flush it."""
+        try:
+            data = _json_line(message, ensure_ascii=False)
+        except UnicodeEncodeError:  # a lone surrogate from a \ud800 escape in the input
+            data = _json_line(message, ensure_ascii=True)
+        self.stream.write(data)
+        self.stream.flush()
+        self.last_write = time.monotonic()
+        self.bytes_written += len(data)
+
+
+def _json_line(message: dict[str, Any], *, ensure_ascii: bool) -> bytes:
+    text = json.dumps(message, ensure_ascii=ensure_ascii, separators=(",", ":"),
+                      allow_nan=False)
+    return (text + "\n").encode("utf-8")
+
+
+# --------------------------------------------------------------------------- files
+
+
+def encode_bytes(data: bytes) -> tuple[dict[str, str], int]:
+    """Encode file bytes for a JSON line: ``{"text": ...}`` when they are UTF-8 (an
+    incomplete character at the end is left out and its length returned, to go with the
+    next read), else ``{"b64": ...}``. Returns the field and how many bytes it holds."""
+    try:
+        return {"text": data.decode("utf-8")}, len(data)
+    except UnicodeDecodeError as exc:
+        # Only an incomplete sequence at the very end: cut it off and send the rest.
+        if exc.reason == "unexpected end of data" and exc.start >= len(data) - 3:
+            with contextlib.suppress(UnicodeDecodeError):
+                if exc.start > 0:
+                    return {"text": data[:exc.start].decode("utf-8")}, exc.start
+    return {"b64": base64.b64encode(data).decode("ascii")}, len(data)
+
+
+class Tail:
+    """Follows one growing file by byte offset, noticing truncation and replacement.
+
+    The file is held open so that bytes written to it before it was rotated away are
+    still read. ``poll`` yields ``("reset", reason)`` and ``("data", offset, bytes)``."""
+
+    def __init__(self, path: Path, offset: int = 0, ino: int | None = None) -> None:
+        self.path = path
+        self.offset = max(0, offset)
+        self.ino = ino
+        self._fh: Any = None
+        self._seen_size = -1
+
+    def close(self) -> None:
+        """Close the held file."""
+        if self._fh is not None:
+            with contextlib.suppress(OSError):
+                self._fh.close()
+            self._fh = None
+
+    def poll(self, limit: int = MAX_BYTES_PER_POLL) -> Iterator[tuple]:
+        """What changed since the last poll, as ``reset`` and ``data`` items."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            st = None
+        if self._fh is not None and (st is None or st.st_ino != self.ino):
+            # Rotated away or deleted: finish the old file, then let go of it.
+            yield from self._read(limit, os.fstat(self._fh.fileno()).st_size)
+            self.close()
+        if st is None:
+            return
+        if self._fh is None:
+            try:
+                self._fh = open(self.path, "rb")  # noqa: SIM115 (held across polls)
+            except OSError:
+                return
+            fst = os.fstat(self._fh.fileno())
+            replaced = self.ino is not None and fst.st_ino != self.ino
+            self.ino = fst.st_ino
+            if replaced:
+                self.offset, self._seen_size = 0, -1
+                yield ("reset", "replaced")
+            size = fst.st_size
+        else:
+            size = st.st_size
+        if size < self.offset:
+            self.offset, self._seen_size = 0, -1
+            yield ("reset", "truncated")
+        if size != self._seen_size:
+            yield from self._read(limit, size)
+
+    def _read(self, limit: int, size: int) -> Iterator[tuple]:
+        self._seen_size = size
+        self._fh.seek(self.offset)
+        data = self._fh.read(min(limit, max(0, size - self.offset)))
+        if len(data) < size - self.offset:
+            self._seen_size = -1  # more to read at the next poll
+        if data:
+            yield ("data", self.offset, data)
+
+
+class LogFollower:
+    """Turns a ``Tail`` of ``train.log`` into ``log`` and ``reset`` messages."""
+
+    def __init__(self, tail: Tail) -> None:
+        self.tail = tail
+
+    def poll(self) -> Iterator[dict[str, Any]]:
+        """Messages for what the log gained since the last poll."""
+        for item in self.tail.poll():
+            if item[0] == "reset":
+                yield {"t": "reset", "file": "log", "ino": self.tail.ino, "reason": item[1]}
+                continue
+            _, offset, data = item
+            pos = 0
+            while pos < len(data):
+                field, used = encode_bytes(data[pos:pos + CHUNK_BYTES])
+                yield {"t": "log", "offset": offset + pos, "ino": self.tail.ino, **field}
+                pos += used
+            self.tail.offset = offset + len(data)
+
+
+class MetricsFollower:
+    """Turns a ``Tail`` of ``metrics.jsonl`` into ``metrics`` and ``reset`` messages.
+    Only whole lines are sent; a half-written last line waits for its newline."""
+
+    def __init__(self, tail: Tail) -> None:
+        self.tail = tail
+
+    def poll(self) -> Iterator[dict[str, Any]]:
+        """Messages for the rows the file gained since the last poll."""
+        for item in self.tail.poll():
+            if item[0] == "reset":
+                yield {"t": "reset", "file": "metrics", "ino": self.tail.ino,
+                       "reason": item[1]}
+                continue
+            _, offset, data = item
+            chunk = runfiles.parse_metrics(data, offset)
+            if chunk.next_offset == offset:
+                if len(data) < MAX_BYTES_PER_POLL:
+                    continue  # no complete line yet; look again once the file changes
+                # A "line" longer than a whole read is not a row: skip past it.
+                chunk.next_offset, chunk.skipped = offset + len(data), 1
+            self.tail.offset = chunk.next_offset
+            yield {"t": "metrics", "offset": offset, "next": chunk.next_offset,
+                   "ino": self.tail.ino, "rows": runfiles.finite_json(chunk.rows),
+                   "skipped": chunk.skipped}
+
+
+class StatusFollower:
+    """Sends ``status.json`` when its (inode, mtime, size) changes, and the liveness of
+    the pid it names whenever that changes."""
+
+    def __init__(self, path: Path, key: str | None = None) -> None:
+        self.path = path
+        self.key = key
+        self.pid: int | None = None
+        self.alive: bool | None = None
+        self._sent_once = key is not None
+
+    def poll(self) -> Iterator[dict[str, Any]]:
+        """A ``status`` message when the file changed, a ``pid`` one when liveness did."""
+        try:
+            st = os.stat(self.path)
+            key = f"{st.st_ino}:{st.st_mtime_ns}:{st.st_size}"
+        except OSError:
+            st, key = None, "missing"
+        if key != self.key or not self._sent_once:
+            self.key, self._sent_once = key, True
+            yield self._status_message(st)
+        elif self.pid is not None:
+            alive = runfiles.local_pid_alive(self.pid)
+            if alive != self.alive:
+                self.alive = alive
+                yield {"t": "pid", "pid": self.pid, "alive": alive}
+
+    def _status_message(self, st: os.stat_result | None) -> dict[str, Any]:
+        read = runfiles.read_status(self.path)
+        pid = read.get("pid")
+        self.pid = pid if isinstance(pid, int) and not isinstance(pid, bool) else None
+        self.alive = None if self.pid is None else runfiles.local_pid_alive(self.pid)
+        message: dict[str, Any] = {"t": "status", "key": self.key,
+                                   "mtime": None if st is None else st.st_mtime,
+                                   "status": runfiles.finite_json(read.status),
+                                   "pid_alive": self.alive}
+        if not read.ok:
+            message["reason"] = read.reason
+        return message
+
+
+# --------------------------------------------------------------------------- GPU
+
+
+def _gpu_number(text: str) -> float | None:
+    text = text.strip()
+    try:
+        value = float(text)
+    except ValueError:
+        return None  # "[N/A]", "N/A", "[Not Supported]", ...
+    return value if value == value and abs(value) != float("inf") else None
+
+
+def parse_gpu_line(line: str) -> list[Any] | None:
+    """One ``nvidia-smi --query-gpu=GPU_QUERY --format=csv,noheader,nounits`` line as
+    ``[index, name, util, mem_used, mem_total, temp, power]``; ``None`` when it is not one.
+    Fields nvidia-smi cannot report (``[N/A]``) become ``None``."""
+    parts = [p.strip() for p in line.strip().split(",")]
+    if len(parts) < 7:
+        return None
+    # A name holding commas: everything between the index and the five numbers.
+    name = ", ".join(parts[1:len(parts) - 5])
+    try:
+        index = int(parts[0])
+    except ValueError:
+        return None
+    numbers = [_gpu_number(p) for p in parts[-5:]]
+    return [index, name, *numbers]
+
+
+class GpuSampler:
+    """Runs ``nvidia-smi`` in its own loop mode (``-lms``), which costs far less than
+    starting it every interval, and hands its lines back as ``gpu`` messages."""
+
+    def __init__(self, interval: float, executable: str | None = None) -> None:
+        self.interval = interval
+        self.executable = executable or shutil.which("nvidia-smi")
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._buffer = b""
+        self._pending: list[list[Any]] = []
+        self._next_start = 0.0
+        self._errors: list[str] = []
+        self._last_sent: list[list[Any]] | None = None
+
+    @property
+    def available(self) -> bool:
+        """Whether there is an ``nvidia-smi`` to ask."""
+        return bool(self.executable) and self.interval > 0
+
+    def fileno(self) -> int | None:
+        """The pipe to wait on, when nvidia-smi is running."""
+        if self.proc is None or self.proc.stdout is None:
+            return None
+        return self.proc.stdout.fileno()
+
+    def ensure_running(self, now: float) -> Iterator[dict[str, Any]]:
+        """Start nvidia-smi when it is not running and its restart delay has passed."""
+        if not self.available or self.proc is not None or now < self._next_start:
+            return
+        command = [str(self.executable), f"--query-gpu={GPU_QUERY}",
+                   "--format=csv,noheader,nounits", "-lms",
+                   str(max(100, int(self.interval * 1000)))]
+        try:
+            self.proc = subprocess.Popen(command, stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        except OSError as exc:
+            self._next_start = now + GPU_RESTART_SECONDS
+            yield {"t": "gpu", "error": f"cannot run nvidia-smi: {exc.strerror or exc}"}
+            return
+        os.set_blocking(self.proc.stdout.fileno(), False)  # type: ignore[union-attr]
+
+    def read(self, now: float) -> Iterator[dict[str, Any]]:
+        """Read what nvidia-smi printed; a message per complete sample."""
+        if self.proc is None or self.proc.stdout is None:
+            return
+        try:
+            data = os.read(self.proc.stdout.fileno(), 65536)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            yield from self._ended(now)
+            return
+        self._buffer += data
+        *lines, self._buffer = self._buffer.split(b"\n")
+        for raw in lines:
+            text = raw.decode("utf-8", "replace").strip()
+            if not text:
+                continue
+            row = parse_gpu_line(text)
+            if row is None:
+                self._errors = (self._errors + [text])[-3:]
+            elif self._pending and row[0] <= self._pending[-1][0]:
+                yield from self._flush()
+                self._pending = [row]
+            else:
+                self._pending.append(row)
+        if self._pending and not self._buffer:
+            yield from self._flush()
+
+    def _flush(self) -> Iterator[dict[str, Any]]:
+        # An unchanged sample is not sent again: the reader keeps showing the last one.
+        if self._pending != self._last_sent:
+            self._last_sent = self._pending
+            yield {"t": "gpu", "gpus": self._pending}
+        self._pending = []
+
+    def _ended(self, now: float) -> Iterator[dict[str, Any]]:
+        self.stop()
+        self._last_sent = None
+        self._next_start = now + GPU_RESTART_SECONDS
+        detail = self._errors[-1] if self._errors else "nvidia-smi exited"
+        self._errors = []
+        yield {"t": "gpu", "error": detail[:300]}
+
+    def stop(self) -> None:
+        """Stop nvidia-smi."""
+        if self.proc is None:
+            return
+        with contextlib.suppress(OSError):
+            self.proc.kill()
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+            self.proc.wait(timeout=2)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        self.proc = None
+        self._buffer = b""
+        self._pending = []
+
+
+# --------------------------------------------------------------------------- loop
+
+
+def _parse_resume(value: str | None) -> int | None:
+    return None if value is None or value.lower() in ("", "none") else int(value)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``trainer follow`` argument parser."""
+    p = argparse.ArgumentParser(
+        prog="python3 -m trainer follow",
+        description="Stream a run directory's status, metrics rows, log bytes and GPU "
+        "stats as JSON lines on stdout, resuming from the given offsets.",
+    )
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("--log-offset", type=int, default=0, help="resume train.log at this byte")
+    p.add_argument("--log-ino", type=_parse_resume, default=None,
+                   help="inode the log offset refers to (a different file means reset)")
+    p.add_argument("--metrics-offset", type=int, default=0,
+                   help="resume metrics.jsonl at this byte")
+    p.add_argument("--metrics-ino", type=_parse_resume, default=None,
+                   help="inode the metrics offset refers to")
+    p.add_argument("--status-key", default=None,
+                   help="the 'key' of the last status received; not sent again if unchanged")
+    p.add_argument("--poll", type=float, default=0.2, help="seconds between polls")
+    p.add_argument("--heartbeat", type=float, default=1.0,
+                   help="send a heartbeat after this many idle seconds")
+    p.add_argument("--gpu-interval", type=float, default=2.0,
+                   help="seconds between nvidia-smi samples (0: none)")
+    return p
+
+
+class Follower:
+    """The follow loop: polls the run's files, writes messages to ``out``."""
+
+    def __init__(self, args: argparse.Namespace, out: Output,
+                 parent_alive: Callable[[], bool]) -> None:
+        run_dir = Path(args.run_dir).absolute()
+        self.run_dir = run_dir
+        self.args = args
+        self.out = out
+        self.parent_alive = parent_alive
+        self.status = StatusFollower(run_dir / runfiles.STATUS_FILE, args.status_key)
+        self.log = LogFollower(Tail(run_dir / runfiles.LOG_FILE, args.log_offset,
+                                    args.log_ino))
+        self.metrics = MetricsFollower(Tail(run_dir / runfiles.METRICS_FILE,
+                                            args.metrics_offset, args.metrics_ino))
+        self.gpu = GpuSampler(args.gpu_interval)
+
+    def run(self) -> None:
+        """Loop until the reader or the parent is gone (``BrokenPipeError`` ends it)."""
+        poll = max(0.02, self.args.poll)
+        self.out.send({"t": "hello", "v": PROTOCOL_VERSION, "pid": os.getpid(),
+                       "now": time.time(), "run_dir": str(self.run_dir),
+                       "log": [self.log.tail.offset, self.log.tail.ino],
+                       "metrics": [self.metrics.tail.offset, self.metrics.tail.ino],
+                       "gpu": self.gpu.available})
+        try:
+            while self.parent_alive():
+                now = time.monotonic()
+                self._send_all(self.gpu.ensure_running(now))
+                self._send_all(self.status.poll())
+                self._send_all(self.metrics.poll())
+                self._send_all(self.log.poll())
+                if time.monotonic() - self.out.last_write >= self.args.heartbeat:
+                    self.out.send({"t": "hb"})
+                self._wait(poll)
+        finally:
+            self.gpu.stop()
+            self.log.tail.close()
+            self.metrics.tail.close()
+
+    def _send_all(self, messages: Iterator[dict[str, Any]]) -> None:
+        for message in messages:
+            self.out.send(message)
+
+    def _wait(self, seconds: float) -> None:
+        """Sleep for one poll, reading nvidia-smi output as it arrives."""
+        fd = self.gpu.fileno()
+        if fd is None:
+            time.sleep(seconds)
+            return
+        ready, _, _ = select.select([fd], [], [], seconds)
+        if ready:
+            self._send_all(self.gpu.read(time.monotonic()))
+
+
+def _parent_watch() -> Callable[[], bool]:
+    parent = os.getppid()
+    return lambda: os.getppid() == parent
+
+
+def main(argv: list[str]) -> int:
+    """Run the follower until stdout or the parent goes away."""
+    args = build_parser().parse_args(argv)
+    out = Output(sys.stdout.buffer)
+    try:
+        Follower(args, out, _parent_watch()).run()
+    except BrokenPipeError:
+        pass
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        # Nothing more can be written; keep the interpreter from complaining at exit.
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+    return 0

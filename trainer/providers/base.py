@@ -1,0 +1,353 @@
+"""The provider interface, the normalised instance, errors and the HTTP client.
+
+Standard library only: the guard (``python3 -m trainer guard``) runs these clients on the
+box, where only the ``trainer`` package is uploaded. The laptop reaches them through
+``remote.providers``.
+
+Normalised instance states (``Instance.state``), whatever the provider calls them:
+
+==============  ===============================================================  ==========
+state           meaning                                                          billing
+==============  ===============================================================  ==========
+``starting``    being provisioned, booting, pulling its image, or asked to start GPU price
+``running``     up and billed by the hour                                        GPU price
+``stopping``    asked to stop, not stopped yet                                   GPU price
+``stopped``     halted; GPUs released, the disk is kept                          storage
+``paused``      frozen with memory kept (Vast ``frozen``)                        GPU price
+``exited``      the container exited unexpectedly, not asked to stop            GPU price
+``error``       the provider reports a fault (host offline, unhealthy, ERROR)    GPU price
+``destroying``  asked to go away, not gone yet (Lambda ``terminating``)         GPU price
+``destroyed``   the API confirms it is gone (404, null, terminated, preempted)  nothing
+``unknown``     the provider does not say (or an unrecognised status)           GPU price
+==============  ===============================================================  ==========
+
+"Billing" is the worst case we assume: anything not confirmed stopped or destroyed is
+treated as still costing the full price.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import http.client
+import json
+import random
+import re
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+STATES = ("starting", "running", "stopping", "stopped", "paused", "exited", "error",
+          "destroying", "destroyed", "unknown")
+
+#: Hours in a billing month, to turn $/GB/month into $/h. A 30-day month: it reproduces the
+#: published figure (250 GB at $0.20/GB/month = $0.0694/h); 730 (an average month) would
+#: give $0.0685/h.
+HOURS_PER_MONTH = 720.0
+
+#: The default per-request timeout in seconds (connect and each read).
+DEFAULT_TIMEOUT = 15.0
+#: Longest wait we honour from a ``Retry-After`` header, in seconds.
+MAX_RETRY_AFTER = 120.0
+#: Response bodies larger than this are cut (a real answer is a few kilobytes).
+MAX_BODY_BYTES = 4 * 1024 * 1024
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
+_ID_OK = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+
+
+def one_line(text: Any, limit: int = 300) -> str:
+    """Untrusted text (an API's error body) as one short line without control characters."""
+    flat = " ".join(_CONTROL.sub(" ", str(text)).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+class ProviderError(Exception):
+    """A provider call failed. ``str(exc)`` is one line a user can act on; ``kind`` is one of
+    ``auth``, ``not_found``, ``conflict``, ``rate_limited``, ``server``, ``timeout``,
+    ``network``, ``bad_response``, ``unsupported``, ``manual``, ``still_billing``,
+    ``bad_input``; ``status`` is the HTTP status when there was one."""
+
+    def __init__(self, message: str, *, kind: str = "error", status: int | None = None,
+                 retry_after: float | None = None) -> None:
+        super().__init__(one_line(message, 500))
+        self.kind = kind
+        self.status = status
+        #: Seconds the provider asked us to wait (``Retry-After``), when it said.
+        self.retry_after = retry_after
+
+
+class NotFoundError(ProviderError):
+    """The instance does not exist (a wrong id, or it is already destroyed)."""
+
+    def __init__(self, message: str, *, status: int | None = 404) -> None:
+        super().__init__(message, kind="not_found", status=status)
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One rented instance as the provider reports it, in normalised terms.
+
+    ``price_per_hour`` is the running price (Vast ``dph_total`` includes storage);
+    ``storage_per_hour`` is what a stopped instance keeps costing; ``raw`` is the
+    provider's own object, for display and debugging."""
+
+    state: str
+    price_per_hour: float | None
+    storage_per_hour: float | None
+    disk_gb: float | None
+    gpu: str | None
+    ssh_host: str | None
+    ssh_port: int | None
+    raw: dict[str, Any] = field(default_factory=dict)
+    id: str = ""
+    provider: str = ""
+    raw_state: str = ""
+    storage_per_gb_month: float | None = None
+
+    @property
+    def gone(self) -> bool:
+        """Whether the provider confirms the instance no longer exists."""
+        return self.state == "destroyed"
+
+    @property
+    def billing_per_hour(self) -> float | None:
+        """What the instance costs per hour in its current state (worst case)."""
+        if self.state == "destroyed":
+            return 0.0
+        if self.state == "stopped":
+            return self.storage_per_hour
+        return self.price_per_hour
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (``raw`` left out; it can be large and holds provider secrets
+        such as Jupyter tokens)."""
+        out = asdict(self)
+        out.pop("raw")
+        out["billing_per_hour"] = self.billing_per_hour
+        return out
+
+
+@dataclass(frozen=True)
+class Response:
+    """A decoded HTTP response."""
+
+    status: int
+    headers: Mapping[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        """The body as JSON (``None`` for an empty body); raises ``ValueError`` otherwise."""
+        if not self.body.strip():
+            return None
+        return json.loads(self.body.decode("utf-8"))
+
+
+def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (delta-seconds or an HTTP date)."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when is None:
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+class Provider:
+    """One provider's API. Subclasses set the class attributes and implement the calls.
+
+    Every request has a timeout; 429, 5xx, timeouts and dropped connections are retried
+    with exponential backoff (honouring ``Retry-After`` when present), then reported as a
+    ``ProviderError`` whose message is one line. ``sleep`` is injectable for tests."""
+
+    #: Short name used on the command line and in the config (``vast``).
+    name = ""
+    #: Human name (``Vast.ai``).
+    title = ""
+    #: The documented API base URL.
+    default_base_url = ""
+    #: Whether the provider can stop (and later start) an instance, keeping its disk.
+    can_stop = True
+
+    def __init__(self, api_key: str | None, base_url: str | None = None, *,
+                 timeout: float = DEFAULT_TIMEOUT, retries: int = 4, backoff: float = 1.0,
+                 max_backoff: float = 30.0,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.api_key = api_key or ""
+        self.base_url = (base_url or self.default_base_url).rstrip("/")
+        self.timeout = timeout
+        self.retries = max(0, retries)
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+        self.sleep = sleep
+
+    def __repr__(self) -> str:  # never show the key
+        return f"<{type(self).__name__} {self.base_url}>"
+
+    # ------------------------------------------------------------------ the interface
+
+    def get_instance(self, instance_id: str) -> Instance:
+        """The instance now. Raises ``NotFoundError`` when the API says it does not exist."""
+        raise NotImplementedError
+
+    def stop(self, instance_id: str) -> None:
+        """Ask the provider to stop the instance (returns before it has stopped)."""
+        raise NotImplementedError
+
+    def start(self, instance_id: str) -> None:
+        """Ask the provider to start a stopped instance (returns before it runs)."""
+        raise NotImplementedError
+
+    def destroy(self, instance_id: str) -> None:
+        """Ask the provider to destroy the instance and its disk (returns before it is
+        gone; use ``trainer.providers.confirm.destroy_and_confirm`` to know)."""
+        raise NotImplementedError
+
+    def console_hint(self, action: str, instance_id: str) -> str:
+        """What a person would do in the provider's web console instead."""
+        return f"open the {self.title} console and {action} instance {instance_id}"
+
+    # ------------------------------------------------------------------ helpers
+
+    def check_id(self, instance_id: str) -> str:
+        """``instance_id`` when it is a plausible id; a ``ProviderError`` otherwise."""
+        text = str(instance_id).strip()
+        if not _ID_OK.match(text):
+            raise ProviderError(f"{self.title}: {one_line(text, 60)!r} is not an instance id",
+                                kind="bad_input")
+        return text
+
+    def error_detail(self, status: int, payload: Any, text: str) -> tuple[str, str]:
+        """``(code, message)`` from an error response; subclasses read their own shape."""
+        return "", one_line(text, 200)
+
+    def request(self, method: str, path: str, *, body: Any = None,
+                query: Mapping[str, str] | None = None,
+                what: str = "request") -> Response:
+        """Send one API request with auth, timeout and retries; return a 2xx response or
+        raise a ``ProviderError`` (``NotFoundError`` for 404)."""
+        url = self.base_url + path
+        if query:
+            url += "?" + urllib.parse.urlencode(query)
+        data = None if body is None else json.dumps(body).encode("utf-8")
+        attempt = 0
+        while True:
+            try:
+                return self._send_once(method, url, data, what)
+            except ProviderError as exc:
+                if exc.kind not in ("rate_limited", "server", "timeout", "network") \
+                        or attempt >= self.retries:
+                    if attempt:
+                        exc.args = (f"{exc} (after {attempt + 1} attempts)",)
+                    raise
+                delay = exc.retry_after if exc.retry_after is not None \
+                    else self._backoff(attempt)
+                attempt += 1
+                self.sleep(delay)
+
+    def _backoff(self, attempt: int) -> float:
+        base = min(self.max_backoff, self.backoff * (2 ** attempt))
+        return base * (0.5 + random.random() / 2)
+
+    def _send_once(self, method: str, url: str, data: bytes | None, what: str) -> Response:
+        headers = {"Accept": "application/json", "User-Agent": "gpurent/0.1"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        req = urllib.request.Request(url, data=data, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                return Response(resp.status, dict(resp.headers.items()),
+                                resp.read(MAX_BODY_BYTES))
+        except urllib.error.HTTPError as exc:
+            try:
+                body = exc.read(MAX_BODY_BYTES)
+            except (OSError, ValueError):
+                body = b""
+            raise self._http_error(exc.code, dict(exc.headers.items()), body, what) from None
+        except (TimeoutError, urllib.error.URLError, OSError, ValueError) as exc:
+            reason = getattr(exc, "reason", exc)
+            if isinstance(reason, TimeoutError) or isinstance(exc, TimeoutError):
+                raise ProviderError(f"{self.title}: {what} timed out after {self.timeout:g} s "
+                                    f"({self.base_url})", kind="timeout") from None
+            raise ProviderError(f"{self.title}: cannot reach {self.base_url}: "
+                                f"{one_line(getattr(reason, 'strerror', None) or reason, 120)}",
+                                kind="network") from None
+        except http.client.HTTPException as exc:  # a dropped or malformed answer
+            raise ProviderError(f"{self.title}: {what} got a broken answer: "
+                                f"{one_line(exc, 120)}", kind="network") from None
+
+    def _http_error(self, status: int, headers: Mapping[str, str], body: bytes,
+                    what: str) -> ProviderError:
+        text = body.decode("utf-8", errors="replace")
+        try:
+            payload = json.loads(text) if text.strip() else None
+        except ValueError:
+            payload = None
+        code, message = self.error_detail(status, payload, text)
+        label = f"HTTP {status}" + (f" {one_line(code, 60)}" if code else "")
+        detail = f": {message}" if message else ""
+        lower = {k.lower(): v for k, v in headers.items()}
+        if status in (401, 403):
+            return ProviderError(f"{self.title}: {what} refused ({label}){detail}; check the "
+                                 "API key", kind="auth", status=status)
+        if status == 404:
+            return NotFoundError(f"{self.title}: {what}: not found ({label}){detail}",
+                                 status=status)
+        if status == 409:
+            return ProviderError(f"{self.title}: {what} not allowed now ({label}){detail}",
+                                 kind="conflict", status=status)
+        retry_after = parse_retry_after(lower.get("retry-after"))
+        if retry_after is not None:
+            retry_after = min(retry_after, MAX_RETRY_AFTER)
+        if status == 429:
+            return ProviderError(f"{self.title}: {what} rate limited ({label}){detail}",
+                                 kind="rate_limited", status=status, retry_after=retry_after)
+        if status >= 500:
+            return ProviderError(f"{self.title}: {what} failed on the provider's side "
+                                 f"({label}){detail}", kind="server", status=status,
+                                 retry_after=retry_after)
+        return ProviderError(f"{self.title}: {what} failed ({label}){detail}",
+                             kind="bad_response", status=status)
+
+    def json_of(self, resp: Response, what: str) -> Any:
+        """The JSON body of a 2xx response, or a ``ProviderError`` when it is not JSON."""
+        try:
+            return resp.json()
+        except (ValueError, UnicodeDecodeError):
+            raise ProviderError(f"{self.title}: {what} answered something that is not JSON",
+                                kind="bad_response", status=resp.status) from None
+
+
+def number(value: Any) -> float | None:
+    """A finite float from an API field (numbers or numeric strings), else ``None``."""
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return None
+    return out if out == out and out not in (float("inf"), float("-inf")) else None
+
+
+def integer(value: Any) -> int | None:
+    """An int from an API field, else ``None``."""
+    out = number(value)
+    return None if out is None else int(out)
+
+
+def text_or_none(value: Any) -> str | None:
+    """A short clean string from an API field, else ``None``."""
+    if value is None or value == "":
+        return None
+    return one_line(value, 120)

@@ -1,0 +1,111 @@
+"""Lambda Cloud: ``https://cloud.lambda.ai/api/v1``, ``Authorization: Bearer KEY``.
+
+Documented shapes used here: ``GET /instances/{id}`` answers ``{"data": {...}}`` with
+``status`` (booting, active, unhealthy, terminating, terminated, preempted), ``ip``,
+``instance_type`` {name, description, gpu_description, price_cents_per_hour,
+specs.storage_gib}. ``POST /instance-operations/terminate`` with ``{"instance_ids": [id]}``.
+Lambda has no stop: ``can_stop`` is false and terminate is the destroy. Errors are
+``{"error": {"code", "message", "suggestion"}}`` (401 ``global/invalid-api-key``, 404
+``global/object-does-not-exist``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainer.providers.base import (
+    Instance,
+    Provider,
+    ProviderError,
+    integer,
+    number,
+    one_line,
+    text_or_none,
+)
+
+_STATES = {
+    "booting": "starting",
+    "active": "running",
+    "unhealthy": "error",
+    "terminating": "destroying",
+    "terminated": "destroyed",
+    "preempted": "destroyed",
+}
+
+
+class LambdaProvider(Provider):
+    """The Lambda Cloud API (v1)."""
+
+    name = "lambda"
+    title = "Lambda Cloud"
+    default_base_url = "https://cloud.lambda.ai/api/v1"
+    can_stop = False
+
+    def error_detail(self, status: int, payload: Any, text: str) -> tuple[str, str]:
+        """``{"error": {"code", "message", "suggestion"}}``."""
+        err = payload.get("error") if isinstance(payload, dict) else None
+        if isinstance(err, dict):
+            message = err.get("message") or ""
+            if err.get("suggestion"):
+                message = f"{message} ({err['suggestion']})"
+            return one_line(err.get("code") or "", 60), one_line(message, 200)
+        return "", one_line(text, 200)
+
+    def get_instance(self, instance_id: str) -> Instance:
+        """``GET /instances/{id}``."""
+        iid = self.check_id(instance_id)
+        what = f"get instance {iid}"
+        data = self.json_of(self.request("GET", f"/instances/{iid}", what=what), what)
+        raw = data.get("data") if isinstance(data, dict) else None
+        if not isinstance(raw, dict):
+            raise ProviderError(f"Lambda Cloud: {what} answered an unexpected shape",
+                                kind="bad_response")
+        return self.parse(iid, raw)
+
+    def parse(self, iid: str, raw: dict[str, Any]) -> Instance:
+        """An ``Instance`` from Lambda's instance object."""
+        status = str(raw.get("status") or "").lower()
+        itype = raw.get("instance_type") if isinstance(raw.get("instance_type"), dict) else {}
+        cents = number(itype.get("price_cents_per_hour"))
+        specs = itype.get("specs") if isinstance(itype.get("specs"), dict) else {}
+        gpu = text_or_none(itype.get("gpu_description") or itype.get("description")
+                           or itype.get("name"))
+        gpus = integer(specs.get("gpus"))
+        return Instance(
+            state=_STATES.get(status, "unknown"),
+            price_per_hour=None if cents is None else cents / 100.0,
+            storage_per_hour=None,  # no stop: nothing is billed for a kept disk
+            disk_gb=number(specs.get("storage_gib")),
+            gpu=f"{gpus}x {gpu}" if gpu and gpus else gpu,
+            ssh_host=text_or_none(raw.get("ip")),
+            ssh_port=22 if raw.get("ip") else None,
+            raw=raw,
+            id=iid,
+            provider=self.name,
+            raw_state=one_line(status, 40),
+        )
+
+    def _no_stop(self, action: str) -> ProviderError:
+        return ProviderError(f"Lambda Cloud has no {action}: an instance can only be "
+                             "terminated (which deletes its disk)", kind="unsupported")
+
+    def stop(self, instance_id: str) -> None:
+        """Lambda cannot stop an instance."""
+        raise self._no_stop("stop")
+
+    def start(self, instance_id: str) -> None:
+        """Lambda cannot start a stopped instance (there are none)."""
+        raise self._no_stop("start")
+
+    def destroy(self, instance_id: str) -> None:
+        """``POST /instance-operations/terminate {"instance_ids": [id]}``."""
+        iid = self.check_id(instance_id)
+        self.request("POST", "/instance-operations/terminate", body={"instance_ids": [iid]},
+                     what=f"terminate instance {iid}")
+
+    def console_hint(self, action: str, instance_id: str) -> str:
+        """Where to click on https://cloud.lambda.ai/instances."""
+        if action != "destroy":
+            return "Lambda Cloud has no stop; terminate is the only way to end billing"
+        return (f"open https://cloud.lambda.ai/instances, select instance {instance_id} and "
+                "choose Terminate")

@@ -1,0 +1,123 @@
+"""RunPod pods through REST v2: ``https://api.runpod.io/v2``, ``Authorization: Bearer KEY``.
+
+Documented shapes used here: ``GET /pods/{id}`` answers the pod (``status`` one of
+PROVISIONING, STARTING, RUNNING, EXITED, ERROR, TERMINATED; ``cost`` in $/h, 0 when
+EXITED; ``disk``; ``mounts.persistent.size``; ``gpu.id``/``gpu.count``; ``ssh.direct``
+{host, port, username}). ``POST /pods/{id}/action`` with ``{"action": "stop"|"start"}``
+answers the pod, or 409 when the action is not allowed now. ``DELETE /pods/{id}`` answers
+204 without a body. Errors are ``application/problem+json`` ``{"title", "status", "detail"}``.
+(REST v1, ``rest.runpod.io/v1``, is retired on 2026-11-15.)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainer.providers.base import (
+    HOURS_PER_MONTH,
+    Instance,
+    Provider,
+    ProviderError,
+    integer,
+    number,
+    one_line,
+    text_or_none,
+)
+
+#: What a stopped pod's volume disk costs, $/GB/month (RunPod pricing).
+STOPPED_VOLUME_PER_GB_MONTH = 0.20
+
+_STATES = {
+    "PROVISIONING": "starting",
+    "STARTING": "starting",
+    "RUNNING": "running",
+    "EXITED": "stopped",
+    "ERROR": "error",
+    "TERMINATED": "destroyed",
+}
+
+
+def _get(raw: Any, *keys: str) -> Any:
+    for key in keys:
+        if not isinstance(raw, dict):
+            return None
+        raw = raw.get(key)
+    return raw
+
+
+class RunPodProvider(Provider):
+    """The RunPod REST API v2 (pods)."""
+
+    name = "runpod"
+    title = "RunPod"
+    default_base_url = "https://api.runpod.io/v2"
+    can_stop = True
+
+    def error_detail(self, status: int, payload: Any, text: str) -> tuple[str, str]:
+        """``application/problem+json``: ``{"title", "status", "detail"}``."""
+        if isinstance(payload, dict):
+            title = payload.get("title") or ""
+            detail = payload.get("detail") or payload.get("error") or ""
+            return one_line(title, 60), one_line(detail, 200)
+        return "", one_line(text, 200)
+
+    def get_instance(self, instance_id: str) -> Instance:
+        """``GET /pods/{id}``."""
+        pid = self.check_id(instance_id)
+        what = f"get pod {pid}"
+        data = self.json_of(self.request("GET", f"/pods/{pid}", what=what), what)
+        if not isinstance(data, dict):
+            raise ProviderError(f"RunPod: {what} answered an unexpected shape",
+                                kind="bad_response")
+        return self.parse(pid, data)
+
+    def parse(self, pid: str, raw: dict[str, Any]) -> Instance:
+        """An ``Instance`` from a v2 pod object."""
+        status = str(raw.get("status") or "").upper()
+        state = _STATES.get(status, "unknown")
+        volume = number(_get(raw, "mounts", "persistent", "size"))
+        container = number(raw.get("disk"))
+        cost = number(raw.get("cost"))
+        if state == "stopped" and not cost:
+            cost = None  # EXITED pods report 0: the running price is not known then
+        count = integer(_get(raw, "gpu", "count"))
+        gpu_name = text_or_none(_get(raw, "gpu", "id"))
+        ssh = _get(raw, "ssh", "direct")
+        kept = volume or 0.0
+        return Instance(
+            state=state,
+            price_per_hour=cost,
+            storage_per_hour=kept * STOPPED_VOLUME_PER_GB_MONTH / HOURS_PER_MONTH,
+            disk_gb=volume if volume is not None else container,
+            gpu=f"{count}x {gpu_name}" if gpu_name and count else gpu_name,
+            ssh_host=text_or_none(_get(ssh, "host")),
+            ssh_port=integer(_get(ssh, "port")),
+            raw=raw,
+            id=pid,
+            provider=self.name,
+            raw_state=one_line(status, 40),
+            storage_per_gb_month=STOPPED_VOLUME_PER_GB_MONTH,
+        )
+
+    def _action(self, pid: str, action: str) -> None:
+        self.request("POST", f"/pods/{pid}/action", body={"action": action},
+                     what=f"{action} pod {pid}")
+
+    def stop(self, instance_id: str) -> None:
+        """``POST /pods/{id}/action {"action": "stop"}`` (409 when not allowed now)."""
+        self._action(self.check_id(instance_id), "stop")
+
+    def start(self, instance_id: str) -> None:
+        """``POST /pods/{id}/action {"action": "start"}`` (409 when not allowed now)."""
+        self._action(self.check_id(instance_id), "start")
+
+    def destroy(self, instance_id: str) -> None:
+        """``DELETE /pods/{id}`` (204, no body)."""
+        pid = self.check_id(instance_id)
+        self.request("DELETE", f"/pods/{pid}", what=f"terminate pod {pid}")
+
+    def console_hint(self, action: str, instance_id: str) -> str:
+        """Where to click on https://console.runpod.io/pods."""
+        verb = {"destroy": "Terminate", "stop": "Stop", "start": "Start"}.get(action, action)
+        return (f"open https://console.runpod.io/pods, find pod {instance_id} and choose "
+                f"{verb}")

@@ -1,0 +1,140 @@
+"""Vast.ai: ``https://console.vast.ai/api/v0``, ``Authorization: Bearer KEY``.
+
+Documented shapes used here: ``GET /instances/{id}/?owner=me`` answers
+``{"instances": {...}}`` (or ``{"instances": null}`` for an id that is not there);
+``PUT /instances/{id}/`` with ``{"state": "stopped"|"running"}`` and
+``DELETE /instances/{id}/`` answer ``{"success": true, ...}``; errors are
+``{"success": false, "error": CODE, "msg": ...}``, except 429, which is plain text.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainer.providers.base import (
+    Instance,
+    NotFoundError,
+    Provider,
+    ProviderError,
+    integer,
+    number,
+    one_line,
+    text_or_none,
+)
+
+
+def vast_state(actual: Any, intended: Any) -> str:
+    """Normalise Vast's ``actual_status`` given the ``intended_status``.
+
+    ``exited`` means the container ended on its own (still billed until stopped); once
+    the user asked for ``stopped`` it is a plain stop. A stopped instance whose intended
+    status is ``running`` is waiting to start (its GPUs may be taken: it can wait long)."""
+    actual = (actual or "").lower() if isinstance(actual, str) or actual is None else "?"
+    intended = intended.lower() if isinstance(intended, str) else ""
+    if actual in ("", "created", "loading", "rebooting"):
+        return "starting"
+    if actual == "running":
+        return "stopping" if intended == "stopped" else "running"
+    if actual == "stopped":
+        return "starting" if intended == "running" else "stopped"
+    if actual == "exited":
+        return "stopped" if intended == "stopped" else "exited"
+    if actual == "frozen":
+        return "paused"
+    if actual == "offline":
+        return "error"
+    return "unknown"
+
+
+class VastProvider(Provider):
+    """The Vast.ai REST API (v0)."""
+
+    name = "vast"
+    title = "Vast.ai"
+    default_base_url = "https://console.vast.ai/api/v0"
+    can_stop = True
+
+    def check_id(self, instance_id: str) -> str:
+        """Vast ids are numbers; ``C.12345`` (the container label) is accepted too."""
+        text = str(instance_id).strip()
+        if text.startswith("C."):
+            text = text[2:]
+        if not text.isdigit():
+            raise ProviderError(f"Vast.ai: {one_line(text, 60)!r} is not an instance id "
+                                "(a number such as 12345)", kind="bad_input")
+        return text
+
+    def error_detail(self, status: int, payload: Any, text: str) -> tuple[str, str]:
+        """``{"success": false, "error": CODE, "msg": ...}``, or a plain-text body."""
+        if isinstance(payload, dict):
+            code = payload.get("error")
+            msg = payload.get("msg") or payload.get("message") or payload.get("detail")
+            return one_line(code or "", 60), one_line(msg or "", 200)
+        return "", one_line(text, 200)
+
+    def get_instance(self, instance_id: str) -> Instance:
+        """``GET /instances/{id}/?owner=me``; ``{"instances": null}`` means not found."""
+        iid = self.check_id(instance_id)
+        what = f"get instance {iid}"
+        data = self.json_of(self.request("GET", f"/instances/{iid}/", query={"owner": "me"},
+                                         what=what), what)
+        found = data.get("instances") if isinstance(data, dict) else None
+        if isinstance(found, list):
+            found = found[0] if found else None
+        if not isinstance(found, dict):
+            raise NotFoundError(f"Vast.ai: no instance {iid} on this account (wrong id, or "
+                                "already destroyed)", status=200)
+        return self.parse(iid, found)
+
+    def parse(self, iid: str, raw: dict[str, Any]) -> Instance:
+        """An ``Instance`` from Vast's instance object."""
+        gpus = integer(raw.get("num_gpus"))
+        name = text_or_none(raw.get("gpu_name"))
+        gpu = f"{gpus}x {name}" if name and gpus else name
+        return Instance(
+            state=vast_state(raw.get("actual_status"), raw.get("intended_status")),
+            price_per_hour=number(raw.get("dph_total")),
+            storage_per_hour=number(raw.get("storage_total_cost")),
+            disk_gb=number(raw.get("disk_space")),
+            gpu=gpu,
+            ssh_host=text_or_none(raw.get("ssh_host")),
+            ssh_port=integer(raw.get("ssh_port")),
+            raw=raw,
+            id=iid,
+            provider=self.name,
+            raw_state=one_line(raw.get("actual_status"), 40),
+            storage_per_gb_month=number(raw.get("storage_cost")),
+        )
+
+    def _put_state(self, iid: str, state: str, what: str) -> None:
+        data = self.json_of(self.request("PUT", f"/instances/{iid}/", body={"state": state},
+                                         what=what), what)
+        self._check_success(data, what)
+
+    def _check_success(self, data: Any, what: str) -> None:
+        if isinstance(data, dict) and data.get("success") is False:
+            code, msg = self.error_detail(200, data, "")
+            raise ProviderError(f"Vast.ai: {what} failed ({code or 'no code'}): {msg}",
+                                kind="bad_response", status=200)
+
+    def stop(self, instance_id: str) -> None:
+        """``PUT /instances/{id}/ {"state": "stopped"}``."""
+        iid = self.check_id(instance_id)
+        self._put_state(iid, "stopped", f"stop instance {iid}")
+
+    def start(self, instance_id: str) -> None:
+        """``PUT /instances/{id}/ {"state": "running"}``."""
+        iid = self.check_id(instance_id)
+        self._put_state(iid, "running", f"start instance {iid}")
+
+    def destroy(self, instance_id: str) -> None:
+        """``DELETE /instances/{id}/``."""
+        iid = self.check_id(instance_id)
+        what = f"destroy instance {iid}"
+        self._check_success(self.json_of(self.request("DELETE", f"/instances/{iid}/",
+                                                      what=what), what), what)
+
+    def console_hint(self, action: str, instance_id: str) -> str:
+        """Where to click on https://cloud.vast.ai/instances/."""
+        return (f"open https://cloud.vast.ai/instances/, find instance {instance_id} and press "
+                f"its {'delete (trash)' if action == 'destroy' else action} button")

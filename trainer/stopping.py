@@ -1,0 +1,64 @@
+"""Graceful stop on SIGTERM / SIGINT: the first signal asks the loop to finish its step,
+save ``last.pt`` and end as ``stopped``; a second one exits at once."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class GracefulStop:
+    """Installs the handlers and restores the old ones.
+
+    ``on_force(signum)`` runs before the immediate exit of a second signal (to leave a
+    last word in ``status.json``); its errors are ignored."""
+
+    def __init__(self, log: logging.Logger,
+                 on_force: Callable[[int], None] | None = None) -> None:
+        self.log = log
+        self.on_force = on_force
+        self.signum: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    @property
+    def requested(self) -> bool:
+        """Whether a stop was asked for."""
+        return self.signum is not None
+
+    @property
+    def signal_name(self) -> str:
+        """Name of the signal that asked for the stop (empty when none did)."""
+        return signal.Signals(self.signum).name if self.signum is not None else ""
+
+    def _handle(self, signum: int, _frame: FrameType | None) -> None:
+        name = signal.Signals(signum).name
+        if self.signum is None:
+            self.signum = signum
+            self.log.warning("%s received: finishing the current step, then saving "
+                             "last.pt (send it again to exit at once)", name)
+            return
+        self.log.error("second signal (%s): exiting at once without saving", name)
+        if self.on_force is not None:
+            with contextlib.suppress(Exception):  # we are leaving anyway
+                self.on_force(signum)
+        for handler in self.log.handlers:
+            handler.flush()
+        os._exit(128 + signum)
+
+    def install(self) -> None:
+        """Install the handlers (from the main thread)."""
+        for sig in STOP_SIGNALS:
+            self._previous[sig] = signal.signal(sig, self._handle)
+
+    def restore(self) -> None:
+        """Put back the handlers that were there before :meth:`install`."""
+        for sig, previous in self._previous.items():
+            signal.signal(sig, previous)
+        self._previous.clear()

@@ -1,0 +1,303 @@
+"""``python -m trainer train key=value ...``: arguments in the style of ``libreyolo train``.
+
+Everything a user can get wrong (an unknown key, a bad value, a broken ``data.yaml``, a
+missing split, an unknown model, an unusable device or checkpoint) is found here, before
+a run directory is created, and reported as one line on stderr with exit code 2. Then
+:func:`trainer.engine.run` trains.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+EXIT_USAGE = 2
+
+#: Keys that a resumed run takes from the command line instead of from the checkpoint.
+RESUME_OVERRIDES = ("epochs", "device", "workers", "patience", "save_period",
+                    "val_period", "hub", "hub_period")
+
+_HUB_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+class UsageError(ValueError):
+    """A bad argument, with a one-line message."""
+
+
+@dataclass
+class TrainArgs:
+    """The arguments of ``train``, with ``libreyolo train``'s defaults where it has one."""
+
+    model: str = "gpdet-n"
+    data: str = ""
+    epochs: int = 100
+    batch: int = 16
+    imgsz: int = 640
+    device: str = ""
+    workers: int = 8
+    project: str = "runs/train"
+    name: str = "exp"
+    save_period: int = -1
+    resume: bool | str = False
+    seed: int = 0
+    lr0: float = 0.002
+    patience: int = 100
+    exist_ok: bool = False
+    val_period: int = 1
+    hub: str | None = None
+    hub_period: int = 10
+    amp: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        """The arguments as a JSON-friendly dict (saved in checkpoints and summary)."""
+        return dataclasses.asdict(self)
+
+
+HELP = {
+    "model": "gpdet-n | gpdet-s | gpdet-m (or n/s/m), or a .pt checkpoint to fine-tune",
+    "data": "path to a YOLO data.yaml (required)",
+    "epochs": "number of epochs",
+    "batch": "images per batch",
+    "imgsz": "square input size in pixels, a multiple of 32",
+    "device": "cpu, 0, cuda:0 (empty: the first GPU if any, else cpu)",
+    "workers": "data loader processes (0: load in the training process)",
+    "project": "parent folder of run directories",
+    "name": "run directory name (name2, name3... when taken, unless exist_ok)",
+    "save_period": "also keep weights/epoch_N.pt every N epochs (<= 0: off)",
+    "resume": "True to continue project/name from weights/last.pt, or a checkpoint path",
+    "seed": "random seed",
+    "lr0": "initial learning rate (AdamW)",
+    "patience": "stop after this many validated epochs without improvement (0: off)",
+    "exist_ok": "reuse project/name when it holds a finished run",
+    "val_period": "validate every N epochs (and always after the last)",
+    "hub": "ORG/NAME: push best.pt to this Hugging Face repo at milestones (HF_TOKEN)",
+    "hub_period": "push every N epochs (and on each new best)",
+    "amp": "mixed precision on CUDA (bf16 where supported, else fp16)",
+}
+
+
+def usage() -> str:
+    """Help text for ``train``."""
+    defaults = TrainArgs()
+    lines = ["usage: python -m trainer train key=value ...", "",
+             "Trains a detector and writes the run directory (status.json, metrics.jsonl,",
+             "results.csv, summary.json, train.log, weights/).", "", "keys:"]
+    for f in dataclasses.fields(TrainArgs):
+        lines.append(f"  {f.name + '=' + str(getattr(defaults, f.name)):<24} {HELP[f.name]}")
+    lines += ["", "exit codes: 0 completed or stopped, 1 failed, 2 bad arguments or data"]
+    return "\n".join(lines)
+
+
+def _bool(text: str) -> bool:
+    low = text.strip().lower()
+    if low in ("true", "1", "yes", "on"):
+        return True
+    if low in ("false", "0", "no", "off", ""):
+        return False
+    raise ValueError("expected True or False")
+
+
+def _int(lo: int | None = None) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        value = int(text)
+        if lo is not None and value < lo:
+            raise ValueError(f"must be at least {lo}")
+        return value
+    return parse
+
+
+def _lr(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value) or value <= 0 or value > 1:
+        raise ValueError("must be a number in (0, 1]")
+    return value
+
+
+def _imgsz(text: str) -> int:
+    value = int(text)
+    if value < 32 or value > 4096 or value % 32:
+        raise ValueError("must be a multiple of 32 between 32 and 4096")
+    return value
+
+
+def _batch(text: str) -> int:
+    value = int(text)
+    if value == -1:
+        raise ValueError("automatic batch size (-1) is not supported yet; give a number")
+    if value < 1:
+        raise ValueError("must be at least 1")
+    return value
+
+
+def _resume(text: str) -> bool | str:
+    try:
+        return _bool(text)
+    except ValueError:
+        return text
+
+
+def _hub(text: str) -> str | None:
+    if text.strip().lower() in ("", "none", "false"):
+        return None
+    if not _HUB_REPO.match(text):
+        raise ValueError("expected ORG/NAME")
+    return text
+
+
+def _name(text: str) -> str:
+    if not text or text in (".", "..") or "/" in text or "\\" in text:
+        raise ValueError("must be a plain folder name")
+    return text
+
+
+def _nonempty(text: str) -> str:
+    if not text.strip():
+        raise ValueError("must not be empty")
+    return text
+
+
+PARSERS: dict[str, Callable[[str], Any]] = {
+    "model": _nonempty, "data": _nonempty, "epochs": _int(1), "batch": _batch,
+    "imgsz": _imgsz, "device": str, "workers": _int(0), "project": _nonempty,
+    "name": _name, "save_period": _int(), "resume": _resume, "seed": _int(0), "lr0": _lr,
+    "patience": _int(0), "exist_ok": _bool, "val_period": _int(1), "hub": _hub,
+    "hub_period": _int(1), "amp": _bool,
+}
+
+
+def parse_args(argv: Sequence[str]) -> tuple[TrainArgs, set[str]]:
+    """Parse ``key=value`` tokens; returns the arguments and the keys given explicitly."""
+    args = TrainArgs()
+    given: set[str] = set()
+    for token in argv:
+        key, sep, value = token.partition("=")
+        key = key.strip().lstrip("-")
+        if not sep:
+            raise UsageError(f"expected key=value, got {token!r}")
+        if key not in PARSERS:
+            raise UsageError(f"unknown argument {key!r}; known: {', '.join(PARSERS)}")
+        if key in given:
+            raise UsageError(f"{key}= given twice")
+        try:
+            setattr(args, key, PARSERS[key](value))
+        except ValueError as exc:
+            reason = str(exc) if not str(exc).startswith("invalid literal") else "not a number"
+            raise UsageError(f"{key}={value!r}: {reason}") from None
+        given.add(key)
+    return args, given
+
+
+@dataclass
+class Plan:
+    """Everything the engine needs, checked: arguments, data, model source, device."""
+
+    args: TrainArgs
+    run_dir: Path
+    data: Any  # trainer.data.DataConfig
+    train_set: Any  # trainer.data.YoloDataset
+    val_set: Any
+    caps: Any  # trainer.device.DeviceCaps
+    size: str
+    init_checkpoint: dict[str, Any] | None = None  # weights to fine-tune from
+    resume_checkpoint: dict[str, Any] | None = None
+    uploader_factory: Callable[..., Any] | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _looks_like_path(model: str) -> bool:
+    return model.endswith((".pt", ".pth")) or "/" in model or Path(model).is_file()
+
+
+def _resume_source(args: TrainArgs) -> Path:
+    if args.resume is True:
+        path = Path(args.project) / args.name / "weights" / "last.pt"
+        if not path.is_file():
+            raise UsageError(f"resume=True: no {path} to resume from")
+        return path
+    return Path(str(args.resume))
+
+
+def plan_run(args: TrainArgs, given: set[str]) -> Plan:
+    """Check everything and load the data; raises ``UsageError`` or a one-line
+    ``ValueError`` subclass from the data, model, checkpoint or device modules."""
+    from trainer.checkpoint import load_checkpoint
+    from trainer.data import YoloDataset, load_data_config
+    from trainer.device import probe
+    from trainer.model import parse_model_name
+    from trainer.rundir import check_not_live, choose_run_dir
+
+    notes: list[str] = []
+    init_ckpt = resume_ckpt = None
+    if args.resume is not False:
+        path = _resume_source(args)
+        resume_ckpt = load_checkpoint(path)
+        if not isinstance(resume_ckpt.get("train_state"), dict):
+            raise UsageError(f"{path} holds no training state (best.pt?); resume from "
+                             "weights/last.pt")
+        saved = TrainArgs(**{k: v for k, v in resume_ckpt.get("train_args", {}).items()
+                             if k in PARSERS})
+        for key in sorted(given - set(RESUME_OVERRIDES) - {"resume", "project", "name"}):
+            if getattr(args, key) != getattr(saved, key):
+                notes.append(f"resume: {key}={getattr(args, key)} ignored, the run keeps "
+                             f"{key}={getattr(saved, key)}")
+        for key in RESUME_OVERRIDES:
+            if key in given:
+                setattr(saved, key, getattr(args, key))
+        saved.resume = args.resume
+        args = saved
+        run_dir = path.parent.parent if path.parent.name == "weights" else path.parent
+        if resume_ckpt["epoch"] >= args.epochs:
+            raise UsageError(f"{path} already completed {resume_ckpt['epoch']} of "
+                             f"{args.epochs} epochs; give a larger epochs= to continue")
+        check_not_live(run_dir)
+    if not args.data:
+        raise UsageError("data= is required (path to a YOLO data.yaml)")
+    if resume_ckpt is not None:
+        size = resume_ckpt["model_meta"]["size"]
+    elif _looks_like_path(args.model):
+        init_ckpt = load_checkpoint(args.model)
+        size = init_ckpt["model_meta"]["size"]
+    else:
+        size = parse_model_name(args.model)
+    data = load_data_config(args.data)
+    caps = probe(args.device)
+    if caps.is_cuda and len(caps.requested) > 1:
+        notes.append(f"device={args.device}: training on GPU {caps.index} only "
+                     "(one device per run)")
+    factory = None
+    if args.hub:
+        try:
+            from trainer.hub_uploader import MilestoneUploader
+        except ImportError as exc:
+            raise UsageError(f"hub={args.hub}: Hub uploads are unavailable here ({exc})") \
+                from None
+        factory = MilestoneUploader
+    train_set = YoloDataset(data.train, data.nc, args.imgsz, augment=True, seed=args.seed)
+    val_set = YoloDataset(data.val, data.nc, args.imgsz, augment=False, seed=args.seed)
+    if resume_ckpt is None:
+        run_dir = choose_run_dir(args.project, args.name, args.exist_ok)
+    return Plan(args, run_dir, data, train_set, val_set, caps, size, init_ckpt, resume_ckpt,
+                factory, notes)
+
+
+def main(argv: Sequence[str]) -> int:
+    """Entry point of ``python -m trainer train``."""
+    argv = list(argv)
+    if not argv or any(a in ("-h", "--help", "help") for a in argv):
+        print(usage())
+        return 0 if argv else EXIT_USAGE
+    try:
+        args, given = parse_args(argv)
+        plan = plan_run(args, given)
+    except ValueError as exc:  # UsageError, DataError, ModelError, CheckpointError...
+        print(f"train: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    from trainer.engine import run
+
+    return run(plan)

@@ -1,0 +1,55 @@
+"""``gpurent-tui --demo``: a generated shapes dataset in the cache directory and a short
+run of the built-in trainer on this machine, launched through ``remote.launch`` with
+``LocalTransport``: the whole job on a built-in default, no box needed."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+#: The demo run's arguments (``key=value``, as ``trainer train`` takes them).
+DEMO_ARGS = {"model": "n", "epochs": "30", "imgsz": "128", "batch": "16", "device": "cpu"}
+
+
+def demo_root() -> Path:
+    """``$XDG_CACHE_HOME/gpurent/demo`` (default ``~/.cache/gpurent/demo``)."""
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(cache) / "gpurent" / "demo"
+
+
+def demo_project() -> str:
+    """Where the demo runs are written."""
+    return str(demo_root() / "runs")
+
+
+def demo_data_yaml() -> str:
+    """The demo dataset's data.yaml."""
+    return str(demo_root() / "shapes" / "data.yaml")
+
+
+def start_demo(progress: Callable[[str], None]) -> tuple[str, str]:
+    """Generate the dataset (once) and launch a demo run; ``(project, run name)``.
+
+    Blocking: called from the box view's connect worker."""
+    from remote.launch import LaunchSpec, launch
+    from remote.local import LocalTransport
+
+    transport = LocalTransport()
+    data = Path(demo_data_yaml())
+    if not data.is_file():
+        progress(f"generating the shapes dataset in {data.parent}")
+        result = transport.run(f"{transport.trainer_prefix} -m trainer shapes "
+                               f"{shlex.quote(str(data.parent))}", timeout=600)
+        if not result.ok:
+            tail = result.stderr.decode("utf-8", errors="replace").strip().splitlines()
+            raise RuntimeError(f"generating the dataset failed: {tail[-1] if tail else '?'}")
+    name = time.strftime("demo-%Y%m%d-%H%M%S")
+    progress(f"launching the demo run {name}")
+    spec = LaunchSpec(engine="trainer", project=demo_project(), name=name,
+                      args={**DEMO_ARGS, "data": str(data)})
+    launch(transport, spec)
+    transport.close()
+    return demo_project(), name

@@ -1,0 +1,1 @@
+"""Modal dialogs. Every one opens with Cancel focused, and Escape cancels."""

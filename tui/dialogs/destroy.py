@@ -1,0 +1,70 @@
+"""Destroy the instance: type its id; refused while the weights are not safe unless the
+user explicitly accepts losing them."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.widgets import Button, Checkbox, Input, Static
+
+from tui.dialogs.base import Dialog
+from tui.fmt import safe
+
+
+class DestroyDialog(Dialog[bool]):
+    """Destroying deletes the disk and everything on it. The Destroy button is enabled
+    only when the typed id matches and the weights are safe (or the override is ticked)."""
+
+    cancel_value = False
+
+    def __init__(self, instance_id: str, weights_safe: bool, detail: Text) -> None:
+        super().__init__("Destroy instance")
+        self.instance_id = instance_id
+        self.weights_safe = weights_safe
+        self.detail = detail
+
+    def compose_body(self) -> ComposeResult:
+        """The consequences, the weights verdict, the id box and the override."""
+        body = Text()
+        body.append("Destroying instance ")
+        body.append_text(safe(self.instance_id, 60, "bold"))
+        body.append(" deletes its disk: the run directory, checkpoints and the dataset.\n")
+        body.append_text(self.detail)
+        yield Static(body, classes="body")
+        if not self.weights_safe:
+            yield Static(Text("The weights are NOT safe: no copy of best.pt is on the Hub "
+                              "or this laptop. Push (u) or pull (w) first.",
+                              style="bold red"), classes="body")
+            yield Checkbox("destroy anyway and lose the weights", id="override")
+        yield Static(Text("Type the instance id to confirm:"))
+        yield Input(placeholder=self.instance_id, id="typed")
+
+    def compose_buttons(self) -> ComposeResult:
+        """Destroy starts disabled."""
+        yield Button("Destroy", id="destroy", variant="error", disabled=True)
+
+    def allowed(self) -> bool:
+        """Whether Destroy may be pressed now."""
+        typed = self.query_one("#typed", Input).value.strip() == self.instance_id
+        if self.weights_safe:
+            return typed
+        return typed and self.query_one("#override", Checkbox).value
+
+    def on_input_changed(self, _event: Input.Changed) -> None:
+        """Re-check after each key."""
+        self.query_one("#destroy", Button).disabled = not self.allowed()
+
+    def on_checkbox_changed(self, _event: Checkbox.Changed) -> None:
+        """Re-check after the override changes."""
+        self.query_one("#destroy", Button).disabled = not self.allowed()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        """Enter in the id box destroys only when allowed."""
+        event.stop()
+        if self.allowed():
+            self.dismiss(True)
+
+    def button_pressed(self, button_id: str) -> None:
+        """Destroy (only reachable when enabled)."""
+        if button_id == "destroy" and self.allowed():
+            self.dismiss(True)

@@ -1,0 +1,139 @@
+"""The launch form: what to train and how, the exact command it will run, and the box
+checks (preflight, dataset doctor) that come first."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Grid, VerticalScroll
+from textual.widgets import Button, Input, Label, Select, Static
+
+from tui.dialogs.base import Dialog
+from tui.fmt import safe
+
+#: Form fields: (key=value argument, label, placeholder).
+FIELDS: tuple[tuple[str, str, str], ...] = (
+    ("model", "model", "n, s, m… or a .pt path"),
+    ("data", "data", "path to data.yaml on the box"),
+    ("epochs", "epochs", "30"),
+    ("batch", "batch", "16, or -1 for auto"),
+    ("imgsz", "imgsz", "640"),
+    ("device", "device", "0 or 0,1 (empty: auto)"),
+    ("name", "name", "run name (a directory in the project)"),
+    ("save_period", "save_period", "snapshot every N epochs (empty: off)"),
+    ("hub", "Hub repo", "user/repo: push best.pt at milestones (empty: off)"),
+)
+
+
+@dataclass
+class LaunchRequest:
+    """What the user filled in: the engine, the run name and the ``key=value`` args
+    (empty fields left out). ``hub`` is the Hub repo or empty."""
+
+    engine: str
+    name: str
+    args: dict[str, str] = field(default_factory=dict)
+    hub: str = ""
+    #: ``launch`` or ``profile`` (a short measured run that says what bounds it).
+    action: str = "launch"
+
+
+class LaunchForm(Dialog[LaunchRequest | None]):
+    """The form. ``preview(request)`` returns the exact command (or raises ValueError
+    with a one-line reason); ``findings`` is updated by the box view as checks finish."""
+
+    DEFAULT_CSS = """
+    LaunchForm > Vertical { width: 110; }
+    LaunchForm Grid { grid-size: 2; grid-columns: 14 1fr; grid-rows: 3; height: auto; }
+    LaunchForm Grid Label { padding: 1 0 0 0; }
+    LaunchForm #command { background: $boost; padding: 0 1; height: auto; }
+    LaunchForm #findings { height: auto; max-height: 12; }
+    LaunchForm VerticalScroll { height: auto; max-height: 28; }
+    """
+
+    def __init__(self, defaults: dict[str, str], engine: str,
+                 preview: Callable[[LaunchRequest], str],
+                 findings: Text | None = None, title: str = "Launch a training run") -> None:
+        super().__init__(title)
+        self.defaults = defaults
+        self.engine = engine
+        self.preview = preview
+        self.initial_findings = findings or Text("checking the box…", style="dim")
+
+    def compose_body(self) -> ComposeResult:
+        """Engine, the fields, the command preview and the findings."""
+        with VerticalScroll():
+            with Grid():
+                yield Label("engine")
+                yield Select([("our trainer (python -m trainer train)", "trainer"),
+                              ("libreyolo train", "libreyolo")],
+                             value=self.engine, allow_blank=False, id="engine")
+                for key, label, placeholder in FIELDS:
+                    yield Label(label)
+                    yield Input(value=self.defaults.get(key, ""), placeholder=placeholder,
+                                id=f"f-{key}")
+            yield Static(Text("command", style="bold"))
+            yield Static(id="command")
+            yield Static(Text("checks", style="bold"))
+            yield Static(self.initial_findings, id="findings")
+
+    def compose_buttons(self) -> ComposeResult:
+        """Profile first, or launch."""
+        yield Button("Profile", id="profile", variant="default")
+        yield Button("Launch", id="launch", variant="primary")
+
+    def on_mount(self) -> None:
+        """Cancel has the focus; show the command for the defaults."""
+        super().on_mount()
+        self.refresh_command()
+
+    def request(self) -> LaunchRequest:
+        """The form's current values."""
+        values = {key: self.query_one(f"#f-{key}", Input).value.strip()
+                  for key, _, _ in FIELDS}
+        hub = values.pop("hub")
+        name = values.get("name", "")
+        engine = self.query_one("#engine", Select).value
+        args = {k: v for k, v in values.items() if v}
+        return LaunchRequest(engine=str(engine), name=name, args=args, hub=hub)
+
+    def refresh_command(self) -> str | None:
+        """Show the exact command, or why the values are not valid; the command."""
+        box = self.query_one("#command", Static)
+        try:
+            command = self.preview(self.request())
+        except ValueError as exc:
+            box.update(safe(f"✖ {exc}", 300, "bold red"))
+            self.query_one("#launch", Button).disabled = True
+            self.query_one("#profile", Button).disabled = True
+            return None
+        box.update(safe(command, 2000))
+        self.query_one("#launch", Button).disabled = False
+        self.query_one("#profile", Button).disabled = False
+        return command
+
+    def show_findings(self, findings: Text) -> None:
+        """Replace the checks section (called by the box view when checks finish)."""
+        self.query_one("#findings", Static).update(findings)
+
+    def on_input_changed(self, _event: Input.Changed) -> None:
+        """Keep the command in step with the fields."""
+        self.refresh_command()
+
+    def on_select_changed(self, _event: Select.Changed) -> None:
+        """Keep the command in step with the engine."""
+        self.refresh_command()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        """Enter in a field does not launch: the button does."""
+        event.stop()
+
+    def button_pressed(self, button_id: str) -> None:
+        """Launch or profile when the values are valid."""
+        if button_id in ("launch", "profile") and self.refresh_command() is not None:
+            request = self.request()
+            request.action = button_id
+            self.dismiss(request)

@@ -1,0 +1,110 @@
+"""``gpurent-tui``: parse the command line, then start the Textual app.
+
+Nothing heavy is imported until the arguments are valid, so ``--help`` and argument
+errors answer at once (textual and paramiko load only when the app starts).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from tui.spec import BoxSpec
+
+PROVIDERS = ("vast", "runpod", "lambda", "manual")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``gpurent-tui`` argument parser."""
+    parser = argparse.ArgumentParser(
+        prog="gpurent-tui",
+        description="Watch and control training on rented GPU boxes from the keyboard. "
+        "Each HOST opens as a tab; the run keeps going on the box when you quit.",
+        epilog="examples:\n"
+        "  gpurent-tui root@203.0.113.7 -p 41022\n"
+        "  gpurent-tui box1 box2 --project runs\n"
+        "  gpurent-tui --local runs/exp1\n"
+        "  gpurent-tui --demo",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("hosts", nargs="*", metavar="HOST",
+                        help="user@host, host or an ~/.ssh/config alias (one tab each)")
+    parser.add_argument("-p", "--port", type=int, help="SSH port (default: 22 or ssh config)")
+    parser.add_argument("--project", default=None, metavar="DIR",
+                        help="project directory on the box holding the runs (default: runs/train)")
+    parser.add_argument("--run", metavar="NAME", help="open this run (default: the newest)")
+    parser.add_argument("--provider", choices=PROVIDERS,
+                        help="who rents the box (enables stop/destroy instance)")
+    parser.add_argument("--instance", metavar="ID", help="the provider's instance id")
+    parser.add_argument("--price", type=float, metavar="USD_PER_HOUR",
+                        help="price per hour (default: from the provider's API)")
+    parser.add_argument("--accept-new", action="store_true",
+                        help="trust an unknown host key (like StrictHostKeyChecking=accept-new)")
+    parser.add_argument("--local", nargs="?", const=".", default=None, metavar="PROJECT_OR_RUN",
+                        help="watch runs on this machine (a project or a run directory)")
+    parser.add_argument("--demo", action="store_true",
+                        help="train a tiny model locally on a generated dataset and watch it")
+    return parser
+
+
+def specs_from_args(args: argparse.Namespace,
+                    parser: argparse.ArgumentParser) -> list[BoxSpec]:
+    """Turn parsed arguments into one ``BoxSpec`` per tab; ``parser.error`` on bad input."""
+    modes = sum([bool(args.hosts), args.local is not None, args.demo])
+    if modes == 0:
+        parser.error("give a HOST, --local [DIR] or --demo")
+    if modes > 1:
+        parser.error("HOST, --local and --demo cannot be combined")
+    if args.provider and args.provider != "manual" and not args.instance:
+        parser.error(f"--provider {args.provider} needs --instance ID")
+    if args.instance and not args.provider:
+        parser.error("--instance needs --provider")
+    if (args.provider or args.instance) and len(args.hosts) > 1:
+        parser.error("--provider/--instance apply to a single HOST")
+    if args.price is not None and not (0 <= args.price < 10_000):
+        parser.error("--price must be a number of US dollars per hour, 0 to 10000")
+    if args.port is not None and not (0 < args.port < 65536):
+        parser.error("--port must be 1 to 65535")
+    if args.run is not None and (not args.run or "/" in args.run or args.run in (".", "..")):
+        parser.error("--run must be a run name, not a path")
+    common = {"run": args.run, "provider": args.provider, "instance": args.instance,
+              "price": args.price}
+    if args.demo:
+        from tui.demo import demo_project
+
+        return [BoxSpec("local", "local", project=demo_project(), price=args.price,
+                        demo=True)]
+    if args.local is not None:
+        project, run = _local_project(args.local, args.project, args.run)
+        return [BoxSpec("local", "local", project=project, **{**common, "run": run})]
+    return [BoxSpec("ssh", host, port=args.port, project=args.project or "runs/train",
+                    accept_new=args.accept_new, **common) for host in args.hosts]
+
+
+def _local_project(path: str, project: str | None, run: str | None) -> tuple[str, str | None]:
+    """A run directory (it holds status.json) opens that run; anything else is a project."""
+    full = os.path.abspath(os.path.expanduser(path))
+    if run is None and os.path.isfile(os.path.join(full, "status.json")):
+        return os.path.dirname(full), os.path.basename(full)
+    if project is not None and path == ".":
+        full = os.path.abspath(os.path.expanduser(project))
+    return full, run
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``gpurent-tui`` and return its exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    specs = specs_from_args(args, parser)
+    from tui.app import GpurentApp
+
+    app = GpurentApp(specs)
+    app.run()
+    if app.farewell:
+        print(app.farewell)
+    return app.return_code or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

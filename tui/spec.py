@@ -1,0 +1,35 @@
+"""What the app was asked to open: one ``BoxSpec`` per tab. Standard library only, so
+that ``gpurent-tui --help`` and argument errors stay fast."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class BoxSpec:
+    """One box to watch. ``kind`` is ``ssh`` (``target`` is user@host, host or an
+    ``~/.ssh/config`` alias) or ``local`` (this machine; ``target`` is ``local``)."""
+
+    kind: str
+    target: str
+    port: int | None = None
+    project: str = "runs/train"
+    run: str | None = None
+    provider: str | None = None
+    instance: str | None = None
+    price: float | None = None
+    accept_new: bool = False
+    #: Generate the demo dataset and launch the demo run on connecting (``--demo``).
+    demo: bool = False
+    #: The provider API's base URL (default: the provider's own; tests use a stand-in).
+    provider_url: str | None = None
+    #: Extra keyword arguments for ``remote.ssh.connect`` (known_hosts, identity_files).
+    ssh_options: tuple[tuple[str, object], ...] = ()
+
+    @property
+    def title(self) -> str:
+        """The tab title: the host (with a non-default port) or ``local``."""
+        if self.kind == "local":
+            return "local"
+        return self.target if self.port in (None, 22) else f"{self.target}:{self.port}"

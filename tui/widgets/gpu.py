@@ -1,0 +1,67 @@
+"""The GPU pane: utilisation, memory, temperature and power per GPU, with short history."""
+
+from __future__ import annotations
+
+from collections import deque
+
+from rich.text import Text
+from textual.widgets import Static
+
+from remote.events import GpuEvent, GpuSample
+from tui.fmt import number, safe, spark
+
+#: Samples of history per GPU (one every couple of seconds).
+HISTORY = 24
+
+
+class GpuPane(Static):
+    """One block of lines per GPU; fed ``GpuEvent`` objects."""
+
+    DEFAULT_CSS = """
+    GpuPane { border: round $primary; padding: 0 1; height: 1fr; }
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(Text("no GPU samples yet", style="dim"), **kwargs)
+        self.border_title = "gpu"
+        self.latest: list[GpuSample] = []
+        self.util_history: dict[int, deque[float]] = {}
+        self.mem_history: dict[int, deque[float]] = {}
+
+    def add(self, event: GpuEvent) -> None:
+        """Record one sample of every GPU and redraw."""
+        self.latest = list(event.gpus)
+        for gpu in event.gpus:
+            util = self.util_history.setdefault(gpu.index, deque(maxlen=HISTORY))
+            mem = self.mem_history.setdefault(gpu.index, deque(maxlen=HISTORY))
+            util.append(gpu.util_percent or 0.0)
+            if gpu.mem_used_mib is not None and gpu.mem_total_mib:
+                mem.append(100.0 * gpu.mem_used_mib / gpu.mem_total_mib)
+        self.update(self.render_text())
+
+    def render_text(self) -> Text:
+        """The pane's content for the latest sample."""
+        if not self.latest:
+            return Text("no GPU reported by the box (nvidia-smi missing or no GPU)",
+                        style="dim")
+        text = Text()
+        for n, gpu in enumerate(self.latest):
+            if n:
+                text.append("\n")
+            text.append(f"{gpu.index} ", style="bold")
+            text.append_text(safe(gpu.name, 40))
+            text.append("\n  util ")
+            text.append(f"{number(gpu.util_percent, 3):>4}%", style="bold")
+            text.append(" ")
+            text.append(spark(list(self.util_history.get(gpu.index, []))), style="green")
+            text.append("\n  mem  ")
+            if gpu.mem_used_mib is not None and gpu.mem_total_mib:
+                text.append(f"{gpu.mem_used_mib / 1024:.1f}/{gpu.mem_total_mib / 1024:.0f} GiB ")
+                text.append(spark(list(self.mem_history.get(gpu.index, []))), style="cyan")
+            else:
+                text.append("-")
+            text.append("\n  ")
+            temp = f"{gpu.temperature_c:.0f}°C" if gpu.temperature_c is not None else "-°C"
+            power = f"{gpu.power_w:.0f} W" if gpu.power_w is not None else "- W"
+            text.append(f"{temp}  {power}")
+        return text
