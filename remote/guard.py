@@ -137,7 +137,8 @@ def arm_guard(transport: Transport, run_dir: str, when: str, then: str,
               instance: str | None = None, key: str | None = None, *,
               base_url: str | None = None, poll: float | None = None,
               push_wait: float | None = None, wait: float = 20.0) -> GuardState:
-    """Start the guard detached on the box and wait until it reports ``armed``.
+    """Start the guard detached on the box and wait until it reports its state: normally
+    ``armed``; on a run that is already over it may be acting or done by then.
 
     ``key`` travels on the guard's stdin only. Raises ``GuardError`` (one line) for bad
     options or when the guard refuses to arm (no instance found, bad key, another guard
@@ -163,15 +164,16 @@ def arm_guard(transport: Transport, run_dir: str, when: str, then: str,
         ours = state is not None and pgid in (state.pgid, state.pid)
         if ours and state is not None and state.state == "error":
             raise GuardError(state.last_decision or "the guard refused to arm")
-        if ours and state is not None and state.state in ACTIVE_STATES:
-            return state
+        if ours and state is not None:
+            return state  # armed (or, on a run already over, acting or even done)
         if not transport.pid_alive(pgid):
-            # It ended before writing its own state: a usage error or a crash.
+            # It ended before we saw its state: it may have acted at once, or failed.
             time.sleep(0.2)
             state = read_guard(transport, run_dir)
-            if state is not None and pgid in (state.pgid, state.pid) \
-                    and state.state == "error":
-                raise GuardError(state.last_decision or "the guard refused to arm")
+            if state is not None and pgid in (state.pgid, state.pid):
+                if state.state == "error":
+                    raise GuardError(state.last_decision or "the guard refused to arm")
+                return state
             why = _tail(transport, posixpath.join(run_dir, GUARD_OUT))
             raise GuardError(f"the guard exited at once: {why or 'no message'}")
         if time.monotonic() >= deadline:

@@ -4,6 +4,7 @@ transport), with the token on the command's stdin: never in argv, never in a fil
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 from collections.abc import Sequence
@@ -25,6 +26,18 @@ class PushFailed(Exception):
     def __init__(self, message: str, rc: int | None = None) -> None:
         super().__init__(message)
         self.rc = rc
+
+
+def laptop_token() -> str | None:
+    """The Hub token on this laptop: ``HF_TOKEN``, else the huggingface_hub token store."""
+    token = os.environ.get("HF_TOKEN", "").strip()
+    if token:
+        return token
+    try:
+        from huggingface_hub import get_token
+    except ImportError:
+        return None
+    return get_token()
 
 
 def check_push_args(repo: str, files: Sequence[str] | None) -> None:

@@ -10,6 +10,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
+from remote.pull import pulled_hashes
 from remote.push import last_json_object
 from remote.text import clean_text
 from remote.transport import Transport, TransportError
@@ -45,14 +46,6 @@ def hub_safety(transport: Transport, run_dir: str,
     return answer
 
 
-def _pulled_hashes(host_label: str, run_dir: str) -> set[str]:
-    try:
-        from remote.pull import pulled_hashes
-    except ImportError:  # the pull ledger module is optional on older installs
-        return set()
-    return set(pulled_hashes(host_label, run_dir))
-
-
 def weights_safety(transport: Transport, run_dir: str) -> Safety:
     """Whether ``run_dir``'s current ``best.pt`` is on the Hub or on this laptop."""
     answer = hub_safety(transport, run_dir)
@@ -63,7 +56,7 @@ def weights_safety(transport: Transport, run_dir: str) -> Safety:
         if sha is None:
             return Safety(True, None, None, reason, None, answer)
         return Safety(True, "hub", answer.get("epoch"), reason, sha, answer)
-    if sha and sha in _pulled_hashes(transport.label, run_dir):
+    if sha and sha in pulled_hashes(transport.label, run_dir):
         label = f"best.pt (epoch {best_epoch})" if best_epoch is not None else "best.pt"
         return Safety(True, "laptop", best_epoch,
                       f"{label} is on this laptop (pulled); Hub: {reason}", sha, answer)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from remote.local import LocalTransport
+from remote.pull import pull_weights
 from remote.push import PushFailed, push_from_box
 from remote.safety import weights_safety
 from tests.fixtures.hub_standin import (
@@ -204,10 +205,15 @@ def test_safe_follows_best_pt_by_content(hub_standin: HubStandin, tmp_path: Path
     assert not before["safe"] and before["best_sha256"] == sha and before["commit"] is None
     assert "never pushed" in before["reason"]
     env = hub_env(hub_standin, tmp_path / "hf", HF_TOKEN=VALID_TOKEN)
-    subprocess.run(trainer_cmd("push", str(run), "--repo", "org/m", "--json"), env=env,
-                   cwd=ROOT, check=True, capture_output=True, timeout=60)
-    result = subprocess.run(trainer_cmd("safe", str(run), "--json"), cwd=ROOT, env=env,
-                            capture_output=True, text=True, timeout=60)
+    for _ in range(2):  # the second push changes nothing: no new commit, same answer
+        subprocess.run(trainer_cmd("push", str(run), "--repo", "org/m", "--json"), env=env,
+                       cwd=ROOT, check=True, capture_output=True, timeout=60)
+    assert len(hub_standin.repo("org/m").commits) == 1
+    assert [e["commit"] for e in read_ledger(run)] == [hub_standin.repo("org/m").head] * 4
+    # `safe` needs nothing but the standard library (-S: no site-packages).
+    result = subprocess.run([sys.executable, "-S", "-m", "trainer", "safe", str(run),
+                             "--json"], cwd=ROOT, env=env, capture_output=True, text=True,
+                            timeout=60)
     after = json.loads(result.stdout)
     assert after["safe"] and after["epoch"] == 2 and after["best_sha256"] == sha
     assert after["commit"] == hub_standin.repo("org/m").head and after["repo"] == "org/m"
@@ -223,8 +229,13 @@ def test_safe_follows_best_pt_by_content(hub_standin: HubStandin, tmp_path: Path
     assert not changed["safe"] and changed["best_sha256"] == new_sha != sha
     assert changed["epoch"] == 2 and changed["stale_seconds"] >= 0
     assert "not on the Hub" in changed["reason"]
+    monkeypatch.setenv("GPURENT_DATA_DIR", str(tmp_path / "laptop-data"))
     safety = weights_safety(LocalTransport(), str(run))
     assert not safety.safe and safety.where is None
+    # Pulled to this laptop (verified, in the pull ledger): safe there.
+    pull_weights(LocalTransport(), str(run), tmp_path / "pulled")
+    safety = weights_safety(LocalTransport(), str(run))
+    assert safety.safe and safety.where == "laptop" and safety.best_sha256 == new_sha
 
 
 def test_gpurent_push_local_cli(hub_standin: HubStandin, tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures.hub_standin import HubStandin, hub_env
+from tests.fixtures.hub_standin import VALID_TOKEN, HubStandin, hub_env
 from trainer import hub_stage
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -152,3 +152,24 @@ def test_stage_of_a_missing_file_is_one_line(hub_standin: HubStandin, tmp_path: 
                        "--dest", str(tmp_path / "d"))
     assert result.returncode == 1
     assert len(result.stderr.strip().splitlines()) == 1 and "404" in result.stderr
+
+
+def test_stage_a_private_regular_file_at_a_revision(hub_standin: HubStandin,
+                                                    tmp_path: Path) -> None:
+    commit = hub_standin.add_file("org/private", "small.tar", dataset_tar(), private=True,
+                                  lfs=False)
+    hub_standin.add_file("org/private", "small.tar", b"a later, different file", lfs=False)
+    env = hub_env(hub_standin, tmp_path / "hf")
+    args = ("org/private", "small.tar", "--dest", str(tmp_path / "d"), "--revision", commit)
+    refused = stage_cmd(env, *args)
+    assert refused.returncode == 1 and len(refused.stderr.strip().splitlines()) == 1
+    assert "401" in refused.stderr
+    result = subprocess.run([sys.executable, "-m", "trainer", "stage", *args, "--token-stdin",
+                             "--json"], input=VALID_TOKEN + "\n", env=env, cwd=ROOT,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    answer = json.loads(result.stdout)
+    assert answer["commit"] == commit and answer["files"] == 3
+    # A regular file is served straight from resolve (ETag, Content-Length), with the token.
+    get = [r for r in hub_standin.routes("resolve") if r.method == "GET"]
+    assert len(get) == 1 and get[0].has_auth and hub_standin.routes("cdn") == []

@@ -113,6 +113,7 @@ def test_a_failing_push_is_reported_not_raised(hub_standin: HubStandin, tmp_path
     assert [e["file"] for e in read_ledger(run)] == ["best.pt", "results.csv"]
 
 
+@pytest.mark.slow
 def test_training_run_completes_when_the_hub_fails(hub_standin: HubStandin,
                                                    tmp_path: Path) -> None:
     data = tmp_path / "shapes"

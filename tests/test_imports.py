@@ -15,7 +15,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 #: Modules that must run on a box with nothing but python3.
-STDLIB_ONLY = ["trainer", "trainer.__main__", "trainer.runfiles", "trainer.follow"]
+STDLIB_ONLY = [
+    "trainer", "trainer.__main__", "trainer.runfiles", "trainer.follow", "trainer.hub_safe",
+    "trainer.hub_ledger",
+]
 
 
 def modules_of(package: str) -> list[str]:

@@ -198,3 +198,44 @@ def test_stop_run_graceful_then_forced(tmp_path: Path) -> None:
         ("polite", "stopped", "stopped"), ("stubborn", "running", "dead")]
     assert runs[0].epoch == 1 and runs[0].best_metric_name == "mAP50"
     assert list_runs(transport, str(tmp_path / "missing")) == []
+
+
+def test_real_trainer_launched_watched_and_stopped(shapes_data: Path, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from remote.events import LogEvent, MetricsEvent, StatusEvent
+    from remote.watcher import Watcher
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # a shared machine: one thread
+    transport = LocalTransport()
+    spec = LaunchSpec("trainer", str(tmp_path), "real", {
+        "model": "n", "imgsz": "64", "workers": "0", "seed": "0", "batch": "8",
+        "epochs": "40", "data": str(shapes_data)})
+    result = launch(transport, spec)
+    events: list = []
+    watcher = Watcher(LocalTransport, result.run_dir, events.append, poll_interval=0.05)
+    watcher.start()
+    try:
+        deadline = time.monotonic() + 120
+        while sum(len(e.rows) for e in events if isinstance(e, MetricsEvent)) < 2:
+            assert time.monotonic() < deadline, (tmp_path / "real/console.log").read_text()
+            time.sleep(0.1)
+        stopped = stop_run(transport, result.run_dir, timeout=60)
+        assert stopped.outcome == "stopped", stopped.detail
+        while not any(isinstance(e, StatusEvent) and e.health.verdict == "stopped"
+                      for e in events):
+            assert time.monotonic() < deadline, "the watcher never saw the stop"
+            time.sleep(0.1)
+        log = tmp_path / "real" / runfiles.LOG_FILE
+        while sum(len(e.data) for e in events if isinstance(e, LogEvent)) < log.stat().st_size:
+            assert time.monotonic() < deadline, "the last log lines never came"
+            time.sleep(0.05)
+    finally:
+        watcher.stop()
+        if runfiles.local_pid_alive(result.pid):
+            os.killpg(result.pid, signal.SIGKILL)
+    status = runfiles.read_status(tmp_path / "real")
+    assert status.get("state") == "stopped" and status.get("pid") == result.pid
+    received = b"".join(e.data for e in events if isinstance(e, LogEvent))
+    assert received == (tmp_path / "real" / runfiles.LOG_FILE).read_bytes()
+    epochs = [r["epoch"] for e in events if isinstance(e, MetricsEvent) for r in e.rows]
+    assert epochs == list(range(1, len(epochs) + 1)) and len(epochs) < 40

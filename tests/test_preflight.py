@@ -72,10 +72,9 @@ def test_json_report_on_this_cpu_box_is_valid_and_says_no_gpu() -> None:
     assert isinstance(report["hf_home"]["persistent"], bool)
 
 
-def test_require_gpu_fails_without_one() -> None:
-    result = run_cli("--json", "--require-gpu")
-    assert result.returncode == 1
-    report = json.loads(result.stdout)
+def test_require_gpu_fails_without_one(capsys: pytest.CaptureFixture[str]) -> None:
+    assert preflight.main(["--json", "--require-gpu"]) == 1
+    report = json.loads(capsys.readouterr().out)
     assert report["ok"] is False and report["failed"] == ["gpu"]
 
 

@@ -74,12 +74,12 @@ def test_a_dataset_that_sleeps_is_dataloader_bound() -> None:
 
 
 def test_in_memory_data_with_a_heavy_model_is_not_dataloader_bound() -> None:
-    data = TensorDataset(torch.randn(32, 3, 64, 64), torch.randint(0, 2, (32,)))
+    data = TensorDataset(torch.randn(32, 3, 48, 48), torch.randint(0, 2, (32,)))
     loader = DataLoader(data, batch_size=8)
     model = nn.Sequential(
-        nn.Conv2d(3, 64, 3, padding=1), nn.ReLU(), nn.Conv2d(64, 64, 3, padding=1), nn.ReLU(),
-        nn.Conv2d(64, 64, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-        nn.Linear(64, 2))
+        nn.Conv2d(3, 48, 3, padding=1), nn.ReLU(), nn.Conv2d(48, 48, 3, padding=1), nn.ReLU(),
+        nn.Conv2d(48, 48, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+        nn.Linear(48, 2))
     report = profile.profile_setup(cpu_setup(loader, model, 32), steps=3, warmup=1, price=1.8)
     assert report["verdict"] != "dataloader"
     assert report["verdict"] == "unknown" and "without a GPU" in report["why"]
@@ -194,7 +194,8 @@ def test_command_end_to_end_writes_profile_json(shapes_data: Path, tmp_path: Pat
     assert report["verdict"] in ("unknown", "dataloader")
     assert report["config"]["model"] == "gpdet-n" and report["config"]["device"] == "cpu"
     assert report["timing"]["images"] == 4
-    assert report["cost"]["epoch_images"] == TRAIN_IMAGES and report["cost"]["price_per_hour"] == 2.0
+    assert report["cost"]["epoch_images"] == TRAIN_IMAGES
+    assert report["cost"]["price_per_hour"] == 2.0
     written = json.loads((tmp_path / "p" / "profile.json").read_text())
     assert written == report
 

@@ -13,9 +13,7 @@ import os
 import shlex
 import signal
 import sys
-import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -24,54 +22,13 @@ from remote.bootstrap import bootstrap
 from remote.events import ConnectionEvent, LogEvent, StatusEvent, WatchEvent
 from remote.watcher import Watcher
 from tests.fixtures.netbox import NetBox
+from tests.fixtures.watch_log import Collector, wait_until
 
 pytestmark = [pytest.mark.netns, pytest.mark.timeout(180)]
 
 REPO = Path(__file__).resolve().parents[1]
 RESUME_BOUND = 5.0  # issue 4: "resumes within 5 s of the link coming back"
 DEAD_BOUND = 3.0  # issue 4: "trainer SIGKILLed -> health dead within 3 s"
-
-
-class Collector:
-    """Records every watcher event with the time it arrived."""
-
-    def __init__(self) -> None:
-        self.events: list[tuple[float, WatchEvent]] = []
-        self._lock = threading.Lock()
-
-    def __call__(self, event: WatchEvent) -> None:
-        with self._lock:
-            self.events.append((time.monotonic(), event))
-
-    def snapshot(self) -> list[tuple[float, WatchEvent]]:
-        with self._lock:
-            return list(self.events)
-
-    def log_bytes(self) -> bytes:
-        """The log as delivered, checking that every piece starts where the last ended
-        (no gap, no duplicate) and that there was no reset."""
-        data = b""
-        for _, event in self.snapshot():
-            if isinstance(event, LogEvent):
-                assert not event.reset
-                assert event.offset == len(data), (event.offset, len(data))
-                data += event.data
-        return data
-
-    def first(self, pred: Callable[[WatchEvent], bool], after: float) -> float | None:
-        for when, event in self.snapshot():
-            if when >= after and pred(event):
-                return when
-        return None
-
-
-def wait_until(check: Callable[[], object], timeout: float) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if check():
-            return True
-        time.sleep(0.05)
-    return bool(check())
 
 
 def start_sim(box: NetBox, run_dir: Path) -> int:

@@ -109,7 +109,8 @@ async def test_launch_form_cancel_and_invalid_values(run_factory):
     async with app.run_test(size=SIZE) as pilot:
         await connected(app, pilot)
         await pilot.press("l")
-        await until(pilot, lambda: isinstance(app.screen, LaunchForm))
+        await until(pilot, lambda: isinstance(app.screen, LaunchForm)
+                    and app.focused is not None)
         form = app.screen
         assert app.focused.id == "cancel"
         command = form.query_one("#command").content.plain
@@ -234,7 +235,8 @@ async def test_destroy_needs_the_id_and_safe_weights(run_factory, vast_standin, 
     async with app.run_test(size=SIZE) as pilot:
         await connected(app, pilot)
         await pilot.press("D")
-        await until(pilot, lambda: isinstance(app.screen, DestroyDialog))
+        await until(pilot, lambda: isinstance(app.screen, DestroyDialog)
+                    and app.focused is not None)
         dialog = app.screen
         assert not dialog.weights_safe and app.focused.id == "cancel"
         destroy = dialog.query_one("#destroy", Button)
@@ -346,7 +348,8 @@ async def test_host_key_question_from_a_worker_thread(run_factory):
             thread = threading.Thread(target=lambda: answers.append(
                 box.ask_host_key("203.0.113.7", "ssh-ed25519", "SHA256:abc[/]def")))
             thread.start()
-            await until(pilot, lambda: isinstance(app.screen, ConfirmDialog))
+            await until(pilot, lambda: isinstance(app.screen, ConfirmDialog)
+                        and app.focused is not None)
             assert "SHA256:abc[/]def" in app.screen.body.plain
             assert app.focused.id == "cancel"
             if press == "escape":

@@ -178,12 +178,12 @@ def kernel_check(torch: Any, device: Any, n: int = MATMUL_N,
     except RuntimeError as exc:  # torch.AcceleratorError is a RuntimeError
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return KernelResult(False, error=message, explanation=explain_cuda_error(str(exc), arch))
-    if not math.isfinite(value) or not rel < 1e-3:
+    # TF32 or reduced-precision reductions differ by ~1e-3; a broken GPU by ~1.
+    if not math.isfinite(value) or not rel < 1e-2:
         return KernelResult(False, seconds, error=f"wrong result (sum {value}, rel err {rel:.2g})",
                             explanation="The GPU computed a wrong matmul: faulty hardware "
                                         "or driver. Rent another box.")
-    tflops = 2 * n**3 / seconds / 1e12 if seconds > 0 else None
-    return KernelResult(True, round(seconds, 6), round(tflops, 3) if tflops else None)
+    return KernelResult(True, seconds, 2 * n**3 / seconds / 1e12 if seconds > 0 else None)
 
 
 # --------------------------------------------------------------------------- nvidia-smi

@@ -5,7 +5,8 @@ labels and labels without images, malformed label rows (field count, non-numbers
 ids outside 0..nc-1, coordinates outside [0, 1], zero or negative sizes), duplicate
 images (by content hash), unreadable or corrupt images, and prints a class balance table.
 Errors and warnings are told apart. Exit codes: 0 no errors (warnings allowed), 1 errors
-found, 2 bad arguments. ``--json`` prints ``gpurent.doctor/1`` (docs/SCHEMAS.md).
+found, 2 bad arguments or pyyaml/Pillow missing. ``--json`` prints ``gpurent.doctor/1``
+(docs/SCHEMAS.md).
 
 The dataset is only read, never written: no cache files, no fixes.
 data.yaml follows the Ultralytics/LibreYOLO convention: ``path`` (root; relative to the
@@ -54,7 +55,7 @@ KINDS: dict[str, tuple[str, str]] = {
     "missing_label": ("warning", "{n} image(s) have no label file (trained as background)"),
     "orphan_label": ("warning", "{n} label file(s) have no image (ignored by training)"),
     "duplicate_image": ("warning", "{n} image(s) are byte-identical copies of another"),
-    "split_leak": ("warning", "{n} image(s) appear in more than one split (val leaks into train)"),
+    "split_leak": ("warning", "{n} image content(s) appear in more than one split (leakage)"),
     "empty_test": ("warning", "the test split has no images"),
     "unused_class": ("warning", "{n} class(es) have no instances in train"),
 }
@@ -62,6 +63,20 @@ KINDS: dict[str, tuple[str, str]] = {
 
 class SpecError(ValueError):
     """data.yaml is unreadable or unusable; the message is one line."""
+
+
+class MissingDependency(RuntimeError):
+    """pyyaml or Pillow is not installed here (a box problem, not a dataset problem)."""
+
+
+def require_libraries() -> None:
+    """Raise ``MissingDependency`` (one line) unless pyyaml and Pillow import."""
+    for module, package in (("yaml", "pyyaml"), ("PIL.Image", "pillow")):
+        try:
+            __import__(module)
+        except ImportError:
+            raise MissingDependency(f"{package} is not installed: pip install {package}") \
+                from None
 
 
 @dataclass
@@ -76,10 +91,9 @@ class DataSpec:
 
 
 def _load_yaml(path: Path) -> Any:
-    try:
-        import yaml
-    except ImportError as exc:
-        raise SpecError("pyyaml is not installed: pip install pyyaml") from exc
+    require_libraries()
+    import yaml
+
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -343,12 +357,12 @@ def _duplicates(by_hash: dict[str, list[tuple[str, Path]]], findings: Findings,
         for _split, image in group[1:]:
             findings.add("duplicate_image", f"{_rel(image, root)} = {first}")
         if len({split for split, _ in group}) > 1:
-            findings.add("split_leak", " = ".join(f"{s}:{_rel(p, root)}" for s, p in group[:3]),
-                         n=len(group))
+            findings.add("split_leak", " = ".join(f"{s}:{_rel(p, root)}" for s, p in group[:3]))
 
 
 def run_doctor(yaml_path: Path, workers: int | None = None) -> dict[str, Any]:
     """The full report for ``yaml_path`` (schema ``gpurent.doctor/1``)."""
+    require_libraries()
     head: dict[str, Any] = {"schema": SCHEMA, "data": str(yaml_path.resolve())}
     try:
         spec = load_spec(yaml_path)
@@ -383,14 +397,14 @@ def render(report: dict[str, Any]) -> str:
         lines.append("  " + "class".ljust(width) + "".join(f"{s:>16}" for s in splits))
         for c in report["classes"]:
             cells = "".join(f"{c['instances'][s]:>9} / {c['images'][s]:<4}" for s in splits)
-            lines.append("  " + f"{c['id']} {c['name']}".ljust(width) + cells)
+            lines.append(("  " + f"{c['id']} {c['name']}".ljust(width) + cells).rstrip())
     result = "ok" if report["ok"] else "FAILED"
     lines.append(f"result: {result}: {report['errors']} error(s), {report['warnings']} warning(s)")
     return "\n".join(lines)
 
 
 def main(argv: list[str]) -> int:
-    """Entry point: 0 no errors, 1 errors found, 2 bad arguments."""
+    """Entry point: 0 no errors, 1 errors found, 2 bad arguments or a missing library."""
     p = argparse.ArgumentParser(prog="python3 -m trainer doctor",
                                 description="Check a YOLO dataset (read-only).")
     p.add_argument("data", help="the dataset's data.yaml")
@@ -402,6 +416,10 @@ def main(argv: list[str]) -> int:
     if not path.is_file():
         print(f"doctor: {args.data}: no such file", file=sys.stderr)
         return 2
-    report = run_doctor(path, args.workers)
+    try:
+        report = run_doctor(path, args.workers)
+    except MissingDependency as exc:
+        print(f"doctor: {exc}", file=sys.stderr)
+        return 2
     print(json.dumps(report, indent=2) if args.json else render(report))
     return 0 if report["ok"] else 1

@@ -62,9 +62,10 @@ EXIT_OK, EXIT_FAILED = 0, 1
 
 def open_log(run_dir: Any) -> logging.Logger:
     """The run's logger: ``train.log`` in the run directory and the console."""
-    log = logging.getLogger(f"trainer.run.{os.getpid()}.{id(run_dir)}")
+    log = logging.getLogger("trainer.run")
     log.setLevel(logging.INFO)
     log.propagate = False
+    close_log(log)
     log.addHandler(train_log_handler(run_dir))
     console = logging.StreamHandler(sys.stdout)
     console.setFormatter(logging.Formatter(LOG_FORMAT, LOG_DATEFMT))

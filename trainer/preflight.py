@@ -60,6 +60,12 @@ def check_torch_and_gpus(report: Report, require_gpu: bool) -> None:
     report.body["driver"] = ({"version": smi["driver_version"], "cuda_version": smi["cuda_version"],
                               "error": smi["error"]} if smi else None)
     smi_gpus = smi["gpus"] if smi else []
+    if smi is not None:
+        if smi["error"]:
+            report.check("driver", "warn", f"nvidia-smi: {smi['error']}")
+        else:
+            report.check("driver", "ok", f"NVIDIA driver {smi['driver_version']}, supports "
+                         f"CUDA {smi['cuda_version'] or '?'}")
     try:
         import torch
     except ImportError as exc:
@@ -72,12 +78,6 @@ def check_torch_and_gpus(report: Report, require_gpu: bool) -> None:
                             "cudnn": cudnn, "arch_list": arch_list}
     report.check("torch", "ok", f"torch {torch.__version__}, CUDA {torch.version.cuda or 'none'}"
                  + (f", cuDNN {cudnn}" if cudnn else ""))
-    if smi is not None:
-        if smi["error"]:
-            report.check("driver", "warn", f"nvidia-smi: {smi['error']}")
-        else:
-            report.check("driver", "ok", f"NVIDIA driver {smi['driver_version']}, supports "
-                         f"CUDA {smi['cuda_version'] or '?'}")
     available = bool(torch.version.cuda) and torch.cuda.is_available()
     report.body["gpu_available"] = available
     if not available:
@@ -116,7 +116,7 @@ def check_one_gpu(report: Report, torch: Any, index: int, arch_list: list[str]) 
     if kernel.ok:
         report.check(f"{label}.kernel", "ok",
                      f"{cuda_check.MATMUL_N}x{cuda_check.MATMUL_N} matmul ran and checked "
-                     f"({kernel.seconds * 1000:.1f} ms, ~{kernel.tflops} TFLOP/s fp32)")
+                     f"({kernel.seconds * 1000:.1f} ms, ~{kernel.tflops or 0:.1f} TFLOP/s fp32)")
     else:
         message = f"matmul failed: {kernel.error}"
         if kernel.explanation:
@@ -139,9 +139,13 @@ def data_bytes_of(data: str) -> int:
     path = Path(data)
     if path.is_dir():
         return host_check.tree_bytes(path)
-    from trainer.doctor import dataset_root
+    from trainer.doctor import MissingDependency, dataset_root
 
-    return host_check.tree_bytes(dataset_root(path))
+    try:
+        root = dataset_root(path)
+    except MissingDependency as exc:
+        raise ValueError(f"--data {data}: {exc}") from None
+    return host_check.tree_bytes(root)
 
 
 def check_host(report: Report, args: argparse.Namespace) -> None:

@@ -1,11 +1,11 @@
 """``python3 -m trainer profile <train args> steps=N warmup=W [price=USD_PER_HOUR]``.
 
 Runs real training steps of the configuration ``train`` would run (same model, data
-loader, augmentation, precision, loss and optimizer), measures step time, data wait and
-images/s without extra synchronisation, and on CUDA the GPU-busy fraction and allocator
-figures in a separate window (see ``trainer.profile_core``). Then it says what bounds the
-step (``trainer.profile_verdict``), what to change, whether a faster GPU would help, and
-with a price what an epoch and 100 epochs cost. Writes ``profile.json`` to
+loader, augmentation, precision, loss, optimizer, gradient clipping and EMA), measures
+step time, data wait and images/s without extra synchronisation, and on CUDA the
+GPU-busy fraction and allocator figures in a separate window (``trainer.profile_core``).
+Then it says what bounds the step (``trainer.profile_verdict``), what to change, whether
+a faster GPU would help, and with a price what an epoch and 100 epochs cost. Writes ``profile.json`` to
 ``<project>/<name>/`` (a folder holding only that is still free for ``train``) or to
 ``--out``. Exit codes: 0 measured, 1 the steps failed (e.g. out of memory), 2 bad
 arguments or data. ``--json`` prints ``gpurent.profile/1`` (docs/SCHEMAS.md).
@@ -95,7 +95,9 @@ def build_setup(train_tokens: list[str]) -> Setup:
         probe,
         to_device,
     )
-    from trainer.loss import detection_loss
+    from trainer.ema import ModelEMA
+    from trainer.engine import GRAD_CLIP, build_optimizer
+    from trainer.loss import LOSS_PARTS, detection_loss
     from trainer.model import build_model, parse_model_name
     from trainer.train import UsageError, parse_args
 
@@ -114,22 +116,30 @@ def build_setup(train_tokens: list[str]) -> Setup:
     device = caps.torch_device
     torch.manual_seed(args.seed)
     model = build_model(size, data.nc, args.imgsz).to(device, memory_format=fmt).train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr0)
+    ema = ModelEMA(model)
+    optimizer = build_optimizer(model, args.lr0)
     scaler = precision.scaler()
     points, strides = model.anchors(args.imgsz, device)
     dataset = YoloDataset(data.train, data.nc, args.imgsz, augment=True, seed=args.seed)
     loader, _sampler = make_loader(dataset, batch=args.batch, workers=args.workers,
                                    shuffle=True, pin_memory=caps.is_cuda, seed=args.seed)
+    loss_sums = torch.zeros(len(LOSS_PARTS), device=device)
 
     def step(batch: Any) -> None:
+        # The engine's training step (trainer/engine.py), minus the lr warm-up schedule.
+        nonlocal loss_sums
         images, targets = to_device(batch[0], batch[1], caps, fmt)
         with precision.autocast():
             logits, raw = model(images)
-        loss, _parts = detection_loss(logits, raw, targets, points, strides)
-        optimizer.zero_grad(set_to_none=True)
+        loss, parts = detection_loss(logits, raw, targets, points, strides)
         scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), GRAD_CLIP)
         scaler.step(optimizer)
         scaler.update()
+        optimizer.zero_grad(set_to_none=True)
+        ema.update(model)
+        loss_sums += parts
 
     config = {"model": f"gpdet-{size}", "data": str(data.yaml_path), "batch": args.batch,
               "imgsz": args.imgsz, "workers": args.workers, "precision": precision.label,

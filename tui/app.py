@@ -75,6 +75,14 @@ class GpurentApp(App[int]):
         """With one box the tab bar is only noise."""
         if len(self.specs) <= 1:
             self.query_one(TabbedContent).add_class("-single")
+        if self.box is not None:
+            self.box.log_pane.log.focus()
+
+    def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        """The keys act on the shown box: give its log the focus."""
+        box = event.pane.query_one(BoxView)
+        if not box.log_pane.log.has_focus_within:
+            box.log_pane.log.focus()
 
     # ------------------------------------------------------------------ helpers
 

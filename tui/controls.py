@@ -215,7 +215,7 @@ class BoxControls:
 
             data = demo_data_yaml()
         return {"model": "n", "data": data, "epochs": "30", "batch": "16", "imgsz": "640",
-                "device": "", "name": f"exp{n}", "save_period": "", "hub": ""}
+                "device": "", "name": f"exp{n}", "save_period": "", "hub": "", "extra": ""}
 
     def launch_spec(self, request: LaunchRequest) -> Any:
         """The ``remote.launch.LaunchSpec`` for the form's values."""

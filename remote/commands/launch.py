@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
         return fail("launch", exc, 1, args.json)
     finally:
         transport.close()
-    where = target.label if target.host is None else f"{target.host}:{result.run_dir}"
+    where = result.run_dir if target.host is None else f"{target.host}:{result.run_dir}"
     if args.json:
         print(json.dumps({"ok": True, "pid": result.pid, "command": result.command,
                           "run_dir": result.run_dir, "target": where}))

@@ -3,6 +3,7 @@ checks (preflight, dataset doctor) that come first."""
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -25,6 +26,7 @@ FIELDS: tuple[tuple[str, str, str], ...] = (
     ("name", "name", "run name (a directory in the project)"),
     ("save_period", "save_period", "snapshot every N epochs (empty: off)"),
     ("hub", "Hub repo", "user/repo: push best.pt at milestones (empty: off)"),
+    ("extra", "more args", "other key=value arguments, e.g. workers=4 lr0=0.001"),
 )
 
 
@@ -39,6 +41,21 @@ class LaunchRequest:
     hub: str = ""
     #: ``launch`` or ``profile`` (a short measured run that says what bounds it).
     action: str = "launch"
+
+
+def parse_extra(text: str) -> dict[str, str]:
+    """``key=value`` words (shell-quoted values allowed); ``ValueError`` otherwise."""
+    try:
+        words = shlex.split(text)
+    except ValueError as exc:
+        raise ValueError(f"more args: {exc}") from None
+    args = {}
+    for word in words:
+        key, sep, value = word.partition("=")
+        if not sep or not key:
+            raise ValueError(f"more args: expected key=value, got {word!r}")
+        args[key] = value
+    return args
 
 
 class LaunchForm(Dialog[LaunchRequest | None]):
@@ -95,9 +112,11 @@ class LaunchForm(Dialog[LaunchRequest | None]):
         values = {key: self.query_one(f"#f-{key}", Input).value.strip()
                   for key, _, _ in FIELDS}
         hub = values.pop("hub")
+        extra = values.pop("extra")
         name = values.get("name", "")
         engine = self.query_one("#engine", Select).value
         args = {k: v for k, v in values.items() if v}
+        args.update(parse_extra(extra))
         return LaunchRequest(engine=str(engine), name=name, args=args, hub=hub)
 
     def refresh_command(self) -> str | None:

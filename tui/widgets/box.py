@@ -148,7 +148,6 @@ class BoxView(BoxControls, Vertical):
         self._app = self.app  # for threads Textual did not start (the watcher's)
         self.set_interval(1.0, self.tick)
         self.set_interval(RUNS_REFRESH, self.refresh_runs)
-        self.log_pane.log.focus()
         if self.autoconnect:
             self.connect()
 

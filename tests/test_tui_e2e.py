@@ -1,0 +1,68 @@
+"""End to end through the real OpenSSH server on 127.0.0.1: the app connects, bootstraps
+the box, launches a 3-epoch CPU run from the launch form, the panes fill from the live
+run, and stop training ends it gracefully."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from textual.widgets import Input
+
+from tests.test_tui_app import messages, until
+from tui.app import GpurentApp
+from tui.dialogs.confirm import ConfirmDialog
+from tui.dialogs.launch import LaunchForm
+from tui.spec import BoxSpec
+from tui.widgets.box import BoxView
+from tui.widgets.logpane import LogPane
+from tui.widgets.metrics import MetricsPane
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+
+def ssh_spec(sshd, project: str) -> BoxSpec:
+    """The fixture's server as ``gpurent-tui user@127.0.0.1 -p PORT`` would open it."""
+    options = (("known_hosts", sshd.known_hosts), ("identity_files", (sshd.key_path,)),
+               ("allow_agent", False), ("ssh_config", sshd.ssh_config))
+    return BoxSpec("ssh", f"{sshd.user}@{sshd.host}", port=sshd.port, project=project,
+                   price=1.25, ssh_options=options)
+
+
+async def test_launch_watch_and_stop_over_ssh(sshd, shapes_data: Path, tmp_path):
+    project = str(tmp_path / "box-runs")
+    app = GpurentApp([ssh_spec(sshd, project)])
+    async with app.run_test(size=(150, 46)) as pilot:
+        box = app.query_one(BoxView)
+        await until(pilot, lambda: box.transport is not None, timeout=120)
+        assert box.trainer_prefix and "PYTHONPATH=" in box.trainer_prefix
+        await pilot.press("l")
+        await until(pilot, lambda: isinstance(app.screen, LaunchForm)
+                    and app.focused is not None)
+        form = app.screen
+        for key, value in {"data": str(shapes_data), "epochs": "3", "imgsz": "64",
+                           "batch": "8", "name": "e2e", "device": "cpu",
+                           "extra": "workers=0 seed=0"}.items():
+            form.query_one(f"#f-{key}", Input).value = value
+        await pilot.pause(0.1)
+        assert "epochs=3" in form.query_one("#command").content.plain
+        await pilot.click("#launch")
+        await until(pilot, lambda: box.run_dir == f"{project}/e2e", timeout=60)
+        # The panes fill from the live run: status, a metrics row, log lines.
+        await until(pilot, lambda: box.status is not None
+                    and box.status.status.get("state") == "running"
+                    and len(box.query_one(MetricsPane).rows) >= 1
+                    and len(box.query_one(LogPane).log.lines) >= 2, timeout=240)
+        assert box.status.health.verdict in ("live", "slow")
+        assert "$1.25/h" in box.money_text().plain
+        await pilot.press("x")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmDialog))
+        await pilot.click("#confirm")
+        await until(pilot, lambda: any(m.startswith("stop: ") for m in messages(app)),
+                    timeout=90)
+        await until(pilot, lambda: box.status.health.verdict in ("stopped", "completed"),
+                    timeout=30)
+    status = json.loads((Path(project) / "e2e" / "status.json").read_text())
+    assert status["state"] in ("stopped", "completed")
+    assert any(m.startswith("stop: stopped") or "not-running" in m for m in messages(app))
