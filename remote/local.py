@@ -90,13 +90,10 @@ class LocalStream:
     def close(self) -> None:
         """Kill the command's process group and release the pipe. Idempotent."""
         self._closed.set()
-        _kill_group(self._proc, signal.SIGTERM)
-        try:
-            self._proc.wait(timeout=2)
-        except subprocess.TimeoutExpired:
-            _kill_group(self._proc)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self._proc.wait(timeout=2)
+        # SIGKILL: the command may hang or be stopped, and owes nobody a clean exit.
+        _kill_group(self._proc)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._proc.wait(timeout=5)
         with self._lock:
             if not self._reading:
                 self._release()

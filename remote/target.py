@@ -31,17 +31,20 @@ class Target:
 
 
 def parse_target(text: str, default_path: str = ".") -> Target:
-    """Split a target string; raises ``ValueError`` for an empty host or path."""
+    """Split a target string; raises ``ValueError`` for an empty host."""
     if text.startswith("local:"):
-        return Target(None, text[len("local:"):] or default_path)
+        return Target(None, os.path.expanduser(text[len("local:"):]) or default_path)
     if text == "local":
         return Target(None, default_path)
     if text.startswith(("/", ".", "~")) or os.path.exists(text):
-        return Target(None, text)
+        return Target(None, os.path.expanduser(text))
     host, sep, path = text.partition(":")
     if sep or "@" in host:
         if not host or host.startswith("-"):
             raise ValueError(f"{text!r} names no host")
+        # Commands and SFTP both start in the login directory, which is what ~ means.
+        if path == "~" or path.startswith("~/"):
+            path = path[2:]
         return Target(host, path or default_path)
     return Target(None, text)
 

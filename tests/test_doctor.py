@@ -141,6 +141,16 @@ def plant_split_leak(root: Path) -> None:
         shutil.copy(root / sub / "train" / f"000007{suffix}", root / sub / "val" / f"leak{suffix}")
 
 
+def plant_unreadable_label(root: Path) -> None:
+    (root / "labels" / "train" / "000008.txt").write_bytes(b"\xff\xfe0 0.5\x00")
+
+
+def plant_empty_test(root: Path) -> None:
+    (root / "images" / "test").mkdir()
+    with open(root / "data.yaml", "a") as fh:
+        fh.write("test: images/test\n")
+
+
 def plant_unused_class(root: Path) -> None:
     for path in (root / "labels" / "train").glob("*.txt"):
         rows = [r for r in path.read_text().splitlines() if not r.startswith("3 ")]
@@ -158,11 +168,13 @@ def plant_unused_class(root: Path) -> None:
     (plant_class_id, "class_id", "error"),
     (plant_out_of_range, "out_of_range", "error"),
     (plant_bad_size, "bad_size", "error"),
+    (plant_unreadable_label, "unreadable_label", "error"),
     (plant_missing_label, "missing_label", "warning"),
     (plant_orphan_label, "orphan_label", "warning"),
     (plant_duplicate_image, "duplicate_image", "warning"),
     (plant_split_leak, "split_leak", "warning"),
     (plant_unused_class, "unused_class", "warning"),
+    (plant_empty_test, "empty_test", "warning"),
 ])
 def test_each_planted_fault_is_found(dataset: Path, plant: Callable[[Path], None], kind: str,
                                      severity: str) -> None:

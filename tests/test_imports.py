@@ -17,7 +17,9 @@ ROOT = Path(__file__).resolve().parents[1]
 #: Modules that must run on a box with nothing but python3.
 STDLIB_ONLY = [
     "trainer", "trainer.__main__", "trainer.runfiles", "trainer.follow", "trainer.hub_safe",
-    "trainer.hub_ledger",
+    "trainer.hub_ledger", "trainer.guard", "trainer.providers", "trainer.providers.base",
+    "trainer.providers.vast", "trainer.providers.runpod", "trainer.providers.lambda_cloud",
+    "trainer.providers.manual", "trainer.providers.confirm", "trainer.providers.detect",
 ]
 
 

@@ -232,3 +232,27 @@ def test_reconnect_now_resumes_and_stop_closes(tmp_path: Path) -> None:
     assert rec.of(ConnectionEvent)[-1].state == "closed"
     assert not [e for e in rec.of(ConnectionEvent) if e.state == "reconnecting"]
     assert len(rec.of(StatusEvent)) == 1, "an unchanged status was sent again"
+
+
+def test_a_silent_follower_is_stale_and_replaced(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    runfiles.RunWriter(run).write_status({"state": "completed"})
+    (run / runfiles.LOG_FILE).write_bytes(b"before\n")
+    rec = Recorder()
+    watcher = Watcher(LocalTransport, str(run), rec, silence_timeout=1.5, poll_interval=0.05)
+    watcher.start()
+    try:
+        rec.wait(lambda _ev: rec.log() == b"before\n", what="the log")
+        frozen = followers(run)
+        assert len(frozen) == 1
+        frozen[0].send_signal(signal.SIGSTOP)  # a link that hangs: no bytes, no EOF
+        with open(run / runfiles.LOG_FILE, "ab") as fh:
+            fh.write(b"during\n")
+        rec.wait(lambda ev: any(isinstance(e, ConnectionEvent) and e.state == "stale"
+                                for e in ev), what="stale")
+        rec.wait(lambda _ev: rec.log() == b"before\nduring\n", what="the resumed log")
+        assert not frozen[0].is_running() or frozen[0].status() == psutil.STATUS_ZOMBIE
+    finally:
+        watcher.stop()
+    states = [e.state for e in rec.of(ConnectionEvent)]
+    assert states[:4] == ["live", "stale", "reconnecting", "live"]

@@ -24,7 +24,10 @@ unknown types must be ignored)::
 ``status`` is sent at start (unless ``--status-key`` matches) and whenever the file's
 (inode, mtime, size) changes; ``status`` is ``null`` with a ``reason`` when the file is
 missing or unreadable. ``pid`` is sent when the liveness of the status pid changes.
-``log`` carries the bytes of ``train.log`` from ``offset``; ``metrics`` the whole rows of
+``gpu`` comes from ``nvidia-smi`` in loop mode every ``--gpu-interval`` seconds where it
+exists, only when the sample changed (``null`` where nvidia-smi says ``[N/A]``); ``hb``
+only after ``--heartbeat`` seconds without any other line. ``log`` carries the bytes of
+``train.log`` from ``offset``; ``metrics`` the whole rows of
 ``metrics.jsonl`` between ``offset`` and ``next`` (a half-written last line waits). A
 ``reset`` (the file shrank or its inode changed) means: drop what you had, the next data
 starts at offset 0 of the new file; bytes still unread in a rotated-away file are sent

@@ -3,7 +3,7 @@
 Reports torch and CUDA versions, each GPU (name, memory, compute capability against the
 wheel's arch list, a real matmul), the driver from nvidia-smi, free disk against the need,
 RAM, CPUs, /dev/shm and whether HF_HOME is on a persistent volume. Every finding is a
-check with a status (``ok``, ``warn``, ``fail``, ``info``). Exit codes: 0 no check failed,
+check with a status (``ok``, ``warn``, ``fail``). Exit codes: 0 no check failed,
 1 a check failed, 2 bad arguments. ``--json`` prints the report documented in
 docs/SCHEMAS.md (``gpurent.preflight/1``).
 """
@@ -22,7 +22,7 @@ from typing import Any
 from trainer import cuda_check, host_check
 
 SCHEMA = "gpurent.preflight/1"
-STATUSES = ("ok", "info", "warn", "fail")
+STATUSES = ("ok", "warn", "fail")
 
 
 class Report:
@@ -87,7 +87,13 @@ def check_torch_and_gpus(report: Report, require_gpu: bool) -> None:
         return
     gpus = []
     for index in range(torch.cuda.device_count()):
-        gpus.append(check_one_gpu(report, torch, index, arch_list))
+        try:
+            gpus.append(check_one_gpu(report, torch, index, arch_list))
+        except RuntimeError as exc:  # CUDA initialisation failing for this device
+            text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            why = cuda_check.explain_cuda_error(str(exc))
+            report.check(f"gpu{index}", "fail",
+                         f"cannot use GPU {index}: {text}" + (f" -- {why}" if why else ""))
     report.body["gpus"] = gpus
 
 

@@ -5,9 +5,9 @@ loader, augmentation, precision, loss, optimizer, gradient clipping and EMA), me
 step time, data wait and images/s without extra synchronisation, and on CUDA the
 GPU-busy fraction and allocator figures in a separate window (``trainer.profile_core``).
 Then it says what bounds the step (``trainer.profile_verdict``), what to change, whether
-a faster GPU would help, and with a price what an epoch and 100 epochs cost. Writes ``profile.json`` to
-``<project>/<name>/`` (a folder holding only that is still free for ``train``) or to
-``--out``. Exit codes: 0 measured, 1 the steps failed (e.g. out of memory), 2 bad
+a faster GPU would help, and with a price what an epoch and 100 epochs cost. Writes
+``profile.json`` to ``<project>/<name>/`` (a folder holding only that is still free for
+``train``) or to ``--out``. Exit codes: 0 measured, 1 the steps failed (e.g. out of memory), 2 bad
 arguments or data. ``--json`` prints ``gpurent.profile/1`` (docs/SCHEMAS.md).
 """
 

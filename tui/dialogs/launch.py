@@ -63,12 +63,15 @@ class LaunchForm(Dialog[LaunchRequest | None]):
     with a one-line reason); ``findings`` is updated by the box view as checks finish."""
 
     DEFAULT_CSS = """
-    LaunchForm > Vertical { width: 110; }
-    LaunchForm Grid { grid-size: 2; grid-columns: 14 1fr; grid-rows: 3; height: auto; }
-    LaunchForm Grid Label { padding: 1 0 0 0; }
-    LaunchForm #command { background: $boost; padding: 0 1; height: auto; }
-    LaunchForm #findings { height: auto; max-height: 12; }
-    LaunchForm VerticalScroll { height: auto; max-height: 28; }
+    LaunchForm > Vertical { width: 120; }
+    LaunchForm Grid { grid-size: 2; grid-columns: 14 1fr; grid-rows: 1; grid-gutter: 1 0;
+                      height: auto; margin-bottom: 1; }
+    LaunchForm Grid Input { border: none; height: 1; padding: 0 1; }
+    LaunchForm Grid SelectCurrent { border: none; height: 1; padding: 0 1; }
+    LaunchForm Grid Select { height: 1; }
+    LaunchForm #command { background: $boost; padding: 0 1; height: auto; margin-bottom: 1; }
+    LaunchForm #findings { height: auto; }
+    LaunchForm VerticalScroll { height: auto; max-height: 34; }
     """
 
     def __init__(self, defaults: dict[str, str], engine: str,

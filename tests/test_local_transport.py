@@ -1,0 +1,95 @@
+"""``remote.local.LocalTransport``: every Transport method on this machine, for real."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from remote.local import LocalTransport
+from remote.target import parse_target
+from remote.transport import TransportError
+from trainer import runfiles
+
+
+def test_spawn_detached_is_its_own_session_with_stdin_once(tmp_path: Path) -> None:
+    t = LocalTransport()
+    log = tmp_path / "out.log"
+    pid = t.spawn_detached('read -r x; echo "got $x in $(pwd)"; exec sleep 60', cwd=str(tmp_path),
+                           log_path=str(log), stdin=b"secret-value\n")
+    try:
+        assert os.getsid(pid) == pid and os.getpgid(pid) == pid
+        deadline = time.monotonic() + 20
+        while b"got" not in (log.read_bytes() if log.exists() else b""):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert log.read_bytes() == f"got secret-value in {tmp_path}\n".encode()
+        assert t.pid_alive(pid)
+        assert t.signal_group(pid, signal.SIGTERM) is True
+        while t.pid_alive(pid):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    finally:
+        t.signal_group(pid, signal.SIGKILL)
+    assert t.signal_group(pid, signal.SIGTERM) is False
+
+
+def test_run_stream_and_timeouts(tmp_path: Path) -> None:
+    t = LocalTransport()
+    result = t.run("cat; echo err >&2; exit 3", stdin=b"in")
+    assert (result.rc, result.stdout, result.stderr, result.ok) == (3, b"in", b"err\n", False)
+    with pytest.raises(TransportError, match="timed out"):
+        t.run("sleep 30", timeout=0.3)
+    stream = t.stream("echo one; printf 'two\\nthr'; sleep 30")
+    lines = stream.lines(timeout=1.0)
+    assert [next(lines), next(lines)] == [b"one", b"two"]
+    with pytest.raises(TimeoutError):
+        next(lines)
+    stream.close()
+    stream.close()
+    ended = t.stream("printf 'a\\nlast'")
+    assert list(ended.lines(timeout=10)) == [b"a", b"last"]
+    ended.close()
+    prefix = t.run(f"{t.trainer_prefix} -m trainer --version")
+    assert prefix.ok and prefix.stdout.strip()
+
+
+def test_files(tmp_path: Path) -> None:
+    t = LocalTransport()
+    src = tmp_path / "src.bin"
+    data = os.urandom(3 * 1024 * 1024 + 5)
+    src.write_bytes(data)
+    seen: list[tuple[int, int]] = []
+    t.upload(str(src), str(tmp_path / "box" / "up.bin"), lambda d, n: seen.append((d, n)))
+    assert (tmp_path / "box" / "up.bin").read_bytes() == data
+    assert seen[-1] == (len(data), len(data))
+    partial = tmp_path / "down.bin"
+    partial.write_bytes(data[:1000])
+    seen.clear()
+    t.download(str(src), str(partial), lambda d, n: seen.append((d, n)))
+    assert partial.read_bytes() == data and seen[0][0] > 1000  # resumed, not restarted
+    st = t.stat(str(src))
+    assert st is not None and st.size == len(data)
+    assert t.stat(str(tmp_path / "nope")) is None
+    assert t.read(str(src), 10, 5) == data[10:15] and t.read(str(src), len(data)) == b""
+    assert t.listdir(str(tmp_path)) == ["box", "down.bin", "src.bin"]
+    assert t.listdir(str(tmp_path / "nope")) == []
+    with pytest.raises(TransportError, match="cannot read"):
+        t.read(str(tmp_path / "nope"))
+    assert t.pid_alive(os.getpid()) and not t.pid_alive(0)
+    assert runfiles.local_pid_alive(os.getpid())
+
+
+@pytest.mark.parametrize(("text", "host", "path"), [
+    ("local", None, "."), ("local:runs/a", None, "runs/a"), ("/abs/run", None, "/abs/run"),
+    ("./rel", None, "./rel"), ("box:runs/r1", "box", "runs/r1"),
+    ("root@1.2.3.4", "root@1.2.3.4", "."),
+    ("u@h:/abs", "u@h", "/abs"), ("box:", "box", "."), ("box:~/runs", "box", "runs"),
+    ("plain", None, "plain"),
+])
+def test_targets(text: str, host: str | None, path: str) -> None:
+    target = parse_target(text)
+    assert (target.host, target.path) == (host, path)
