@@ -90,7 +90,7 @@ def test_amp_train_steps_through_the_seam(precision: Precision) -> None:
     before = [p.detach().clone() for p in model.parameters()]
     points, strides = model.anchors(32, images.device)
     scales = []
-    for _ in range(4):
+    for _ in range(16 if precision.use_scaler else 2):
         with precision.autocast():
             logits, raw = model(images)
         assert logits.dtype == precision.dtype
@@ -102,10 +102,13 @@ def test_amp_train_steps_through_the_seam(precision: Precision) -> None:
         scaler.update()
         optimizer.zero_grad()
         scales.append(scaler.get_scale())
+        if any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True)):
+            break
+    else:
+        pytest.fail(f"no optimizer step was taken (scales {scales})")
     # fp16: the scaler starts high, skips overflowing steps and backs off until they fit.
     if precision.use_scaler:
-        assert scales[-1] < 65536.0
-    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+        assert scales[0] < 65536.0
 
 
 # ------------------------------------------------------------------ arguments

@@ -32,6 +32,8 @@ class Dialog(ModalScreen[T], Generic[T]):
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
     cancel_value: T | None = None
+    #: The label of the default button ("Close" where nothing is being decided).
+    cancel_label = "Cancel"
 
     def __init__(self, title: str) -> None:
         super().__init__()
@@ -43,7 +45,7 @@ class Dialog(ModalScreen[T], Generic[T]):
             yield Static(Text(self.title_text), classes="title")
             yield from self.compose_body()
             with Horizontal(classes="buttons"):
-                yield Button("Cancel", id="cancel", variant="default")
+                yield Button(self.cancel_label, id="cancel", variant="default")
                 yield from self.compose_buttons()
 
     def compose_body(self) -> ComposeResult:

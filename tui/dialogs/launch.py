@@ -63,7 +63,7 @@ class LaunchForm(Dialog[LaunchRequest | None]):
     with a one-line reason); ``findings`` is updated by the box view as checks finish."""
 
     DEFAULT_CSS = """
-    LaunchForm > Vertical { width: 120; }
+    LaunchForm > Vertical { width: 112; }
     LaunchForm Grid { grid-size: 2; grid-columns: 14 1fr; grid-rows: 1; grid-gutter: 1 0;
                       height: auto; margin-bottom: 1; }
     LaunchForm Grid Input { border: none; height: 1; padding: 0 1; }

@@ -72,6 +72,8 @@ def profile_text(report: dict[str, Any]) -> Text:
 class ProfileCard(Dialog[None]):
     """Shows a profile report; the only button closes it."""
 
+    cancel_label = "Close"
+
     def __init__(self, report: dict[str, Any]) -> None:
         super().__init__("Profile")
         self.report = report

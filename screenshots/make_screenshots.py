@@ -1,0 +1,184 @@
+"""Render the README screenshots from real run directories.
+
+A real (tiny, CPU) training run of the built-in trainer is launched through
+``remote.launch`` on ``LocalTransport`` and watched live by the app; a second run is
+killed with SIGKILL to show a dead run; the profiler card comes from a real
+``trainer profile`` run; the destroy dialog talks to the local Vast API stand-in (the
+test harness's, never the real provider). Writes SVGs with Textual's ``save_screenshot``
+and PNGs next to them when ``cairosvg`` is installed.
+
+    .venv/bin/python screenshots/make_screenshots.py [--out screenshots]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shlex
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from remote.launch import LaunchSpec, launch  # noqa: E402
+from remote.local import LocalTransport  # noqa: E402
+from tests.fixtures.providers_standin import ProviderStandin  # noqa: E402
+from trainer import runfiles  # noqa: E402
+from tui.app import GpurentApp  # noqa: E402
+from tui.dialogs.destroy import DestroyDialog  # noqa: E402
+from tui.dialogs.launch import LaunchForm  # noqa: E402
+from tui.dialogs.profile import ProfileCard  # noqa: E402
+from tui.spec import BoxSpec  # noqa: E402
+from tui.widgets.box import BoxView  # noqa: E402
+from tui.widgets.metrics import MetricsPane  # noqa: E402
+from tui.widgets.runs import RunsList  # noqa: E402
+
+SIZE = (160, 46)
+TRAIN = {"model": "n", "imgsz": "64", "batch": "8", "workers": "0", "device": "cpu"}
+
+
+def say(text: str) -> None:
+    """Progress on stderr."""
+    print(f"[screenshots] {text}", file=sys.stderr, flush=True)
+
+
+def wait_for(check, timeout: float, what: str) -> None:
+    """Poll ``check`` until it holds."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"timed out waiting for {what}")
+        time.sleep(0.5)
+
+
+def epochs_done(run_dir: Path) -> int:
+    """Completed epochs according to status.json."""
+    return runfiles.read_status(run_dir).get("completed_epochs") or 0
+
+
+def prepare(work: Path) -> tuple[Path, Path, dict]:
+    """Dataset, a dead run, a live run and a profile report; returns (project, data, report)."""
+    t = LocalTransport()
+    data = work / "shapes"
+    say("generating the shapes dataset")
+    t.run(f"{t.trainer_prefix} -m trainer shapes {shlex.quote(str(data))} --train 32 "
+          "--val 8 --imgsz 64", timeout=300)
+    yaml = str(data / "data.yaml")
+    project = work / "runs"
+    say("training a run that will be killed (dead run)")
+    dead = launch(t, LaunchSpec("trainer", str(project), "exp1",
+                                {**TRAIN, "data": yaml, "epochs": "30"}))
+    wait_for(lambda: epochs_done(project / "exp1") >= 2, 600, "two epochs of exp1")
+    os.killpg(dead.pid, signal.SIGKILL)  # like the OOM killer: status stays 'running'
+    say("training the live run")
+    launch(t, LaunchSpec("trainer", str(project), "exp2",
+                         {**TRAIN, "data": yaml, "epochs": "40", "save_period": "5"}))
+    say("profiling")
+    out = work / "profile.json"
+    result = t.run(f"{t.trainer_prefix} -m trainer profile model=n data={shlex.quote(yaml)} "
+                   f"imgsz=64 batch=8 workers=0 device=cpu steps=6 warmup=2 price=1.25 "
+                   f"project={shlex.quote(str(work / 'profiles'))} name=p1 "
+                   f"--out {shlex.quote(str(out))} --json", timeout=600)
+    report = json.loads(result.stdout)
+    wait_for(lambda: epochs_done(project / "exp2") >= 4, 900, "four epochs of exp2")
+    return project, data, report
+
+
+async def shoot(out: Path, project: Path, data: Path, report: dict) -> list[Path]:
+    """Open the app on the project and save each screen."""
+    standin = ProviderStandin("vast")
+    iid = standin.add_instance()
+    os.environ["VAST_API_KEY"] = standin.key
+    spec = BoxSpec("local", "local", project=str(project), run="exp2", price=1.25,
+                   provider="vast", instance=iid, provider_url=standin.base_url)
+    app = GpurentApp([spec])
+    saved: list[Path] = []
+
+    async def settle(pilot, check, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not check():
+            if time.monotonic() > deadline:
+                raise SystemExit("timed out waiting for the app")
+            await pilot.pause(0.2)
+
+    def save(name: str) -> None:
+        path = out / f"{name}.svg"
+        app.save_screenshot(str(path))
+        saved.append(path)
+        say(f"wrote {path}")
+
+    async with app.run_test(size=SIZE) as pilot:
+        box = app.query_one(BoxView)
+        await settle(pilot, lambda: box.status is not None and box.instance is not None
+                     and len(box.query_one(MetricsPane).rows) >= 4
+                     and box.log_pane.log.lines)
+        await pilot.pause(2.5)  # a GPU sample (none on this machine) and the safety badge
+        save("main")
+        await pilot.press("l")
+        await settle(pilot, lambda: isinstance(app.screen, LaunchForm))
+        form = app.screen
+        form.query_one("#f-data").value = str(data / "data.yaml")
+        box.run_checks(str(data / "data.yaml"))
+        await settle(pilot, lambda: "doctor" in form.query_one("#findings").content.plain,
+                     timeout=300)
+        save("launch-form")
+        await pilot.press("escape")
+        await app.push_screen(ProfileCard(report))
+        await pilot.pause(0.3)
+        save("profile-card")
+        await pilot.press("escape")
+        await pilot.press("D")
+        await settle(pilot, lambda: isinstance(app.screen, DestroyDialog))
+        await pilot.pause(0.3)
+        save("destroy-dialog")
+        await pilot.press("escape")
+        runs = box.query_one(RunsList)
+        runs.focus()
+        runs.highlighted = [r.name for r in runs.runs].index("exp1")
+        await pilot.press("enter")
+        await settle(pilot, lambda: box.status is not None
+                     and box.status.health.verdict == "dead")
+        await pilot.pause(0.5)
+        save("dead-run")
+        box.run_dir = f"{project}/exp2"
+        box.stop_run()  # end the live run gracefully before leaving
+        await pilot.pause(3)
+    standin.close()
+    return saved
+
+
+def to_png(paths: list[Path]) -> None:
+    """PNG copies for viewers that do not show SVG (needs cairosvg)."""
+    try:
+        import cairosvg
+    except ImportError:
+        say("cairosvg is not installed: SVGs only")
+        return
+    for path in paths:
+        cairosvg.svg2png(url=str(path), write_to=str(path.with_suffix(".png")),
+                         output_width=1800)
+
+
+def main() -> int:
+    """Build the run directories, shoot, convert."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=str(ROOT / "screenshots"))
+    args = parser.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="gpurent-shots-") as tmp:
+        os.environ["GPURENT_DATA_DIR"] = str(Path(tmp) / "data")
+        project, data, report = prepare(Path(tmp))
+        paths = asyncio.run(shoot(out, project, data, report))
+    to_png(paths)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
