@@ -21,6 +21,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "launch",
     "follow",
     "stop",
+    "pull",
 )
 
 

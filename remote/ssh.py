@@ -30,7 +30,14 @@ from pathlib import Path
 
 import paramiko
 
-from remote.hostkeys import AskUnknown, HostKeyChanged, HostKeyUnknown, verify_host_key
+from remote.hostkeys import (
+    AskUnknown,
+    HostKeyChanged,
+    HostKeyUnknown,
+    host_key_name,
+    load_known_hosts,
+    verify_host_key,
+)
 from remote.sshconfig import HostSpec, identity_candidates, load_config, resolve
 from remote.transport import FileStat, Progress, RunResult, TransportError
 
@@ -41,10 +48,11 @@ StepProgress = Callable[[str], None]
 
 #: Flow-control window per channel. A long link needs window >= bandwidth x RTT; 2 MiB
 #: (paramiko's default) caps a 80 ms link at ~25 MB/s.
-WINDOW_SIZE = 32 * 1024 * 1024
+WINDOW_SIZE = 16 * 1024 * 1024
 MAX_PACKET_SIZE = 32768
-#: SFTP read requests in flight during a download (32 KiB each).
-PREFETCH_REQUESTS = 256
+#: SFTP read requests in flight during a download (32 KiB each: 3 MiB, enough for
+#: ~37 MB/s at 80 ms). More is slower: paramiko scans its prefetch buffers per read.
+PREFETCH_REQUESTS = 96
 COPY_CHUNK = 1 << 20
 KEEPALIVE_SECONDS = 15.0
 TCP_RETRY_SECONDS = 2.0
@@ -186,8 +194,6 @@ def _prefer_known_key_types(transport: paramiko.Transport, spec: HostSpec,
                             known_hosts: str) -> None:
     """Ask for the key type already on file first, as OpenSSH does, so that a box with
     several host keys is not reported as unknown for a type we never saw."""
-    from remote.hostkeys import host_key_name, load_known_hosts
-
     on_file = load_known_hosts(known_hosts).lookup(host_key_name(spec.hostname, spec.port))
     if not on_file:
         return

@@ -34,7 +34,7 @@ from remote.events import (
     WatchEvent,
 )
 from remote.text import clean_text
-from remote.transport import Stream, Transport
+from remote.transport import Stream, Transport, TransportError
 from trainer import runfiles
 
 log = logging.getLogger(__name__)
@@ -189,6 +189,8 @@ class Watcher:
             reason = str(exc)
         except Exception as exc:  # noqa: BLE001 (a broken link must never end the thread)
             reason = _one_line(exc) or type(exc).__name__
+            if not isinstance(exc, TransportError | OSError | TimeoutError | EOFError):
+                log.warning("watcher of %s: unexpected %s", self.run_dir, reason, exc_info=True)
         finally:
             self._close_stream()
             with self._lock:

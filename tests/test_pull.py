@@ -73,3 +73,26 @@ def test_missing_files_and_bad_names(sshd, run_dir, tmp_path, data_dir) -> None:
             with pytest.raises(ValueError):
                 pull_weights(box, str(run_dir), tmp_path / "d", files=(bad,))
     assert not (data_dir / "pulls.jsonl").exists()
+
+
+def test_gpurent_pull_through_an_ssh_config_alias(sshd, run_dir, tmp_path, data_dir,
+                                                  monkeypatch, capsys) -> None:
+    """The headless command, reaching the box by an alias in ~/.ssh/config."""
+    home = tmp_path / "laptop-home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "config").write_text(
+        f"Host thebox\n  HostName 127.0.0.1\n  Port {sshd.port}\n  User {sshd.user}\n"
+        f"  IdentityFile {sshd.key_path}\n  IdentitiesOnly yes\n")
+    (home / ".ssh" / "known_hosts").write_text(Path(sshd.known_hosts).read_text())
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    data = os.urandom(100_000)
+    (run_dir / "weights" / "best.pt").write_bytes(data)
+    from remote.cli import main
+
+    assert main(["pull", f"thebox:{run_dir}", str(tmp_path / "got"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["ok"] and out["files"][0]["sha256"] == hashlib.sha256(data).hexdigest()
+    assert (tmp_path / "got" / "best.pt").read_bytes() == data
+    assert main(["pull", f"thebox:{run_dir}", str(tmp_path / "got"), "--file", "../x"]) == 2
+    assert "bad file name" in capsys.readouterr().err
