@@ -55,7 +55,7 @@ def read_run(transport: Transport, run_dir: str, now: float | None = None) -> Ru
         read = runfiles.parse_status(transport.read(path, 0, runfiles.MAX_STATUS_BYTES + 1))
     pid = read.get("pid")
     alive = None
-    if read.get("state") == "running" and isinstance(pid, int) and not isinstance(pid, bool):
+    if isinstance(pid, int) and not isinstance(pid, bool):
         alive = transport.pid_alive(pid)
     log = transport.stat(posixpath.join(run_dir, runfiles.LOG_FILE))
     # One look cannot see growth; the log's mtime says when it last grew.

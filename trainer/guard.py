@@ -235,8 +235,8 @@ class Guard:
                 idle_for = time.monotonic() - last_busy
                 if idle_for >= (cfg.idle_minutes or 0) * 60:
                     gpus = "no GPU busy" if util is not None else "no training process"
-                    return "idle", (f"idle for {runfiles._dur(idle_for)} ({gpus}, no log "
-                                    f"growth; run {verdict})")
+                    return "idle", (f"idle for {runfiles.format_duration(idle_for)} ({gpus}, "
+                                    f"no log growth; run {verdict})")
             last_size = size
             if self._sleep(cfg.poll):
                 return None
@@ -256,8 +256,9 @@ class Guard:
         answer = self.safety()
         if answer.get("safe") or trigger == "max-hours":
             return answer
-        self.decide("waiting-for-push", f"waiting up to {runfiles._dur(cfg.push_wait)} for "
-                                        f"the final push: {answer.get('reason')}")
+        wait = runfiles.format_duration(cfg.push_wait)
+        self.decide("waiting-for-push", f"waiting up to {wait} for the final push: "
+                                        f"{answer.get('reason')}")
         start = time.monotonic()
         dead_since: float | None = None
         while True:

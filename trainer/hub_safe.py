@@ -65,7 +65,7 @@ def best_sha256(run_dir: Path, entries: list[dict[str, Any]]) -> str:
 
 
 def _ago(seconds: float) -> str:
-    return f"{runfiles._dur(max(0.0, seconds))} ago"
+    return f"{runfiles.format_duration(max(0.0, seconds))} ago"
 
 
 def safety(run_dir: Path, now: float | None = None) -> dict[str, Any]:

@@ -444,16 +444,18 @@ def judge_health(
     epoch = read.get("mean_epoch_seconds") or read.get("epoch_seconds")
     if not epoch or epoch <= 0:
         if age > first_epoch_stall_seconds and not log_growing:
-            return Health("stalled", f"no update for {_dur(age)} in the first epoch")
-        return Health("live", f"{label}, first epoch in progress ({_dur(age)})")
+            return Health("stalled", f"no update for {format_duration(age)} in the first epoch")
+        return Health("live", f"{label}, first epoch in progress ({format_duration(age)})")
     if age > stall_epochs * epoch + grace_seconds and not log_growing:
-        quiet = "" if log_quiet_for is None else f", log quiet for {_dur(log_quiet_for)}"
-        return Health("stalled", f"no epoch for {_dur(age)} (~{age / epoch:.0f} epochs of "
-                                 f"{_dur(epoch)}){quiet}")
+        quiet = ("" if log_quiet_for is None
+                 else f", log quiet for {format_duration(log_quiet_for)}")
+        return Health("stalled", f"no epoch for {format_duration(age)} (~{age / epoch:.0f} "
+                                 f"epochs of {format_duration(epoch)}){quiet}")
     if age > slow_factor * epoch + grace_seconds:
-        return Health("slow", f"epoch overdue: last update {_dur(age)} ago, an epoch "
-                              f"takes ~{_dur(epoch)}")
-    return Health("live", f"updated {_dur(age)} ago, an epoch takes ~{_dur(epoch)}")
+        return Health("slow", f"epoch overdue: last update {format_duration(age)} ago, an epoch "
+                              f"takes ~{format_duration(epoch)}")
+    return Health("live", f"updated {format_duration(age)} ago, an epoch takes "
+                          f"~{format_duration(epoch)}")
 
 
 def _ending_reason(read: StatusRead) -> str:
@@ -469,7 +471,8 @@ def _ending_reason(read: StatusRead) -> str:
     return str(state)
 
 
-def _dur(seconds: float) -> str:
+def format_duration(seconds: float) -> str:
+    """A short duration for people: ``45s``, ``12m03s``, ``3h07m``."""
     seconds = int(round(seconds))
     if seconds < 120:
         return f"{seconds}s"

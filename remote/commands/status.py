@@ -5,13 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
+from remote.guard import read_guard
+from remote.local import LocalTransport
+from remote.runs import read_run
 from remote.target import Target, add_connection_options, open_transport, parse_target
 from remote.text import clean_text
-from remote.transport import TransportError
+from remote.transport import Transport, TransportError
 from trainer import runfiles
 
 
@@ -32,19 +34,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def local_summary(run_dir: Path, now: float | None = None) -> dict[str, Any]:
-    """Read and judge a run directory on this machine; the ``--json`` object."""
-    read = runfiles.read_status(run_dir)
-    now = time.time() if now is None else now
-    pid = read.get("pid")
-    alive = runfiles.local_pid_alive(pid) if isinstance(pid, int) else None
-    log = run_dir / runfiles.LOG_FILE
-    history = [(now, log.stat().st_size)] if log.exists() else []
-    health = runfiles.judge_health(
-        read, now=now, pid_alive=runfiles.local_pid_alive, log_history=history
-    )
-    summary = runfiles.status_summary(read, health, alive)
-    summary["run_dir"] = str(run_dir)
+def summarise(transport: Transport, run_dir: str) -> dict[str, Any]:
+    """Read and judge a run on ``transport``'s machine; the ``--json`` object, with the
+    guard's state (``None`` when no guard was ever armed for the run)."""
+    summary = read_run(transport, run_dir).summary()
+    guard = read_guard(transport, run_dir)
+    summary["guard"] = None if guard is None else {**guard.to_dict(), "summary": guard.summary()}
     return summary
 
 
@@ -56,7 +51,7 @@ def format_summary(s: dict[str, Any]) -> str:
         pct = f"  ({100 * s['progress']:.0f}%)" if s["progress"] is not None else ""
         rows.append(("epoch", f"{s['epoch'] or 0}/{s['total_epochs']}{pct}"))
     if s["eta_seconds"] and s["state"] == "running":
-        rows.append(("eta", runfiles._dur(s["eta_seconds"])))
+        rows.append(("eta", runfiles.format_duration(s["eta_seconds"])))
     if s["best_metric"] is not None:
         rows.append(("best", f"{s['best_metric_name'] or 'metric'} {s['best_metric']:.4g} "
                              f"at epoch {s['best_epoch']}"))
@@ -67,16 +62,16 @@ def format_summary(s: dict[str, Any]) -> str:
         rows.append(("pid", f"{s['pid']} ({alive})"))
     if isinstance(s["error"], dict):
         rows.append(("error", f"{s['error'].get('type')}: {s['error'].get('message')}"))
+    if s.get("guard"):
+        rows.append(("guard", s["guard"]["summary"]))
     return "\n".join(f"{k:<6} {clean_text(str(v))}" for k, v in rows)
 
 
 def remote_summary(args: argparse.Namespace, target: Target) -> dict[str, Any]:
     """Read and judge a run on a box over SSH (``HOST:RUN_DIR``)."""
-    from remote.runs import read_run
-
     transport = open_transport(target, args)
     try:
-        summary = read_run(transport, target.path).summary()
+        summary = summarise(transport, target.path)
     finally:
         transport.close()
     summary["run_dir"] = target.label
@@ -101,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     if not run_dir.is_dir():
         print(f"gpurent status: {clean_text(str(run_dir))} is not a directory", file=sys.stderr)
         return 2
-    return _print(args, local_summary(run_dir))
+    return _print(args, summarise(LocalTransport(), str(run_dir)))
 
 
 def _print(args: argparse.Namespace, summary: dict[str, Any]) -> int:
