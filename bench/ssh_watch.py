@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -243,6 +244,7 @@ def bench_pull(box, megabytes: int) -> dict:
             pull_weights(transport, str(weights.parent), out / "pulled")
             timings["pull_weights"] = time.monotonic() - t0
         big.unlink()
+        shutil.rmtree(out, ignore_errors=True)
         return {"bytes": size, "seconds": timings,
                 "mb_per_s": {k: size / v / 1e6 for k, v in timings.items()},
                 "download_vs_scp": timings["scp"] / timings["download"]}
@@ -258,12 +260,16 @@ def main() -> int:
     p.add_argument("--pull-mb", type=int, default=1024)
     p.add_argument("--delay", type=float, default=0.040, help="one-way delay, s")
     args = p.parse_args()
-    os.environ.setdefault("GPURENT_DATA_DIR", tempfile.mkdtemp(prefix="gpurent-bench-data-"))
-    with netbox_session(args.delay) as box:
-        result = {"one_way_delay_s": args.delay, "watch": bench_watch(box, args.changes,
-                                                                      args.idle)}
-        if args.pull_mb:
-            result["pull"] = bench_pull(box, args.pull_mb)
+    data_dir = tempfile.mkdtemp(prefix="gpurent-bench-data-")
+    os.environ["GPURENT_DATA_DIR"] = data_dir  # keep the real pull ledger clean
+    try:
+        with netbox_session(args.delay) as box:
+            result = {"one_way_delay_s": args.delay, "watch": bench_watch(box, args.changes,
+                                                                          args.idle)}
+            if args.pull_mb:
+                result["pull"] = bench_pull(box, args.pull_mb)
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
     print(json.dumps(result, indent=2))
     return 0
 

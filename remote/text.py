@@ -14,6 +14,9 @@ _ESCAPES = re.compile(
     r"|\x9b[0-?]*[ -/]*[@-~]"  # 8-bit CSI
 )
 _CONTROLS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+# Every escape sequence starts with a control character, so text without one other than
+# newline is already clean: one fast scan instead of the substitutions (log floods).
+_CONTROLS_BUT_NEWLINE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def clean_text(text: str | bytes, *, keep_newlines: bool = False) -> str:
@@ -22,6 +25,8 @@ def clean_text(text: str | bytes, *, keep_newlines: bool = False) -> str:
     Invalid UTF-8 becomes U+FFFD. Tabs are kept; newlines are kept only when asked."""
     if isinstance(text, bytes):
         text = text.decode("utf-8", errors="replace")
+    if not _CONTROLS_BUT_NEWLINE.search(text):
+        return text if keep_newlines else text.replace("\n", "")
     text = _ESCAPES.sub("", text)
     if keep_newlines:
         return "\n".join(_CONTROLS.sub("", part) for part in text.split("\n"))

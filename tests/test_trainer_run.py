@@ -44,6 +44,7 @@ def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     import torch
 
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # the engine then keeps torch's setting
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     yield tmp_path

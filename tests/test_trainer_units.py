@@ -16,6 +16,7 @@ from trainer.device import (
     DeviceError,
     Precision,
     choose_precision,
+    cpu_threads,
     memory_format,
     parse_device,
     probe,
@@ -48,6 +49,14 @@ def test_precision_is_bf16_where_supported_else_fp16_with_a_scaler() -> None:
 def test_channels_last_on_cuda_only() -> None:
     assert memory_format(GPU_BF16) == torch.channels_last
     assert memory_format(CPU) == torch.contiguous_format
+
+
+def test_cpu_training_threads_leave_cores_to_the_loader() -> None:
+    assert cpu_threads(2, 0, {}) == 2
+    assert cpu_threads(2, 1, {}) == 1
+    assert cpu_threads(16, 8, {}) == 8
+    assert cpu_threads(2, 8, {}) == 1
+    assert cpu_threads(2, 0, {"OMP_NUM_THREADS": "1"}) is None
 
 
 @pytest.mark.parametrize(("text", "parsed"), [

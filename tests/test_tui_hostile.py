@@ -4,7 +4,6 @@ it never crashes the app, never acts as markup and never reaches the terminal ra
 from __future__ import annotations
 
 import pytest
-from textual.widgets import Static
 
 from remote.events import GpuEvent, GpuSample, LogEvent
 from remote.local import LocalTransport
@@ -16,6 +15,7 @@ from tui.widgets.box import BoxView
 from tui.widgets.gpu import GpuPane
 from tui.widgets.logpane import LogFeed
 from tui.widgets.runs import RunsList
+from tui.widgets.textline import TextLine
 
 pytestmark = pytest.mark.anyio
 
@@ -81,7 +81,7 @@ async def test_hostile_text_is_inert_everywhere(run_factory):
             ln for ln in lines if "[@click" in ln)]
         screen = app.export_screenshot()
         assert "\x1b" not in screen and "\x07" not in screen
-        ident = box.header.query_one("#ident", Static).content.plain
+        ident = box.header.query_one("#ident", TextLine).text.plain
         assert "run [@click=app.quit]run[bold]" in ident and "[@click=app.quit]x[/]" in ident
         assert "\x1b" not in ident
         runs = box.query_one(RunsList)

@@ -123,6 +123,17 @@ def memory_format(caps: DeviceCaps) -> torch.memory_format:
     return torch.channels_last if caps.is_cuda else torch.contiguous_format
 
 
+def cpu_threads(cpu_count: int, workers: int, env: dict[str, str]) -> int | None:
+    """Intra-op threads for training on the CPU: the cores the loader workers leave free
+    (at least one), or ``None`` to keep torch's choice when ``OMP_NUM_THREADS`` is set.
+
+    On a shared or busy machine, more OpenMP threads than free cores spin at every barrier
+    while one of them waits for a core: a step then takes many times longer."""
+    if env.get("OMP_NUM_THREADS"):
+        return None
+    return max(1, cpu_count - workers)
+
+
 def configure_backends(caps: DeviceCaps) -> None:
     """Let cuDNN pick the fastest kernels (input sizes are fixed) and allow TF32."""
     if caps.is_cuda:

@@ -36,6 +36,7 @@ from trainer.device import (
     Precision,
     choose_precision,
     configure_backends,
+    cpu_threads,
     host_info,
     memory_format,
     to_device,
@@ -113,6 +114,25 @@ def warmup_iterations(batches_per_epoch: int, epochs: int) -> int:
     return max(1, min(max(WARMUP_EPOCHS * batches_per_epoch, 100), total // 3))
 
 
+def train_step(model: Detector, ema: ModelEMA, optimizer: torch.optim.Optimizer,
+               scaler: torch.amp.GradScaler, precision: Precision, images: torch.Tensor,
+               targets: torch.Tensor, points: torch.Tensor,
+               strides: torch.Tensor) -> torch.Tensor:
+    """One optimisation step on a batch already on the device; returns the detached loss
+    parts (no host sync, so the GPU can run ahead)."""
+    with precision.autocast():
+        logits, raw = model(images)
+    loss, parts = detection_loss(logits, raw, targets, points, strides)
+    scaler.scale(loss).backward()
+    scaler.unscale_(optimizer)
+    nn.utils.clip_grad_norm_(model.parameters(), GRAD_CLIP)
+    scaler.step(optimizer)
+    scaler.update()
+    optimizer.zero_grad(set_to_none=True)
+    ema.update(model)
+    return parts
+
+
 @torch.no_grad()
 def validate(model: Detector, loader: Any, caps: DeviceCaps, precision: Precision,
              fmt: torch.memory_format, imgsz: int, nc: int) -> dict[str, float]:
@@ -157,16 +177,14 @@ def run(plan: Plan) -> int:
                  BEST_METRIC, best_metric, best_epoch,
                  f"; dropped {dropped} metrics rows written after that checkpoint"
                  if dropped else "")
-    uploader = None
-    if plan.uploader_factory is not None:
-        uploader = plan.uploader_factory(run_dir, args.hub, args.hub_period, log)
+    uploader = None  # created in the try block below, so that its failure fails the run
     report = RunReport(writer, {
         "pid": os.getpid(), "model_family": FAMILY, "model_size": plan.size, "task": "detect",
         "save_dir": str(run_dir.resolve()), "total_epochs": args.epochs,
         "start_epoch": start_epoch, "host": host_info(caps), "batch": args.batch,
         "imgsz": imgsz, "world_size": 1, "best_metric": best_metric,
         "best_metric_name": BEST_METRIC, "best_epoch": best_epoch,
-    }, log, hub_state=uploader.state if uploader is not None else lambda: None)
+    }, log, hub_state=lambda: uploader.state() if uploader is not None else None)
     report.status(state="running", completed_epochs=start_epoch - 1, current_epoch=None)
     weights = writer.weights_dir
 
@@ -185,13 +203,22 @@ def run(plan: Plan) -> int:
     meta = model_meta(plan.size, nc, names, imgsz)
     model: nn.Module | None = None
     checkpoint_seconds = 0.0
+    previous_threads: int | None = None
     stop.install()
     try:
+        if plan.uploader_factory is not None:
+            uploader = plan.uploader_factory(run_dir, args.hub, args.hub_period, log)
         # ------------------------------------------------------------- the model
         random.seed(args.seed)
         np.random.seed(args.seed)
         torch.manual_seed(args.seed)
         configure_backends(caps)
+        workers = min(args.workers, os.cpu_count() or 1)
+        threads = None if caps.is_cuda else cpu_threads(os.cpu_count() or 1, workers,
+                                                        dict(os.environ))
+        if threads is not None:
+            previous_threads = torch.get_num_threads()
+            torch.set_num_threads(threads)
         fmt = memory_format(caps)
         model = build_model(plan.size, nc, imgsz)
         if ckpt is not None:
@@ -215,7 +242,6 @@ def run(plan: Plan) -> int:
             restore_rng(saved["rng"], caps.index if caps.is_cuda else None)
 
         # ------------------------------------------------------------- the data
-        workers = min(args.workers, os.cpu_count() or 1)
         train_loader, train_sampler = make_loader(
             plan.train_set, batch=args.batch, workers=workers, shuffle=True,
             pin_memory=caps.is_cuda, seed=args.seed)
@@ -227,9 +253,9 @@ def run(plan: Plan) -> int:
         log.info("run %s: %s-%s (%.2fM parameters), %d classes, %d train / %d val images",
                  run_dir, FAMILY, plan.size, parameter_count(model) / 1e6, nc,
                  len(plan.train_set), len(plan.val_set))
-        log.info("device %s (%s), %s, batch %d, imgsz %d, workers %d, epochs %d-%d",
-                 device, ", ".join(caps.names) or "no GPU", precision.label, args.batch,
-                 imgsz, workers, start_epoch, args.epochs)
+        log.info("device %s (%s), %s, batch %d, imgsz %d, workers %d, %d CPU threads, "
+                 "epochs %d-%d", device, ", ".join(caps.names) or "no GPU", precision.label,
+                 args.batch, imgsz, workers, torch.get_num_threads(), start_epoch, args.epochs)
 
         def save(name: str, epoch: int, *, with_state: bool, partial_step: int = 0) -> None:
             nonlocal checkpoint_seconds
@@ -264,17 +290,8 @@ def run(plan: Plan) -> int:
                         group["lr"] = (group["initial_lr"] * lr_factor(epoch - 1)
                                        * (iteration + 1) / warmup)
                 images, targets = to_device(images, targets, caps, fmt)
-                with precision.autocast():
-                    logits, raw = model(images)
-                loss, parts = detection_loss(logits, raw, targets, points, strides)
-                scaler.scale(loss).backward()
-                scaler.unscale_(optimizer)
-                nn.utils.clip_grad_norm_(model.parameters(), GRAD_CLIP)
-                scaler.step(optimizer)
-                scaler.update()
-                optimizer.zero_grad(set_to_none=True)
-                ema.update(model)
-                loss_sums += parts
+                loss_sums += train_step(model, ema, optimizer, scaler, precision, images,
+                                        targets, points, strides)
                 steps += 1
                 if time.monotonic() - last_progress > PROGRESS_LOG_SECONDS:
                     last_progress = time.monotonic()
@@ -384,6 +401,8 @@ def run(plan: Plan) -> int:
             log.error("final Hub push failed: %s", one_line(exc))
         report.status()
     stop.restore()
+    if previous_threads is not None:
+        torch.set_num_threads(previous_threads)  # for callers in the same process
     close_log(log)
     return exit_code
 

@@ -226,6 +226,18 @@ class BoxControls:
         return LaunchSpec(engine=request.engine, project=self.project,
                                  name=request.name, args=args)
 
+    @work(thread=True, exclusive=True, exit_on_error=False, group="preflight")
+    def check_box(self) -> None:
+        """Preflight the box once connected; failed checks are notified at once."""
+        transport = self.need_transport()
+        report = box_json(transport, ["preflight", "--project", self.project])
+        self.preflight = report
+        if not report.get("ok"):
+            failed = ", ".join(str(name) for name in report.get("failed") or []) or "?"
+            self.app.call_from_thread(self.app.notify, f"preflight found problems: {failed} "
+                                      "(l shows the details)", title=self.spec.title,
+                                      severity="warning", timeout=10)
+
     @work(thread=True, exclusive=True, exit_on_error=False, group="checks")
     def run_checks(self, data: str) -> None:
         """Preflight (once per connection) and the dataset doctor, shown in the form."""

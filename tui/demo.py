@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 #: The demo run's arguments (``key=value``, as ``trainer train`` takes them).
-DEMO_ARGS = {"model": "n", "epochs": "30", "imgsz": "128", "batch": "16", "device": "cpu"}
+DEMO_ARGS = {"model": "n", "epochs": "30", "imgsz": "128", "batch": "16", "workers": "2"}
 
 
 def demo_root() -> Path:

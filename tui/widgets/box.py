@@ -220,10 +220,11 @@ class BoxView(BoxControls, Vertical):
             return transport
         from remote.bootstrap import bootstrap
 
-        progress("bootstrapping the box (python, trainer upload, preflight)")
-        result = bootstrap(transport, progress=progress)
+        progress("bootstrapping the box (python, trainer upload)")
+        # Preflight (torch, a CUDA kernel) takes seconds: it runs after the first status
+        # is on screen (``check_box``), not before.
+        result = bootstrap(transport, progress=progress, preflight=False)
         self.trainer_prefix = transport.trainer_prefix
-        self.preflight = result.preflight
         if notes is not None:
             notes.extend(result.notes)
         return transport
@@ -283,6 +284,8 @@ class BoxView(BoxControls, Vertical):
             self.watch_run(chosen)
         self.refresh_safety()
         self.refresh_instance()
+        if self.preflight is None and self.spec.kind == "ssh":
+            self.check_box()
 
     @work(thread=True, exit_on_error=False, group="close")
     def close_transport(self, transport: Transport) -> None:
@@ -365,10 +368,11 @@ class BoxView(BoxControls, Vertical):
         watcher.stop(timeout=5.0)
 
     def shutdown(self) -> None:
-        """Stop watching and close the connection (blocking; used when the app exits)."""
+        """Stop watching and close the connection when the app exits. The watcher is
+        told to stop but not waited for: its thread may be handing this UI an event."""
         watcher, self.watcher = self.watcher, None
         if watcher is not None:
-            watcher.stop(timeout=2.0)
+            watcher.stop(timeout=0)
         if self.transport is not None:
             self.transport.close()
 

@@ -12,6 +12,7 @@ from textual.widgets import ProgressBar, Static
 from remote.events import StatusEvent
 from trainer.runfiles import parse_iso
 from tui.fmt import duration, money, number, safe
+from tui.widgets.textline import TextLine
 
 #: Health verdict -> (badge label, style).
 HEALTH_STYLES = {
@@ -56,12 +57,12 @@ class RunHeader(Vertical):
 
     def compose(self) -> ComposeResult:
         """Three rows: identity, progress, money."""
-        yield Static(id="ident")
+        yield TextLine(id="ident")
         with Horizontal():
             yield Static("epoch -/-", id="epoch")
             yield ProgressBar(total=100, show_eta=False, id="progress")
-            yield Static(id="times")
-        yield Static(self._money, id="money")
+            yield TextLine(id="times")
+        yield TextLine(self._money, id="money")
 
     def on_mount(self) -> None:
         """Draw what is known so far."""
@@ -92,7 +93,7 @@ class RunHeader(Vertical):
         """The money line (spent, $/h, projected), built by the box view."""
         self._money = text
         if self.is_mounted:
-            self.query_one("#money", Static).update(text)
+            self.query_one("#money", TextLine).update(text)
 
     def tick(self) -> None:
         """Redraw the times (elapsed grows while a run is live)."""
@@ -134,7 +135,7 @@ class RunHeader(Vertical):
             ident.append_text(health_badge(ev.health.verdict))
             ident.append(" ")
             ident.append_text(safe(ev.health.reason, 120, "dim"))
-        self.query_one("#ident", Static).update(ident)
+        self.query_one("#ident", TextLine).update(ident)
         self._draw_progress()
 
     def _draw_progress(self) -> None:
@@ -142,8 +143,9 @@ class RunHeader(Vertical):
         st = ev.status if ev is not None else None
         done = st.get("completed_epochs") if st else None
         total = st.get("total_epochs") if st else None
-        self.query_one("#epoch", Static).update(
-            Text(f"epoch {done if done is not None else '-'}/{total or '-'}"))
+        epoch = f"epoch {done if done is not None else '-'}/{total or '-'}"
+        if str(self.query_one("#epoch", Static).content) != epoch:
+            self.query_one("#epoch", Static).update(Text(epoch))
         bar = self.query_one("#progress", ProgressBar)
         progress = st.get("progress") if st else None
         if progress is None and done is not None and total:
@@ -160,7 +162,7 @@ class RunHeader(Vertical):
             times.append(f" {number(st.get('best_metric'))}", style="bold")
             if st.get("best_epoch") is not None:
                 times.append(f" @{st.get('best_epoch')}")
-        self.query_one("#times", Static).update(times)
+        self.query_one("#times", TextLine).update(times)
 
 
 def money_line(price: float | None, spent: float | None, projected: float | None,

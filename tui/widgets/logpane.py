@@ -17,11 +17,12 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.message import Message
-from textual.widgets import Input, Log, Static
+from textual.widgets import Input, Log
 
 from remote.events import LogEvent
 from remote.text import clean_text
 from tui.fmt import safe
+from tui.widgets.textline import TextLine
 
 #: Lines kept in the pane (and in the unfiltered copy used to re-filter).
 MAX_LINES = 5000
@@ -136,7 +137,7 @@ class LogPane(Vertical):
         log = Log(highlight=True, max_lines=self.max_lines, id="log")
         log.highlighter = self.highlighter
         yield log
-        yield Static(id="log-status")
+        yield TextLine(id="log-status")
         yield Input(id="log-input")
 
     def on_mount(self) -> None:
@@ -275,4 +276,4 @@ class LogPane(Vertical):
             status.append("  filter: ")
             status.append_text(safe(self.filter_text, 40, "bold"))
         status.append("   f follow · / search · n/N next · & filter", style="dim")
-        self.query_one("#log-status", Static).update(status)
+        self.query_one("#log-status", TextLine).update(status)
