@@ -40,7 +40,9 @@ from trainer import runfiles
 log = logging.getLogger(__name__)
 
 BACKOFF_FIRST = 0.5
-BACKOFF_MAX = 5.0
+#: Kept short so that the watcher is back within a few seconds of a long outage's end
+#: (an attempt that times out during the outage is followed by at most this wait).
+BACKOFF_MAX = 2.0
 #: Largest read of a file per poll in the polling fallback.
 POLL_READ_BYTES = 1 << 20
 #: How often the polling fallback asks whether the status pid is alive.
