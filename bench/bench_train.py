@@ -32,7 +32,8 @@ LIMIT_SECONDS = 600.0
 
 
 def reference_seconds(steps: int = 10) -> float:
-    """Seconds for ``steps`` forward+backward passes of gpdet-n on a 16 x 128 px batch."""
+    """Seconds for ``steps`` forward+backward passes of gpdet-n on a 16 x 128 px batch,
+    on one thread (what the benchmark's training uses with workers=1 on 2 cores)."""
     code = (
         "import time, torch\n"
         "from trainer.model import build_model\n"
@@ -43,8 +44,9 @@ def reference_seconds(steps: int = 10) -> float:
         f"for _ in range({steps}): sum(t.sum() for t in m(x)).backward()\n"
         "print(time.perf_counter() - t0)\n"
     )
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}  # as training
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                         text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
+                         text=True, env=env, check=True)
     return float(out.stdout.strip())
 
 

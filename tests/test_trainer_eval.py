@@ -109,9 +109,10 @@ def test_perfect_predictions_score_one_and_no_truth_scores_zero() -> None:
 def naive_nms(boxes: torch.Tensor, scores: torch.Tensor, threshold: float) -> list[int]:
     """Textbook greedy NMS, one box at a time."""
     order = scores.argsort(descending=True).tolist()
+    iou = box_iou(boxes, boxes).tolist()
     keep: list[int] = []
     for i in order:
-        if all(box_iou(boxes[i:i + 1], boxes[j:j + 1]).item() <= threshold for j in keep):
+        if all(iou[i][j] <= threshold for j in keep):
             keep.append(i)
     return keep
 

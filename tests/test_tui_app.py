@@ -394,3 +394,30 @@ async def test_several_boxes_as_tabs(run_factory, tmp_path):
         app.query_one("TabbedContent").active = "box-1"
         await pilot.pause(0.1)
         assert app.box is boxes[1] and app.box.run_dir.endswith("exp9")
+
+
+async def test_unreachable_box_reports_without_freezing(tmp_path):
+    from tests.fixtures.sshd import free_port
+
+    app = GpurentApp([BoxSpec("ssh", "nobody@127.0.0.1", port=free_port(),
+                              project=str(tmp_path))])
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: any("cannot connect" in n.title
+                                       for n in app._notifications), timeout=30)
+        badge = app.query_one("ConnectionBadge")
+        assert badge.state == "error"
+        await pilot.press("question_mark")  # still answering keys
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen))
+
+
+async def test_every_key_is_in_the_command_palette(run_factory):
+    from tui.app import KEYS
+
+    run = run_factory("exp1", done=1, total=3, state="completed")
+    app = local_app(run.parent)
+    async with app.run_test(size=SIZE) as pilot:
+        await connected(app, pilot)
+        commands = {cmd.title: cmd for cmd in app.get_system_commands(app.screen)}
+        assert {label.capitalize() for _, _, label, _ in KEYS} <= set(commands)
+        app.call_next(commands["Help"].callback)  # as the palette runs an entry
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen))

@@ -22,9 +22,9 @@ from tui.widgets.metrics import MetricsPane
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 
-def ssh_spec(sshd, project: str) -> BoxSpec:
+def ssh_spec(sshd, project: str, known_hosts: str) -> BoxSpec:
     """The fixture's server as ``gpurent-tui user@127.0.0.1 -p PORT`` would open it."""
-    options = (("known_hosts", sshd.known_hosts), ("identity_files", (sshd.key_path,)),
+    options = (("known_hosts", known_hosts), ("identity_files", (sshd.key_path,)),
                ("allow_agent", False), ("ssh_config", sshd.ssh_config))
     return BoxSpec("ssh", f"{sshd.user}@{sshd.host}", port=sshd.port, project=project,
                    price=1.25, ssh_options=options)
@@ -32,9 +32,16 @@ def ssh_spec(sshd, project: str) -> BoxSpec:
 
 async def test_launch_watch_and_stop_over_ssh(sshd, shapes_data: Path, tmp_path):
     project = str(tmp_path / "box-runs")
-    app = GpurentApp([ssh_spec(sshd, project)])
+    known_hosts = tmp_path / "known_hosts"  # empty: the host key is unknown
+    known_hosts.touch()
+    app = GpurentApp([ssh_spec(sshd, project, str(known_hosts))])
     async with app.run_test(size=(150, 46)) as pilot:
         box = app.query_one(BoxView)
+        # The host-key question comes from the connect worker as a modal.
+        await until(pilot, lambda: isinstance(app.screen, ConfirmDialog)
+                    and app.focused is not None, timeout=60)
+        assert "SHA256:" in app.screen.body.plain and app.focused.id == "cancel"
+        await pilot.click("#confirm")
         await until(pilot, lambda: box.transport is not None, timeout=120)
         assert box.trainer_prefix and "PYTHONPATH=" in box.trainer_prefix
         await pilot.press("l")

@@ -91,3 +91,16 @@ async def test_hostile_text_is_inert_everywhere(run_factory):
         await pilot.click("#log", offset=(2, 0))
         await pilot.pause(0.1)
         assert app.is_running
+
+
+@pytest.mark.parametrize("raw, one_line, lines", [
+    ("plain\ttext\nnext", "plain\ttextnext", "plain\ttext\nnext"),  # fast path
+    ("a\x1b]0;t\x07b\nc\x1b[2Jd", "abcd", "ab\ncd"),
+    ("x\x9b31my\r\n\x00z", "xyz", "xy\nz"),
+    (b"bad \xff utf8\n", "bad \ufffd utf8", "bad \ufffd utf8\n"),
+])
+def test_clean_text_fast_and_slow_paths_agree(raw, one_line, lines):
+    from remote.text import clean_text
+
+    assert clean_text(raw) == one_line
+    assert clean_text(raw, keep_newlines=True) == lines

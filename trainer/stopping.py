@@ -7,6 +7,7 @@ import contextlib
 import logging
 import os
 import signal
+import threading
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
@@ -53,7 +54,10 @@ class GracefulStop:
         os._exit(128 + signum)
 
     def install(self) -> None:
-        """Install the handlers (from the main thread)."""
+        """Install the handlers. Python delivers signals to the main thread only, so from
+        another thread (an embedding program's) this does nothing."""
+        if threading.current_thread() is not threading.main_thread():
+            return
         for sig in STOP_SIGNALS:
             self._previous[sig] = signal.signal(sig, self._handle)
 

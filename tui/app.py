@@ -15,6 +15,7 @@ from textual.worker import Worker, WorkerState
 
 from remote.guard import GuardError
 from remote.providers import ProviderError
+from remote.teardown import GateRefused
 from remote.text import clean_text
 from remote.transport import TransportError
 from tui.controls import ActionRefused
@@ -187,9 +188,11 @@ class GpurentApp(App[int]):
         if event.state != WorkerState.ERROR:
             return
         error = event.worker.error
-        title = event.worker.name or "error"
+        title = (event.worker.name or "error").replace("_", " ")
         if isinstance(error, ActionRefused):
             self.notify(str(error), title=title, severity="warning")
+        elif isinstance(error, GateRefused):
+            self.alert(str(error), title=title)
         elif isinstance(error, TransportError | ValueError | OSError | TimeoutError):
             self.notify(" ".join(str(error).split()) or type(error).__name__, title=title,
                         severity="error", timeout=10)

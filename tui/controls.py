@@ -22,6 +22,7 @@ from remote.providers import provider_for, resolve_api_key
 from remote.pull import pull_weights
 from remote.push import push_from_box
 from remote.safety import weights_safety
+from remote.teardown import run_safety, teardown, warning_for
 from remote.transport import Transport
 from tui.dialogs.confirm import ConfirmDialog
 from tui.dialogs.destroy import DestroyDialog
@@ -390,27 +391,36 @@ class BoxControls:
     def _ask_instance(self, what: str, provider: Any, instance: Any, safety: Any) -> None:
         self.instance = instance
         detail = instance_costs(self.costs(), what)
+        detail.append("\n")
+        detail.append_text(safe(warning_for(what, provider, instance), 400, "dim"))
         if what == "stop":
-            if not getattr(provider, "can_stop", True):
-                self.app.notify(f"{self.spec.provider} cannot stop an instance, only "
-                                "destroy it", severity="warning")
+            if not provider.can_stop:
+                self.app.notify(warning_for("stop", provider, instance), severity="warning")
                 return
             self.app.push_screen(ConfirmDialog("Stop instance", detail, "Stop instance"),
                                  lambda yes: self.instance_call("stop") if yes else None)
             return
         weights_safe = bool(safety is not None and safety.safe)
         dialog = DestroyDialog(str(self.spec.instance), weights_safe, detail)
-        self.app.push_screen(dialog, lambda yes: self.instance_call("destroy") if yes else None)
+        self.app.push_screen(
+            dialog, lambda answer: self.instance_call("destroy", *answer) if answer else None)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="instance-call")
-    def instance_call(self, what: str) -> None:
-        """``provider.stop`` or ``provider.destroy`` for the instance."""
+    def instance_call(self, what: str, override: bool = False, typed_id: str = "") -> None:
+        """Stop or destroy through ``remote.teardown``'s gate (a destroy re-checks the
+        weights on the box), then confirm by polling the provider."""
         provider = self.provider()
-        getattr(provider, what)(self.spec.instance)
-        done = "stopped" if what == "stop" else "destroyed"
-        self.app.call_from_thread(self.app.notify, f"instance {self.spec.instance} {done}",
-                                  title=self.spec.title)
+        safety = None
+        if self.transport is not None and self.run_dir is not None:
+            safety = run_safety(self.transport, self.run_dir)
+        outcome = teardown(provider, str(self.spec.instance), what, safety=safety,
+                           override=override, typed_id=typed_id, interval=1.0)
+        self.app.call_from_thread(self.app.notify, outcome.message or
+                                  f"instance {self.spec.instance}: {outcome.state}",
+                                  title=self.spec.title,
+                                  severity="error" if outcome.alarm else "information")
         self.refresh_instance()
+
 
     # ------------------------------------------------------------------ profile, guard
 

@@ -11,11 +11,10 @@ from tui.dialogs.base import Dialog
 from tui.fmt import safe
 
 
-class DestroyDialog(Dialog[bool]):
+class DestroyDialog(Dialog[tuple[bool, str] | None]):
     """Destroying deletes the disk and everything on it. The Destroy button is enabled
-    only when the typed id matches and the weights are safe (or the override is ticked)."""
-
-    cancel_value = False
+    only when the typed id matches and the weights are safe (or the override is ticked).
+    Dismisses ``(override, typed id)`` for ``remote.teardown``'s gate, or ``None``."""
 
     def __init__(self, instance_id: str, weights_safe: bool, detail: Text) -> None:
         super().__init__("Destroy instance")
@@ -62,9 +61,14 @@ class DestroyDialog(Dialog[bool]):
         """Enter in the id box destroys only when allowed."""
         event.stop()
         if self.allowed():
-            self.dismiss(True)
+            self.dismiss(self.answer())
+
+    def answer(self) -> tuple[bool, str]:
+        """What the gate needs: the override and the typed id."""
+        override = not self.weights_safe and self.query_one("#override", Checkbox).value
+        return override, self.query_one("#typed", Input).value.strip()
 
     def button_pressed(self, button_id: str) -> None:
         """Destroy (only reachable when enabled)."""
         if button_id == "destroy" and self.allowed():
-            self.dismiss(True)
+            self.dismiss(self.answer())

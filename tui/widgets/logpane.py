@@ -16,7 +16,6 @@ from rich.highlighter import Highlighter
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.message import Message
 from textual.widgets import Input, Log
 
 from remote.events import LogEvent
@@ -44,7 +43,6 @@ class LogFeed:
         self._carry = b""
         self._reset = False
         self.received_lines = 0
-        self.received_bytes = 0
 
     def feed(self, event: LogEvent) -> None:
         """Take one ``LogEvent`` (any thread)."""
@@ -59,7 +57,6 @@ class LogFeed:
             if end == 0 and len(data) > MAX_PARTIAL:
                 end = len(data)
             whole, self._carry = data[:end], data[end:]
-            self.received_bytes += len(event.data)
         if not whole:
             return
         text = clean_text(whole.rstrip(b"\n"), keep_newlines=True)
@@ -111,14 +108,6 @@ class LogPane(Vertical):
     LogPane Input.-open { display: block; }
     """
 
-    class Searched(Message):
-        """The search term or the filter changed."""
-
-        def __init__(self, search: str, filter_text: str) -> None:
-            super().__init__()
-            self.search = search
-            self.filter_text = filter_text
-
     def __init__(self, max_lines: int = MAX_LINES, **kwargs) -> None:
         super().__init__(**kwargs)
         self.border_title = "train.log"
@@ -130,7 +119,6 @@ class LogPane(Vertical):
         self.filter_text = ""
         self.follow = True
         self._editing: str | None = None
-        self.shown_lines = 0
 
     def compose(self) -> ComposeResult:
         """The log, a one-line status and a hidden input for search and filter."""
@@ -166,7 +154,6 @@ class LogPane(Vertical):
             lines = [ln for ln in lines if needle in ln.lower()]
         if lines:
             self.log.write_lines(lines[-self.max_lines:], scroll_end=self.follow)
-        self.shown_lines += len(lines)
         self._draw_status()
         return len(lines)
 
@@ -226,7 +213,6 @@ class LogPane(Vertical):
         if term:
             self.find(forward=False, from_end=True)
         self._draw_status()
-        self.post_message(self.Searched(self.search, self.filter_text))
 
     def set_filter(self, text: str) -> None:
         """Show only lines holding ``text`` (case-insensitive); empty shows all."""
@@ -237,7 +223,6 @@ class LogPane(Vertical):
         self.log.clear()
         self.log.write_lines(lines, scroll_end=self.follow)
         self._draw_status()
-        self.post_message(self.Searched(self.search, self.filter_text))
 
     def matches(self) -> list[int]:
         """Indices of the shown lines that hold the search term."""
