@@ -47,7 +47,7 @@ def main() -> int:
                     "--train", "128", "--val", "32", "--imgsz", "128"], env=env, check=True,
                    stdout=subprocess.DEVNULL)
     subprocess.run([sys.executable, "-m", "trainer", "train", "model=n",
-                    f"data={work / 'shapes/data.yaml'}", "imgsz=128", "batch=16", "workers=0",
+                    f"data={work / 'shapes/data.yaml'}", "imgsz=128", "batch=16", "workers=1",
                     f"epochs={opts.epochs}", f"project={work / 'runs'}", "name=r"],
                    env=env, check=True, stdout=subprocess.DEVNULL)
     run = work / "runs" / "r"

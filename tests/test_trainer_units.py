@@ -258,3 +258,17 @@ def test_trim_history_keeps_rows_up_to_the_checkpoint(tmp_path: Path) -> None:
     assert [r["epoch"] for r in rows] == [1, 2]
     csv_rows = (tmp_path / "results.csv").read_text().splitlines()
     assert [line.split(",")[0] for line in csv_rows] == ["epoch", "1", "2"]
+
+
+def test_a_loader_workers_error_becomes_one_line() -> None:
+    from trainer.data import DataError
+    from trainer.report import one_line
+
+    # What torch's DataLoader raises in the main process for an error in a worker.
+    relayed = DataError("Caught DataError in DataLoader worker process 0.\n"
+                        "Original Traceback (most recent call last):\n"
+                        '  File "x.py", line 1, in f\n'
+                        "trainer.data.DataError: cannot read image /d/a.png: bad\n")
+    assert one_line(relayed) == "cannot read image /d/a.png: bad"
+    assert one_line(ValueError("plain message")) == "plain message"
+    assert one_line(RuntimeError()) == "RuntimeError"

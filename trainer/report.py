@@ -22,6 +22,10 @@ def one_line(exc: BaseException, limit: int = 500) -> str:
     traceback in its message; its last line is the original message."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     text = lines[-1] if lines else type(exc).__name__
+    if len(lines) > 1:  # the traceback's last line repeats the type: "pkg.Error: message"
+        for prefix in (f"{type(exc).__module__}.{type(exc).__qualname__}: ",
+                       f"{type(exc).__qualname__}: "):
+            text = text.removeprefix(prefix)
     return text[:limit]
 
 

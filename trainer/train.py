@@ -266,6 +266,9 @@ def plan_run(args: TrainArgs, given: set[str]) -> Plan:
     else:
         size = parse_model_name(args.model)
     data = load_data_config(args.data)
+    if resume_ckpt is not None and resume_ckpt["model_meta"]["nc"] != data.nc:
+        raise UsageError(f"resume: the checkpoint has {resume_ckpt['model_meta']['nc']} "
+                         f"classes but {args.data} has {data.nc}")
     caps = probe(args.device)
     if caps.is_cuda and len(caps.requested) > 1:
         notes.append(f"device={args.device}: training on GPU {caps.index} only "
