@@ -13,6 +13,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState
 
+from remote.boxtools import BoxToolFailed
 from remote.guard import GuardError
 from remote.providers import ProviderError
 from remote.teardown import GateRefused
@@ -193,7 +194,8 @@ class GpurentApp(App[int]):
             self.notify(str(error), title=title, severity="warning")
         elif isinstance(error, GateRefused):
             self.alert(str(error), title=title)
-        elif isinstance(error, TransportError | ValueError | OSError | TimeoutError):
+        elif isinstance(error, TransportError | BoxToolFailed | ValueError | OSError
+                        | TimeoutError):
             self.notify(" ".join(str(error).split()) or type(error).__name__, title=title,
                         severity="error", timeout=10)
         else:

@@ -7,20 +7,19 @@ place (``GpurentApp.on_worker_state_changed``)."""
 
 from __future__ import annotations
 
-import json
 import os
-import shlex
 from typing import Any
 
 from rich.text import Text
 from textual import work
 
+from remote import boxtools
 from remote.control import stop_run
 from remote.guard import arm_guard, disarm_guard, read_guard
 from remote.launch import LaunchSpec, build_command, launch
 from remote.providers import provider_for, resolve_api_key
 from remote.pull import pull_weights
-from remote.push import push_from_box
+from remote.push import laptop_token, push_from_box
 from remote.safety import weights_safety
 from remote.teardown import run_safety, teardown, warning_for
 from remote.transport import Transport
@@ -36,21 +35,6 @@ from tui.widgets.badges import WeightsBadge
 
 class ActionRefused(Exception):
     """An action cannot run now; the message says why in one line."""
-
-
-def box_json(transport: Transport, words: list[str], timeout: float = 120.0) -> dict[str, Any]:
-    """Run ``python3 -m trainer WORDS --json`` on the box and parse its report."""
-    command = f"{transport.trainer_prefix} -m trainer {shlex.join(words)} --json"
-    result = transport.run(command, timeout=timeout)
-    try:
-        value = json.loads(result.stdout.decode("utf-8", errors="replace"))
-    except ValueError:
-        tail = result.stderr.decode("utf-8", errors="replace").strip().splitlines()
-        raise ActionRefused(f"trainer {words[0]} failed: "
-                            f"{tail[-1] if tail else 'no JSON output'}") from None
-    if not isinstance(value, dict):
-        raise ActionRefused(f"trainer {words[0]} printed no report")
-    return value
 
 
 def findings_text(title: str, report: dict[str, Any] | None) -> Text:
@@ -231,7 +215,7 @@ class BoxControls:
     def check_box(self) -> None:
         """Preflight the box once connected; failed checks are notified at once."""
         transport = self.need_transport()
-        report = box_json(transport, ["preflight", "--project", self.project])
+        report = boxtools.preflight(transport, self.project)
         self.preflight = report
         if not report.get("ok"):
             failed = ", ".join(str(name) for name in report.get("failed") or []) or "?"
@@ -244,11 +228,10 @@ class BoxControls:
         """Preflight (once per connection) and the dataset doctor, shown in the form."""
         transport = self.need_transport()
         if self.preflight is None:
-            words = ["preflight", "--project", self.project]
-            self.preflight = box_json(transport, words + (["--data", data] if data else []))
+            self.preflight = boxtools.preflight(transport, self.project, data or None)
         text = findings_text("preflight", self.preflight)
         if data:
-            text.append_text(findings_text("doctor", box_json(transport, ["doctor", data])))
+            text.append_text(findings_text("doctor", boxtools.doctor(transport, data)))
         form = self.launch_form
         if form is not None and form.is_attached:
             self.app.call_from_thread(form.show_findings, text)
@@ -268,7 +251,7 @@ class BoxControls:
         transport = self.need_transport()
         stdin = None
         if request.hub:
-            token = _hf_token()
+            token = laptop_token()
             if token is None:
                 raise ActionRefused("a Hub repo needs a Hugging Face token: set HF_TOKEN "
                                     "or run `hf auth login`")
@@ -290,7 +273,7 @@ class BoxControls:
         self.need_run()
         hub = self.status.status.get("hub") if self.status is not None else None
         repo = (hub.get("repo") if isinstance(hub, dict) else None) or self.last_hub_repo
-        dialog = PushDialog(str(repo or ""), _hf_token() is not None)
+        dialog = PushDialog(str(repo or ""), laptop_token() is not None)
         self.app.push_screen(dialog, self._push_answered)
 
     def _push_answered(self, answer: tuple[str, bool] | None) -> None:
@@ -302,7 +285,7 @@ class BoxControls:
     def push(self, repo: str, public: bool) -> None:
         """Push best.pt from the box to ``repo``; a failure rings the bell."""
         transport, run_dir = self.need_transport(), self.need_run()
-        token = _hf_token()
+        token = laptop_token()
         if token is None:
             raise ActionRefused("no Hugging Face token (HF_TOKEN or `hf auth login`)")
         self.app.call_from_thread(self.app.notify, f"pushing best.pt to {repo}…",
@@ -434,14 +417,14 @@ class BoxControls:
         """Run ``trainer profile`` with the form's settings and show the card."""
         transport = self.need_transport()
         spec = self.launch_spec(request)
-        words = ["profile", *(f"{k}={v}" for k, v in spec.args.items() if k != "hub"),
-                 f"project={spec.project}", f"name={spec.name}"]
+        args = {k: v for k, v in spec.args.items() if k != "hub"}
+        args.update(project=spec.project, name=spec.name)
         price = self.price_per_hour()
         if price is not None:
-            words.append(f"price={price}")
+            args["price"] = str(price)
         self.app.call_from_thread(self.app.notify, "profiling a short run…",
                                   title=self.spec.title)
-        report = box_json(transport, words, timeout=900.0)
+        report = boxtools.profile(transport, args)
         self.app.call_from_thread(self.app.push_screen, ProfileCard(report))
 
     def do_guard(self) -> None:
@@ -491,15 +474,3 @@ def instance_costs(report: Any, what: str) -> Text:
     else:
         text.append("Destroyed it costs nothing, and everything on it is gone.")
     return text
-
-
-def _hf_token() -> str | None:
-    token = os.environ.get("HF_TOKEN")
-    if token:
-        return token
-    try:
-        from huggingface_hub import get_token
-    except ImportError:
-        return None
-    return get_token()
-

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 
 from remote.commands.errors import fail
 from remote.launch import ENGINES, LaunchSpec, RunIsLive, launch
+from remote.push import laptop_token
 from remote.target import add_connection_options, open_transport, parse_target
 from remote.text import clean_text
 from remote.transport import TransportError
@@ -35,16 +35,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     add_connection_options(p)
     p.set_defaults(func=run)
-
-
-def laptop_token() -> str | None:
-    """HF_TOKEN, else the huggingface_hub token store of this laptop."""
-    token = os.environ.get("HF_TOKEN", "").strip()
-    if token:
-        return token
-    from huggingface_hub import get_token
-
-    return get_token()
 
 
 def parse_pairs(words: list[str]) -> dict[str, str]:
