@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import multiprocessing
 import os
 import re
 import shutil
@@ -240,12 +241,13 @@ def test_a_corrupt_image_mid_run_fails_the_run(shapes_data: Path, in_tmp: Path) 
     saboteur = threading.Thread(target=corrupt_after_epoch_1)
     saboteur.start()
     try:
-        code = train([*TINY, f"data={data_dir / 'data.yaml'}", "epochs=4", "batch=8",
-                      "project=runs", "name=bad"])
+        code = train(["model=n", "imgsz=64", "workers=1", f"data={data_dir / 'data.yaml'}",
+                      "epochs=4", "batch=8", "project=runs", "name=bad"])
     finally:
         stop.set()
         saboteur.join()
     assert code == 1
+    assert multiprocessing.active_children() == []  # the loader worker was shut down
     status = read_status(run)
     assert status.get("state") == "failed"
     error = status.get("error")

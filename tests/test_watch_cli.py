@@ -5,8 +5,10 @@ an ``~/.ssh/config`` alias (``HOST:RUN`` targets)."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -58,8 +60,15 @@ def libreyolo_on_path(tmp_path: Path) -> dict[str, str]:
     return {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
 
 
+def kill_group(pid: int) -> None:
+    """Kill a launched run's process group (it is its own session) if it still runs."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
 def test_launch_follow_runs_stop_on_this_machine(tmp_path: Path,
-                                                capsys: pytest.CaptureFixture[str]) -> None:
+                                                capsys: pytest.CaptureFixture[str],
+                                                request: pytest.FixtureRequest) -> None:
     env = libreyolo_on_path(tmp_path)
     project = tmp_path / "proj"
     out = gpurent("launch", f"local:{project}", "name=r1", "epochs=3", "epoch_seconds=0.2",
@@ -83,6 +92,7 @@ def test_launch_follow_runs_stop_on_this_machine(tmp_path: Path,
                   "epoch_seconds=0.05", "hold=1", "--json", env=env)
     assert out.returncode == 0, out.stderr
     pid = json.loads(out.stdout)["pid"]
+    request.addfinalizer(lambda: kill_group(pid))
     assert cli_main(["launch", str(project), "name=r2", "exist_ok=1", "--engine",
                      "libreyolo"]) == 1
     again = capsys.readouterr()

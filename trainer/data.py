@@ -289,7 +289,10 @@ def make_loader(dataset: YoloDataset, *, batch: int, workers: int, shuffle: bool
     loader = DataLoader(
         dataset, batch_size=batch, sampler=sampler, num_workers=workers,
         collate_fn=collate, pin_memory=pin_memory, drop_last=False,
-        persistent_workers=workers > 0, worker_init_fn=_worker_init if workers else None,
+        # Workers live for one pass. Persistent ones would outlive an exception or a stop
+        # and, ignoring SIGTERM, hang multiprocessing's exit; a pass's workers are shut
+        # down as soon as its iterator is dropped.
+        persistent_workers=False, worker_init_fn=_worker_init if workers else None,
         prefetch_factor=4 if workers else None,
     )
     return loader, sampler
