@@ -56,7 +56,7 @@ def quiet_env(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
 
 
-async def until(pilot, check, timeout: float = 15.0) -> None:
+async def until(pilot, check, timeout: float = 30.0) -> None:
     """Let the app run until ``check()`` holds (fails the test after ``timeout``)."""
     deadline = time.monotonic() + timeout
     while not check():
@@ -221,7 +221,8 @@ async def test_stop_instance_shows_costs_then_stops(run_factory, vast_standin, m
         await pilot.press("i")
         await until(pilot, lambda: isinstance(app.screen, ConfirmDialog))
         await pilot.click("#confirm")
-        await until(pilot, lambda: any("stopped" in m for m in messages(app)))
+        # The stand-in takes a few polls to report the instance stopped.
+        await until(pilot, lambda: any("stopped" in m for m in messages(app)), timeout=60)
         assert any(s.method == "PUT" and iid in s.path for s in vast_standin.requests)
 
 

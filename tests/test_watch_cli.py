@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +100,11 @@ def test_launch_follow_runs_stop_on_this_machine(tmp_path: Path,
     # Refused either way: the run is live, or still starting (no status.json yet).
     assert again.out == ""
     assert "r2 holds a live run" in again.err or "is still starting" in again.err
+    # Stop only once its one epoch is written, so the table below is deterministic.
+    deadline = time.monotonic() + 60
+    while runfiles.read_status(project / "r2").get("completed_epochs") != 1:
+        assert time.monotonic() < deadline, "r2 never finished its epoch"
+        time.sleep(0.05)
     stopped = gpurent("stop", str(project / "r2"), "--timeout", "20", "--json")
     assert stopped.returncode == 0, stopped.stderr
     assert json.loads(stopped.stdout)["outcome"] == "stopped"

@@ -7,6 +7,7 @@ source) and returns the process exit code: 0 completed or stopped, 1 failed.
 
 from __future__ import annotations
 
+import gc
 import logging
 import math
 import os
@@ -373,6 +374,10 @@ def run(plan: Plan) -> int:
         state, exit_code = "failed", EXIT_FAILED
 
     # ----------------------------------------------------------------- the ending
+    # An exception re-raised from a loader worker sits in a reference cycle that keeps the
+    # loader's iterator, and with it the worker processes, alive until a collection: shut
+    # them down now rather than at interpreter exit (where they would hang it).
+    gc.collect()
     report.ending(state, checkpoints=checkpoints(), error=error)
     report.summary({
         "state": state, "completed_epochs": completed, "total_epochs": args.epochs,
