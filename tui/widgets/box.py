@@ -367,6 +367,11 @@ class BoxView(BoxControls, Vertical):
     def _stop_watcher(self, watcher: Any) -> None:
         watcher.stop(timeout=5.0)
 
+    def on_unmount(self) -> None:
+        """However the app ends (quit, Ctrl+C, a test's ``run_test`` closing), stop the
+        watcher, whose follower process on the box would otherwise keep running."""
+        self.shutdown()
+
     def shutdown(self) -> None:
         """Stop watching and close the connection when the app exits. The watcher is
         told to stop but not waited for: its thread may be handing this UI an event."""
