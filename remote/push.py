@@ -4,7 +4,6 @@ transport), with the token on the command's stdin: never in argv, never in a fil
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 from collections.abc import Sequence
@@ -12,6 +11,7 @@ from typing import Any
 
 from remote.text import clean_text
 from remote.transport import Transport
+from trainer.hub_client import read_token
 
 #: Same rule as the box side (``trainer.hub_client.REPO_RE``).
 REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
@@ -30,14 +30,7 @@ class PushFailed(Exception):
 
 def laptop_token() -> str | None:
     """The Hub token on this laptop: ``HF_TOKEN``, else the huggingface_hub token store."""
-    token = os.environ.get("HF_TOKEN", "").strip()
-    if token:
-        return token
-    try:
-        from huggingface_hub import get_token
-    except ImportError:
-        return None
-    return get_token()
+    return read_token(use_stdin=False)
 
 
 def check_push_args(repo: str, files: Sequence[str] | None) -> None:
