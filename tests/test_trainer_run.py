@@ -33,10 +33,11 @@ def trainer_env() -> dict[str, str]:
 
 
 def start(args: list[str], cwd: Path) -> subprocess.Popen[str]:
-    """Start ``python -m trainer train ARGS`` in ``cwd``."""
+    """Start ``python -m trainer train ARGS`` in ``cwd``, in its own session and process
+    group, as the launcher does (setsid)."""
     return subprocess.Popen([sys.executable, "-m", "trainer", "train", *args], cwd=cwd,
                             env=trainer_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
 
 @pytest.fixture
@@ -193,13 +194,16 @@ def test_two_epochs_write_every_contract_file(shapes_data: Path, in_tmp: Path) -
 
 def test_sigterm_stops_gracefully_and_resume_finishes(shapes_data: Path, in_tmp: Path) -> None:
     run = in_tmp / "runs" / "stop"
-    args = [*TINY, f"data={shapes_data}", "epochs=3", "batch=2", "project=runs", "name=stop"]
+    # A loader worker too: the stop signals the whole process group, as remote.control
+    # does, and the worker must not take the run down with it.
+    args = ["model=n", "imgsz=64", "workers=1", "seed=0", f"data={shapes_data}", "epochs=3",
+            "batch=2", "project=runs", "name=stop"]
     proc = start(args, in_tmp)
     try:
         # Epoch 1 has ended when its status is written; epoch 2's 8 steps are under way.
         wait_for(lambda: read_status(run).get("completed_epochs") == 1, 90,
                  "the end of epoch 1", proc)
-        proc.send_signal(signal.SIGTERM)
+        os.killpg(proc.pid, signal.SIGTERM)
         out, _ = proc.communicate(timeout=60)
     finally:
         proc.kill()
@@ -212,7 +216,7 @@ def test_sigterm_stops_gracefully_and_resume_finishes(shapes_data: Path, in_tmp:
     assert last["epoch"] == 1 and last["train_state"]["partial_step"] > 0
     assert [r["epoch"] for r in metrics_rows(run)] == [1]
 
-    assert train(["resume=True", "project=runs", "name=stop"]) == 0
+    assert train(["resume=True", "project=runs", "name=stop", "workers=0"]) == 0
     status = read_status(run)
     assert status.get("state") == "completed" and status.get("start_epoch") == 2
     assert status.get("completed_epochs") == 3

@@ -272,11 +272,13 @@ class EpochSampler(Sampler):
 
 
 def _worker_init(worker_id: int) -> None:
-    # The trainer's signal handler lives in the main process. Workers share its process
-    # group, so a Ctrl-C or a group-wide SIGTERM must not kill them mid-batch: the main
-    # process finishes its step and shuts them down itself.
+    # A graceful stop signals the trainer's whole process group (remote.control), and a
+    # Ctrl-C reaches the terminal's foreground group. A worker killed by either would make
+    # the main process raise instead of finishing its step, so workers leave the group:
+    # the main process shuts them down itself, and they exit when it dies (torch's
+    # watchdog). Their SIGTERM stays deadly, which torch's own shutdown relies on.
+    os.setpgrp()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     seed = torch.initial_seed() % 2**32
     np.random.seed(seed)
     random.seed(seed)
@@ -289,10 +291,7 @@ def make_loader(dataset: YoloDataset, *, batch: int, workers: int, shuffle: bool
     loader = DataLoader(
         dataset, batch_size=batch, sampler=sampler, num_workers=workers,
         collate_fn=collate, pin_memory=pin_memory, drop_last=False,
-        # Workers live for one pass. Persistent ones would outlive an exception or a stop
-        # and, ignoring SIGTERM, hang multiprocessing's exit; a pass's workers are shut
-        # down as soon as its iterator is dropped.
-        persistent_workers=False, worker_init_fn=_worker_init if workers else None,
+        persistent_workers=workers > 0, worker_init_fn=_worker_init if workers else None,
         prefetch_factor=4 if workers else None,
     )
     return loader, sampler

@@ -239,7 +239,8 @@ def run(plan: Plan) -> int:
             ema.updates = int(saved["ema_updates"])
             optimizer.load_state_dict(saved["optimizer"])
             scheduler.load_state_dict(saved["scheduler"])
-            scaler.load_state_dict(saved["scaler"])
+            if saved["scaler"]:  # empty when saved without fp16 (CPU, bf16)
+                scaler.load_state_dict(saved["scaler"])
             restore_rng(saved["rng"], caps.index if caps.is_cuda else None)
 
         # ------------------------------------------------------------- the data
@@ -374,9 +375,8 @@ def run(plan: Plan) -> int:
         state, exit_code = "failed", EXIT_FAILED
 
     # ----------------------------------------------------------------- the ending
-    # An exception re-raised from a loader worker sits in a reference cycle that keeps the
-    # loader's iterator, and with it the worker processes, alive until a collection: shut
-    # them down now rather than at interpreter exit (where they would hang it).
+    # An exception re-raised from a loader worker sits in a reference cycle with the
+    # loader's iterator: break it now, so the workers are shut down when ``run`` returns.
     gc.collect()
     report.ending(state, checkpoints=checkpoints(), error=error)
     report.summary({

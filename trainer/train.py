@@ -73,7 +73,7 @@ HELP = {
     "resume": "True to continue project/name from weights/last.pt, or a checkpoint path",
     "seed": "random seed",
     "lr0": "initial learning rate (AdamW)",
-    "patience": "stop after this many validated epochs without improvement (0: off)",
+    "patience": "stop early once the best epoch is this many epochs old (0: off)",
     "exist_ok": "reuse project/name when it holds a finished run",
     "val_period": "validate every N epochs (and always after the last)",
     "hub": "ORG/NAME: push best.pt to this Hugging Face repo at milestones (HF_TOKEN)",
