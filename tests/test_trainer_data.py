@@ -18,12 +18,12 @@ from trainer.data import (
     DataError,
     YoloDataset,
     collate,
-    label_path,
     load_data_config,
     make_loader,
     read_labels,
 )
 from trainer.train import main as train_main
+from trainer.yolo_layout import label_path
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -24,7 +24,8 @@ import yaml
 from PIL import Image, UnidentifiedImageError
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff"}
+from trainer.yolo_layout import IMAGE_SUFFIXES, label_path
+
 PAD_VALUE = 114
 
 
@@ -115,16 +116,6 @@ def load_data_config(path: str | os.PathLike[str]) -> DataConfig:
     train = _split_files(root, raw.get("train"), "train", where)
     val = _split_files(root, raw.get("val"), "val", where)
     return DataConfig(yaml_path.resolve(), names, train, val)
-
-
-def label_path(image: Path) -> Path:
-    """The label file of an image: the last ``images`` folder becomes ``labels``."""
-    parts = list(image.parts)
-    for i in range(len(parts) - 2, -1, -1):
-        if parts[i] == "images":
-            parts[i] = "labels"
-            break
-    return Path(*parts).with_suffix(".txt")
 
 
 def read_labels(path: Path, nc: int) -> np.ndarray:

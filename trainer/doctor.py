@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from trainer.doctor_labels import check_label_text
+from trainer.yolo_layout import IMAGE_SUFFIXES, label_path
 
 SCHEMA = "gpurent.doctor/1"
-IMAGE_SUFFIXES = frozenset({".bmp", ".jpg", ".jpeg", ".png", ".tif", ".tiff", ".webp", ".mpo"})
 SPLITS = ("train", "val", "test")
 #: Splits that must not be empty; an empty ``test`` is only a warning.
 REQUIRED_SPLITS = ("train", "val")
@@ -159,16 +159,6 @@ def load_spec(yaml_path: Path) -> DataSpec:
         if split not in splits:
             raise SpecError(f"data.yaml has no '{split}' entry")
     return DataSpec(yaml_path, _root_of(doc, yaml_path), splits, nc, names)
-
-
-def label_path(image: Path) -> Path:
-    """The label file of ``image``: last ``images`` component -> ``labels``, suffix .txt."""
-    parts = list(image.parts)
-    for i in range(len(parts) - 2, -1, -1):
-        if parts[i] == "images":
-            parts[i] = "labels"
-            break
-    return Path(*parts).with_suffix(".txt")
 
 
 def _images_in(folder: Path) -> list[Path]:

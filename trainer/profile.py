@@ -96,8 +96,8 @@ def build_setup(train_tokens: list[str]) -> Setup:
         to_device,
     )
     from trainer.ema import ModelEMA
-    from trainer.engine import GRAD_CLIP, build_optimizer
-    from trainer.loss import LOSS_PARTS, detection_loss
+    from trainer.engine import build_optimizer, train_step
+    from trainer.loss import LOSS_PARTS
     from trainer.model import build_model, parse_model_name
     from trainer.train import UsageError, parse_args
 
@@ -126,20 +126,11 @@ def build_setup(train_tokens: list[str]) -> Setup:
     loss_sums = torch.zeros(len(LOSS_PARTS), device=device)
 
     def step(batch: Any) -> None:
-        # The engine's training step (trainer/engine.py), minus the lr warm-up schedule.
+        # The engine's own training step, minus the lr warm-up schedule.
         nonlocal loss_sums
         images, targets = to_device(batch[0], batch[1], caps, fmt)
-        with precision.autocast():
-            logits, raw = model(images)
-        loss, parts = detection_loss(logits, raw, targets, points, strides)
-        scaler.scale(loss).backward()
-        scaler.unscale_(optimizer)
-        torch.nn.utils.clip_grad_norm_(model.parameters(), GRAD_CLIP)
-        scaler.step(optimizer)
-        scaler.update()
-        optimizer.zero_grad(set_to_none=True)
-        ema.update(model)
-        loss_sums += parts
+        loss_sums += train_step(model, ema, optimizer, scaler, precision, images, targets,
+                                points, strides)
 
     config = {"model": f"gpdet-{size}", "data": str(data.yaml_path), "batch": args.batch,
               "imgsz": args.imgsz, "workers": args.workers, "precision": precision.label,
