@@ -1,0 +1,49 @@
+"""``gpurent-tui --demo``, the README's main job: it generates the shapes dataset in the
+cache directory, launches the built-in trainer detached and the app shows the run live."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+
+import pytest
+
+from tests.test_tui_app import until
+from tests.test_tui_main import specs
+from trainer import runfiles
+from tui.app import GpurentApp
+from tui.widgets.box import BoxView
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_demo_generates_data_launches_and_shows_the_run(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("GPURENT_DATA_DIR", str(tmp_path / "data"))
+    app = GpurentApp(specs("--demo"))
+    runs = tmp_path / "cache" / "gpurent" / "demo" / "runs"
+    pid = None
+    try:
+        async with app.run_test(size=(150, 46)) as pilot:
+            box = app.query_one(BoxView)
+            # Dataset generation, the torch import and the first status: a functional
+            # bound, generous for a loaded 2-core machine.
+            await until(pilot, lambda: box.status is not None and box.status.status.ok,
+                        timeout=240)
+            status = box.status.status
+            pid = status.get("pid")
+            assert status.get("state") == "running"
+            assert box.status.health.verdict == "live"
+            assert box.run_dir.startswith(str(runs))
+            await until(pilot, lambda: box.log_pane.log.lines, timeout=60)
+        data = tmp_path / "cache" / "gpurent" / "demo" / "shapes" / "data.yaml"
+        assert data.is_file()
+        # Quitting the app detaches: the run keeps going.
+        assert isinstance(pid, int) and runfiles.local_pid_alive(pid)
+    finally:
+        # The launcher records every run's pid (its process group), even one that failed
+        # before writing status.json.
+        for pid_file in runs.glob("*/launch.pid"):
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.killpg(int(pid_file.read_text()), signal.SIGKILL)
