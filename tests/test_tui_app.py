@@ -61,8 +61,17 @@ async def until(pilot, check, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
+            raise AssertionError(f"condition not met within {timeout}s; last notifications: "
+                                 f"{messages(pilot.app)[-5:]}")
         await pilot.pause(0.05)
+
+
+async def press_button(pilot, selector: str) -> None:
+    """Press a dialog button from the keyboard (focus, Enter): a mouse click at its
+    position could land on a notification toast that happens to cover it."""
+    pilot.app.screen.query_one(selector, Button).focus()
+    await pilot.pause()
+    await pilot.press("enter")
 
 
 def messages(app) -> list[str]:
@@ -145,7 +154,7 @@ async def test_stop_run_cancel_then_confirm(run_factory, sleeper):
         assert sleeper.poll() is None
         await pilot.press("x")
         await until(pilot, lambda: isinstance(app.screen, ConfirmDialog))
-        await pilot.click("#confirm")
+        await press_button(pilot, "#confirm")
         await until(pilot, lambda: any(m.startswith("stop: stopped") for m in messages(app)))
         assert sleeper.wait(timeout=10) == -signal.SIGTERM
 
@@ -183,7 +192,7 @@ async def test_push_dialog_cancel_no_token_and_failure_rings(run_factory, monkey
         await pilot.press("u")
         await until(pilot, lambda: isinstance(app.screen, PushDialog))
         app.screen.query_one("#repo", Input).value = "someone/shapes"
-        await pilot.click("#push")
+        await press_button(pilot, "#push")
         await until(pilot, lambda: any("failed" in m for m in messages(app)), timeout=60)
         assert bells
 
@@ -220,7 +229,7 @@ async def test_stop_instance_shows_costs_then_stops(run_factory, vast_standin, m
         assert not any(s.method in ("PUT", "POST") for s in vast_standin.requests)
         await pilot.press("i")
         await until(pilot, lambda: isinstance(app.screen, ConfirmDialog))
-        await pilot.click("#confirm")
+        await press_button(pilot, "#confirm")
         # The stand-in takes a few polls to report the instance stopped.
         await until(pilot, lambda: any("stopped" in m for m in messages(app)), timeout=60)
         assert any(s.method == "PUT" and iid in s.path for s in vast_standin.requests)
@@ -256,7 +265,7 @@ async def test_destroy_needs_the_id_and_safe_weights(run_factory, vast_standin, 
         app.screen.query_one("#override", Checkbox).value = True
         app.screen.query_one("#typed", Input).value = iid
         await pilot.pause(0.1)
-        await pilot.click("#destroy")
+        await press_button(pilot, "#destroy")
         await until(pilot, lambda: any("destroyed" in m for m in messages(app)))
         assert any(s.method == "DELETE" and iid in s.path for s in vast_standin.requests)
 
@@ -269,7 +278,7 @@ async def test_guard_dialog_cancel_and_bad_limit(run_factory):
         await pilot.press("g")
         await until(pilot, lambda: isinstance(app.screen, GuardDialog))
         app.screen.query_one("#max-hours", Input).value = "soon"
-        await pilot.click("#arm")
+        await press_button(pilot, "#arm")
         await pilot.pause(0.1)
         assert isinstance(app.screen, GuardDialog)  # refused, still open
         await pilot.press("escape")
@@ -333,7 +342,7 @@ async def test_help_reconnect_and_quit(run_factory, sleeper):
         assert app.is_running
         await pilot.press("q")
         await until(pilot, lambda: isinstance(app.screen, ConfirmDialog))
-        await pilot.click("#confirm")
+        await press_button(pilot, "#confirm")
         await pilot.pause(0.2)
     assert "the run keeps going and costs $2.00/h" in app.farewell
     assert sleeper.poll() is None  # quitting never touches the run
@@ -356,7 +365,7 @@ async def test_host_key_question_from_a_worker_thread(run_factory):
             if press == "escape":
                 await pilot.press("escape")
             else:
-                await pilot.click("#confirm")
+                await press_button(pilot, "#confirm")
             await until(pilot, lambda t=thread: not t.is_alive())
         assert answers == [False, True]
         # A key accepted in this session is not asked about again (reconnects).

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from textual.widgets import Input
 
-from tests.test_tui_app import messages, until
+from tests.test_tui_app import messages, press_button, until
 from tui.app import GpurentApp
 from tui.dialogs.confirm import ConfirmDialog
 from tui.dialogs.launch import LaunchForm
@@ -41,7 +41,7 @@ async def test_launch_watch_and_stop_over_ssh(sshd, shapes_data: Path, tmp_path)
         await until(pilot, lambda: isinstance(app.screen, ConfirmDialog)
                     and app.focused is not None, timeout=60)
         assert "SHA256:" in app.screen.body.plain and app.focused.id == "cancel"
-        await pilot.click("#confirm")
+        await press_button(pilot, "#confirm")
         await until(pilot, lambda: box.transport is not None, timeout=120)
         assert box.trainer_prefix and "PYTHONPATH=" in box.trainer_prefix
         await pilot.press("l")
@@ -54,7 +54,7 @@ async def test_launch_watch_and_stop_over_ssh(sshd, shapes_data: Path, tmp_path)
             form.query_one(f"#f-{key}", Input).value = value
         await pilot.pause(0.1)
         assert "epochs=3" in form.query_one("#command").content.plain
-        await pilot.click("#launch")
+        await press_button(pilot, "#launch")
         await until(pilot, lambda: box.run_dir == f"{project}/e2e", timeout=60)
         # The panes fill from the live run: status, a metrics row, log lines.
         await until(pilot, lambda: box.status is not None
@@ -65,7 +65,7 @@ async def test_launch_watch_and_stop_over_ssh(sshd, shapes_data: Path, tmp_path)
         assert "$1.25/h" in box.money_text().plain
         await pilot.press("x")
         await until(pilot, lambda: isinstance(app.screen, ConfirmDialog))
-        await pilot.click("#confirm")
+        await press_button(pilot, "#confirm")
         await until(pilot, lambda: any(m.startswith("stop: ") for m in messages(app)),
                     timeout=90)
         await until(pilot, lambda: box.status.health.verdict in ("stopped", "completed"),
