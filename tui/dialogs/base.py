@@ -30,6 +30,8 @@ class Dialog(ModalScreen[T], Generic[T]):
     Dialog .buttons Button { margin-left: 2; }
     """
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    #: Cancel is the default: focused as the screen opens, never after another widget.
+    AUTO_FOCUS = "#cancel"
 
     cancel_value: T | None = None
     #: The label of the default button ("Close" where nothing is being decided).
@@ -55,10 +57,6 @@ class Dialog(ModalScreen[T], Generic[T]):
     def compose_buttons(self) -> ComposeResult:
         """Buttons after Cancel (override)."""
         yield from ()
-
-    def on_mount(self) -> None:
-        """Cancel is the default."""
-        self.query_one("#cancel", Button).focus()
 
     def action_cancel(self) -> None:
         """Close without doing anything."""

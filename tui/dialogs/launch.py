@@ -106,8 +106,7 @@ class LaunchForm(Dialog[LaunchRequest | None]):
         yield Button("Launch", id="launch", variant="primary")
 
     def on_mount(self) -> None:
-        """Cancel has the focus; show the command for the defaults."""
-        super().on_mount()
+        """Show the command for the defaults."""
         self.refresh_command()
 
     def request(self) -> LaunchRequest:
