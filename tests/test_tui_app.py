@@ -66,6 +66,16 @@ async def until(pilot, check, timeout: float = 30.0) -> None:
         await pilot.pause(0.05)
 
 
+def shown(app, screen_type) -> bool:
+    """Whether ``screen_type`` is the active screen and ready for keys: a screen becomes
+    active a moment before its widgets are mounted (a dialog's buttons, its focus)."""
+    screen = app.screen
+    if not isinstance(screen, screen_type) or not screen.is_mounted:
+        return False
+    return not isinstance(screen, Dialog) or (bool(screen.query("#cancel"))
+                                              and app.focused is not None)
+
+
 async def press_button(pilot, selector: str) -> None:
     """Press a dialog button from the keyboard (focus, Enter): a mouse click at its
     position could land on a notification toast that happens to cover it."""
@@ -118,7 +128,7 @@ async def test_launch_form_cancel_and_invalid_values(run_factory):
     async with app.run_test(size=SIZE) as pilot:
         await connected(app, pilot)
         await pilot.press("l")
-        await until(pilot, lambda: isinstance(app.screen, LaunchForm)
+        await until(pilot, lambda: shown(app, LaunchForm)
                     and app.focused is not None)
         form = app.screen
         assert app.focused.id == "cancel"
@@ -135,7 +145,7 @@ async def test_launch_form_cancel_and_invalid_values(run_factory):
         await until(pilot, lambda: not isinstance(app.screen, LaunchForm))
         assert sorted(p.name for p in run.parent.iterdir()) == ["exp1"]
         await pilot.press("p")
-        await until(pilot, lambda: isinstance(app.screen, LaunchForm))
+        await until(pilot, lambda: shown(app, LaunchForm))
         assert "Profile" in app.screen.title_text
         await pilot.press("escape")
         await until(pilot, lambda: not isinstance(app.screen, Dialog))
@@ -147,13 +157,13 @@ async def test_stop_run_cancel_then_confirm(run_factory, sleeper):
     async with app.run_test(size=SIZE) as pilot:
         await connected(app, pilot)
         await pilot.press("x")
-        await until(pilot, lambda: isinstance(app.screen, ConfirmDialog))
+        await until(pilot, lambda: shown(app, ConfirmDialog))
         assert "$1.50/h" in app.screen.body.plain
         await pilot.press("escape")
         await pilot.pause(0.2)
         assert sleeper.poll() is None
         await pilot.press("x")
-        await until(pilot, lambda: isinstance(app.screen, ConfirmDialog))
+        await until(pilot, lambda: shown(app, ConfirmDialog))
         await press_button(pilot, "#confirm")
         await until(pilot, lambda: any(m.startswith("stop: stopped") for m in messages(app)))
         assert sleeper.wait(timeout=10) == -signal.SIGTERM
@@ -182,7 +192,7 @@ async def test_push_dialog_cancel_no_token_and_failure_rings(run_factory, monkey
         monkeypatch.setattr(app, "bell", lambda: bells.append(1))
         await connected(app, pilot)
         await pilot.press("u")
-        await until(pilot, lambda: isinstance(app.screen, PushDialog))
+        await until(pilot, lambda: shown(app, PushDialog))
         assert app.screen.query_one("#push", Button).disabled  # no token anywhere
         await pilot.press("escape")
         await until(pilot, lambda: not isinstance(app.screen, PushDialog))
@@ -190,7 +200,7 @@ async def test_push_dialog_cancel_no_token_and_failure_rings(run_factory, monkey
         monkeypatch.setenv("HF_TOKEN", "hf_" + "x" * 30)
         monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
         await pilot.press("u")
-        await until(pilot, lambda: isinstance(app.screen, PushDialog))
+        await until(pilot, lambda: shown(app, PushDialog))
         app.screen.query_one("#repo", Input).value = "someone/shapes"
         await press_button(pilot, "#push")
         await until(pilot, lambda: any("failed" in m for m in messages(app)), timeout=60)
@@ -220,7 +230,7 @@ async def test_stop_instance_shows_costs_then_stops(run_factory, vast_standin, m
         await until(pilot, lambda: box.instance is not None)
         assert "$0.45/h" in box.money_text().plain
         await pilot.press("i")
-        await until(pilot, lambda: isinstance(app.screen, ConfirmDialog))
+        await until(pilot, lambda: shown(app, ConfirmDialog))
         body = app.screen.body.plain
         assert "Stopped it costs $0.0694/h" in body and "14.4 h" in body
         assert "GPUs" in body
@@ -228,7 +238,7 @@ async def test_stop_instance_shows_costs_then_stops(run_factory, vast_standin, m
         await until(pilot, lambda: not isinstance(app.screen, Dialog))
         assert not any(s.method in ("PUT", "POST") for s in vast_standin.requests)
         await pilot.press("i")
-        await until(pilot, lambda: isinstance(app.screen, ConfirmDialog))
+        await until(pilot, lambda: shown(app, ConfirmDialog))
         await press_button(pilot, "#confirm")
         # The stand-in takes a few polls to report the instance stopped.
         await until(pilot, lambda: any("stopped" in m for m in messages(app)), timeout=60)
@@ -245,7 +255,7 @@ async def test_destroy_needs_the_id_and_safe_weights(run_factory, vast_standin, 
     async with app.run_test(size=SIZE) as pilot:
         await connected(app, pilot)
         await pilot.press("D")
-        await until(pilot, lambda: isinstance(app.screen, DestroyDialog)
+        await until(pilot, lambda: shown(app, DestroyDialog)
                     and app.focused is not None)
         dialog = app.screen
         assert not dialog.weights_safe and app.focused.id == "cancel"
@@ -261,7 +271,7 @@ async def test_destroy_needs_the_id_and_safe_weights(run_factory, vast_standin, 
         await until(pilot, lambda: not isinstance(app.screen, Dialog))
         assert not any(s.method == "DELETE" for s in vast_standin.requests)
         await pilot.press("D")
-        await until(pilot, lambda: isinstance(app.screen, DestroyDialog))
+        await until(pilot, lambda: shown(app, DestroyDialog))
         app.screen.query_one("#override", Checkbox).value = True
         app.screen.query_one("#typed", Input).value = iid
         await pilot.pause(0.1)
@@ -276,7 +286,7 @@ async def test_guard_dialog_cancel_and_bad_limit(run_factory):
     async with app.run_test(size=SIZE) as pilot:
         await connected(app, pilot)
         await pilot.press("g")
-        await until(pilot, lambda: isinstance(app.screen, GuardDialog))
+        await until(pilot, lambda: shown(app, GuardDialog))
         app.screen.query_one("#max-hours", Input).value = "soon"
         await press_button(pilot, "#arm")
         await pilot.pause(0.1)
@@ -326,7 +336,7 @@ async def test_help_reconnect_and_quit(run_factory, sleeper):
     async with app.run_test(size=SIZE) as pilot:
         box = await connected(app, pilot)
         await pilot.press("question_mark")
-        await until(pilot, lambda: isinstance(app.screen, HelpScreen))
+        await until(pilot, lambda: shown(app, HelpScreen))
         await pilot.press("escape")
         await until(pilot, lambda: not isinstance(app.screen, HelpScreen))
         watcher = box.watcher
@@ -335,13 +345,13 @@ async def test_help_reconnect_and_quit(run_factory, sleeper):
         await pilot.pause(0.5)
         assert box.watcher is watcher and watcher.running
         await pilot.press("q")
-        await until(pilot, lambda: isinstance(app.screen, ConfirmDialog))
+        await until(pilot, lambda: shown(app, ConfirmDialog))
         assert "$2.00/h" in app.screen.body.plain
         await pilot.press("escape")
         await pilot.pause(0.1)
         assert app.is_running
         await pilot.press("q")
-        await until(pilot, lambda: isinstance(app.screen, ConfirmDialog))
+        await until(pilot, lambda: shown(app, ConfirmDialog))
         await press_button(pilot, "#confirm")
         await pilot.pause(0.2)
     assert "the run keeps going and costs $2.00/h" in app.farewell
@@ -358,7 +368,7 @@ async def test_host_key_question_from_a_worker_thread(run_factory):
             thread = threading.Thread(target=lambda: answers.append(
                 box.ask_host_key("203.0.113.7", "ssh-ed25519", "SHA256:abc[/]def")))
             thread.start()
-            await until(pilot, lambda: isinstance(app.screen, ConfirmDialog)
+            await until(pilot, lambda: shown(app, ConfirmDialog)
                         and app.focused is not None)
             assert "SHA256:abc[/]def" in app.screen.body.plain
             assert app.focused.id == "cancel"
@@ -417,7 +427,7 @@ async def test_unreachable_box_reports_without_freezing(tmp_path):
         badge = app.query_one("ConnectionBadge")
         assert badge.state == "error"
         await pilot.press("question_mark")  # still answering keys
-        await until(pilot, lambda: isinstance(app.screen, HelpScreen))
+        await until(pilot, lambda: shown(app, HelpScreen))
 
 
 async def test_every_key_is_in_the_command_palette(run_factory):
@@ -430,4 +440,4 @@ async def test_every_key_is_in_the_command_palette(run_factory):
         commands = {cmd.title: cmd for cmd in app.get_system_commands(app.screen)}
         assert {label.capitalize() for _, _, label, _ in KEYS} <= set(commands)
         app.call_next(commands["Help"].callback)  # as the palette runs an entry
-        await until(pilot, lambda: isinstance(app.screen, HelpScreen))
+        await until(pilot, lambda: shown(app, HelpScreen))

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from textual.widgets import Input
 
-from tests.test_tui_app import messages, press_button, until
+from tests.test_tui_app import messages, press_button, shown, until
 from tui.app import GpurentApp
 from tui.dialogs.confirm import ConfirmDialog
 from tui.dialogs.launch import LaunchForm
@@ -38,14 +38,14 @@ async def test_launch_watch_and_stop_over_ssh(sshd, shapes_data: Path, tmp_path)
     async with app.run_test(size=(150, 46)) as pilot:
         box = app.query_one(BoxView)
         # The host-key question comes from the connect worker as a modal.
-        await until(pilot, lambda: isinstance(app.screen, ConfirmDialog)
+        await until(pilot, lambda: shown(app, ConfirmDialog)
                     and app.focused is not None, timeout=60)
         assert "SHA256:" in app.screen.body.plain and app.focused.id == "cancel"
         await press_button(pilot, "#confirm")
         await until(pilot, lambda: box.transport is not None, timeout=120)
         assert box.trainer_prefix and "PYTHONPATH=" in box.trainer_prefix
         await pilot.press("l")
-        await until(pilot, lambda: isinstance(app.screen, LaunchForm)
+        await until(pilot, lambda: shown(app, LaunchForm)
                     and app.focused is not None)
         form = app.screen
         for key, value in {"data": str(shapes_data), "epochs": "3", "imgsz": "64",
@@ -64,7 +64,7 @@ async def test_launch_watch_and_stop_over_ssh(sshd, shapes_data: Path, tmp_path)
         assert box.status.health.verdict in ("live", "slow")
         assert "$1.25/h" in box.money_text().plain
         await pilot.press("x")
-        await until(pilot, lambda: isinstance(app.screen, ConfirmDialog))
+        await until(pilot, lambda: shown(app, ConfirmDialog))
         await press_button(pilot, "#confirm")
         await until(pilot, lambda: any(m.startswith("stop: ") for m in messages(app)),
                     timeout=90)
