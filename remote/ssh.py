@@ -292,12 +292,6 @@ class SSHStream:
 
     def __init__(self, channel: paramiko.Channel) -> None:
         self._channel = channel
-        self._stderr = bytearray()
-
-    @property
-    def stderr_tail(self) -> str:
-        """The last kilobyte the command wrote to stderr (for error messages)."""
-        return bytes(self._stderr[-1024:]).decode("utf-8", errors="replace")
 
     def lines(self, timeout: float) -> Iterator[bytes]:
         """Yield stdout lines (without the newline) as they arrive; a last unterminated
@@ -316,8 +310,8 @@ class SSHStream:
             got = False
             with _errors("reading from the box"):
                 while chan.recv_stderr_ready():
-                    self._stderr += chan.recv_stderr(65536)
-                    del self._stderr[:-4096]
+                    # Drained, so that a chatty stderr cannot fill the channel's window.
+                    chan.recv_stderr(65536)
                     got = True
                 if chan.recv_ready():
                     data = chan.recv(65536)

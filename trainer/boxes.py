@@ -9,12 +9,6 @@ import torch
 from torch import Tensor
 
 
-def xywh_to_xyxy(boxes: Tensor) -> Tensor:
-    """``(cx, cy, w, h)`` to ``(x0, y0, x1, y1)``, any leading shape."""
-    centre, size = boxes[..., :2], boxes[..., 2:4] / 2
-    return torch.cat((centre - size, centre + size), dim=-1)
-
-
 def box_area(boxes: Tensor) -> Tensor:
     """Area of ``xyxy`` boxes (zero for inverted boxes)."""
     width = (boxes[..., 2] - boxes[..., 0]).clamp(min=0)

@@ -33,11 +33,6 @@ class GracefulStop:
         """Whether a stop was asked for."""
         return self.signum is not None
 
-    @property
-    def signal_name(self) -> str:
-        """Name of the signal that asked for the stop (empty when none did)."""
-        return signal.Signals(self.signum).name if self.signum is not None else ""
-
     def _handle(self, signum: int, _frame: FrameType | None) -> None:
         name = signal.Signals(signum).name
         if self.signum is None:
