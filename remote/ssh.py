@@ -26,6 +26,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import paramiko
@@ -99,18 +100,16 @@ def connect(target: str, *, port: int | None = None, accept_new: bool = False,
     return SSHTransport(transport, spec, timeout=timeout, hops=hops)
 
 
+@dataclass(frozen=True, kw_only=True)
 class _Options:
-    def __init__(self, *, accept_new: bool, ask_unknown: AskUnknown | None, timeout: float,
-                 known_hosts: str | None, identity_files: tuple[str, ...],
-                 allow_agent: bool, keepalive: float | None, say: StepProgress) -> None:
-        self.accept_new = accept_new
-        self.ask_unknown = ask_unknown
-        self.timeout = timeout
-        self.known_hosts = known_hosts
-        self.identity_files = identity_files
-        self.allow_agent = allow_agent
-        self.keepalive = keepalive
-        self.say = say
+    accept_new: bool
+    ask_unknown: AskUnknown | None
+    timeout: float
+    known_hosts: str | None
+    identity_files: tuple[str, ...]
+    allow_agent: bool
+    keepalive: float | None
+    say: StepProgress
 
 
 def _open(spec: HostSpec, via: paramiko.Transport | None, opts: _Options) -> paramiko.Transport:
