@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# Run preflight and a set of profiles on a CUDA machine and print a Markdown section for
+# Run preflight and a set of profiles on a CUDA machine, then a short training with automatic
+# batch size (batch=-1) per model size, and print two Markdown sections for
 # docs/BENCHMARKS.md. Each profile is compared with the first one (workers=0, fp32),
 # measured in the same run, so the ratios hold on a noisy machine.
 #
 #   bench/gpu_check.sh                  # on the GPU box, from the repository root
-#   DEVICE=cpu IMGSZ=64 BATCH=4 STEPS=3 WARMUP=1 TRAIN=32 bench/gpu_check.sh   # smoke run
+#   DEVICE=cpu IMGSZ=64 BATCH=4 STEPS=3 WARMUP=1 TRAIN=32 TRAIN_IMGSZ=64 VAL=8 \
+#       bench/gpu_check.sh              # smoke run
 #
 # Environment: PYTHON (python3), DEVICE (0), MODEL (gpdet-n), IMGSZ (320), BATCH (32),
 # STEPS (30), WARMUP (5), TRAIN (512 generated images), WORKERS (8), PRICE (2.50 USD/h).
+# The training section: SIZES (n s m), TRAIN_IMGSZ (640: its images and imgsz),
+# EPOCHS (2), VAL (64 generated validation images).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,6 +25,10 @@ WARMUP=${WARMUP:-5}
 TRAIN=${TRAIN:-512}
 WORKERS=${WORKERS:-8}
 PRICE=${PRICE:-2.50}
+SIZES=${SIZES:-n s m}
+TRAIN_IMGSZ=${TRAIN_IMGSZ:-640}
+EPOCHS=${EPOCHS:-2}
+VAL=${VAL:-64}
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
@@ -53,6 +61,17 @@ for entry in "${CONFIGS[@]}"; do
         2> "$WORK/profile_$i.err" \
         || echo "profile '$name' failed: $(tail -n 1 "$WORK/profile_$i.err")" >&2
     i=$((i + 1))
+done
+
+shapes=$WORK/shapes$TRAIN_IMGSZ
+"$PYTHON" -m trainer shapes "$shapes" --train "$TRAIN" --val "$VAL" --imgsz "$TRAIN_IMGSZ" \
+    > /dev/null
+for size in $SIZES; do
+    "$PYTHON" -m trainer train "model=gpdet-$size" "data=$shapes/data.yaml" \
+        "imgsz=$TRAIN_IMGSZ" "epochs=$EPOCHS" batch=-1 "device=$DEVICE" "workers=$WORKERS" \
+        "project=$WORK/runs" "name=$size" exist_ok=True > "$WORK/train_$size.out" \
+        2> "$WORK/train_$size.err" \
+        || echo "training gpdet-$size failed: $(tail -n 1 "$WORK/train_$size.err")" >&2
 done
 
 "$PYTHON" - "$WORK" "$i" <<'EOF'
@@ -100,4 +119,47 @@ if last:
     print(f"\n(model {c['model']}, imgsz {c['imgsz']}, {c['gpu'] or c['device']}, "
           f"{last['timing']['steps']} timed steps; cost for {cost['epoch_images']} training "
           f"images per epoch at ${cost['price_per_hour']}/h, training steps only)")
+EOF
+
+# shellcheck disable=SC2086  # $SIZES holds several words
+"$PYTHON" - "$WORK" "$TRAIN_IMGSZ" "$EPOCHS" "$TRAIN" $SIZES <<'EOF'
+import json
+import sys
+from pathlib import Path
+
+work, imgsz, epochs, images, sizes = (Path(sys.argv[1]), sys.argv[2], sys.argv[3],
+                                      sys.argv[4], sys.argv[5:])
+
+
+def last_line(path: Path) -> str:
+    lines = path.read_text(errors="replace").strip().splitlines() if path.exists() else []
+    return lines[-1] if lines else ""
+
+
+def number(value: object, fmt: str, scale: float = 1.0) -> str:
+    real = isinstance(value, int | float) and not isinstance(value, bool)
+    return format(value / scale, fmt) if real else "-"
+
+
+print(f"\n## autobatch and {epochs}-epoch training per model size (bench/gpu_check.sh)\n")
+print("| size | chosen batch | peak memory GiB | images/s | epoch seconds |")
+print("|---|---|---|---|---|")
+failures = []
+for size in sizes:
+    try:
+        summary = json.loads((work / "runs" / size / "summary.json").read_text())
+    except (OSError, ValueError):
+        summary = {}
+    if summary.get("state") != "completed":
+        why = ((summary.get("error") or {}).get("message")
+               or last_line(work / f"train_{size}.err") or last_line(work / f"train_{size}.out"))
+        failures.append(f"- gpdet-{size} {summary.get('state', 'failed')}: {why or 'no output'}")
+    batch = summary.get("batch") if summary.get("state") == "completed" else "failed"
+    print(f"| gpdet-{size} | {'-' if batch is None else batch} | "
+          f"{number(summary.get('peak_memory_bytes'), '.2f', 2**30)} | "
+          f"{number(summary.get('images_per_second'), '.0f')} | "
+          f"{number(summary.get('mean_epoch_seconds'), '.1f')} |")
+print(f"\n(batch=-1, imgsz {imgsz}, epochs {epochs}, {images} generated shapes images)")
+if failures:
+    print("\n" + "\n".join(failures))
 EOF

@@ -40,19 +40,6 @@ def start(args: list[str], cwd: Path) -> subprocess.Popen[str]:
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
 
-@pytest.fixture
-def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Run in ``tmp_path`` with one torch thread, like the subprocesses."""
-    import torch
-
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # the engine then keeps torch's setting
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield tmp_path
-    torch.set_num_threads(threads)
-
-
 def train(args: list[str]) -> int:
     """``python -m trainer train ARGS`` in this process (cheaper than a new interpreter);
     returns the exit code."""

@@ -122,12 +122,15 @@ def test_amp_train_step_through_the_seam(precision: Precision) -> None:
 def test_key_value_arguments_parse_with_types() -> None:
     args, given = parse_args(["model=s", "data=d.yaml", "epochs=5", "batch=4", "imgsz=96",
                               "exist_ok=True", "resume=False", "lr0=0.01", "hub=org/name",
-                              "hub_period=2", "device=cpu"])
+                              "hub_period=2", "device=cpu", "nproc=2",
+                              "batch_fraction=0.5", "callbacks=a.b:c"])
     assert (args.model, args.epochs, args.batch, args.imgsz) == ("s", 5, 4, 96)
     assert args.exist_ok is True and args.resume is False and args.lr0 == 0.01
     assert args.hub == "org/name" and args.hub_period == 2
+    assert (args.nproc, args.batch_fraction, args.callbacks) == (2, 0.5, "a.b:c")
     assert given == {"model", "data", "epochs", "batch", "imgsz", "exist_ok", "resume", "lr0",
-                     "hub", "hub_period", "device"}
+                     "hub", "hub_period", "device", "nproc", "batch_fraction", "callbacks"}
+    assert parse_args(["batch=-1"])[0].batch == -1
     assert parse_args(["resume=runs/a/weights/last.pt"])[0].resume == "runs/a/weights/last.pt"
 
 
@@ -135,7 +138,10 @@ def test_key_value_arguments_parse_with_types() -> None:
     (["epochs=0"], "epochs='0': must be at least 1"),
     (["epochs=ten"], "epochs='ten': not a number"),
     (["imgsz=100"], "multiple of 32"),
-    (["batch=-1"], "not supported yet"),
+    (["batch=0"], "must be at least 1, or -1 for the largest that fits"),
+    (["batch=-2"], "must be at least 1, or -1"),
+    (["batch_fraction=0.99"], "between 0.1 and 0.95"),
+    (["nproc=-1"], "must be at least 0"),
     (["lr0=nan"], "lr0='nan'"),
     (["exist_ok=maybe"], "expected True or False"),
     (["hub=justaname"], "expected ORG/NAME"),

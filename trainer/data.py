@@ -238,12 +238,21 @@ def collate(batch: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.Tenso
 
 
 class EpochSampler(Sampler):
-    """Yields ``(epoch, index)`` keys, shuffled by ``(seed, epoch)`` when ``shuffle``."""
+    """Yields ``(epoch, index)`` keys, shuffled by ``(seed, epoch)`` when ``shuffle``.
 
-    def __init__(self, size: int, *, shuffle: bool, seed: int = 0) -> None:
+    With ``world`` > 1 it is the distributed sampler: every rank draws the same order and
+    takes every ``world``-th key from ``rank`` on. ``pad`` (training) repeats the first keys
+    so that every rank gets as many, as ``DistributedSampler`` does: ranks that ran out of
+    batches early would leave the others waiting in a gradient all-reduce. Validation
+    shards are not padded, since a repeated image would be counted twice in the metrics.
+    The keys carry the epoch, which ``DistributedSampler``'s plain indices cannot."""
+
+    def __init__(self, size: int, *, shuffle: bool, seed: int = 0, rank: int = 0,
+                 world: int = 1, pad: bool = True) -> None:
         self.size = size
         self.shuffle = shuffle
         self.seed = seed
+        self.rank, self.world, self.pad = rank, world, pad
         self.epoch = 0
 
     def set_epoch(self, epoch: int) -> None:
@@ -251,7 +260,9 @@ class EpochSampler(Sampler):
         self.epoch = epoch
 
     def __len__(self) -> int:
-        return self.size
+        if self.pad:
+            return -(-self.size // self.world)
+        return len(range(self.rank, self.size, self.world))
 
     def __iter__(self) -> Iterator[tuple[int, int]]:
         if self.shuffle:
@@ -259,7 +270,10 @@ class EpochSampler(Sampler):
             order = torch.randperm(self.size, generator=generator).tolist()
         else:
             order = list(range(self.size))
-        return iter([(self.epoch, i) for i in order])
+        if self.pad and order and self.size % self.world:
+            total = len(self) * self.world
+            order = (order * -(-total // self.size))[:total]
+        return iter([(self.epoch, i) for i in order[self.rank::self.world]])
 
 
 def _worker_init(worker_id: int) -> None:
@@ -276,9 +290,12 @@ def _worker_init(worker_id: int) -> None:
 
 
 def make_loader(dataset: YoloDataset, *, batch: int, workers: int, shuffle: bool,
-                pin_memory: bool, seed: int = 0) -> tuple[DataLoader, EpochSampler]:
-    """A loader over ``dataset`` and the sampler whose epoch the caller advances."""
-    sampler = EpochSampler(len(dataset), shuffle=shuffle, seed=seed)
+                pin_memory: bool, seed: int = 0, rank: int = 0, world: int = 1,
+                pad: bool = True) -> tuple[DataLoader, EpochSampler]:
+    """A loader over ``dataset`` (this rank's share of it) and the sampler whose epoch the
+    caller advances. ``batch`` is the batch of this process."""
+    sampler = EpochSampler(len(dataset), shuffle=shuffle, seed=seed, rank=rank, world=world,
+                           pad=pad)
     loader = DataLoader(
         dataset, batch_size=batch, sampler=sampler, num_workers=workers,
         collate_fn=collate, pin_memory=pin_memory, drop_last=False,

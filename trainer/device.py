@@ -2,8 +2,8 @@
 capability flags, so that the choices are unit-tested on a machine without a GPU.
 
 ``device=`` follows ``libreyolo train``: ``cpu``, ``0``, ``0,1``, ``cuda:0`` or empty for
-"the first GPU when there is one". The engine trains on one device (``world_size`` 1);
-with several listed it uses the first and says so.
+"the first GPU when there is one". With several GPUs listed, :mod:`trainer.distributed`
+runs one worker per GPU, each with the caps of its own device.
 """
 
 from __future__ import annotations
@@ -151,6 +151,12 @@ def to_device(images: torch.Tensor, targets: torch.Tensor, caps: DeviceCaps,
     targets = targets.to(device, non_blocking=caps.is_cuda)
     images = images.float().div_(255.0).contiguous(memory_format=fmt)
     return images, targets
+
+
+def peak_memory_bytes(caps: DeviceCaps) -> int | None:
+    """The most GPU memory the allocator held since the last reset (``None`` on the CPU),
+    what ``nvidia-smi`` shows as this process's share, less the CUDA context."""
+    return torch.cuda.max_memory_reserved(caps.torch_device) if caps.is_cuda else None
 
 
 def host_info(caps: DeviceCaps) -> dict[str, Any]:

@@ -23,7 +23,10 @@ class ModelEMA:
 
     @torch.no_grad()
     def update(self, model: nn.Module) -> None:
-        """Blend the model's current weights into the average."""
+        """Blend the model's current weights into the average (``model`` may be the
+        ``DistributedDataParallel`` wrapper of the model)."""
+        if isinstance(model, nn.parallel.DistributedDataParallel):
+            model = model.module
         self.updates += 1
         d = self.decay * (1 - math.exp(-self.updates / self.tau))
         model_state = model.state_dict()

@@ -7,6 +7,8 @@ source) and returns the process exit code: 0 completed or stopped, 1 failed.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import gc
 import logging
 import math
@@ -22,7 +24,18 @@ import numpy as np
 import torch
 from torch import nn
 
+from trainer.autobatch import (
+    CPU_DEFAULT_BATCH,
+    MAX_BATCH,
+    BatchChoice,
+    CudaMemory,
+    format_table,
+    measure_with,
+    search_batch,
+    synthetic_batch,
+)
 from trainer.boxes import postprocess
+from trainer.callbacks import CallbackContext, Callbacks
 from trainer.checkpoint import (
     capture_rng,
     model_meta,
@@ -40,8 +53,10 @@ from trainer.device import (
     cpu_threads,
     host_info,
     memory_format,
+    peak_memory_bytes,
     to_device,
 )
+from trainer.distributed import Group
 from trainer.ema import ModelEMA
 from trainer.evaluate import DetectionEvaluator
 from trainer.loss import LOSS_PARTS, detection_loss
@@ -62,15 +77,19 @@ PROGRESS_LOG_SECONDS = 15.0
 EXIT_OK, EXIT_FAILED = 0, 1
 
 
-def open_log(run_dir: Any) -> logging.Logger:
-    """The run's logger: ``train.log`` in the run directory and the console."""
+def open_log(run_dir: Any, rank: int = 0) -> logging.Logger:
+    """The run's logger: ``train.log`` in the run directory and the console. The other
+    ranks of a multi-process run log warnings and errors to the console only."""
     log = logging.getLogger("trainer.run")
-    log.setLevel(logging.INFO)
+    log.setLevel(logging.INFO if rank == 0 else logging.WARNING)
     log.propagate = False
     close_log(log)
-    log.addHandler(train_log_handler(run_dir))
     console = logging.StreamHandler(sys.stdout)
-    console.setFormatter(logging.Formatter(LOG_FORMAT, LOG_DATEFMT))
+    if rank == 0:
+        log.addHandler(train_log_handler(run_dir))
+        console.setFormatter(logging.Formatter(LOG_FORMAT, LOG_DATEFMT))
+    else:
+        console.setFormatter(logging.Formatter(f"rank {rank} | {LOG_FORMAT}", LOG_DATEFMT))
     log.addHandler(console)
     return log
 
@@ -136,8 +155,12 @@ def train_step(model: Detector, ema: ModelEMA, optimizer: torch.optim.Optimizer,
 
 @torch.no_grad()
 def validate(model: Detector, loader: Any, caps: DeviceCaps, precision: Precision,
-             fmt: torch.memory_format, imgsz: int, nc: int) -> dict[str, float]:
-    """Precision, recall, mAP50 and mAP50-95 of ``model`` on ``loader``."""
+             fmt: torch.memory_format, imgsz: int, nc: int,
+             group: Group | None = None) -> dict[str, float]:
+    """Precision, recall, mAP50 and mAP50-95 of ``model`` on ``loader``. In a
+    multi-process run each rank evaluates its shard; rank 0 merges the matches and every
+    rank gets the same metrics."""
+    group = group or Group()
     model.eval()
     evaluator = DetectionEvaluator(nc)
     for images, targets in loader:
@@ -149,17 +172,57 @@ def validate(model: Detector, loader: Any, caps: DeviceCaps, precision: Precisio
         truth = targets.cpu().numpy()
         for i, dets in enumerate(detections):
             evaluator.add(dets.cpu().numpy(), truth[truth[:, 0] == i, 1:])
-    return evaluator.compute()
+    shards = group.gather(evaluator)
+    metrics = None
+    if shards is not None:
+        for other in shards[1:]:
+            evaluator.merge(other)
+        metrics = evaluator.compute()
+    return group.broadcast(metrics)
 
 
-def run(plan: Plan) -> int:
-    """Train as planned; returns the exit code."""
+def choose_batch(model: Detector, caps: DeviceCaps, precision: Precision, imgsz: int,
+                 nc: int, max_boxes: int, fraction: float, limit: int,
+                 log: logging.Logger) -> BatchChoice | None:
+    """``batch=-1``: the largest power of two whose real training steps (on copies of
+    the model and optimizer) fit in ``fraction`` of this GPU's memory; ``None`` on the
+    CPU, where there is no device memory to fit and the default is used."""
+    if not caps.is_cuda:
+        log.info("batch=-1: training on the CPU, where there is no GPU memory to fit; using "
+                 "the default batch %d per process", CPU_DEFAULT_BATCH)
+        return None
+    device, fmt = caps.torch_device, memory_format(caps)
+    points, strides = model.anchors(imgsz, device)
+
+    def trial(batch: int) -> None:
+        copy_ = copy.deepcopy(model).train()
+        ema = ModelEMA(copy_)
+        optimizer = build_optimizer(copy_, 1e-6)
+        images, targets = synthetic_batch(batch, imgsz, nc, max_boxes, device)
+        train_step(copy_, ema, optimizer, precision.scaler(), precision,
+                   images.contiguous(memory_format=fmt), targets, points, strides)
+        torch.cuda.synchronize(device)
+
+    meter = CudaMemory(caps.index)
+    choice = search_batch(measure_with(trial, meter), meter.budget(fraction), limit=limit)
+    for line in format_table(choice):
+        log.info("batch=-1: %s", line)
+    return choice
+
+
+def run(plan: Plan, group: Group | None = None) -> int:
+    """Train as planned; returns the exit code. ``group`` is this process's place in a
+    multi-process run (default: a run of one process)."""
+    group = group or Group()
+    world = group.world
+    is_main = world.is_main
     args, caps = plan.args, plan.caps
     ckpt = plan.resume_checkpoint
-    run_dir = plan.run_dir
-    writer = RunWriter(run_dir)
-    log = open_log(run_dir)
-    for note in plan.notes:
+    run_dir = group.broadcast(plan.run_dir)  # under torchrun only rank 0 chose it
+    writer = RunWriter(run_dir) if is_main else None
+    log = open_log(run_dir, world.rank)
+    callbacks = plan.callbacks or Callbacks()
+    for note in plan.notes if is_main else ():
         log.warning(note)
     start_epoch = 1 if ckpt is None else int(ckpt["epoch"]) + 1
     best_metric = None if ckpt is None else ckpt.get("best_metric")
@@ -169,25 +232,26 @@ def run(plan: Plan) -> int:
 
     # ----------------------------------------------------------------- the report
     if ckpt is None:
-        removed = clear_history(run_dir)
+        removed = clear_history(run_dir) if is_main else []
         if removed:
             log.info("exist_ok: reusing %s, removed the old %s", run_dir, ", ".join(removed))
     else:
-        dropped = trim_history(run_dir, start_epoch - 1)
+        dropped = trim_history(run_dir, start_epoch - 1) if is_main else 0
         log.info("resuming %s at epoch %d (best %s %s at epoch %s)%s", run_dir, start_epoch,
                  BEST_METRIC, best_metric, best_epoch,
                  f"; dropped {dropped} metrics rows written after that checkpoint"
                  if dropped else "")
     uploader = None  # created in the try block below, so that its failure fails the run
     report = RunReport(writer, {
-        "pid": os.getpid(), "model_family": FAMILY, "model_size": plan.size, "task": "detect",
+        "pid": world.launcher_pid or os.getpid(), "model_family": FAMILY,
+        "model_size": plan.size, "task": "detect",
         "save_dir": str(run_dir.resolve()), "total_epochs": args.epochs,
         "start_epoch": start_epoch, "host": host_info(caps), "batch": args.batch,
-        "imgsz": imgsz, "world_size": 1, "best_metric": best_metric,
+        "imgsz": imgsz, "world_size": world.size, "best_metric": best_metric,
         "best_metric_name": BEST_METRIC, "best_epoch": best_epoch,
     }, log, hub_state=lambda: uploader.state() if uploader is not None else None)
     report.status(state="running", completed_epochs=start_epoch - 1, current_epoch=None)
-    weights = writer.weights_dir
+    weights = run_dir / "weights"
 
     def checkpoints() -> dict[str, str | None]:
         return {name: str((weights / f"{name}.pt").resolve())
@@ -197,26 +261,35 @@ def run(plan: Plan) -> int:
         "failed", checkpoints=checkpoints(),
         error={"type": "Interrupted",
                "message": f"second {signal.Signals(signum).name}: exited without saving"}))
-    state, exit_code, error = "failed", EXIT_FAILED, None
+    state, exit_code, error, failure = "failed", EXIT_FAILED, None, None
     completed = start_epoch - 1
     metrics: dict[str, float] = {}
     precision = choose_precision(caps, args.amp)
     meta = model_meta(plan.size, nc, names, imgsz)
     model: nn.Module | None = None
-    checkpoint_seconds = 0.0
+    ema: ModelEMA | None = None
+    batch, autobatch = args.batch, None
+    checkpoint_seconds = step_seconds = 0.0
+    images_seen = 0
     previous_threads: int | None = None
+
+    def fire(event: str, **fields: Any) -> None:
+        callbacks.run(CallbackContext(
+            event, run_dir, args, world.rank, world.size, model=model,
+            ema=ema.module if ema is not None else None, **fields), log)
+
     stop.install()
     try:
-        if plan.uploader_factory is not None:
+        if plan.uploader_factory is not None and is_main:
             uploader = plan.uploader_factory(run_dir, args.hub, args.hub_period, log)
         # ------------------------------------------------------------- the model
         random.seed(args.seed)
         np.random.seed(args.seed)
         torch.manual_seed(args.seed)
         configure_backends(caps)
-        workers = min(args.workers, os.cpu_count() or 1)
-        threads = None if caps.is_cuda else cpu_threads(os.cpu_count() or 1, workers,
-                                                        dict(os.environ))
+        cpus = max(1, (os.cpu_count() or 1) // world.size)
+        workers = min(args.workers, cpus)
+        threads = None if caps.is_cuda else cpu_threads(cpus, workers, dict(os.environ))
         if threads is not None:
             previous_threads = torch.get_num_threads()
             torch.set_num_threads(threads)
@@ -228,6 +301,16 @@ def run(plan: Plan) -> int:
             copied, total = transfer_weights(model, plan.init_checkpoint["model"])
             log.info("fine-tuning from %s: %d of %d tensors copied", args.model, copied, total)
         model.to(device, memory_format=fmt)
+        if args.batch == -1:
+            most = max((len(labels) for labels in plan.train_set.labels), default=1)
+            autobatch = choose_batch(
+                model, caps, precision, imgsz, nc, max(1, most), args.batch_fraction,
+                min(MAX_BATCH, max(1, len(plan.train_set) // world.size)), log)
+            # Every rank probed its own GPU: the smallest fit holds on all of them.
+            per_rank = group.min_int(autobatch.batch if autobatch else CPU_DEFAULT_BATCH)
+            batch = per_rank * world.size
+            report.status(batch=batch)
+        per_rank = batch // world.size
         ema = ModelEMA(model)
         optimizer = build_optimizer(model, args.lr0)
         lr_factor = cosine_schedule(args.epochs)
@@ -242,25 +325,33 @@ def run(plan: Plan) -> int:
             if saved["scaler"]:  # empty when saved without fp16 (CPU, bf16)
                 scaler.load_state_dict(saved["scaler"])
             restore_rng(saved["rng"], caps.index if caps.is_cuda else None)
+        # DDP averages the gradients over the ranks in the backward pass.
+        trained = (nn.parallel.DistributedDataParallel(
+            model, device_ids=[caps.index] if caps.is_cuda else None)
+            if group.active else model)
 
         # ------------------------------------------------------------- the data
         train_loader, train_sampler = make_loader(
-            plan.train_set, batch=args.batch, workers=workers, shuffle=True,
-            pin_memory=caps.is_cuda, seed=args.seed)
-        val_loader, _ = make_loader(plan.val_set, batch=args.batch * 2, workers=workers,
-                                    shuffle=False, pin_memory=caps.is_cuda)
+            plan.train_set, batch=per_rank, workers=workers, shuffle=True,
+            pin_memory=caps.is_cuda, seed=args.seed, rank=world.rank, world=world.size)
+        val_loader, _ = make_loader(plan.val_set, batch=per_rank * 2, workers=workers,
+                                    shuffle=False, pin_memory=caps.is_cuda,
+                                    rank=world.rank, world=world.size, pad=False)
         batches = len(train_loader)
         warmup = warmup_iterations(batches, args.epochs)
         points, strides = model.anchors(imgsz, device)
         log.info("run %s: %s-%s (%.2fM parameters), %d classes, %d train / %d val images",
                  run_dir, FAMILY, plan.size, parameter_count(model) / 1e6, nc,
                  len(plan.train_set), len(plan.val_set))
-        log.info("device %s (%s), %s, batch %d, imgsz %d, workers %d, %d CPU threads, "
+        log.info("device %s (%s), %s, batch %d%s, imgsz %d, workers %d, %d CPU threads, "
                  "epochs %d-%d", device, ", ".join(caps.names) or "no GPU", precision.label,
-                 args.batch, imgsz, workers, torch.get_num_threads(), start_epoch, args.epochs)
+                 batch, f" ({world.size} processes x {per_rank})" if group.active else "",
+                 imgsz, workers, torch.get_num_threads(), start_epoch, args.epochs)
 
         def save(name: str, epoch: int, *, with_state: bool, partial_step: int = 0) -> None:
             nonlocal checkpoint_seconds
+            if not is_main:
+                return
             t0 = time.perf_counter()
             payload: dict[str, Any] = {
                 "model_meta": meta, "model": state_dict_cpu(ema.module), "epoch": epoch,
@@ -277,31 +368,36 @@ def run(plan: Plan) -> int:
             save_checkpoint(weights / name, payload)
             checkpoint_seconds += time.perf_counter() - t0
 
+        fire("on_train_start")
         # ------------------------------------------------------------- the loop
         for epoch in range(start_epoch, args.epochs + 1):
             # ---- train one epoch
             epoch_start = time.monotonic()
-            model.train()
+            trained.train()
             train_sampler.set_epoch(epoch)
             loss_sums = torch.zeros(len(LOSS_PARTS), device=device)
-            steps, last_progress = 0, time.monotonic()
+            steps, seen, stopping, last_progress = 0, 0, False, time.monotonic()
             for step, (images, targets) in enumerate(train_loader):
                 iteration = step + batches * (epoch - 1)
                 if iteration < warmup:
-                    for group in optimizer.param_groups:
-                        group["lr"] = (group["initial_lr"] * lr_factor(epoch - 1)
-                                       * (iteration + 1) / warmup)
+                    for group_ in optimizer.param_groups:
+                        group_["lr"] = (group_["initial_lr"] * lr_factor(epoch - 1)
+                                        * (iteration + 1) / warmup)
                 images, targets = to_device(images, targets, caps, fmt)
-                loss_sums += train_step(model, ema, optimizer, scaler, precision, images,
+                loss_sums += train_step(trained, ema, optimizer, scaler, precision, images,
                                         targets, points, strides)
                 steps += 1
+                seen += len(images)
                 if time.monotonic() - last_progress > PROGRESS_LOG_SECONDS:
                     last_progress = time.monotonic()
                     log.info("epoch %d/%d: step %d/%d, loss %.4f", epoch, args.epochs,
                              steps, batches, float(loss_sums.sum()) / steps)
-                if stop.requested:
+                # Every rank must leave the loop at the same step, or the others would
+                # wait forever in the next gradient all-reduce.
+                stopping = group.any(stop.requested)
+                if stopping:
                     break
-            if stop.requested and steps < batches:
+            if stopping and steps < batches:
                 # Mid-epoch: keep the weights of the finished steps; a resume
                 # repeats this epoch from its start.
                 save("last.pt", completed, with_state=True, partial_step=steps)
@@ -309,20 +405,27 @@ def run(plan: Plan) -> int:
                          epoch, steps, batches)
                 state, exit_code = "stopped", EXIT_OK
                 break
-            losses = (loss_sums / max(steps, 1)).tolist()
+            totals = group.sum_(torch.cat((loss_sums, torch.tensor(
+                [steps, seen], dtype=loss_sums.dtype, device=device))))
+            step_seconds += time.monotonic() - epoch_start
+            images_seen += int(totals[-1])
+            losses = (totals[:-2] / max(float(totals[-2]), 1.0)).tolist()
             train_loss = sum(losses)
             if not math.isfinite(train_loss):
                 raise FloatingPointError(f"training loss is {train_loss} in epoch {epoch}")
             scheduler.step()
+            group.sync_buffers(model)
+            group.sync_buffers(ema.module)
 
             # ---- validate
             validated = epoch % args.val_period == 0 or epoch == args.epochs
             is_best = False
             if validated:
                 metrics = validate(ema.module, val_loader, caps, precision, fmt,
-                                   imgsz, nc)
+                                   imgsz, nc, group)
                 if best_metric is None or metrics[BEST_METRIC] > best_metric:
                     best_metric, best_epoch, is_best = metrics[BEST_METRIC], epoch, True
+                fire("on_val_end", epoch=epoch, metrics=dict(metrics))
 
             # ---- save
             completed = epoch
@@ -340,8 +443,8 @@ def run(plan: Plan) -> int:
                         for part, value in zip(LOSS_PARTS, losses, strict=True)})
             for key in ("precision", "recall", "mAP50", "mAP50-95"):
                 row[f"metrics/{key}"] = metrics.get(key) if validated else None
-            row.update({f"lr/pg{i}": group["lr"]
-                        for i, group in enumerate(optimizer.param_groups)})
+            row.update({f"lr/pg{i}": group_["lr"]
+                        for i, group_ in enumerate(optimizer.param_groups)})
             row.update({"validated": validated, "is_best": is_best,
                         "current_metric": metrics[BEST_METRIC] if validated else None,
                         "current_metric_name": BEST_METRIC, "best_metric": best_metric,
@@ -353,12 +456,13 @@ def run(plan: Plan) -> int:
                      "" if not validated else ", " + ", ".join(
                          f"{k} {v:.4f}" for k, v in metrics.items()),
                      row["time"], ", new best" if is_best else "")
+            fire("on_train_epoch_end", epoch=epoch, metrics=dict(metrics), row=row)
             if uploader is not None:
                 uploader.on_epoch_end(epoch, is_best, BEST_METRIC,
                                       metrics.get(BEST_METRIC) if validated else None)
 
             # ---- stop early?
-            if stop.requested:
+            if stopping or group.any(stop.requested):
                 state, exit_code = "stopped", EXIT_OK
                 log.info("stopped after epoch %d", epoch)
                 break
@@ -370,14 +474,13 @@ def run(plan: Plan) -> int:
         if state != "stopped":
             state, exit_code = "completed", EXIT_OK
     except Exception as exc:
+        failure = exc
         error = {"type": type(exc).__name__, "message": one_line(exc)}
         log.exception("training failed: %s: %s", error["type"], error["message"])
         state, exit_code = "failed", EXIT_FAILED
+        fire("on_train_exception", error=exc)
 
     # ----------------------------------------------------------------- the ending
-    # An exception re-raised from a loader worker sits in a reference cycle with the
-    # loader's iterator: break it now, so the workers are shut down when ``run`` returns.
-    gc.collect()
     report.ending(state, checkpoints=checkpoints(), error=error)
     report.summary({
         "state": state, "completed_epochs": completed, "total_epochs": args.epochs,
@@ -387,7 +490,10 @@ def run(plan: Plan) -> int:
         "mean_epoch_seconds": (sum(report.epoch_seconds) / len(report.epoch_seconds)
                                if report.epoch_seconds else None),
         "model": meta, "parameters": parameter_count(model) if model is not None else None,
-        "device": str(device),
+        "device": str(device), "world_size": world.size, "batch": batch,
+        "autobatch": None if autobatch is None else dataclasses.asdict(autobatch),
+        "images_per_second": images_seen / step_seconds if step_seconds > 0 else None,
+        "peak_memory_bytes": peak_memory_bytes(caps),
         "precision": precision.label, "args": args.to_dict(), "checkpoints": checkpoints(),
         "error": error,
     })
@@ -405,9 +511,17 @@ def run(plan: Plan) -> int:
         except Exception as exc:  # the run's own ending is already on disk
             log.error("final Hub push failed: %s", one_line(exc))
         report.status()
+    fire("on_train_end", state=state, epoch=completed, metrics=dict(metrics), error=failure)
     stop.restore()
     if previous_threads is not None:
         torch.set_num_threads(previous_threads)  # for callers in the same process
     close_log(log)
+    if failure is None:
+        group.close()
+    elif not is_main:
+        raise failure  # the launcher (ours or torchrun) reports a worker's error
+    # An exception re-raised from a loader worker sits in a reference cycle with the
+    # loader's iterator: break it now, so the workers are shut down when ``run`` returns.
+    del failure
+    gc.collect()
     return exit_code
-

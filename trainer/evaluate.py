@@ -84,6 +84,13 @@ class DetectionEvaluator:
             record.scores.append(dets[:, 4])
             record.hits.append(match_detections(iou_matrix(dets[:, :4], gts)))
 
+    def merge(self, other: DetectionEvaluator) -> None:
+        """Add the images another evaluator saw (a validation shard of another rank)."""
+        for mine, theirs in zip(self._classes, other._classes, strict=True):
+            mine.scores.extend(theirs.scores)
+            mine.hits.extend(theirs.hits)
+            mine.n_gt += theirs.n_gt
+
     def compute(self) -> dict[str, float]:
         """``precision``, ``recall``, ``mAP50`` and ``mAP50-95``, averaged over the classes
         that have ground truth (all 0 when no image has any)."""

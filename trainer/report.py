@@ -30,9 +30,11 @@ def one_line(exc: BaseException, limit: int = 500) -> str:
 
 
 class RunReport:
-    """Keeps ``status.json`` up to date and appends the per-epoch history."""
+    """Keeps ``status.json`` up to date and appends the per-epoch history. Without a
+    writer (the other ranks of a multi-process run) it keeps the fields and writes
+    nothing."""
 
-    def __init__(self, writer: RunWriter, base: Mapping[str, Any], log: logging.Logger,
+    def __init__(self, writer: RunWriter | None, base: Mapping[str, Any], log: logging.Logger,
                  hub_state: Callable[[], dict[str, Any] | None] = lambda: None) -> None:
         self.writer = writer
         self.log = log
@@ -43,6 +45,8 @@ class RunReport:
         self.write_seconds = 0.0
 
     def _timed(self, what: str, action: Callable[[], None]) -> None:
+        if self.writer is None:
+            return
         t0 = time.perf_counter()
         try:
             action()

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
+import pickle
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,8 +22,8 @@ from typing import Any
 EXIT_USAGE = 2
 
 #: Keys that a resumed run takes from the command line instead of from the checkpoint.
-RESUME_OVERRIDES = ("epochs", "device", "workers", "patience", "save_period",
-                    "val_period", "hub", "hub_period")
+RESUME_OVERRIDES = ("epochs", "device", "nproc", "workers", "patience", "save_period",
+                    "val_period", "hub", "hub_period", "callbacks")
 
 _HUB_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -38,8 +40,10 @@ class TrainArgs:
     data: str = ""
     epochs: int = 100
     batch: int = 16
+    batch_fraction: float = 0.8
     imgsz: int = 640
     device: str = ""
+    nproc: int = 0
     workers: int = 8
     project: str = "runs/train"
     name: str = "exp"
@@ -53,6 +57,7 @@ class TrainArgs:
     hub: str | None = None
     hub_period: int = 10
     amp: bool = True
+    callbacks: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """The arguments as a JSON-friendly dict (saved in checkpoints and summary)."""
@@ -63,9 +68,11 @@ HELP = {
     "model": "gpdet-n | gpdet-s | gpdet-m (or n/s/m), or a .pt checkpoint to fine-tune",
     "data": "path to a YOLO data.yaml (required)",
     "epochs": "number of epochs",
-    "batch": "images per batch",
+    "batch": "images per step over all devices; -1: the largest power of two that fits",
+    "batch_fraction": "batch=-1 fills at most this fraction of GPU memory",
     "imgsz": "square input size in pixels, a multiple of 32",
-    "device": "cpu, 0, cuda:0 (empty: the first GPU if any, else cpu)",
+    "device": "cpu, 0, 0,1,2,3 (one worker per GPU), cuda:0 (empty: first GPU, else cpu)",
+    "nproc": "worker processes (0: one per listed GPU; with device=cpu, gloo workers)",
     "workers": "data loader processes (0: load in the training process)",
     "project": "parent folder of run directories",
     "name": "run directory name (name2, name3... when taken, unless exist_ok)",
@@ -79,6 +86,7 @@ HELP = {
     "hub": "ORG/NAME: push best.pt to this Hugging Face repo at milestones (HF_TOKEN)",
     "hub_period": "push every N epochs (and on each new best)",
     "amp": "mixed precision on CUDA (bf16 where supported, else fp16)",
+    "callbacks": "module:attr[,module:attr]: functions to call at run events (see docs)",
 }
 
 
@@ -128,10 +136,15 @@ def _imgsz(text: str) -> int:
 
 def _batch(text: str) -> int:
     value = int(text)
-    if value == -1:
-        raise ValueError("automatic batch size (-1) is not supported yet; give a number")
-    if value < 1:
-        raise ValueError("must be at least 1")
+    if value < 1 and value != -1:
+        raise ValueError("must be at least 1, or -1 for the largest that fits")
+    return value
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value) or not 0.1 <= value <= 0.95:
+        raise ValueError("must be a number between 0.1 and 0.95")
     return value
 
 
@@ -164,10 +177,11 @@ def _nonempty(text: str) -> str:
 
 PARSERS: dict[str, Callable[[str], Any]] = {
     "model": _nonempty, "data": _nonempty, "epochs": _int(1), "batch": _batch,
-    "imgsz": _imgsz, "device": str, "workers": _int(0), "project": _nonempty,
+    "batch_fraction": _fraction, "imgsz": _imgsz, "device": str, "nproc": _int(0),
+    "workers": _int(0), "project": _nonempty,
     "name": _name, "save_period": _int(), "resume": _resume, "seed": _int(0), "lr0": _lr,
     "patience": _int(0), "exist_ok": _bool, "val_period": _int(1), "hub": _hub,
-    "hub_period": _int(1), "amp": _bool,
+    "hub_period": _int(1), "amp": _bool, "callbacks": str,
 }
 
 
@@ -208,6 +222,10 @@ class Plan:
     resume_checkpoint: dict[str, Any] | None = None
     uploader_factory: Callable[..., Any] | None = None
     notes: list[str] = field(default_factory=list)
+    callbacks: Any = None  # trainer.callbacks.Callbacks
+    launch: str = "single"  # single | spawn (one worker per device) | torchrun
+    world_size: int = 1
+    world: Any = None  # trainer.distributed.World under torchrun
 
 
 def _looks_like_path(model: str) -> bool:
@@ -223,14 +241,74 @@ def _resume_source(args: TrainArgs) -> Path:
     return Path(str(args.resume))
 
 
-def plan_run(args: TrainArgs, given: set[str]) -> Plan:
+def _plan_world(args: TrainArgs, caps: Any,
+                env: Mapping[str, str]) -> tuple[str, int, Any, Any]:
+    """How many processes train, who starts them, and this process's device:
+    ``(launch, size, torchrun world or None, caps)``."""
+    from trainer.device import parse_device, probe
+    from trainer.distributed import torchrun_world
+
+    world = torchrun_world(env)
+    if world is not None and world.size > 1:
+        if args.nproc > 1:
+            raise UsageError("nproc= is set by torchrun (--nproc-per-node); leave it out")
+        if caps.is_cuda:
+            listed = parse_device(args.device)[1]
+            if len(listed) > 1 and world.local_rank >= len(listed):
+                raise UsageError(f"device={args.device} lists {len(listed)} GPUs but this is "
+                                 f"LOCAL_RANK {world.local_rank}")
+            caps = probe(str(listed[world.local_rank] if len(listed) > 1
+                             else world.local_rank))
+        return "torchrun", world.size, world, caps
+    if caps.is_cuda:
+        size = len(caps.requested)
+        if args.nproc not in (0, size):
+            raise UsageError(f"nproc={args.nproc} with device={args.device}: GPUs get one "
+                             f"worker each; list {args.nproc} GPUs in device= instead")
+    else:
+        size = max(1, args.nproc)
+    return ("spawn" if size > 1 else "single"), size, None, caps
+
+
+def _check_batch(batch: int, size: int) -> None:
+    if batch != -1 and batch % size:
+        near = size * max(1, round(batch / size))
+        raise UsageError(f"batch={batch} is the batch over all {size} processes and must "
+                         f"split evenly between them; try batch={near}")
+
+
+def _callbacks(args: TrainArgs, extra: Any, launch: str) -> Any:
+    from trainer.callbacks import CallbackError, Callbacks, load_spec
+
+    callbacks = load_spec(args.callbacks) if args.callbacks else Callbacks()
+    if extra is not None:
+        for event, registered in extra.registered.items():
+            for callback in registered:
+                callbacks.add(event, callback)
+    if launch == "spawn" and callbacks:
+        try:
+            pickle.dumps(callbacks)
+        except (pickle.PicklingError, AttributeError, TypeError) as exc:
+            raise CallbackError("callbacks must be module-level functions (importable by "
+                                f"name) to run in several worker processes: {exc}") from None
+    return callbacks
+
+
+def plan_run(args: TrainArgs, given: set[str], env: Mapping[str, str] | None = None,
+             callbacks: Any = None) -> Plan:
     """Check everything and load the data; raises ``UsageError`` or a one-line
-    ``ValueError`` subclass from the data, model, checkpoint or device modules."""
+    ``ValueError`` subclass from the data, model, checkpoint, device or callback modules.
+
+    ``env`` (default ``os.environ``) tells whether torchrun started this process;
+    ``callbacks`` (a :class:`trainer.callbacks.Callbacks`) adds to ``callbacks=``."""
     from trainer.checkpoint import load_checkpoint
     from trainer.data import YoloDataset, load_data_config
     from trainer.device import probe
     from trainer.model import parse_model_name
     from trainer.rundir import check_not_live, choose_run_dir
+
+    env = os.environ if env is None else env
+    is_main = env.get("RANK", "0") == "0"
 
     notes: list[str] = []
     init_ckpt = resume_ckpt = None
@@ -255,24 +333,24 @@ def plan_run(args: TrainArgs, given: set[str]) -> Plan:
         if resume_ckpt["epoch"] >= args.epochs:
             raise UsageError(f"{path} already completed {resume_ckpt['epoch']} of "
                              f"{args.epochs} epochs; give a larger epochs= to continue")
-        check_not_live(run_dir)
+        if is_main:
+            check_not_live(run_dir)
     if not args.data:
         raise UsageError("data= is required (path to a YOLO data.yaml)")
     if resume_ckpt is not None:
-        size = resume_ckpt["model_meta"]["size"]
+        model_size = resume_ckpt["model_meta"]["size"]
     elif _looks_like_path(args.model):
         init_ckpt = load_checkpoint(args.model)
-        size = init_ckpt["model_meta"]["size"]
+        model_size = init_ckpt["model_meta"]["size"]
     else:
-        size = parse_model_name(args.model)
+        model_size = parse_model_name(args.model)
     data = load_data_config(args.data)
     if resume_ckpt is not None and resume_ckpt["model_meta"]["nc"] != data.nc:
         raise UsageError(f"resume: the checkpoint has {resume_ckpt['model_meta']['nc']} "
                          f"classes but {args.data} has {data.nc}")
-    caps = probe(args.device)
-    if caps.is_cuda and len(caps.requested) > 1:
-        notes.append(f"device={args.device}: training on GPU {caps.index} only "
-                     "(one device per run)")
+    launch, size, world, caps = _plan_world(args, probe(args.device), env)
+    _check_batch(args.batch, size)
+    hooks = _callbacks(args, callbacks, launch)
     factory = None
     if args.hub:
         try:
@@ -284,9 +362,11 @@ def plan_run(args: TrainArgs, given: set[str]) -> Plan:
     train_set = YoloDataset(data.train, data.nc, args.imgsz, augment=True, seed=args.seed)
     val_set = YoloDataset(data.val, data.nc, args.imgsz, augment=False, seed=args.seed)
     if resume_ckpt is None:
-        run_dir = choose_run_dir(args.project, args.name, args.exist_ok)
-    return Plan(args, run_dir, data, train_set, val_set, caps, size, init_ckpt, resume_ckpt,
-                factory, notes)
+        # Under torchrun the other ranks learn rank 0's choice from rank 0 itself.
+        run_dir = (choose_run_dir(args.project, args.name, args.exist_ok) if is_main
+                   else Path(args.project) / args.name)
+    return Plan(args, run_dir, data, train_set, val_set, caps, model_size, init_ckpt,
+                resume_ckpt, factory, notes, hooks, launch, size, world)
 
 
 def main(argv: Sequence[str]) -> int:
@@ -301,6 +381,19 @@ def main(argv: Sequence[str]) -> int:
     except ValueError as exc:  # UsageError, DataError, ModelError, CheckpointError...
         print(f"train: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    return run_plan(plan)
+
+
+def run_plan(plan: Plan) -> int:
+    """Train as planned, in this process or in one worker per device; the exit code."""
+    if plan.launch == "spawn":
+        from trainer.distributed import spawn
+        from trainer.engine import open_log
+
+        return spawn(plan, plan.world_size, open_log(plan.run_dir))
+    from trainer.distributed import Group
     from trainer.engine import run
 
+    if plan.launch == "torchrun":
+        return run(plan, Group.join(plan.world, plan.caps.torch_device))
     return run(plan)

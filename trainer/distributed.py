@@ -1,0 +1,260 @@
+"""Training in several processes: one per GPU on NCCL, or several on the CPU on gloo (the
+same code path, which is how it is tested here), spawned by us or started by torchrun.
+
+Who does what:
+
+- ``device=0,1,2,3`` (or ``device=cpu nproc=2``): the process the user started is the
+  *launcher*. It spawns one worker per device (``torch.multiprocessing``, start method
+  ``spawn``, so the calling script must guard its entry with ``if __name__ ==
+  "__main__":``), forwards SIGTERM/SIGINT to them, and waits. Workers leave the
+  launcher's process group, so that a signal to the group (a graceful stop from the
+  laptop, Ctrl-C in a terminal) reaches the launcher alone and each worker gets it once,
+  forwarded. When the launcher dies, torch's parent-death signal (SIGINT) stops them.
+- Under torchrun (``RANK``, ``WORLD_SIZE`` and ``LOCAL_RANK`` set), every process joins
+  the existing process group instead; torchrun itself is the launcher.
+- Rank 0 writes the run directory and the checkpoints; all ranks train, validate their
+  shard of the validation set and agree, at every step, on whether to stop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import pickle
+import shutil
+import signal
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+TORCHRUN_KEYS = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
+#: How long the launcher lets the other workers end by themselves once one has failed.
+GRACE_SECONDS = 15.0
+
+
+class DistributedError(ValueError):
+    """A distributed setting that cannot work (one line)."""
+
+
+@dataclass(frozen=True)
+class World:
+    """This process's place in the run. ``launcher_pid`` is the process that takes the
+    signals for the whole run (our launcher), or ``None`` when this process takes its own
+    (a single process, or torchrun's workers)."""
+
+    rank: int = 0
+    local_rank: int = 0
+    size: int = 1
+    launcher_pid: int | None = None
+
+    @property
+    def is_main(self) -> bool:
+        """Whether this process writes the run directory."""
+        return self.rank == 0
+
+
+def torchrun_world(env: Mapping[str, str]) -> World | None:
+    """The world torchrun describes in ``env``, or ``None`` when not under torchrun."""
+    if not all(key in env for key in TORCHRUN_KEYS):
+        return None
+    try:
+        rank, size, local = (int(env[key]) for key in TORCHRUN_KEYS)
+    except ValueError:
+        raise DistributedError("RANK, WORLD_SIZE and LOCAL_RANK must be integers "
+                               f"(got {', '.join(env[k] for k in TORCHRUN_KEYS)})") from None
+    if size < 1 or not 0 <= rank < size or local < 0:
+        raise DistributedError(f"RANK={rank} WORLD_SIZE={size} LOCAL_RANK={local} do not "
+                               "describe a process of the group")
+    return World(rank, local, size)
+
+
+def backend_for(device_kind: str) -> str:
+    """NCCL between GPUs, gloo between CPU processes."""
+    return "nccl" if device_kind == "cuda" else "gloo"
+
+
+class Group:
+    """The collectives of a run. With one process every operation is the identity, so the
+    engine calls them unconditionally.
+
+    Small control messages (the stop flag, metric states, the batch size) travel on a
+    gloo group over TCP even when training uses NCCL: reading a value back from a GPU
+    collective would synchronise the host with the GPU at every step."""
+
+    def __init__(self, world: World | None = None) -> None:
+        self.world = world or World()
+        self._control: Any = None
+
+    @property
+    def active(self) -> bool:
+        """Whether there are other processes to talk to."""
+        return self.world.size > 1
+
+    @classmethod
+    def join(cls, world: World, device: torch.device, init_method: str = "env://") -> Group:
+        """Join the process group of ``world`` (``env://``: torchrun's MASTER_ADDR/PORT)."""
+        group = cls(world)
+        if not group.active:
+            return group
+        kwargs: dict[str, Any] = {}
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+            kwargs["device_id"] = device
+        dist.init_process_group(backend_for(device.type), init_method=init_method,
+                                rank=world.rank, world_size=world.size, **kwargs)
+        group._control = (dist.new_group(backend="gloo") if device.type == "cuda"
+                          else dist.group.WORLD)
+        return group
+
+    def close(self) -> None:
+        """Leave the process group."""
+        if self.active and dist.is_initialized():
+            dist.destroy_process_group()
+
+    def any(self, flag: bool) -> bool:
+        """Whether ``flag`` holds on any rank (every rank gets the same answer)."""
+        if not self.active:
+            return flag
+        value = torch.tensor([int(flag)], dtype=torch.int32)
+        dist.all_reduce(value, op=dist.ReduceOp.MAX, group=self._control)
+        return bool(value.item())
+
+    def min_int(self, value: int) -> int:
+        """The smallest ``value`` over the ranks."""
+        if not self.active:
+            return value
+        tensor = torch.tensor([value], dtype=torch.int64)
+        dist.all_reduce(tensor, op=dist.ReduceOp.MIN, group=self._control)
+        return int(tensor.item())
+
+    def sum_(self, tensor: torch.Tensor) -> torch.Tensor:
+        """Sum ``tensor`` over the ranks, in place on every rank."""
+        if self.active:
+            dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+        return tensor
+
+    def gather(self, obj: Any) -> list[Any] | None:
+        """Every rank's ``obj`` on rank 0 (in rank order); ``None`` elsewhere."""
+        if not self.active:
+            return [obj]
+        out: list[Any] | None = [None] * self.world.size if self.world.is_main else None
+        dist.gather_object(obj, out, dst=0, group=self._control)
+        return out
+
+    def broadcast(self, obj: Any) -> Any:
+        """Rank 0's ``obj`` on every rank."""
+        if not self.active:
+            return obj
+        box = [obj]
+        dist.broadcast_object_list(box, src=0, group=self._control)
+        return box[0]
+
+    def sync_buffers(self, module: nn.Module) -> None:
+        """Give every rank rank 0's buffers (batch-norm statistics are updated by each
+        rank's own batches after DDP's broadcast at the start of each forward)."""
+        if self.active:
+            for buffer in module.buffers():
+                dist.broadcast(buffer, src=0)
+
+
+# ------------------------------------------------------------------------- the launcher
+
+
+def spawn(plan: Any, nprocs: int, log: logging.Logger) -> int:
+    """Run ``plan`` in ``nprocs`` spawned workers and return the exit code (0 when all
+    ended well). When a worker fails, the others get :data:`GRACE_SECONDS` to end, then
+    SIGTERM, then SIGKILL (torch's ``ProcessContext.join``), and the launcher writes the
+    first failure into ``status.json`` unless rank 0 already recorded a better one."""
+    import torch.multiprocessing as mp
+
+    store = Path(tempfile.mkdtemp(prefix="gpurent-dist-"))
+    init_method = (store / "store").as_uri()
+    pending: list[int] = []
+    context: Any = None
+
+    def forward(signum: int, _frame: FrameType | None) -> None:
+        pending.append(signum)
+        for pid in context.pids() if context is not None else ():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        context = mp.start_processes(_worker, args=(plan, nprocs, init_method, os.getpid()),
+                                     nprocs=nprocs, join=False, start_method="spawn")
+        for signum in pending:  # signals that came while the workers were starting
+            forward(signum, None)
+        pending.clear()
+        log.info("launcher pid %d: %d workers (pids %s)", os.getpid(), nprocs,
+                 ", ".join(map(str, context.pids())))
+        while not context.join(grace_period=GRACE_SECONDS):
+            pass
+        return 0
+    except (mp.ProcessRaisedException, mp.ProcessExitedException) as exc:
+        _record_failure(plan.run_dir, exc, _first_error(context.error_files), log)
+        return 1
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        shutil.rmtree(store, ignore_errors=True)
+
+
+def _worker(local_rank: int, plan: Any, size: int, init_method: str,
+            launcher_pid: int) -> None:
+    os.setpgrp()
+    from trainer.engine import run
+
+    world = World(local_rank, local_rank, size, launcher_pid)
+    caps = plan.caps
+    if caps.is_cuda:
+        caps = replace(caps, index=caps.requested[local_rank])
+    code = run(replace(plan, caps=caps), Group.join(world, caps.torch_device, init_method))
+    if code:
+        raise SystemExit(code)
+
+
+def _first_error(error_files: list[str]) -> tuple[int, str] | None:
+    """The rank and traceback of the worker that raised first: the cause, where the
+    others failed only because it left their collectives. Torch leaves the files."""
+    raised = [(os.stat(path).st_mtime_ns, index, path)
+              for index, path in enumerate(error_files) if os.path.exists(path)]
+    if not raised:
+        return None
+    _, index, first = min(raised)
+    with open(first, "rb") as fh:
+        trace = str(pickle.load(fh))  # written by torch's worker wrapper, in our own tmp
+    for _, _, path in raised:
+        os.unlink(path)
+    return index, trace
+
+
+def _record_failure(run_dir: Path, exc: Exception, first: tuple[int, str] | None,
+                    log: logging.Logger) -> None:
+    from trainer.report import one_line
+    from trainer.runfiles import RunWriter, read_status
+
+    read = read_status(run_dir)
+    fields = dict(read.status or {})
+    if first is None:
+        log.error("a worker failed: %s", one_line(exc))
+        if fields.get("state") in ("completed", "stopped", "failed"):
+            return  # rank 0 recorded the ending itself (its own failure, a forced exit)
+        error = {"type": "WorkerFailed", "message": one_line(exc)}
+    else:
+        # Rank 0 may have recorded a failure already, but only the lost connection to
+        # this worker: the worker's own error is the one to show.
+        index, trace = first
+        log.error("worker %d failed:\n%s", index, trace.rstrip())
+        kind, _, text = trace.strip().splitlines()[-1].partition(": ")
+        error = {"type": kind.rsplit(".", 1)[-1], "message": f"rank {index}: {text or kind}"}
+    fields.update(state="failed", error=error, pid=os.getpid())
+    with contextlib.suppress(OSError):
+        RunWriter(run_dir).write_status(fields)
