@@ -252,3 +252,53 @@ def test_an_error_that_is_not_out_of_memory_propagates_after_the_release() -> No
         measure(1)
     assert not isinstance(caught.value, FakeOutOfMemory)
     assert meter.events == ["reset", "trial 1", "release"]
+
+
+class GrowingMeter:
+    """Each probe peaks one GiB above the last: 1, 2, 3, 4... GiB for batch 1, 2, 4, 8."""
+
+    def __init__(self) -> None:
+        self.probes = 0
+
+    def budget(self, fraction: float) -> int:
+        return int(fraction * 4.375 * GIB)  # 0.8 of it: 3.5 GiB
+
+    def reset(self) -> None:
+        self.probes += 1
+
+    def peak(self) -> int:
+        return self.probes * GIB
+
+    def release(self) -> None:
+        pass
+
+    def is_oom(self, exc: BaseException) -> bool:
+        return isinstance(exc, FakeOutOfMemory)
+
+
+def test_the_engines_probe_trains_copies_at_growing_batches(
+        caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from trainer.device import DeviceCaps, choose_precision
+    from trainer.engine import choose_batch
+
+    torch.manual_seed(0)
+    model = build_model("n", NC, IMGSZ)
+    before = copy.deepcopy(model.state_dict())
+    batches: list[int] = []
+    # Copies keep the hook: it sees the batch of every real step the probe runs.
+    model.register_forward_pre_hook(lambda _m, inputs: batches.append(len(inputs[0])))
+    caps = DeviceCaps("cpu")
+    log = logging.getLogger("test.autobatch")
+    caplog.set_level(logging.INFO, logger=log.name)
+    choice = choose_batch(model, caps, choose_precision(caps), IMGSZ, NC, 3, 0.8, 64, log,
+                          meter=GrowingMeter())
+    assert choice is not None and choice.batch == 4
+    assert batches == [1, 2, 4, 8]
+    assert [p.fits for p in choice.probes] == [True, True, True, False]
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    assert caplog.messages[-1].startswith("batch=-1: batch 4 used 3.00 GiB of a 3.50 GiB")
+    # Without a meter, the CPU has no memory to fit: the default, and the log says why.
+    assert choose_batch(model, caps, choose_precision(caps), IMGSZ, NC, 3, 0.8, 64, log) is None
+    assert "no GPU memory to fit" in caplog.messages[-1]

@@ -211,3 +211,16 @@ def test_bad_arguments_exit_2(args: list[str], message: str,
     assert profile.main([*args, "device=cpu"]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+def test_batch_minus_one_profiles_the_batch_train_would_choose(
+        shapes_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from trainer.autobatch import CPU_DEFAULT_BATCH
+
+    code = profile.main([f"data={shapes_data}", "batch=-1", "imgsz=32", "workers=0",
+                         "device=cpu", f"project={tmp_path}", "name=auto", "steps=1",
+                         "warmup=0", "--json"])
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["config"]["batch"] == CPU_DEFAULT_BATCH
+    assert report["timing"]["images"] == CPU_DEFAULT_BATCH

@@ -29,6 +29,7 @@ from trainer.autobatch import (
     MAX_BATCH,
     BatchChoice,
     CudaMemory,
+    MemoryMeter,
     format_table,
     measure_with,
     search_batch,
@@ -183,14 +184,17 @@ def validate(model: Detector, loader: Any, caps: DeviceCaps, precision: Precisio
 
 def choose_batch(model: Detector, caps: DeviceCaps, precision: Precision, imgsz: int,
                  nc: int, max_boxes: int, fraction: float, limit: int,
-                 log: logging.Logger) -> BatchChoice | None:
+                 log: logging.Logger, meter: MemoryMeter | None = None) -> BatchChoice | None:
     """``batch=-1``: the largest power of two whose real training steps (on copies of
     the model and optimizer) fit in ``fraction`` of this GPU's memory; ``None`` on the
-    CPU, where there is no device memory to fit and the default is used."""
-    if not caps.is_cuda:
-        log.info("batch=-1: training on the CPU, where there is no GPU memory to fit; using "
-                 "the default batch %d per process", CPU_DEFAULT_BATCH)
-        return None
+    CPU, where there is no device memory to fit and the default is used. ``meter``
+    replaces the GPU's memory meter (the seam the tests use on the CPU)."""
+    if meter is None:
+        if not caps.is_cuda:
+            log.info("batch=-1: training on the CPU, where there is no GPU memory to fit; "
+                     "using the default batch %d per process", CPU_DEFAULT_BATCH)
+            return None
+        meter = CudaMemory(caps.index)
     device, fmt = caps.torch_device, memory_format(caps)
     points, strides = model.anchors(imgsz, device)
 
@@ -201,9 +205,9 @@ def choose_batch(model: Detector, caps: DeviceCaps, precision: Precision, imgsz:
         images, targets = synthetic_batch(batch, imgsz, nc, max_boxes, device)
         train_step(copy_, ema, optimizer, precision.scaler(), precision,
                    images.contiguous(memory_format=fmt), targets, points, strides)
-        torch.cuda.synchronize(device)
+        if caps.is_cuda:
+            torch.cuda.synchronize(device)  # the step's kernels have run: its peak is real
 
-    meter = CudaMemory(caps.index)
     choice = search_batch(measure_with(trial, meter), meter.budget(fraction), limit=limit)
     for line in format_table(choice):
         log.info("batch=-1: %s", line)

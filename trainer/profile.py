@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -86,6 +87,7 @@ def build_setup(train_tokens: list[str]) -> Setup:
     loader and one training step. Raises ``ValueError`` (one line) for bad arguments."""
     import torch
 
+    from trainer.autobatch import CPU_DEFAULT_BATCH, MAX_BATCH
     from trainer.checkpoint import load_checkpoint
     from trainer.data import YoloDataset, load_data_config, make_loader
     from trainer.device import (
@@ -96,7 +98,7 @@ def build_setup(train_tokens: list[str]) -> Setup:
         to_device,
     )
     from trainer.ema import ModelEMA
-    from trainer.engine import build_optimizer, train_step
+    from trainer.engine import build_optimizer, choose_batch, train_step
     from trainer.loss import LOSS_PARTS
     from trainer.model import build_model, parse_model_name
     from trainer.train import UsageError, parse_args
@@ -121,6 +123,12 @@ def build_setup(train_tokens: list[str]) -> Setup:
     scaler = precision.scaler()
     points, strides = model.anchors(args.imgsz, device)
     dataset = YoloDataset(data.train, data.nc, args.imgsz, augment=True, seed=args.seed)
+    if args.batch == -1:  # what train would choose, probed the same way
+        most = max((len(labels) for labels in dataset.labels), default=1)
+        choice = choose_batch(model, caps, precision, args.imgsz, data.nc, max(1, most),
+                              args.batch_fraction, min(MAX_BATCH, len(dataset)),
+                              logging.getLogger("trainer.profile"))
+        args.batch = choice.batch if choice is not None else CPU_DEFAULT_BATCH
     loader, _sampler = make_loader(dataset, batch=args.batch, workers=args.workers,
                                    shuffle=True, pin_memory=caps.is_cuda, seed=args.seed)
     loss_sums = torch.zeros(len(LOSS_PARTS), device=device)
