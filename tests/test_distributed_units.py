@@ -3,6 +3,8 @@ merged validation, the torchrun environment and how many workers a device= asks 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -87,21 +89,22 @@ FOUR_GPUS = DeviceCaps("cuda", 0, requested=(0, 1, 2, 3), names=("H100",) * 4)
     (FOUR_GPUS, 4, ("spawn", 4)),
 ])
 def test_workers_per_device(caps: DeviceCaps, nproc: int, expected: tuple[str, int]) -> None:
-    launch, size, world, planned = _plan_world(TrainArgs(nproc=nproc), caps, {})
+    launch, size, world, planned = _plan_world(TrainArgs(nproc=nproc), caps, None)
     assert (launch, size) == expected and world is None and planned is caps
 
 
 def test_nproc_must_match_the_listed_gpus() -> None:
     with pytest.raises(UsageError, match="GPUs get one worker each; list 2 GPUs"):
-        _plan_world(TrainArgs(device="0,1,2,3", nproc=2), FOUR_GPUS, {})
+        _plan_world(TrainArgs(device="0,1,2,3", nproc=2), FOUR_GPUS, None)
 
 
 def test_under_torchrun_the_environment_decides() -> None:
-    env = {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1"}
-    launch, size, world, caps = _plan_world(TrainArgs(device="cpu"), CPU, env)
-    assert (launch, size, world, caps) == ("torchrun", 2, World(1, 1, 2), CPU)
+    world = torchrun_world({"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1"})
+    assert _plan_world(TrainArgs(device="cpu"), CPU, world) == ("torchrun", 2, world, CPU)
+    # torchrun with one process is a plain run
+    assert _plan_world(TrainArgs(device="cpu"), CPU, World(0, 0, 1))[:2] == ("single", 1)
     with pytest.raises(UsageError, match="set by torchrun"):
-        _plan_world(TrainArgs(device="cpu", nproc=2), CPU, env)
+        _plan_world(TrainArgs(device="cpu", nproc=2), CPU, world)
 
 
 def test_the_global_batch_must_split_evenly() -> None:
@@ -111,3 +114,15 @@ def test_the_global_batch_must_split_evenly() -> None:
         _check_batch(10, 4)
     with pytest.raises(UsageError, match="try batch=2"):
         _check_batch(1, 2)
+
+
+def test_a_stray_rank_variable_without_torchrun_is_a_plain_run(
+        shapes_data: Path, tmp_path: Path) -> None:
+    from trainer.train import parse_args, plan_run
+
+    (tmp_path / "exp").mkdir()
+    (tmp_path / "exp" / "metrics.jsonl").write_text("")  # a finished run holds exp
+    args, given = parse_args([f"data={shapes_data}", f"project={tmp_path}", "device=cpu"])
+    plan = plan_run(args, given, env={"RANK": "3"})
+    # Not torchrun (no WORLD_SIZE, LOCAL_RANK): this process picks a fresh directory.
+    assert (plan.launch, plan.world_size, plan.run_dir) == ("single", 1, tmp_path / "exp2")

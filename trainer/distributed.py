@@ -181,8 +181,10 @@ def spawn(plan: Any, nprocs: int, log: logging.Logger) -> int:
     context: Any = None
 
     def forward(signum: int, _frame: FrameType | None) -> None:
-        pending.append(signum)
-        for pid in context.pids() if context is not None else ():
+        if context is None:  # the workers are being started: forwarded once they are
+            pending.append(signum)
+            return
+        for pid in context.pids():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signum)
 
@@ -190,9 +192,8 @@ def spawn(plan: Any, nprocs: int, log: logging.Logger) -> int:
     try:
         context = mp.start_processes(_worker, args=(plan, nprocs, init_method, os.getpid()),
                                      nprocs=nprocs, join=False, start_method="spawn")
-        for signum in pending:  # signals that came while the workers were starting
+        for signum in pending:
             forward(signum, None)
-        pending.clear()
         log.info("launcher pid %d: %d workers (pids %s)", os.getpid(), nprocs,
                  ", ".join(map(str, context.pids())))
         while not context.join(grace_period=GRACE_SECONDS):

@@ -241,14 +241,12 @@ def _resume_source(args: TrainArgs) -> Path:
     return Path(str(args.resume))
 
 
-def _plan_world(args: TrainArgs, caps: Any,
-                env: Mapping[str, str]) -> tuple[str, int, Any, Any]:
+def _plan_world(args: TrainArgs, caps: Any, world: Any) -> tuple[str, int, Any, Any]:
     """How many processes train, who starts them, and this process's device:
-    ``(launch, size, torchrun world or None, caps)``."""
+    ``(launch, size, torchrun world or None, caps)``; ``world`` is what torchrun's
+    environment says, or ``None``."""
     from trainer.device import parse_device, probe
-    from trainer.distributed import torchrun_world
 
-    world = torchrun_world(env)
     if world is not None and world.size > 1:
         if args.nproc > 1:
             raise UsageError("nproc= is set by torchrun (--nproc-per-node); leave it out")
@@ -304,11 +302,13 @@ def plan_run(args: TrainArgs, given: set[str], env: Mapping[str, str] | None = N
     from trainer.checkpoint import load_checkpoint
     from trainer.data import YoloDataset, load_data_config
     from trainer.device import probe
+    from trainer.distributed import torchrun_world
     from trainer.model import parse_model_name
     from trainer.rundir import check_not_live, choose_run_dir
 
     env = os.environ if env is None else env
-    is_main = env.get("RANK", "0") == "0"
+    torchrun = torchrun_world(env)
+    is_main = torchrun is None or torchrun.is_main
 
     notes: list[str] = []
     init_ckpt = resume_ckpt = None
@@ -348,7 +348,7 @@ def plan_run(args: TrainArgs, given: set[str], env: Mapping[str, str] | None = N
     if resume_ckpt is not None and resume_ckpt["model_meta"]["nc"] != data.nc:
         raise UsageError(f"resume: the checkpoint has {resume_ckpt['model_meta']['nc']} "
                          f"classes but {args.data} has {data.nc}")
-    launch, size, world, caps = _plan_world(args, probe(args.device), env)
+    launch, size, world, caps = _plan_world(args, probe(args.device), torchrun)
     _check_batch(args.batch, size)
     hooks = _callbacks(args, callbacks, launch)
     factory = None
