@@ -116,6 +116,36 @@ def test_sigterm_to_the_launcher_stops_every_worker(shapes_data: Path, tmp_path:
     assert load(run / "weights/last.pt")["epoch"] >= 1
 
 
+def test_a_stop_while_the_workers_start_is_kept_until_they_can_act(
+        shapes_data: Path, tmp_path: Path) -> None:
+    run = tmp_path / "runs" / "early"
+    proc = launch(trainer_cmd(*ARGS, "nproc=2", f"data={shapes_data}", "epochs=30",
+                              "batch=2", "project=runs", "name=early"),
+                  tmp_path, tmp_path / "probe")
+    try:
+        # The workers exist but are still importing torch; no status.json yet.
+        wait_for(lambda: "launcher pid" in _read(run / "train.log"), 120,
+                 "the workers to start", proc)
+        assert not (run / "status.json").exists()
+        os.killpg(proc.pid, signal.SIGTERM)
+        out = finish(proc, 120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 0, out
+    status = read_status(run)
+    assert status.get("state") == "stopped" and status.get("completed_epochs") == 0, out
+    assert out.count("SIGTERM received") == 2 and "second signal" not in out
+    assert load(run / "weights/last.pt")["train_state"]["partial_step"] == 1
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
 def test_a_failing_worker_fails_the_run_with_its_own_error(
         shapes_data: Path, tmp_path: Path) -> None:
     data = tmp_path / "data"

@@ -278,3 +278,38 @@ def test_a_loader_workers_error_becomes_one_line() -> None:
     assert one_line(relayed) == "cannot read image /d/a.png: bad"
     assert one_line(ValueError("plain message")) == "plain message"
     assert one_line(RuntimeError()) == "RuntimeError"
+
+
+# ------------------------------------------------------------------ early signals
+
+
+def test_a_signal_before_training_is_acted_on_when_training_starts() -> None:
+    import logging
+    import os
+    import signal
+
+    from trainer.stopping import EarlySignals, GracefulStop
+
+    before = signal.getsignal(signal.SIGTERM)
+    with EarlySignals() as early:
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert early.received == [signal.SIGTERM]
+        stop = GracefulStop(logging.getLogger("test.early"))
+        stop.install()
+        assert stop.requested and stop.signum == signal.SIGTERM
+        stop.restore()
+        assert signal.getsignal(signal.SIGTERM) is early
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_a_second_signal_before_training_exits_at_once() -> None:
+    code = ("import os, signal, time\n"
+            "from trainer.stopping import EarlySignals\n"
+            "with EarlySignals():\n"
+            "    os.kill(os.getpid(), signal.SIGINT)\n"
+            "    os.kill(os.getpid(), signal.SIGTERM)\n"
+            "    time.sleep(5)\n"
+            "print('still here')\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 128 + 15 and "still here" not in out.stdout

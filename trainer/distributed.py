@@ -35,6 +35,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from trainer.stopping import STOP_SIGNALS, EarlySignals, early_signal
+
 TORCHRUN_KEYS = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
 #: How long the launcher lets the other workers end by themselves once one has failed.
 GRACE_SECONDS = 15.0
@@ -172,32 +174,51 @@ def spawn(plan: Any, nprocs: int, log: logging.Logger) -> int:
     """Run ``plan`` in ``nprocs`` spawned workers and return the exit code (0 when all
     ended well). When a worker fails, the others get :data:`GRACE_SECONDS` to end, then
     SIGTERM, then SIGKILL (torch's ``ProcessContext.join``), and the launcher writes the
-    first failure into ``status.json`` unless rank 0 already recorded a better one."""
+    first failure into ``status.json`` unless rank 0 already recorded a better one.
+
+    Every signal reaches every worker once, through the launcher. The workers are born
+    with SIGTERM and SIGINT blocked (the mask survives fork and exec), so the seconds they
+    spend importing torch are safe from a signal to the launcher's process group; once
+    out of that group and with their handlers in place, they drop what the group sent,
+    unblock, and set their ``ready`` event. The launcher holds every signal until all are
+    ready."""
     import torch.multiprocessing as mp
 
     store = Path(tempfile.mkdtemp(prefix="gpurent-dist-"))
     init_method = (store / "store").as_uri()
+    ready = [mp.get_context("spawn").Event() for _ in range(nprocs)]
     pending: list[int] = []
     context: Any = None
 
-    def forward(signum: int, _frame: FrameType | None) -> None:
-        if context is None:  # the workers are being started: forwarded once they are
-            pending.append(signum)
+    def deliver() -> None:
+        if context is None or not all(event.is_set() for event in ready):
             return
-        for pid in context.pids():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signum)
-
-    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        context = mp.start_processes(_worker, args=(plan, nprocs, init_method, os.getpid()),
-                                     nprocs=nprocs, join=False, start_method="spawn")
         for signum in pending:
-            forward(signum, None)
+            for pid in context.pids():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signum)
+        pending.clear()
+
+    def forward(signum: int, _frame: FrameType | None) -> None:
+        pending.append(signum)
+        deliver()
+
+    previous = {sig: signal.signal(sig, forward) for sig in STOP_SIGNALS}
+    early = early_signal(previous[signal.SIGTERM])
+    if early is not None:
+        pending.append(early)
+    try:
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        try:
+            context = mp.start_processes(
+                _worker, args=(plan, nprocs, init_method, os.getpid(), ready), nprocs=nprocs,
+                join=False, start_method="spawn")
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
         log.info("launcher pid %d: %d workers (pids %s)", os.getpid(), nprocs,
                  ", ".join(map(str, context.pids())))
-        while not context.join(grace_period=GRACE_SECONDS):
-            pass
+        while not context.join(timeout=0.25, grace_period=GRACE_SECONDS):
+            deliver()
         return 0
     except (mp.ProcessRaisedException, mp.ProcessExitedException) as exc:
         _record_failure(plan.run_dir, exc, _first_error(context.error_files), log)
@@ -208,9 +229,17 @@ def spawn(plan: Any, nprocs: int, log: logging.Logger) -> int:
         shutil.rmtree(store, ignore_errors=True)
 
 
-def _worker(local_rank: int, plan: Any, size: int, init_method: str,
-            launcher_pid: int) -> None:
+def _worker(local_rank: int, plan: Any, size: int, init_method: str, launcher_pid: int,
+            ready: list[Any]) -> None:
     os.setpgrp()
+    EarlySignals().install()
+    for sig in STOP_SIGNALS:  # sent to the launcher's group: the launcher forwards them
+        while signal.sigtimedwait([sig], 0) is not None:
+            pass
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    if os.getppid() != launcher_pid:  # its death signal came while blocked, and was dropped
+        raise SystemExit(1)
+    ready[local_rank].set()
     from trainer.engine import run
 
     world = World(local_rank, local_rank, size, launcher_pid)

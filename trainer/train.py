@@ -375,13 +375,16 @@ def main(argv: Sequence[str]) -> int:
     if not argv or any(a in ("-h", "--help", "help") for a in argv):
         print(usage())
         return 0 if argv else EXIT_USAGE
-    try:
-        args, given = parse_args(argv)
-        plan = plan_run(args, given)
-    except ValueError as exc:  # UsageError, DataError, ModelError, CheckpointError...
-        print(f"train: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    return run_plan(plan)
+    from trainer.stopping import EarlySignals
+
+    with EarlySignals():  # a stop while the data loads is acted on once training starts
+        try:
+            args, given = parse_args(argv)
+            plan = plan_run(args, given)
+        except ValueError as exc:  # UsageError, DataError, ModelError, CheckpointError...
+            print(f"train: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        return run_plan(plan)
 
 
 def run_plan(plan: Plan) -> int:
