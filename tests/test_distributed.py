@@ -92,9 +92,13 @@ def test_two_workers_train_one_model_and_only_rank_0_writes(
     assert load(run / "weights/best.pt")["train_args"]["nproc"] == 2
 
 
-def test_sigterm_to_the_launcher_stops_every_worker(shapes_data: Path, tmp_path: Path) -> None:
+def test_a_stop_from_the_laptop_reaches_every_worker_and_resume_finishes(
+        shapes_data: Path, tmp_path: Path) -> None:
+    from remote.control import stop_run
+    from remote.local import LocalTransport
+
     run = tmp_path / "runs" / "stop"
-    proc = launch(trainer_cmd(*ARGS, "nproc=2", f"data={shapes_data}", "epochs=30",
+    proc = launch(trainer_cmd(*ARGS, "nproc=2", f"data={shapes_data}", "epochs=3",
                               "batch=2", "project=runs", "name=stop"),
                   tmp_path, tmp_path / "probe")
     try:
@@ -102,18 +106,29 @@ def test_sigterm_to_the_launcher_stops_every_worker(shapes_data: Path, tmp_path:
                  "the end of epoch 1", proc)
         workers = [p["pid"] for p in probes(tmp_path / "probe", "start").values()]
         assert len(workers) == 2
-        os.killpg(proc.pid, signal.SIGTERM)  # what remote.control.stop_run sends
-        out = finish(proc, 90)
+        # What the TUI's stop key does: SIGTERM to the group of status.json's pid.
+        result = stop_run(LocalTransport(), str(run), timeout=60)
+        out = finish(proc, 30)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+    assert result.outcome == "stopped", result.detail
     assert proc.returncode == 0, out
-    assert read_status(run).get("state") == "stopped"
+    status = read_status(run)
+    assert status.get("state") == "stopped" and status.get("completed_epochs") < 3
     ends = probes(tmp_path / "probe", "end")
     assert {r: e["state"] for r, e in ends.items()} == {0: "stopped", 1: "stopped"}
     assert out.count("SIGTERM received") == 2  # each worker got the signal once
     assert not any(alive(pid) for pid in workers)
-    assert load(run / "weights/last.pt")["epoch"] >= 1
+
+    again = launch(trainer_cmd("resume=True", "project=runs", "name=stop", "nproc=2"),
+                   tmp_path, tmp_path / "probe")
+    out = finish(again)
+    assert again.returncode == 0, out
+    status = read_status(run)
+    assert status.get("state") == "completed" and status.get("world_size") == 2
+    assert [json.loads(line)["epoch"] for line in
+            (run / "metrics.jsonl").read_text().splitlines()] == [1, 2, 3]
 
 
 def test_a_stop_while_the_workers_start_is_kept_until_they_can_act(
