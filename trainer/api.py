@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer.callbacks import Callback, Callbacks
-from trainer.runfiles import SUMMARY_FILE, read_status
+from trainer.runfiles import SUMMARY_FILE, WEIGHTS_DIR, read_status
 from trainer.train import UsageError, parse_args, plan_run, run_plan
 
 
@@ -54,7 +54,7 @@ class TrainResult:
     @property
     def best(self) -> Path | None:
         """``weights/best.pt``, when the run saved one."""
-        path = self.run_dir / "weights" / "best.pt"
+        path = self.run_dir / WEIGHTS_DIR / "best.pt"
         return path if path.is_file() else None
 
 

@@ -64,7 +64,7 @@ from trainer.loss import LOSS_PARTS, detection_loss
 from trainer.model import FAMILY, Detector, build_model, parameter_count
 from trainer.report import RunReport, one_line
 from trainer.rundir import clear_history, trim_history
-from trainer.runfiles import LOG_DATEFMT, LOG_FORMAT, RunWriter, train_log_handler
+from trainer.runfiles import LOG_DATEFMT, LOG_FORMAT, WEIGHTS_DIR, RunWriter, train_log_handler
 from trainer.stopping import GracefulStop
 from trainer.train import Plan
 
@@ -255,7 +255,7 @@ def run(plan: Plan, group: Group | None = None) -> int:
         "best_metric_name": BEST_METRIC, "best_epoch": best_epoch,
     }, log, hub_state=lambda: uploader.state() if uploader is not None else None)
     report.status(state="running", completed_epochs=start_epoch - 1, current_epoch=None)
-    weights = run_dir / "weights"
+    weights = run_dir / WEIGHTS_DIR
 
     def checkpoints() -> dict[str, str | None]:
         return {name: str((weights / f"{name}.pt").resolve())
