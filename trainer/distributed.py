@@ -193,11 +193,11 @@ def spawn(plan: Any, nprocs: int, log: logging.Logger) -> int:
     def deliver() -> None:
         if context is None or not all(event.is_set() for event in ready):
             return
-        for signum in pending:
+        while pending:  # pop, not iterate: the handler may run deliver() in between
+            signum = pending.pop(0)
             for pid in context.pids():
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signum)
-        pending.clear()
 
     def forward(signum: int, _frame: FrameType | None) -> None:
         pending.append(signum)
