@@ -2,7 +2,8 @@
 
 Every action the TUI offers is here too, with ``--json`` where a script would want it,
 one-line errors on stderr and meaningful exit codes (0 ok, 1 the action failed, 2 bad
-input or an unreadable run).
+input or an unreadable run). A command lets ``ValueError`` (exit 2) and
+``TransportError`` (exit 1) propagate; :func:`main` turns them into that one line.
 """
 
 from __future__ import annotations
@@ -10,6 +11,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+
+from remote.commands.errors import fail
+from remote.transport import TransportError
 
 #: Modules under ``remote.commands``, in the order ``--help`` lists them.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -48,11 +52,16 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    as_json = bool(getattr(args, "json", False))
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         print("gpurent: interrupted", file=sys.stderr)
         return 130
+    except ValueError as exc:  # bad input, an unreadable run
+        return fail(args.command, exc, 2, as_json)
+    except TransportError as exc:  # the box could not be reached, or failed the action
+        return fail(args.command, exc, 1, as_json)
 
 
 if __name__ == "__main__":

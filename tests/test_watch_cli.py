@@ -175,3 +175,17 @@ def test_status_runs_follow_over_ssh(tmp_path: Path, sshd: SSHServer) -> None:
 
     unknown = gpurent("status", "nobody@127.0.0.1:x", "-p", "1", env=env)
     assert unknown.returncode == 1 and len(unknown.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("command", [["runs"], ["stop"], ["pull", "dest"]])
+def test_every_command_turns_errors_into_one_line_and_an_exit_code(
+        command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # A port nothing listens on: the box cannot be reached (exit 1).
+    where = [command[0], "root@127.0.0.1:/runs/x", *command[1:]]
+    assert cli_main([*where, "-p", "1", "--json"]) == 1
+    out, err = capsys.readouterr()
+    assert err.startswith(f"gpurent {command[0]}: ") and err.count("\n") == 1
+    assert json.loads(out)["ok"] is False
+    # A target that names no host: bad input (exit 2), before any connection.
+    assert cli_main([command[0], ":/runs/x", *command[1:]]) == 2
+    assert capsys.readouterr().err == f"gpurent {command[0]}: ':/runs/x' names no host\n"

@@ -14,7 +14,6 @@ from remote import boxtools
 from remote.commands.errors import fail
 from remote.target import Target, add_connection_options, open_transport
 from remote.text import clean_text
-from remote.transport import TransportError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -50,15 +49,9 @@ def _common(parser: argparse.ArgumentParser, name: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run one box tool and print its report."""
-    try:
-        pairs = dict(_pair(word) for word in getattr(args, "pairs", []))
-    except ValueError as exc:
-        return fail(args.tool, exc, 2, args.json)
+    pairs = dict(_pair(word) for word in getattr(args, "pairs", []))
     target = Target(None if args.host == "local" else args.host, ".")
-    try:
-        transport = open_transport(target, args, bootstrap=True)
-    except TransportError as exc:
-        return fail(args.tool, exc, 1, args.json)
+    transport = open_transport(target, args, bootstrap=True)
     try:
         if args.tool == "preflight":
             report = boxtools.preflight(transport, args.project, args.data, args.require_gpu)
@@ -66,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
             report = boxtools.doctor(transport, args.data)
         else:
             report = boxtools.profile(transport, pairs)
-    except (boxtools.BoxToolFailed, TransportError) as exc:
+    except boxtools.BoxToolFailed as exc:
         return fail(args.tool, exc, 1, args.json)
     finally:
         transport.close()

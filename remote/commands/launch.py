@@ -11,7 +11,6 @@ from remote.launch import ENGINES, LaunchSpec, RunIsLive, launch
 from remote.push import laptop_token
 from remote.target import add_connection_options, open_transport, parse_target
 from remote.text import clean_text
-from remote.transport import TransportError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -50,36 +49,27 @@ def parse_pairs(words: list[str]) -> dict[str, str]:
 
 def run(args: argparse.Namespace) -> int:
     """Launch and print the command and the pid."""
-    try:
-        target = parse_target(args.project)
-        pairs = parse_pairs(args.args)
-        name = pairs.pop("name", "")
-        if not name:
-            raise ValueError("name=RUN is required (the run directory is PROJECT/RUN)")
-        spec = LaunchSpec(args.engine, target.path, name, pairs)
-        secret = None
-        if args.hf_token or pairs.get("hub"):
-            token = laptop_token()
-            if not token:
-                raise ValueError("no Hugging Face token here: set HF_TOKEN or log in with "
-                                 "`hf auth login`")
-            secret = token.encode("utf-8")
-    except ValueError as exc:
-        return fail("launch", exc, 2, args.json)
+    target = parse_target(args.project)
+    pairs = parse_pairs(args.args)
+    name = pairs.pop("name", "")
+    if not name:
+        raise ValueError("name=RUN is required (the run directory is PROJECT/RUN)")
+    spec = LaunchSpec(args.engine, target.path, name, pairs)
+    secret = None
+    if args.hf_token or pairs.get("hub"):
+        token = laptop_token()
+        if not token:
+            raise ValueError("no Hugging Face token here: set HF_TOKEN or log in with "
+                             "`hf auth login`")
+        secret = token.encode("utf-8")
 
     def note(line: str) -> None:
         print(f"gpurent launch: {clean_text(line)}", file=sys.stderr)
 
-    try:
-        transport = open_transport(target, args, bootstrap=args.engine == "trainer",
-                                   note=note)
-    except TransportError as exc:
-        return fail("launch", exc, 1, args.json)
+    transport = open_transport(target, args, bootstrap=args.engine == "trainer", note=note)
     try:
         result = launch(transport, spec, stdin=secret)
-    except ValueError as exc:
-        return fail("launch", exc, 2, args.json)
-    except (RunIsLive, TransportError) as exc:
+    except RunIsLive as exc:
         return fail("launch", exc, 1, args.json)
     finally:
         transport.close()

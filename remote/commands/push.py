@@ -11,7 +11,6 @@ from remote.commands.errors import fail
 from remote.push import PushFailed, check_push_args, laptop_token, push_from_box
 from remote.target import Target, add_connection_options, open_transport
 from remote.text import clean_text
-from remote.transport import TransportError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -39,12 +38,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Push and print the result."""
     files = [f.strip() for f in args.files.split(",") if f.strip()] if args.files else None
-    try:
-        check_push_args(args.repo, files)
-        if not args.host or args.host.startswith("-"):
-            raise ValueError(f"{args.host!r} names no host")
-    except ValueError as exc:
-        return fail("push", exc, 2, args.json)
+    check_push_args(args.repo, files)
+    if not args.host or args.host.startswith("-"):
+        raise ValueError(f"{args.host!r} names no host")
     token = laptop_token()
     if not token:
         return fail("push", "no Hugging Face token: set HF_TOKEN or log in with "
@@ -54,18 +50,11 @@ def run(args: argparse.Namespace) -> int:
     def note(line: str) -> None:
         print(f"gpurent push: {clean_text(line)}", file=sys.stderr)
 
-    try:
-        transport = open_transport(target, args, bootstrap=True, note=note)
-    except TransportError as exc:
-        return fail("push", exc, 1, args.json)
+    transport = open_transport(target, args, bootstrap=True, note=note)
     try:
         result = push_from_box(transport, args.run, args.repo, token, files, args.public)
-    except ValueError as exc:
-        return fail("push", exc, 2, args.json)
     except PushFailed as exc:
         return fail("push", exc, 2 if exc.rc == 2 else 1, args.json)
-    except TransportError as exc:
-        return fail("push", exc, 1, args.json)
     finally:
         transport.close()
     if args.json:

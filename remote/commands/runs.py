@@ -6,11 +6,9 @@ import argparse
 import dataclasses
 import json
 
-from remote.commands.errors import fail
 from remote.runs import list_runs
 from remote.target import add_connection_options, open_transport, parse_target
 from remote.text import clean_text
-from remote.transport import TransportError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -31,17 +29,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """List the runs."""
-    try:
-        target = parse_target(args.project)
-        transport = open_transport(target, args)
-    except ValueError as exc:
-        return fail("runs", exc, 2, args.json)
-    except TransportError as exc:
-        return fail("runs", exc, 1, args.json)
+    target = parse_target(args.project)
+    transport = open_transport(target, args)
     try:
         runs = list_runs(transport, target.path)
-    except TransportError as exc:
-        return fail("runs", exc, 1, args.json)
     finally:
         transport.close()
     if args.json:

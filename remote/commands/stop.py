@@ -9,7 +9,6 @@ from remote.commands.errors import fail
 from remote.control import stop_run
 from remote.target import add_connection_options, open_transport, parse_target
 from remote.text import clean_text
-from remote.transport import TransportError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -35,19 +34,10 @@ def run(args: argparse.Namespace) -> int:
     """Stop the run and say how."""
     if args.timeout < 0:
         return fail("stop", "--timeout must be zero or more", 2, args.json)
-    try:
-        target = parse_target(args.run)
-        transport = open_transport(target, args)
-    except ValueError as exc:
-        return fail("stop", exc, 2, args.json)
-    except TransportError as exc:
-        return fail("stop", exc, 1, args.json)
+    target = parse_target(args.run)
+    transport = open_transport(target, args)
     try:
         result = stop_run(transport, target.path, timeout=args.timeout)
-    except ValueError as exc:
-        return fail("stop", exc, 2, args.json)
-    except TransportError as exc:
-        return fail("stop", exc, 1, args.json)
     finally:
         transport.close()
     if args.json:
