@@ -7,7 +7,6 @@ import hashlib
 import logging
 import os
 import signal
-import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ import pytest
 from remote.sshconfig import parse_target
 from remote.transport import TransportError
 from tests.fixtures.sshd import SSHServer
+from tests.fixtures.watch_log import wait_until
 
 
 @pytest.fixture
@@ -33,14 +33,6 @@ def box_dir(sshd: SSHServer, request: pytest.FixtureRequest) -> Path:
     return path
 
 
-def wait_for(check, timeout: float = 10.0) -> bool:
-    """Poll ``check`` until it is true or ``timeout`` passes."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if check():
-            return True
-        time.sleep(0.05)
-    return bool(check())
 
 
 def test_run_returns_rc_stdout_stderr_and_feeds_stdin(box) -> None:
@@ -76,9 +68,9 @@ def test_spawn_detached_survives_the_connection_and_gets_stdin(sshd, box_dir) ->
             return int(fields[2]), int(fields[3])
 
         # $! is printed right after the fork; setsid runs a moment later.
-        assert wait_for(lambda: group_and_session() == (pid, pid))
+        assert wait_until(lambda: group_and_session() == (pid, pid))
         transport.close()
-        assert wait_for(lambda: log.exists() and b"len=25" in log.read_bytes())
+        assert wait_until(lambda: log.exists() and b"len=25" in log.read_bytes())
         again = sshd.connect()
         assert again.pid_alive(pid)
         for proc in Path("/proc").glob("[0-9]*"):
@@ -87,7 +79,7 @@ def test_spawn_detached_survives_the_connection_and_gets_stdin(sshd, box_dir) ->
             except OSError:
                 continue
         assert again.signal_group(pid, signal.SIGTERM)
-        assert wait_for(lambda: not again.pid_alive(pid))
+        assert wait_until(lambda: not again.pid_alive(pid))
         again.close()
     finally:
         with contextlib.suppress(ProcessLookupError):
@@ -98,8 +90,8 @@ def test_spawn_detached_without_stdin_and_a_bad_cwd(box, box_dir) -> None:
     log = box_dir / "o.log"
     pid = box.spawn_detached("echo started; exit 0", cwd=str(box_dir), log_path=str(log))
     assert pid > 1
-    assert wait_for(lambda: log.exists() and log.read_bytes() == b"started\n")
-    assert wait_for(lambda: not box.pid_alive(pid))
+    assert wait_until(lambda: log.exists() and log.read_bytes() == b"started\n")
+    assert wait_until(lambda: not box.pid_alive(pid))
     with pytest.raises(TransportError, match="could not start"):
         box.spawn_detached("true", cwd=str(box_dir / "missing"), log_path=str(log))
 

@@ -16,6 +16,7 @@ from remote.hostkeys import fingerprint
 from remote.launch import LaunchSpec, build_command, launch
 from remote.ssh import HostKeyChanged, HostKeyUnknown
 from tests.fixtures.sshd import SSHServer, keygen
+from tests.fixtures.watch_log import wait_until
 
 
 def host_fingerprint(sshd: SSHServer) -> str:
@@ -109,7 +110,7 @@ def test_injection_through_values_and_paths_is_inert(sshd, project: Path) -> Non
         box.trainer_prefix = "printf '%s\\n'"
         launch(box, LaunchSpec("trainer", str(weird_project), "run1", args))
         log = weird_project / "run1" / "console.log"
-        assert _wait(lambda: log.exists() and b"name=run1" in log.read_bytes())
+        assert wait_until(lambda: log.exists() and b"name=run1" in log.read_bytes())
         got = log.read_text().splitlines()
         for i, value in enumerate(hostile):
             assert f"k{i}={value}" in got
@@ -117,15 +118,6 @@ def test_injection_through_values_and_paths_is_inert(sshd, project: Path) -> Non
         assert box.run("echo " + " ".join(shlex.quote(v) for v in hostile)).ok
     time.sleep(0.3)
     assert not marker.exists()
-
-
-def _wait(check, timeout: float = 10.0) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if check():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def test_token_never_in_cmdline_or_files_during_a_launch(sshd, project: Path) -> None:
@@ -144,7 +136,7 @@ def test_token_never_in_cmdline_or_files_during_a_launch(sshd, project: Path) ->
                         stdin=token.encode())
         try:
             console = project / "tokrun" / "console.log"
-            assert _wait(lambda: console.exists() and b"token length" in console.read_bytes())
+            assert wait_until(lambda: console.exists() and b"token length" in console.read_bytes())
             assert console.read_text().split()[2] == str(len(token))
             assert token not in result.command
             for proc in Path("/proc").glob("[0-9]*"):
