@@ -223,9 +223,16 @@ class Plan:
     uploader_factory: Callable[..., Any] | None = None
     notes: list[str] = field(default_factory=list)
     callbacks: Any = None  # trainer.callbacks.Callbacks
-    launch: str = "single"  # single | spawn (one worker per device) | torchrun
     world_size: int = 1
     world: Any = None  # trainer.distributed.World under torchrun
+
+    @property
+    def launch(self) -> str:
+        """``single``, ``spawn`` (our launcher starts one worker per device) or
+        ``torchrun`` (torchrun started this process)."""
+        if self.world is not None:
+            return "torchrun"
+        return "spawn" if self.world_size > 1 else "single"
 
 
 def _looks_like_path(model: str) -> bool:
@@ -366,7 +373,7 @@ def plan_run(args: TrainArgs, given: set[str], env: Mapping[str, str] | None = N
         run_dir = (choose_run_dir(args.project, args.name, args.exist_ok) if is_main
                    else Path(args.project) / args.name)
     return Plan(args, run_dir, data, train_set, val_set, caps, model_size, init_ckpt,
-                resume_ckpt, factory, notes, hooks, launch, size, world)
+                resume_ckpt, factory, notes, hooks, size, world)
 
 
 def main(argv: Sequence[str]) -> int:
