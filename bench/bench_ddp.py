@@ -46,7 +46,8 @@ def train(work: Path, nproc: int, epochs: int) -> dict:
 def _time_agreement(rank: int, store: str, calls: int, out: str) -> None:
     import torch
 
-    from trainer.distributed import Group, World
+    from trainer.engine.collectives import Group
+    from trainer.engine.world import World
 
     group = Group.join(World(rank, rank, 2), torch.device("cpu"), store)
     for _ in range(50):  # warm the connections

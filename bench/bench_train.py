@@ -36,7 +36,7 @@ def reference_seconds(steps: int = 10) -> float:
     on one thread (what the benchmark's training uses with workers=1 on 2 cores)."""
     code = (
         "import time, torch\n"
-        "from trainer.model import build_model\n"
+        "from trainer.detector.model import build_model\n"
         "torch.manual_seed(0)\n"
         "m = build_model('n', 4, 128); x = torch.rand(16, 3, 128, 128)\n"
         "for _ in range(2): sum(t.sum() for t in m(x)).backward()\n"

@@ -32,8 +32,8 @@ from textual import events  # noqa: E402
 
 from tests.fixtures.tui_runs import write_run  # noqa: E402
 from tui.app import GpurentApp  # noqa: E402
+from tui.box.view import BoxView  # noqa: E402
 from tui.spec import BoxSpec  # noqa: E402
-from tui.widgets.box import BoxView  # noqa: E402
 
 WRITER = r"""
 import sys, time

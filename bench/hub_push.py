@@ -79,7 +79,7 @@ def bench(size_mb: int, tmp: Path) -> dict[str, float]:
         write_run(run, best_size=size_mb * MB)
         env = hub_env(standin, tmp / "hf", HF_TOKEN=VALID_TOKEN)
         _, base_rss = measured([sys.executable, "-c", (
-            "from trainer.hub_client import import_hub; hub = import_hub(); hub.HfApi; "
+            "from trainer.hub.client import import_hub; hub = import_hub(); hub.HfApi; "
             "from huggingface_hub import _commit_api, lfs")], env)
         port, reader = sink()
         base_s, _ = measured([sys.executable, "-c", BASELINE_SEND,

@@ -142,7 +142,7 @@ def bench_watch(box, changes: int, idle: float) -> dict:
 
     def on_event(event) -> None:
         if isinstance(event, StatusEvent):
-            watcher_seen.saw(event.status.get("current_epoch"))
+            watcher_seen.saw(event.read.get("current_epoch"))
 
     watcher = Watcher(connect, str(run_dir), on_event)
     watcher.start()

@@ -9,9 +9,9 @@
 4. point ``transport.trainer_prefix`` at the uploaded copy (``PYTHONPATH=DIR PY -P``;
    ``-P`` keeps the working directory off ``sys.path`` so a ``trainer/`` folder in a
    project cannot shadow ours);
-5. run ``trainer preflight --json`` when the uploaded trainer has that command.
+5. run ``trainer preflight --json`` (unless asked not to).
 
-Works on any ``remote.transport.Transport``; the remote side needs only ``sh``, ``tar``
+Works on any ``remote.transport.base.Transport``; the remote side needs only ``sh``, ``tar``
 and the python it finds.
 """
 
@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import trainer
-from remote.transport import Transport, TransportError
+import trainer.version
+from remote.transport.base import Transport, TransportError
 
 #: Where python is looked for, in order (the first one >= MIN_PYTHON wins).
 PYTHON_CANDIDATES = ("python3", "/usr/bin/python3", "/usr/local/bin/python3",
@@ -49,7 +49,7 @@ PREFLIGHT_TIMEOUT = 300.0
 #: ``progress("one line")`` for each step.
 StepProgress = Callable[[str], None]
 
-_PACKAGE_DIR = Path(trainer.__file__).resolve().parent
+_PACKAGE_DIR = Path(trainer.version.__file__).resolve().parent
 
 
 @dataclass
@@ -143,7 +143,7 @@ def bootstrap(transport: Transport, progress: StepProgress | None = None, *,
     say = progress or (lambda _msg: None)
     files = package_files()
     digest = content_hash(files)
-    dir_name = f"trainer-{trainer.__version__}-{digest}"
+    dir_name = f"trainer-{trainer.version.__version__}-{digest}"
     say("looking for python3 on the box")
     probe = transport.run(_probe_script(dir_name), timeout=60.0)
     home, marker, found = _parse_probe(probe.stdout.decode("utf-8", errors="replace"))
@@ -157,9 +157,9 @@ def bootstrap(transport: Transport, progress: StepProgress | None = None, *,
 
     uploaded = False
     if marker == digest:
-        say(f"trainer {trainer.__version__} ({digest}) is already on the box")
+        say(f"trainer {trainer.version.__version__} ({digest}) is already on the box")
     else:
-        say(f"uploading trainer {trainer.__version__} ({len(files)} files)")
+        say(f"uploading trainer {trainer.version.__version__} ({len(files)} files)")
         _upload(transport, files, base, digest)
         uploaded = True
 
@@ -253,9 +253,6 @@ def _ensure_needs(transport: Transport, py: str, notes: list[str],
 
 
 def _preflight(transport: Transport, notes: list[str], say: StepProgress) -> dict | None:
-    if not (_PACKAGE_DIR / "preflight.py").exists():
-        notes.append("this trainer has no preflight command; skipped")
-        return None
     say("running preflight on the box")
     try:
         res = transport.run(f"{transport.trainer_prefix} -m trainer preflight --json",

@@ -13,7 +13,7 @@ import importlib
 import sys
 
 from remote.commands.errors import fail
-from remote.transport import TransportError
+from remote.transport.base import TransportError
 
 #: Modules under ``remote.commands``, in the order ``--help`` lists them.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -26,7 +26,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "follow",
     "stop",
     "pull",
-    "boxtools",
+    "checks",
 )
 
 
@@ -36,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="gpurent",
         description="Train on a rented GPU without losing money or weights (headless).",
     )
-    from trainer import __version__
+    from trainer.version import __version__
 
     parser.add_argument("-V", "--version", action="version", version=__version__)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

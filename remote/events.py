@@ -13,7 +13,7 @@ from trainer.runfiles import Health, StatusRead
 class StatusEvent:
     """The run's ``status.json`` changed (or its health verdict did)."""
 
-    status: StatusRead
+    read: StatusRead
     health: Health
     pid_alive: bool | None
     received_at: float

@@ -17,9 +17,9 @@ import time
 from dataclasses import dataclass, fields
 from typing import Any
 
-from remote.text import clean_text
-from remote.transport import Transport, TransportError
-from trainer.guard import ACTIVE_STATES, GUARD_FILE, GUARD_OUT, GuardError, parse_when
+from remote.transport.base import Transport, TransportError
+from trainer.guard.state import ACTIVE_STATES, GUARD_FILE, GUARD_OUT, GuardError, parse_when
+from trainer.text import clean_text
 
 __all__ = ["GuardError", "GuardState", "arm_guard", "disarm_guard", "guard_command",
            "read_guard"]

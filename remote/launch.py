@@ -15,9 +15,10 @@ import shlex
 import time
 from dataclasses import dataclass, field
 
-from remote.text import clean_text
-from remote.transport import Transport, TransportError
+from remote.runs import read_status
+from remote.transport.base import Transport, TransportError
 from trainer import runfiles
+from trainer.text import clean_text
 
 ENGINES = ("trainer", "libreyolo")
 NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
@@ -129,8 +130,7 @@ def check_run_dir(transport: Transport, spec: LaunchSpec, now: float | None = No
             raise RunIsLive(f"{where}: a run launched there (pid {int(text)}) is still "
                             "starting; stop it or pick another name")
         return
-    read = runfiles.parse_status(transport.read(path, 0, runfiles.MAX_STATUS_BYTES + 1)) \
-        if transport.stat(path) is not None else runfiles.StatusRead(None, "no status.json")
+    read = read_status(transport, spec.run_dir)
     if read.get("state") == "running":
         pid = read.get("pid")
         if isinstance(pid, int) and not isinstance(pid, bool):

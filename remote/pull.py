@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from remote.transport import Transport, TransportError
+from remote.transport.base import Transport, TransportError
 from trainer import runfiles
 
 #: ``progress(file_name, done_bytes, total_bytes)``.

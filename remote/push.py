@@ -9,11 +9,11 @@ import shlex
 from collections.abc import Sequence
 from typing import Any
 
-from remote.text import clean_text
-from remote.transport import Transport
-from trainer.hub_client import read_token
+from remote.transport.base import Transport
+from trainer.hub.client import read_token
+from trainer.text import clean_text
 
-#: Same rule as the box side (``trainer.hub_client.REPO_RE``).
+#: Same rule as the box side (``trainer.hub.client.REPO_RE``).
 REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 FILE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 #: A multi-GB checkpoint over a slow uplink takes a while.
@@ -76,7 +76,7 @@ def push_from_box(transport: Transport, run_dir: str, repo: str, token: str,
     (``repo``, ``commit``, ``commit_url``, ``epoch``, ``files`` with their sha256...).
 
     Raises ``ValueError`` for bad arguments or a missing token, ``PushFailed`` when the
-    push fails and ``remote.transport.TransportError`` when the box cannot be reached."""
+    push fails and ``remote.transport.base.TransportError`` when the box cannot be reached."""
     if not token or not token.strip() or "\n" in token.strip():
         raise ValueError("no Hugging Face token: set HF_TOKEN or log in with `hf auth login`")
     command = build_push_command(transport, run_dir, repo, files, public)

@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from remote.transport import Transport
+from remote.transport.base import Transport
 from trainer import runfiles
 
 
@@ -17,14 +17,14 @@ class RunRead:
     """One run as read from the box: its status, health and pid liveness."""
 
     run_dir: str
-    status: runfiles.StatusRead
+    read: runfiles.StatusRead
     health: runfiles.Health
     pid_alive: bool | None
     mtime: float | None
 
     def summary(self) -> dict[str, Any]:
         """The ``gpurent status --json`` object for this run."""
-        body = runfiles.status_summary(self.status, self.health, self.pid_alive)
+        body = runfiles.status_summary(self.read, self.health, self.pid_alive)
         body["run_dir"] = self.run_dir
         return body
 
@@ -45,14 +45,19 @@ class RunInfo:
     updated_at: str | None
 
 
+def read_status(transport: Transport, run_dir: str) -> runfiles.StatusRead:
+    """``run_dir/status.json`` on the box, parsed; never raises for a bad file (a missing
+    one reads as "no status.json in RUN")."""
+    path = posixpath.join(run_dir, runfiles.STATUS_FILE)
+    if transport.stat(path) is None:
+        return runfiles.StatusRead(None, f"no status.json in {run_dir}")
+    return runfiles.parse_status(transport.read(path, 0, runfiles.MAX_STATUS_BYTES + 1))
+
+
 def read_run(transport: Transport, run_dir: str, now: float | None = None) -> RunRead:
     """Read ``run_dir/status.json`` and judge the run's health on the box."""
-    path = posixpath.join(run_dir, runfiles.STATUS_FILE)
-    st = transport.stat(path)
-    if st is None:
-        read = runfiles.StatusRead(None, f"no status.json in {run_dir}")
-    else:
-        read = runfiles.parse_status(transport.read(path, 0, runfiles.MAX_STATUS_BYTES + 1))
+    st = transport.stat(posixpath.join(run_dir, runfiles.STATUS_FILE))
+    read = read_status(transport, run_dir)
     pid = read.get("pid")
     alive = None
     if isinstance(pid, int) and not isinstance(pid, bool):
@@ -75,7 +80,7 @@ def list_runs(transport: Transport, project: str) -> list[RunInfo]:
         if transport.stat(posixpath.join(run_dir, runfiles.STATUS_FILE)) is None:
             continue
         run = read_run(transport, run_dir, now)
-        s = run.status
+        s = run.read
         updated = runfiles.parse_iso(s.get("updated_at") or "") or run.mtime or 0.0
         found.append((updated, RunInfo(
             name=name, run_dir=run_dir, state=s.get("state"), health=run.health.verdict,

@@ -12,8 +12,8 @@ from typing import Any
 
 from remote.pull import pulled_hashes
 from remote.push import last_json_object
-from remote.text import clean_text
-from remote.transport import Transport, TransportError
+from remote.transport.base import Transport, TransportError
+from trainer.text import clean_text
 
 SAFE_TIMEOUT = 600.0  # hashing a multi-GB best.pt the first time takes a while
 

@@ -14,7 +14,8 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from remote.transport import Transport, TransportError
+from remote.connect import Connector
+from remote.transport.base import Transport
 
 
 @dataclass(frozen=True)
@@ -68,49 +69,17 @@ def _ask_on_terminal(host: str, key_type: str, fingerprint: str) -> bool:
 
 
 def connector(target: Target, args: argparse.Namespace, *, bootstrap: bool = False,
-              strict: bool = True,
-              note: Callable[[str], None] | None = None) -> Callable[[], Transport]:
-    """A function that opens a transport for ``target`` each time it is called (the
-    watcher calls it again after a drop). With ``bootstrap`` the box gets our trainer
-    on the first call, and later calls reuse its ``trainer_prefix``; a bootstrap that
-    fails raises when ``strict``, else is noted (the watcher then polls files)."""
-    if target.host is None:
-        from remote.local import LocalTransport
-
-        return LocalTransport
-    say = note or (lambda _msg: None)
-    prefix: list[str] = []
-
-    def connect() -> Transport:
-        from remote import ssh
-
-        transport = ssh.connect(target.host or "", port=getattr(args, "port", None),
-                                accept_new=getattr(args, "accept_new", False),
-                                ask_unknown=_ask_on_terminal, timeout=15.0,
-                                progress=say)
-        if bootstrap and not prefix:
-            from remote.bootstrap import bootstrap as run_bootstrap
-
-            try:
-                result = run_bootstrap(transport, say, preflight=False)
-            except TransportError as exc:
-                if strict:
-                    transport.close()
-                    raise
-                say(f"bootstrap: {exc}")
-                prefix.append(transport.trainer_prefix)
-            else:
-                prefix.append(transport.trainer_prefix)
-                for line in result.notes:
-                    say(line)
-        elif prefix:
-            transport.trainer_prefix = prefix[0]
-        return transport
-
-    return connect
+              strict: bool = True, note: Callable[[str], None] | None = None) -> Connector:
+    """A :class:`remote.connect.Connector` for ``target`` with the command's connection
+    options (``-p``, ``--accept-new``); an unknown host key is asked about on the
+    terminal."""
+    return Connector(target.host, port=getattr(args, "port", None),
+                     accept_new=getattr(args, "accept_new", False),
+                     ask_unknown=_ask_on_terminal, bootstrap=bootstrap, strict=strict,
+                     **({"note": note} if note else {}))
 
 
 def open_transport(target: Target, args: argparse.Namespace, *, bootstrap: bool = False,
                    note: Callable[[str], None] | None = None) -> Transport:
     """Open one transport for ``target`` (see ``connector``); bootstrap failures raise."""
-    return connector(target, args, bootstrap=bootstrap, note=note)()
+    return connector(target, args, bootstrap=bootstrap, note=note).open()

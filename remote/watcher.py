@@ -33,9 +33,10 @@ from remote.events import (
     StatusEvent,
     WatchEvent,
 )
-from remote.text import clean_text
-from remote.transport import Stream, Transport, TransportError
+from remote.runs import read_status
+from remote.transport.base import Stream, Transport, TransportError
 from trainer import runfiles
+from trainer.text import clean_text, one_line
 
 log = logging.getLogger(__name__)
 
@@ -173,7 +174,7 @@ class Watcher:
         try:
             transport = self.connect()
         except Exception as exc:  # noqa: BLE001 (any failure to connect means: retry)
-            return attempt + 1, _one_line(exc) or type(exc).__name__
+            return attempt + 1, one_line(exc) or type(exc).__name__
         try:
             if self.polling:
                 self._poll_files(transport)
@@ -190,7 +191,7 @@ class Watcher:
         except _Dropped as exc:
             reason = str(exc)
         except Exception as exc:  # noqa: BLE001 (a broken link must never end the thread)
-            reason = _one_line(exc) or type(exc).__name__
+            reason = one_line(exc) or type(exc).__name__
             if not isinstance(exc, TransportError | OSError | TimeoutError | EOFError):
                 log.warning("watcher of %s: unexpected %s", self.run_dir, reason, exc_info=True)
         finally:
@@ -397,9 +398,7 @@ class Watcher:
             sig = None if st is None else (st.size, st.mtime)
             if sig != seen_status:
                 seen_status = sig
-                read = (runfiles.StatusRead(None, f"no status.json in {self.run_dir}")
-                        if st is None else runfiles.parse_status(
-                            transport.read(status_path, 0, runfiles.MAX_STATUS_BYTES + 1)))
+                read = read_status(transport, self.run_dir)
                 self._set_status(read, self._ask_pid(transport, read))
                 next_pid_check = time.monotonic() + POLL_PID_SECONDS
             elif time.monotonic() >= next_pid_check:
@@ -474,5 +473,3 @@ def _num(value: Any) -> float | None:
         else None
 
 
-def _one_line(exc: BaseException) -> str:
-    return clean_text(" ".join(str(exc).split()))[:300]

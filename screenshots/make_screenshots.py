@@ -27,15 +27,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from remote.launch import LaunchSpec, launch  # noqa: E402
-from remote.local import LocalTransport  # noqa: E402
+from remote.transport.local import LocalTransport  # noqa: E402
 from tests.fixtures.providers_standin import ProviderStandin  # noqa: E402
 from trainer import runfiles  # noqa: E402
 from tui.app import GpurentApp  # noqa: E402
+from tui.box.view import BoxView  # noqa: E402
 from tui.dialogs.destroy import DestroyDialog  # noqa: E402
 from tui.dialogs.launch import LaunchForm  # noqa: E402
 from tui.dialogs.profile import ProfileCard  # noqa: E402
 from tui.spec import BoxSpec  # noqa: E402
-from tui.widgets.box import BoxView  # noqa: E402
 from tui.widgets.metrics import MetricsPane  # noqa: E402
 from tui.widgets.runs import RunsList  # noqa: E402
 

@@ -10,7 +10,9 @@ from collections.abc import Callable
 import pytest
 import torch
 
-from trainer.autobatch import (
+from trainer.detector.loss import detection_loss
+from trainer.detector.model import build_model
+from trainer.engine.autobatch import (
     AutoBatchError,
     BatchChoice,
     Probe,
@@ -20,8 +22,6 @@ from trainer.autobatch import (
     search_batch,
     synthetic_batch,
 )
-from trainer.loss import detection_loss
-from trainer.model import build_model
 
 GIB = 2**30
 BUDGET = int(0.8 * 80 * GIB)
@@ -163,7 +163,7 @@ class FakeOutOfMemory(RuntimeError):
 
 
 class FormulaMeter:
-    """A :class:`trainer.autobatch.MemoryMeter` whose peak is a formula of the batch the
+    """A :class:`trainer.engine.autobatch.MemoryMeter` whose peak is a formula of the batch the
     trial last ran and whose out-of-memory error is :class:`FakeOutOfMemory`; it records
     what was called."""
 
@@ -280,8 +280,8 @@ def test_the_engines_probe_trains_copies_at_growing_batches(
         caplog: pytest.LogCaptureFixture) -> None:
     import logging
 
-    from trainer.device import DeviceCaps, choose_precision
-    from trainer.engine import choose_batch
+    from trainer.engine.device import DeviceCaps, choose_precision
+    from trainer.engine.loop import choose_batch
 
     torch.manual_seed(0)
     model = build_model("n", NC, IMGSZ)

@@ -10,7 +10,7 @@ import pytest
 
 import trainer
 from remote.bootstrap import bootstrap, content_hash, package_files
-from remote.transport import TransportError
+from remote.transport.base import TransportError
 from tests.fixtures.sshd import SSHServer
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from trainer import Trainer
-from trainer.callbacks import EVENTS, CallbackContext, CallbackError, Callbacks, load_spec
+from trainer.engine.callbacks import EVENTS, CallbackContext, CallbackError, Callbacks, load_spec
 from trainer.runfiles import read_status
 
 TINY = {"imgsz": 64, "workers": 0, "seed": 0, "batch": 8, "project": "runs"}
@@ -177,7 +177,7 @@ def test_bad_callback_specs_are_one_line_errors(callback_module: types.ModuleTyp
 
 def test_a_bad_callbacks_argument_stops_train_before_a_run_directory(
         shapes_data: Path, in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from trainer.train import main
+    from trainer.engine.command import main
 
     assert main([f"data={shapes_data}", "callbacks=no_such_module_xyz", "workers=0"]) == 2
     assert "train: callbacks=no_such_module_xyz: cannot import" in capsys.readouterr().err

@@ -111,8 +111,8 @@ def test_two_workers_train_one_model_and_only_rank_0_writes(
 
 def test_a_stop_from_the_laptop_reaches_every_worker_and_resume_finishes(
         shapes_data: Path, tmp_path: Path) -> None:
-    from remote.control import stop_run
-    from remote.local import LocalTransport
+    from remote.stop import stop_run
+    from remote.transport.local import LocalTransport
 
     run = tmp_path / "runs" / "stop"
     with stoppable_run(shapes_data, tmp_path, "stop", epochs=3) as proc:
@@ -181,7 +181,7 @@ def test_a_failing_worker_fails_the_run_with_its_own_error(
     assert proc.returncode == 1, out
     status = read_status(tmp_path / "runs/bad")
     error = status.get("error")
-    assert status.get("state") == "failed", status.status
+    assert status.get("state") == "failed", status.fields
     assert error["type"] == "DataError", error
     assert error["message"].startswith("rank 1: cannot read image") and val[1].name in \
         error["message"]

@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trainer.data import EpochSampler
-from trainer.device import DeviceCaps
-from trainer.distributed import DistributedError, World, torchrun_world
-from trainer.evaluate import DetectionEvaluator
-from trainer.train import TrainArgs, UsageError, _check_batch, _plan_world
+from trainer.datasets.loader import EpochSampler
+from trainer.detector.evaluate import DetectionEvaluator
+from trainer.engine.device import DeviceCaps
+from trainer.engine.plan import TrainArgs, UsageError, _check_batch, _plan_world
+from trainer.engine.world import DistributedError, World, torchrun_world
 
 
 @pytest.mark.parametrize(("size", "world"), [(16, 2), (17, 2), (10, 4), (3, 4), (1, 2)])
@@ -118,11 +118,11 @@ def test_the_global_batch_must_split_evenly() -> None:
 
 def test_a_stray_rank_variable_without_torchrun_is_a_plain_run(
         shapes_data: Path, tmp_path: Path) -> None:
-    from trainer.train import parse_args, plan_run
+    from trainer.engine.plan import build_plan, parse_args
 
     (tmp_path / "exp").mkdir()
     (tmp_path / "exp" / "metrics.jsonl").write_text("")  # a finished run holds exp
     args, given = parse_args([f"data={shapes_data}", f"project={tmp_path}", "device=cpu"])
-    plan = plan_run(args, given, env={"RANK": "3"})
+    plan = build_plan(args, given, env={"RANK": "3"})
     # Not torchrun (no WORLD_SIZE, LOCAL_RANK): this process picks a fresh directory.
     assert (plan.launch, plan.world_size, plan.run_dir) == ("single", 1, tmp_path / "exp2")

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.shapes import TRAIN_IMAGES, VAL_IMAGES
-from trainer import doctor
-from trainer.doctor_labels import check_label_text
+from trainer.checks import doctor
+from trainer.checks.labels import check_label_text
 
 
 @pytest.fixture()

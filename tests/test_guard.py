@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from remote.guard import GuardError, arm_guard, disarm_guard, read_guard
-from remote.local import LocalTransport
+from remote.transport.local import LocalTransport
 from trainer import runfiles
-from trainer.guard import GuardError as BoxGuardError
-from trainer.guard import parse_when
-from trainer.hub_ledger import append_entries, file_identity, sha256_file
+from trainer.guard.state import GuardError as BoxGuardError
+from trainer.guard.state import parse_when
+from trainer.hub.ledger import append_entries, file_identity, sha256_file
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST = ["--poll", "0.1", "--confirm-timeout", "10"]

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from remote.local import LocalTransport
 from remote.pull import pull_weights
 from remote.push import PushFailed, push_from_box
 from remote.safety import weights_safety
+from remote.transport.local import LocalTransport
 from tests.fixtures.hub_standin import (
     VALID_TOKEN,
     HubStandin,
@@ -24,8 +24,8 @@ from tests.fixtures.hub_standin import (
     write_checkpoint,
     write_run,
 )
-from trainer import hub_safe
-from trainer.hub_ledger import read_ledger
+from trainer.hub import safe as hub_safe
+from trainer.hub.ledger import read_ledger
 
 ROOT = Path(__file__).resolve().parents[1]
 MB = 1024 * 1024
@@ -69,7 +69,7 @@ def test_push_50mb_checkpoint_via_lfs_with_bounded_memory(hub_standin: HubStandi
     env = hub_env(hub_standin, tmp_path / "hf", HF_TOKEN=VALID_TOKEN)
     # Baseline: the same interpreter with the same Hub client loaded, pushing nothing.
     rc, _, err, baseline = run_measured([sys.executable, "-c", (
-        "from trainer.hub_client import import_hub; hub = import_hub(); "
+        "from trainer.hub.client import import_hub; hub = import_hub(); "
         "hub.HfApi; from huggingface_hub import _commit_api, lfs")], env)
     assert rc == 0, err
     rc, out, err, peak = run_measured(trainer_cmd("push", str(run), "--repo", "org/m",

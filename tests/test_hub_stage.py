@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.hub_standin import VALID_TOKEN, HubStandin, hub_env
-from trainer import hub_stage
+from trainer.hub import stage as hub_stage
 
 ROOT = Path(__file__).resolve().parents[1]
 MB = 1024 * 1024

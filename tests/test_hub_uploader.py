@@ -20,8 +20,8 @@ from tests.fixtures.hub_standin import (
     write_checkpoint,
     write_run,
 )
-from trainer.hub_ledger import read_ledger
-from trainer.hub_uploader import MilestoneUploader
+from trainer.hub.ledger import read_ledger
+from trainer.hub.uploader import MilestoneUploader
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -8,19 +8,14 @@ import os
 import pkgutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.fixtures.importgraph import ROOT, box_light_modules, find_modules
 
-#: Modules that must run on a box with nothing but python3.
-STDLIB_ONLY = [
-    "trainer", "trainer.__main__", "trainer.runfiles", "trainer.follow", "trainer.hub_safe",
-    "trainer.hub_ledger", "trainer.guard", "trainer.providers", "trainer.providers.base",
-    "trainer.providers.vast", "trainer.providers.runpod", "trainer.providers.lambda_cloud",
-    "trainer.providers.manual", "trainer.providers.confirm", "trainer.providers.detect",
-]
+#: Modules that must run on a box with nothing but python3: every module of ``trainer``
+#: outside the subpackages that need torch (``importgraph.HEAVY``).
+STDLIB_ONLY = box_light_modules(find_modules(ROOT, ["trainer"]))
 
 
 def modules_of(package: str) -> list[str]:

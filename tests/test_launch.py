@@ -1,4 +1,4 @@
-"""``remote.launch``, ``remote.control`` and ``remote.runs`` on this machine through
+"""``remote.launch``, ``remote.stop`` and ``remote.runs`` on this machine through
 ``LocalTransport``: real detached processes, real signals, injection attempts."""
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from remote.control import stop_run
 from remote.launch import LaunchSpec, RunIsLive, build_command, launch
-from remote.local import LocalTransport
 from remote.runs import list_runs
+from remote.stop import stop_run
+from remote.transport.local import LocalTransport
 from trainer import runfiles
 
 ROOT = Path(__file__).resolve().parents[1]

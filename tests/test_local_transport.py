@@ -1,4 +1,4 @@
-"""``remote.local.LocalTransport``: every Transport method on this machine, for real."""
+"""``remote.transport.local.LocalTransport``: every Transport method on this machine, for real."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from remote.local import LocalTransport
 from remote.target import parse_target
-from remote.transport import TransportError
+from remote.transport.base import TransportError
+from remote.transport.local import LocalTransport
 from trainer import runfiles
 
 

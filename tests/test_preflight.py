@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from trainer import cuda_check, host_check, preflight
+from trainer.checks import cuda as cuda_check
+from trainer.checks import host as host_check
+from trainer.checks import preflight
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -16,16 +16,16 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from tests.fixtures.shapes import TRAIN_IMAGES
-from trainer import profile
-from trainer.device import DeviceCaps
-from trainer.profile_core import (
+from trainer.engine.device import DeviceCaps
+from trainer.profiler import command as profile
+from trainer.profiler.measure import (
     Batches,
     count_named,
     device_intervals,
     measure_gpu_busy,
     union_length,
 )
-from trainer.profile_verdict import Measures, costs, judge, speedup_from_faster_gpu
+from trainer.profiler.verdict import Measures, costs, judge, speedup_from_faster_gpu
 
 
 class SleepyDataset(Dataset):
@@ -215,7 +215,7 @@ def test_bad_arguments_exit_2(args: list[str], message: str,
 
 def test_batch_minus_one_profiles_the_batch_train_would_choose(
         shapes_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from trainer.autobatch import CPU_DEFAULT_BATCH
+    from trainer.engine.autobatch import CPU_DEFAULT_BATCH
 
     code = profile.main([f"data={shapes_data}", "batch=-1", "imgsz=32", "workers=0",
                          "device=cpu", f"project={tmp_path}", "name=auto", "steps=1",

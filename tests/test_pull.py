@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from remote.pull import pull_weights, pulled_hashes
-from remote.transport import TransportError
+from remote.transport.base import TransportError
 from tests.fixtures.sshd import SSHServer
 
 

@@ -1,4 +1,4 @@
-"""``remote.ssh``: connect and every Transport method against a real OpenSSH sshd."""
+"""``remote.transport.ssh``: connect and every Transport method against a real OpenSSH sshd."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from remote.sshconfig import parse_target
-from remote.transport import TransportError
+from remote.transport.base import TransportError
+from remote.transport.sshconfig import parse_target
 from tests.fixtures.sshd import SSHServer
 from tests.fixtures.watch_log import wait_until
 
@@ -164,7 +164,7 @@ def test_ssh_config_alias_and_proxyjump(sshd, tmp_path: Path) -> None:
         f"Host viajump\n  HostName 127.0.0.1\n  Port {sshd.port}\n  User {sshd.user}\n"
         f"  IdentityFile {sshd.key_path}\n  ProxyJump mybox\n")
     common = {"known_hosts": sshd.known_hosts, "allow_agent": False, "ssh_config": str(config)}
-    from remote.ssh import connect
+    from remote.transport.ssh import connect
 
     with connect("mybox", **common) as direct:
         assert direct.run("echo ok").stdout == b"ok\n"

@@ -92,7 +92,7 @@ def test_link_down_20s_run_keeps_going_and_watcher_resumes(netbox: NetBox) -> No
         print(f"resumed {resumed - t_up:.2f}s after the link came back")
         os.killpg(pid, signal.SIGTERM)  # graceful stop: the sim writes state "stopped"
         assert wait_until(lambda: events.first(
-            lambda e: isinstance(e, StatusEvent) and e.status.get("state") == "stopped",
+            lambda e: isinstance(e, StatusEvent) and e.read.get("state") == "stopped",
             t_up), 15)
         finish(watcher, events, run_dir)
     finally:

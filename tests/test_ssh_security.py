@@ -12,9 +12,9 @@ from pathlib import Path
 import paramiko
 import pytest
 
-from remote.hostkeys import fingerprint
 from remote.launch import LaunchSpec, build_command, launch
-from remote.ssh import HostKeyChanged, HostKeyUnknown
+from remote.transport.hostkeys import fingerprint
+from remote.transport.ssh import HostKeyChanged, HostKeyUnknown
 from tests.fixtures.sshd import SSHServer, keygen
 from tests.fixtures.watch_log import wait_until
 

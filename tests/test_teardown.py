@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from remote import teardown
+from remote.billing import teardown
+from remote.billing.providers import ConfigError, load_config, resolve_api_key, resolve_instance
 from remote.cli import main as gpurent
-from remote.providers import ConfigError, load_config, resolve_api_key, resolve_instance
-from remote.transport import TransportError
+from remote.transport.base import TransportError
 from trainer import runfiles
-from trainer.hub_ledger import append_entries, file_identity, sha256_file
+from trainer.hub.ledger import append_entries, file_identity, sha256_file
 from trainer.providers import get_provider
 
 

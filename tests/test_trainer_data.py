@@ -13,8 +13,9 @@ import pytest
 import torch
 from PIL import Image
 
-from trainer import shapes
-from trainer.data import (
+from trainer.datasets import shapes
+from trainer.datasets.layout import label_path
+from trainer.datasets.loader import (
     DataError,
     YoloDataset,
     collate,
@@ -22,8 +23,7 @@ from trainer.data import (
     make_loader,
     read_labels,
 )
-from trainer.train import main as train_main
-from trainer.yolo_layout import label_path
+from trainer.engine.command import main as train_main
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -43,7 +43,7 @@ def start(args: list[str], cwd: Path) -> subprocess.Popen[str]:
 def train(args: list[str]) -> int:
     """``python -m trainer train ARGS`` in this process (cheaper than a new interpreter);
     returns the exit code."""
-    from trainer.train import main
+    from trainer.engine.command import main
 
     return main(args)
 
@@ -71,7 +71,7 @@ def metrics_rows(run: Path) -> list[dict[str, Any]]:
 
 def load(path: Path) -> dict[str, Any]:
     """A checkpoint, through the trainer's own checks."""
-    from trainer.checkpoint import load_checkpoint
+    from trainer.engine.checkpoint import load_checkpoint
 
     return load_checkpoint(path)
 
@@ -84,7 +84,7 @@ def test_two_epochs_write_every_contract_file(shapes_data: Path, in_tmp: Path) -
 
     status = read_status(run)
     assert status.ok, status.reason
-    s = status.status
+    s = status.fields
     assert s["state"] == "completed" and s["schema_version"] == 1
     assert s["completed_epochs"] == s["current_epoch"] == s["total_epochs"] == 2
     assert s["progress"] == 1.0 and s["start_epoch"] == 1 and s["pid"] == os.getpid()
@@ -141,10 +141,10 @@ def test_two_epochs_write_every_contract_file(shapes_data: Path, in_tmp: Path) -
     assert not list((run / "weights").glob("*.tmp"))
 
     # best.pt rebuilds its model, which reproduces the validated mAP.
-    from trainer.checkpoint import model_from_checkpoint
-    from trainer.data import YoloDataset, load_data_config, make_loader
-    from trainer.device import choose_precision, probe
-    from trainer.engine import validate
+    from trainer.datasets.loader import YoloDataset, load_data_config, make_loader
+    from trainer.engine.checkpoint import model_from_checkpoint
+    from trainer.engine.device import choose_precision, probe
+    from trainer.engine.loop import validate
 
     model = model_from_checkpoint(best_ckpt)
     data = load_data_config(shapes_data)
@@ -181,7 +181,7 @@ def test_two_epochs_write_every_contract_file(shapes_data: Path, in_tmp: Path) -
 
 def test_sigterm_stops_gracefully_and_resume_finishes(shapes_data: Path, in_tmp: Path) -> None:
     run = in_tmp / "runs" / "stop"
-    # A loader worker too: the stop signals the whole process group, as remote.control
+    # A loader worker too: the stop signals the whole process group, as remote.stop
     # does, and the worker must not take the run down with it.
     args = ["model=n", "imgsz=64", "workers=1", "seed=0", f"data={shapes_data}", "epochs=3",
             "batch=2", "project=runs", "name=stop"]

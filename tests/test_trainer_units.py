@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from trainer.device import (
+from trainer.detector.loss import detection_loss, pad_targets
+from trainer.detector.model import SIZES, ModelError, build_model, parameter_count, parse_model_name
+from trainer.engine.device import (
     DeviceCaps,
     DeviceError,
     Precision,
@@ -22,11 +24,9 @@ from trainer.device import (
     probe,
     to_device,
 )
-from trainer.loss import detection_loss, pad_targets
-from trainer.model import SIZES, ModelError, build_model, parameter_count, parse_model_name
-from trainer.rundir import RunDirError, choose_run_dir, trim_history
+from trainer.engine.plan import UsageError, parse_args
+from trainer.engine.rundir import RunDirError, choose_run_dir, trim_history
 from trainer.runfiles import RunWriter
-from trainer.train import UsageError, parse_args
 
 ROOT = Path(__file__).resolve().parents[1]
 GPU_BF16 = DeviceCaps("cuda", 0, bf16=True, names=("H100",))
@@ -157,7 +157,8 @@ def test_bad_arguments_are_one_line_errors(argv: list[str], message: str) -> Non
 
 
 def test_train_help_and_arguments_do_not_import_torch() -> None:
-    code = ("import sys, trainer.train, trainer.shapes, trainer.evaluate, trainer.runfiles\n"
+    code = ("import sys, trainer.engine.plan, trainer.engine.command, trainer.datasets.shapes,"
+            " trainer.detector.evaluate, trainer.runfiles\n"
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                          text=True, timeout=60)
@@ -267,17 +268,17 @@ def test_trim_history_keeps_rows_up_to_the_checkpoint(tmp_path: Path) -> None:
 
 
 def test_a_loader_workers_error_becomes_one_line() -> None:
-    from trainer.data import DataError
-    from trainer.report import one_line
+    from trainer.datasets.loader import DataError
+    from trainer.engine.report import error_message
 
     # What torch's DataLoader raises in the main process for an error in a worker.
     relayed = DataError("Caught DataError in DataLoader worker process 0.\n"
                         "Original Traceback (most recent call last):\n"
                         '  File "x.py", line 1, in f\n'
-                        "trainer.data.DataError: cannot read image /d/a.png: bad\n")
-    assert one_line(relayed) == "cannot read image /d/a.png: bad"
-    assert one_line(ValueError("plain message")) == "plain message"
-    assert one_line(RuntimeError()) == "RuntimeError"
+                        "trainer.datasets.loader.DataError: cannot read image /d/a.png: bad\n")
+    assert error_message(relayed) == "cannot read image /d/a.png: bad"
+    assert error_message(ValueError("plain message")) == "plain message"
+    assert error_message(RuntimeError()) == "RuntimeError"
 
 
 # ------------------------------------------------------------------ early signals
@@ -288,7 +289,7 @@ def test_a_signal_before_training_is_acted_on_when_training_starts() -> None:
     import os
     import signal
 
-    from trainer.stopping import EarlySignals, GracefulStop
+    from trainer.engine.stopping import EarlySignals, GracefulStop
 
     before = signal.getsignal(signal.SIGTERM)
     with EarlySignals() as early:
@@ -304,7 +305,7 @@ def test_a_signal_before_training_is_acted_on_when_training_starts() -> None:
 
 def test_a_second_signal_before_training_exits_at_once() -> None:
     code = ("import os, signal, time\n"
-            "from trainer.stopping import EarlySignals\n"
+            "from trainer.engine.stopping import EarlySignals\n"
             "with EarlySignals():\n"
             "    os.kill(os.getpid(), signal.SIGINT)\n"
             "    os.kill(os.getpid(), signal.SIGTERM)\n"

@@ -16,6 +16,7 @@ import pytest
 from textual.widgets import Button, Checkbox, Input
 
 from tui.app import GpurentApp
+from tui.box.view import BoxView
 from tui.dialogs.base import Dialog
 from tui.dialogs.confirm import ConfirmDialog
 from tui.dialogs.destroy import DestroyDialog
@@ -25,7 +26,6 @@ from tui.dialogs.push import PushDialog
 from tui.screens.help import HelpScreen
 from tui.spec import BoxSpec
 from tui.widgets.badges import WeightsBadge
-from tui.widgets.box import BoxView
 from tui.widgets.logpane import LogPane
 from tui.widgets.metrics import MetricsPane
 from tui.widgets.runs import RunsList

@@ -13,7 +13,7 @@ from tests.test_tui_app import until
 from tests.test_tui_main import specs
 from trainer import runfiles
 from tui.app import GpurentApp
-from tui.widgets.box import BoxView
+from tui.box.view import BoxView
 
 pytestmark = pytest.mark.anyio
 
@@ -29,9 +29,9 @@ async def test_demo_generates_data_launches_and_shows_the_run(monkeypatch, tmp_p
             box = app.query_one(BoxView)
             # Dataset generation, the torch import and the first status: a functional
             # bound, generous for a loaded 2-core machine.
-            await until(pilot, lambda: box.status is not None and box.status.status.ok,
+            await until(pilot, lambda: box.status is not None and box.status.read.ok,
                         timeout=240)
-            status = box.status.status
+            status = box.status.read
             pid = status.get("pid")
             assert status.get("state") == "running"
             assert box.status.health.verdict == "live"

@@ -12,10 +12,10 @@ from textual.widgets import Input
 
 from tests.test_tui_app import messages, press_button, shown, until
 from tui.app import GpurentApp
+from tui.box.view import BoxView
 from tui.dialogs.confirm import ConfirmDialog
 from tui.dialogs.launch import LaunchForm
 from tui.spec import BoxSpec
-from tui.widgets.box import BoxView
 from tui.widgets.logpane import LogPane
 from tui.widgets.metrics import MetricsPane
 
@@ -43,7 +43,7 @@ async def test_launch_watch_and_stop_over_ssh(sshd, shapes_data: Path, tmp_path)
         assert "SHA256:" in app.screen.body.plain and app.focused.id == "cancel"
         await press_button(pilot, "#confirm")
         await until(pilot, lambda: box.transport is not None, timeout=120)
-        assert box.trainer_prefix and "PYTHONPATH=" in box.trainer_prefix
+        assert box.connector.trainer_prefix and "PYTHONPATH=" in box.connector.trainer_prefix
         await pilot.press("l")
         await until(pilot, lambda: shown(app, LaunchForm)
                     and app.focused is not None)
@@ -58,7 +58,7 @@ async def test_launch_watch_and_stop_over_ssh(sshd, shapes_data: Path, tmp_path)
         await until(pilot, lambda: box.run_dir == f"{project}/e2e", timeout=60)
         # The panes fill from the live run: status, a metrics row, log lines.
         await until(pilot, lambda: box.status is not None
-                    and box.status.status.get("state") == "running"
+                    and box.status.read.get("state") == "running"
                     and len(box.query_one(MetricsPane).rows) >= 1
                     and len(box.query_one(LogPane).log.lines) >= 2, timeout=240)
         assert box.status.health.verdict in ("live", "slow")

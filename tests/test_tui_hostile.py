@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 
 from remote.events import GpuEvent, GpuSample, LogEvent
-from remote.local import LocalTransport
 from remote.runs import list_runs
+from remote.transport.local import LocalTransport
 from tests.fixtures.tui_runs import FROZEN_NOW, frozen_status, log_event, metrics_event
 from tui.app import GpurentApp
+from tui.box.view import BoxView
 from tui.spec import BoxSpec
-from tui.widgets.box import BoxView
 from tui.widgets.gpu import GpuPane
 from tui.widgets.logpane import LogFeed
 from tui.widgets.runs import RunsList
@@ -100,7 +100,7 @@ async def test_hostile_text_is_inert_everywhere(run_factory):
     (b"bad \xff utf8\n", "bad \ufffd utf8", "bad \ufffd utf8\n"),
 ])
 def test_clean_text_fast_and_slow_paths_agree(raw, one_line, lines):
-    from remote.text import clean_text
+    from trainer.text import clean_text
 
     assert clean_text(raw) == one_line
     assert clean_text(raw, keep_newlines=True) == lines

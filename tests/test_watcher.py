@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 
 from remote.events import ConnectionEvent, LogEvent, MetricsEvent, StatusEvent, WatchEvent
-from remote.local import LocalTransport
+from remote.transport.local import LocalTransport
 from remote.watcher import Watcher
 from trainer import runfiles
 
@@ -137,7 +137,7 @@ def test_a_sigkilled_trainer_is_judged_dead(tmp_path: Path) -> None:
     watcher.start()
     try:
         rec.wait(lambda ev: any(isinstance(e, StatusEvent) and e.pid_alive
-                                and e.status.get("completed_epochs") == 1 for e in ev),
+                                and e.read.get("completed_epochs") == 1 for e in ev),
                  what="a live run after its epoch")
         assert rec.health() == "live"
         writer.send_signal(signal.SIGKILL)
@@ -147,7 +147,7 @@ def test_a_sigkilled_trainer_is_judged_dead(tmp_path: Path) -> None:
         watcher.stop()
         writer.kill()
     last = rec.of(StatusEvent)[-1]
-    assert last.pid_alive is False and last.status.get("state") == "running"
+    assert last.pid_alive is False and last.read.get("state") == "running"
     assert f"pid {writer.pid} is gone" in last.health.reason
 
 

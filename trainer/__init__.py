@@ -5,13 +5,9 @@ Importing this package must not import torch: ``trainer.runfiles`` and ``trainer
 run on boxes that have only ``python3``. Commands are reached as ``python3 -m trainer``.
 """
 
-__version__ = "0.1.0"
+from trainer._exports import lazy_exports
+from trainer.version import __version__
 
-
-def __getattr__(name: str) -> object:
-    # ``from trainer import Trainer`` without importing torch for every user of the package
-    if name == "Trainer":
-        from trainer.api import Trainer
-
-        return Trainer
-    raise AttributeError(f"module 'trainer' has no attribute {name!r}")
+# ``from trainer import Trainer`` without importing torch for every user of the package
+__all__, __getattr__ = lazy_exports(__name__, {"engine.api": ["Trainer"]})
+__all__ += ["__version__"]

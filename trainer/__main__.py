@@ -12,15 +12,15 @@ import sys
 #: command name -> (module, one-line description). Each module exposes ``main(argv)``.
 COMMANDS: dict[str, tuple[str, str]] = {
     "follow": ("trainer.follow", "stream a run directory as JSON lines (stdlib only)"),
-    "train": ("trainer.train", "train a detector, writing the run directory contract"),
-    "shapes": ("trainer.shapes", "write a synthetic YOLO dataset of coloured shapes"),
-    "preflight": ("trainer.preflight", "check the box: torch, CUDA kernels, driver, disk, HF_HOME"),
-    "doctor": ("trainer.doctor", "check a YOLO dataset (data.yaml) without modifying it"),
-    "profile": ("trainer.profile", "time real training steps and say what bounds them"),
-    "stage": ("trainer.hub_stage", "download a dataset tar from the Hub and extract it safely"),
-    "push": ("trainer.hub_push", "push a run's weights to the Hub and append hub.json"),
-    "safe": ("trainer.hub_safe", "say whether the current best.pt is safely on the Hub"),
-    "guard": ("trainer.guard", "stop or destroy this instance once the run is over and safe"),
+    "train": ("trainer.engine.command", "train a detector, writing the run directory contract"),
+    "shapes": ("trainer.datasets.shapes", "write a synthetic YOLO dataset of coloured shapes"),
+    "preflight": ("trainer.checks.preflight", "check the box: torch, CUDA, driver, disk, HF_HOME"),
+    "doctor": ("trainer.checks.doctor", "check a YOLO dataset (data.yaml) without modifying it"),
+    "profile": ("trainer.profiler.command", "time real training steps and say what bounds them"),
+    "stage": ("trainer.hub.stage", "download a dataset tar from the Hub and extract it safely"),
+    "push": ("trainer.hub.push", "push a run's weights to the Hub and append hub.json"),
+    "safe": ("trainer.hub.safe", "say whether the current best.pt is safely on the Hub"),
+    "guard": ("trainer.guard.command", "stop or destroy this instance once the run is over"),
 }
 
 
@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         print(usage())
         return 0
     if args[0] in ("-V", "--version"):
-        from trainer import __version__
+        from trainer.version import __version__
 
         print(__version__)
         return 0

@@ -6,32 +6,7 @@ sends only what changed and a tiny heartbeat when idle, one JSON object per line
 stdout, flushed. It ends by itself when stdout is closed (the SSH channel went away) or
 its parent process is gone.
 
-Lines (``t`` is the message type; every other key may be absent in older followers and
-unknown types must be ignored)::
-
-    {"t":"hello","v":1,"pid":F,"now":T,"run_dir":"/abs","log":[OFF,INO],"metrics":[OFF,INO],
-     "gpu":true}
-    {"t":"status","key":"INO:MTIME_NS:SIZE","mtime":T,"status":{...}|null,"reason":"...",
-     "pid_alive":true|false|null}
-    {"t":"pid","pid":N,"alive":false}
-    {"t":"reset","file":"log"|"metrics","ino":INO|null,"reason":"truncated"|"replaced"}
-    {"t":"log","offset":N,"ino":INO,"text":"..."}      (or "b64":"..." when not UTF-8)
-    {"t":"metrics","offset":N,"next":M,"ino":INO,"rows":[{...}],"skipped":K}
-    {"t":"gpu","gpus":[[index,name,util%,mem_used_MiB,mem_total_MiB,temp_C,power_W]]}
-    {"t":"gpu","error":"..."}
-    {"t":"hb"}
-
-``status`` is sent at start (unless ``--status-key`` matches) and whenever the file's
-(inode, mtime, size) changes; ``status`` is ``null`` with a ``reason`` when the file is
-missing or unreadable. ``pid`` is sent when the liveness of the status pid changes.
-``gpu`` comes from ``nvidia-smi`` in loop mode every ``--gpu-interval`` seconds where it
-exists, only when the sample changed (``null`` where nvidia-smi says ``[N/A]``); ``hb``
-only after ``--heartbeat`` seconds without any other line. ``log`` carries the bytes of
-``train.log`` from ``offset``; ``metrics`` the whole rows of
-``metrics.jsonl`` between ``offset`` and ``next`` (a half-written last line waits). A
-``reset`` (the file shrank or its inode changed) means: drop what you had, the next data
-starts at offset 0 of the new file; bytes still unread in a rotated-away file are sent
-before it.
+The wire protocol (one message type per ``t``) is in ``docs/SCHEMAS.md``, "follow".
 """
 
 from __future__ import annotations
@@ -50,7 +25,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from trainer import runfiles
+from trainer import runfiles, smi
 
 PROTOCOL_VERSION = 1
 
@@ -59,8 +34,8 @@ CHUNK_BYTES = 64 * 1024
 #: Most bytes of one file read in one poll, so that the other files get their turn.
 MAX_BYTES_PER_POLL = 1 << 20
 
-GPU_QUERY = ("index,name,utilization.gpu,memory.used,memory.total,temperature.gpu,"
-             "power.draw")
+GPU_FIELDS = ("index", "name", "utilization.gpu", "memory.used", "memory.total",
+              "temperature.gpu", "power.draw")
 
 #: How long to wait before starting nvidia-smi again after it ended.
 GPU_RESTART_SECONDS = 30.0
@@ -258,7 +233,7 @@ class StatusFollower:
         self.alive = None if self.pid is None else runfiles.local_pid_alive(self.pid)
         message: dict[str, Any] = {"t": "status", "key": self.key,
                                    "mtime": None if st is None else st.st_mtime,
-                                   "status": runfiles.finite_json(read.status),
+                                   "status": runfiles.finite_json(read.fields),
                                    "pid_alive": self.alive}
         if not read.ok:
             message["reason"] = read.reason
@@ -268,30 +243,12 @@ class StatusFollower:
 # --------------------------------------------------------------------------- GPU
 
 
-def _gpu_number(text: str) -> float | None:
-    text = text.strip()
-    try:
-        value = float(text)
-    except ValueError:
-        return None  # "[N/A]", "N/A", "[Not Supported]", ...
-    return value if value == value and abs(value) != float("inf") else None
-
-
 def parse_gpu_line(line: str) -> list[Any] | None:
-    """One ``nvidia-smi --query-gpu=GPU_QUERY --format=csv,noheader,nounits`` line as
-    ``[index, name, util, mem_used, mem_total, temp, power]``; ``None`` when it is not one.
-    Fields nvidia-smi cannot report (``[N/A]``) become ``None``."""
-    parts = [p.strip() for p in line.strip().split(",")]
-    if len(parts) < 7:
-        return None
-    # A name holding commas: everything between the index and the five numbers.
-    name = ", ".join(parts[1:len(parts) - 5])
-    try:
-        index = int(parts[0])
-    except ValueError:
-        return None
-    numbers = [_gpu_number(p) for p in parts[-5:]]
-    return [index, name, *numbers]
+    """One nvidia-smi line of :data:`GPU_FIELDS` as ``[index, name, util, mem_used,
+    mem_total, temp, power]``; ``None`` when it is not one. Fields nvidia-smi cannot
+    report (``[N/A]``) become ``None``."""
+    row = smi.parse_line(line, GPU_FIELDS)
+    return None if row is None else [row[field] for field in GPU_FIELDS]
 
 
 class GpuSampler:
@@ -323,8 +280,7 @@ class GpuSampler:
         """Start nvidia-smi when it is not running and its restart delay has passed."""
         if not self.available or self.proc is not None or now < self._next_start:
             return
-        command = [str(self.executable), f"--query-gpu={GPU_QUERY}",
-                   "--format=csv,noheader,nounits", "-lms",
+        command = [*smi.query_command(str(self.executable), GPU_FIELDS), "-lms",
                    str(max(100, int(self.interval * 1000)))]
         try:
             self.proc = subprocess.Popen(command, stdin=subprocess.DEVNULL,

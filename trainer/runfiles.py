@@ -20,9 +20,11 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+from trainer.text import format_duration, one_line
 
 SCHEMA_VERSION = 1
 
@@ -36,9 +38,6 @@ WEIGHTS_DIR = "weights"
 
 #: A status.json larger than this is refused: the real one is a few hundred bytes.
 MAX_STATUS_BYTES = 4 * 1024 * 1024
-
-#: States written by LibreYOLO 1.6, plus ``stopped`` (our graceful stop).
-KNOWN_STATES = ("running", "completed", "failed", "stopped")
 
 #: Health verdicts, from best to worst news.
 HEALTH_VERDICTS = (
@@ -98,7 +97,7 @@ STATUS_TYPES: dict[str, tuple[type, ...]] = {
 
 def utc_now_iso(now: float | None = None) -> str:
     """Return ``now`` (default: the current time) as ISO-8601 UTC with a ``Z`` suffix."""
-    moment = datetime.fromtimestamp(time.time() if now is None else now, tz=UTC)
+    moment = datetime.fromtimestamp(time.time() if now is None else now, tz=timezone.utc)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
@@ -109,7 +108,7 @@ def parse_iso(text: str) -> float | None:
     except (ValueError, AttributeError):
         return None
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
+        moment = moment.replace(tzinfo=timezone.utc)
     return moment.timestamp()
 
 
@@ -244,17 +243,17 @@ def _csv_cell(value: Any) -> str:
 class StatusRead:
     """The outcome of reading ``status.json``: the object, or ``None`` and a reason."""
 
-    status: dict[str, Any] | None
+    fields: dict[str, Any] | None
     reason: str = ""
 
     @property
     def ok(self) -> bool:
         """Whether a usable status object was read."""
-        return self.status is not None
+        return self.fields is not None
 
     def get(self, key: str, default: Any = None) -> Any:
         """A key of the status object, or ``default`` when unreadable or missing."""
-        return default if self.status is None else self.status.get(key, default)
+        return default if self.fields is None else self.fields.get(key, default)
 
 
 def _reject_constant(token: str) -> Any:
@@ -275,7 +274,7 @@ def parse_status(data: bytes) -> StatusRead:
     try:
         value = json.loads(text, parse_constant=_reject_constant)
     except ValueError as exc:
-        return StatusRead(None, f"status.json is not valid JSON: {_one_line(exc)}")
+        return StatusRead(None, f"status.json is not valid JSON: {one_line(exc, 200)}")
     except RecursionError:
         return StatusRead(None, "status.json is nested too deeply")
     if not isinstance(value, dict):
@@ -309,10 +308,6 @@ def read_status(run_dir: str | os.PathLike[str]) -> StatusRead:
 def _json_type(t: type) -> str:
     return {int: "an integer", float: "a number", str: "a string", dict: "an object",
             list: "a list", bool: "true/false", type(None): "null"}.get(t, t.__name__)
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:200]
 
 
 @dataclass
@@ -469,16 +464,6 @@ def _ending_reason(read: StatusRead) -> str:
     if done is not None and total is not None:
         return f"{state} after {done}/{total} epochs"
     return str(state)
-
-
-def format_duration(seconds: float) -> str:
-    """A short duration for people: ``45s``, ``12m03s``, ``3h07m``."""
-    seconds = int(round(seconds))
-    if seconds < 120:
-        return f"{seconds}s"
-    if seconds < 7200:
-        return f"{seconds // 60}m{seconds % 60:02d}s"
-    return f"{seconds // 3600}h{(seconds % 3600) // 60:02d}m"
 
 
 def status_summary(read: StatusRead, health: Health,

@@ -13,18 +13,18 @@ from textual.screen import Screen
 from textual.widgets import Footer, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState
 
-from remote.boxtools import BoxToolFailed
+from remote.billing.cost import money
+from remote.billing.providers import ProviderError
+from remote.billing.teardown import GateRefused
+from remote.checks import BoxToolFailed
 from remote.guard import GuardError
-from remote.providers import ProviderError
-from remote.teardown import GateRefused
-from remote.text import clean_text
-from remote.transport import TransportError
-from tui.controls import ActionRefused
+from remote.transport.base import TransportError
+from trainer.text import clean_text
+from tui.box.actions import ActionRefused
+from tui.box.view import ALERT_VERDICTS, BoxView
 from tui.dialogs.confirm import ConfirmDialog
-from tui.fmt import money
 from tui.screens.help import HelpScreen
 from tui.spec import BoxSpec
-from tui.widgets.box import ALERT_VERDICTS, BoxView
 
 #: (key, action, footer label, palette description). Box actions run on the active tab.
 KEYS: tuple[tuple[str, str, str, str], ...] = (

@@ -38,7 +38,7 @@ def start_demo(progress: Callable[[str], None]) -> tuple[str, str]:
 
     Blocking: called from the box view's connect worker."""
     from remote.launch import LaunchSpec, launch
-    from remote.local import LocalTransport
+    from remote.transport.local import LocalTransport
 
     transport = LocalTransport()
     data = Path(demo_data_yaml())

@@ -6,30 +6,7 @@ import math
 
 from rich.text import Text
 
-from remote.text import clean_text
-
-
-def duration(seconds: float | None) -> str:
-    """``42s``, ``12m05s``, ``3h07m`` or ``2d04h``; ``-`` when unknown."""
-    if seconds is None or not math.isfinite(seconds) or seconds < 0:
-        return "-"
-    s = int(round(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    if s < 86400:
-        return f"{s // 3600}h{(s % 3600) // 60:02d}m"
-    return f"{s // 86400}d{(s % 86400) // 3600:02d}h"
-
-
-def money(usd: float | None) -> str:
-    """``$0.42`` or ``$1,234``; ``$?`` when unknown."""
-    if usd is None or not math.isfinite(usd):
-        return "$?"
-    if abs(usd) >= 1000:
-        return f"${usd:,.0f}"
-    return f"${usd:.2f}" if abs(usd) >= 0.1 or usd == 0 else f"${usd:.4f}"
+from trainer.text import clean_text
 
 
 def number(value: float | None, digits: int = 4) -> str:

@@ -24,7 +24,7 @@ class BoxSpec:
     demo: bool = False
     #: The provider API's base URL (default: the provider's own; tests use a stand-in).
     provider_url: str | None = None
-    #: Extra keyword arguments for ``remote.ssh.connect`` (known_hosts, identity_files).
+    #: Extra keyword arguments for ``remote.transport.ssh.connect`` (known_hosts, identity_files).
     ssh_options: tuple[tuple[str, object], ...] = ()
 
     @property

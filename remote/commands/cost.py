@@ -9,11 +9,11 @@ import math
 import sys
 from pathlib import Path
 
-from remote.cost import cost_report, format_report
-from remote.providers import ConfigError, provider_for
-from remote.text import clean_text
+from remote.billing.cost import cost_report, format_report
+from remote.billing.providers import ConfigError, provider_for
 from trainer import runfiles
 from trainer.providers import ProviderError
+from trainer.text import clean_text
 
 
 def _non_negative(text: str) -> float:
@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
         read = runfiles.read_status(Path(args.run))
         if not read.ok:
             return fail(read.reason)
-        status = read.status
+        status = read.fields
     instance = None
     if args.provider or args.instance:
         if not (args.provider and args.instance):

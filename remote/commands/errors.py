@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from remote.text import clean_text
+from trainer.text import clean_text
 
 
 def fail(command: str, message: object, code: int, as_json: bool = False) -> int:

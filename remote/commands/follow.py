@@ -22,8 +22,8 @@ from remote.events import (
     WatchEvent,
 )
 from remote.target import add_connection_options, connector, parse_target
-from remote.text import clean_text
 from remote.watcher import Watcher
+from trainer.text import clean_text
 
 #: Health verdicts after which the run will not write more.
 FINAL = ("completed", "failed", "stopped", "dead")
@@ -57,7 +57,7 @@ def event_json(event: WatchEvent) -> dict[str, Any]:
     if isinstance(event, StatusEvent):
         return {"event": "status", "health": event.health.verdict,
                 "reason": event.health.reason, "pid_alive": event.pid_alive,
-                "status": event.status.status, "received_at": event.received_at}
+                "status": event.read.fields, "received_at": event.received_at}
     if isinstance(event, MetricsEvent):
         return {"event": "metrics", "rows": event.rows, "next_offset": event.next_offset,
                 "skipped": event.skipped, "reset": event.reset}
@@ -95,7 +95,7 @@ class Printer:
                 sys.stdout.write(clean_text(text.replace("\r", "\n"), keep_newlines=True))
                 sys.stdout.flush()
         elif isinstance(event, StatusEvent):
-            s = event.status
+            s = event.read
             parts = [f"state {s.get('state')}", f"health {event.health.verdict}",
                      event.health.reason]
             if s.get("total_epochs"):

@@ -13,14 +13,14 @@ import json
 import sys
 from typing import Any
 
-from remote import teardown
-from remote.cost import cost_report, format_report
-from remote.providers import ConfigError, provider_for, resolve_instance
+from remote.billing import teardown
+from remote.billing.cost import cost_report, format_report
+from remote.billing.providers import ConfigError, provider_for, resolve_instance
 from remote.target import Target, add_connection_options, open_transport
-from remote.text import clean_text
-from remote.transport import Transport, TransportError
+from remote.transport.base import Transport, TransportError
 from trainer.providers import Instance, NotFoundError, ProviderError
 from trainer.providers.confirm import StillBilling
+from trainer.text import clean_text
 
 #: Exit codes: done; refused or failed (or an alarm); bad input.
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2

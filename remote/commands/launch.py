@@ -10,7 +10,7 @@ from remote.commands.errors import fail
 from remote.launch import ENGINES, LaunchSpec, RunIsLive, launch
 from remote.push import laptop_token
 from remote.target import add_connection_options, open_transport, parse_target
-from remote.text import clean_text
+from trainer.text import clean_text
 
 
 def register(sub: argparse._SubParsersAction) -> None:

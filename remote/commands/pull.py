@@ -9,7 +9,7 @@ import sys
 from remote.commands.errors import fail
 from remote.pull import pull_weights
 from remote.target import add_connection_options, open_transport, parse_target
-from remote.text import clean_text
+from trainer.text import clean_text
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -10,7 +10,7 @@ import sys
 from remote.commands.errors import fail
 from remote.push import PushFailed, check_push_args, laptop_token, push_from_box
 from remote.target import Target, add_connection_options, open_transport
-from remote.text import clean_text
+from trainer.text import clean_text
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -8,7 +8,7 @@ import json
 
 from remote.runs import list_runs
 from remote.target import add_connection_options, open_transport, parse_target
-from remote.text import clean_text
+from trainer.text import clean_text
 
 
 def register(sub: argparse._SubParsersAction) -> None:

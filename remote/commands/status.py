@@ -9,12 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from remote.guard import read_guard
-from remote.local import LocalTransport
 from remote.runs import read_run
 from remote.target import Target, add_connection_options, open_transport, parse_target
-from remote.text import clean_text
-from remote.transport import Transport, TransportError
-from trainer import runfiles
+from remote.transport.base import Transport, TransportError
+from remote.transport.local import LocalTransport
+from trainer.text import clean_text, format_duration
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -51,7 +50,7 @@ def format_summary(s: dict[str, Any]) -> str:
         pct = f"  ({100 * s['progress']:.0f}%)" if s["progress"] is not None else ""
         rows.append(("epoch", f"{s['epoch'] or 0}/{s['total_epochs']}{pct}"))
     if s["eta_seconds"] and s["state"] == "running":
-        rows.append(("eta", runfiles.format_duration(s["eta_seconds"])))
+        rows.append(("eta", format_duration(s["eta_seconds"])))
     if s["best_metric"] is not None:
         rows.append(("best", f"{s['best_metric_name'] or 'metric'} {s['best_metric']:.4g} "
                              f"at epoch {s['best_epoch']}"))

@@ -6,9 +6,9 @@ import argparse
 import json
 
 from remote.commands.errors import fail
-from remote.control import stop_run
+from remote.stop import stop_run
 from remote.target import add_connection_options, open_transport, parse_target
-from remote.text import clean_text
+from trainer.text import clean_text
 
 
 def register(sub: argparse._SubParsersAction) -> None:

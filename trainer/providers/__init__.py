@@ -1,7 +1,7 @@
 """GPU provider clients (Vast.ai, RunPod, Lambda Cloud, manual) behind one interface.
 
 Standard library only, so the guard can call them from the box; the laptop uses them
-through ``remote.providers`` (which adds API-key and config handling). See
+through ``remote.billing.providers`` (which adds API-key and config handling). See
 ``trainer.providers.base`` for the normalised states and ``trainer.providers.confirm`` for
 actions that are confirmed by polling.
 """

@@ -2,7 +2,7 @@
 
 Standard library only: the guard (``python3 -m trainer guard``) runs these clients on the
 box, where only the ``trainer`` package is uploaded. The laptop reaches them through
-``remote.providers``.
+``remote.billing.providers``.
 
 Normalised instance states (``Instance.state``), whatever the provider calls them:
 
@@ -40,6 +40,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from trainer.text import one_line
+
 STATES = ("starting", "running", "stopping", "stopped", "paused", "exited", "error",
           "destroying", "destroyed", "unknown")
 
@@ -57,12 +59,6 @@ MAX_BODY_BYTES = 4 * 1024 * 1024
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
 _ID_OK = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
-
-
-def one_line(text: Any, limit: int = 300) -> str:
-    """Untrusted text (an API's error body) as one short line without control characters."""
-    flat = " ".join(_CONTROL.sub(" ", str(text)).split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 class ProviderError(Exception):

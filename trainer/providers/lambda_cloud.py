@@ -19,9 +19,9 @@ from trainer.providers.base import (
     ProviderError,
     integer,
     number,
-    one_line,
     text_or_none,
 )
+from trainer.text import one_line
 
 _STATES = {
     "booting": "starting",

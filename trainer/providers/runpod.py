@@ -20,9 +20,9 @@ from trainer.providers.base import (
     ProviderError,
     integer,
     number,
-    one_line,
     text_or_none,
 )
+from trainer.text import one_line
 
 #: What a stopped pod's volume disk costs, $/GB/month (RunPod pricing).
 STOPPED_VOLUME_PER_GB_MONTH = 0.20

@@ -18,9 +18,9 @@ from trainer.providers.base import (
     ProviderError,
     integer,
     number,
-    one_line,
     text_or_none,
 )
+from trainer.text import one_line
 
 
 def vast_state(actual: Any, intended: Any) -> str:

@@ -14,7 +14,7 @@ from tui.fmt import safe
 class DestroyDialog(Dialog[tuple[bool, str] | None]):
     """Destroying deletes the disk and everything on it. The Destroy button is enabled
     only when the typed id matches and the weights are safe (or the override is ticked).
-    Dismisses ``(override, typed id)`` for ``remote.teardown``'s gate, or ``None``."""
+    Dismisses ``(override, typed id)`` for ``remote.billing.teardown``'s gate, or ``None``."""
 
     def __init__(self, instance_id: str, weights_safe: bool, detail: Text) -> None:
         super().__init__("Destroy instance")

@@ -10,8 +10,9 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from remote.billing.cost import money
 from tui.dialogs.base import Dialog
-from tui.fmt import money, safe
+from tui.fmt import safe
 
 VERDICT_STYLES = {"dataloader": "bold yellow", "host / launch": "bold dark_orange",
                   "compute": "bold green", "memory-pressure": "bold red"}

@@ -9,9 +9,11 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import ProgressBar, Static
 
+from remote.billing.cost import money
 from remote.events import StatusEvent
 from trainer.runfiles import parse_iso
-from tui.fmt import duration, money, number, safe
+from trainer.text import format_duration
+from tui.fmt import number, safe
 from tui.widgets.textline import TextLine
 
 #: Health verdict -> (badge label, style).
@@ -82,7 +84,7 @@ class RunHeader(Vertical):
     def show_status(self, event: StatusEvent) -> None:
         """A new status.json and health verdict."""
         self._event = event
-        host = event.status.get("host")
+        host = event.read.get("host")
         if isinstance(host, dict) and not self._gpus:
             gpus = host.get("gpus") or host.get("gpu_names")
             if isinstance(gpus, list):
@@ -104,7 +106,7 @@ class RunHeader(Vertical):
         while it is still live."""
         if self._event is None:
             return None
-        st = self._event.status
+        st = self._event.read
         elapsed = st.get("elapsed_seconds") or st.get("total_seconds")
         if not isinstance(elapsed, int | float):
             return None
@@ -129,7 +131,7 @@ class RunHeader(Vertical):
         ev = self._event
         if ev is not None:
             ident.append("  ")
-            state = ev.status.get("state") or "?"
+            state = ev.read.get("state") or "?"
             ident.append_text(safe(f"state {state}", 40))
             ident.append(" ")
             ident.append_text(health_badge(ev.health.verdict))
@@ -140,7 +142,7 @@ class RunHeader(Vertical):
 
     def _draw_progress(self) -> None:
         ev = self._event
-        st = ev.status if ev is not None else None
+        st = ev.read if ev is not None else None
         done = st.get("completed_epochs") if st else None
         total = st.get("total_epochs") if st else None
         epoch = f"epoch {done if done is not None else '-'}/{total or '-'}"
@@ -154,7 +156,7 @@ class RunHeader(Vertical):
         times = Text()
         running = ev is not None and ev.health.verdict in ("live", "slow", "stalled")
         eta = st.get("eta_seconds") if st and running else None
-        times.append(f"ETA {duration(eta)}  elapsed {duration(self.elapsed())}")
+        times.append(f"ETA {format_duration(eta)}  elapsed {format_duration(self.elapsed())}")
         if st and st.get("best_metric") is not None:
             name = st.get("best_metric_name") or "metric"
             times.append("  best ")

@@ -19,7 +19,7 @@ from textual.containers import Vertical
 from textual.widgets import Input, Log
 
 from remote.events import LogEvent
-from remote.text import clean_text
+from trainer.text import clean_text
 from tui.fmt import safe
 from tui.widgets.textline import TextLine
 

@@ -1,0 +1,170 @@
+"""The teardown gate: stop, start or destroy an instance, refusing to destroy unsaved
+weights.
+
+Destroy is refused while the run's current ``best.pt`` is not safe (on the Hub by
+sha256, or pulled to this laptop and verified: ``remote.safety.weights_safety``), unless
+the user overrides it explicitly: ``override`` *and* the instance id typed back. When the
+weights cannot be checked at all (no run given, box unreachable) they count as unsafe.
+Stop warns that the GPUs are released (they may be gone at restart) and that the disk
+keeps billing. Outcomes are confirmed by polling the provider's API
+(``trainer.providers.confirm``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from remote.billing.cost import rate
+from remote.transport.base import Transport, TransportError
+from trainer.providers import Instance, Provider
+from trainer.providers.confirm import (
+    DEFAULT_CONFIRM_TIMEOUT,
+    DEFAULT_POLL_INTERVAL,
+    ActionOutcome,
+    destroy_and_confirm,
+    start_and_confirm,
+    stop_and_confirm,
+)
+from trainer.text import clean_text
+
+ACTIONS = ("stop", "start", "destroy")
+
+
+class SafetyLike(Protocol):
+    """What the gate needs from ``remote.safety.Safety``."""
+
+    safe: bool
+    reason: str
+
+
+@dataclass(frozen=True)
+class UnknownSafety:
+    """Stands for weights that could not be checked: never safe."""
+
+    reason: str
+    safe: bool = False
+    where: str | None = None
+    epoch: int | None = None
+
+
+@dataclass(frozen=True)
+class GateDecision:
+    """Whether a destroy may go ahead, and why (one line)."""
+
+    allowed: bool
+    reason: str
+    overridden: bool = False
+    safe: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return dict(self.__dict__)
+
+
+class GateRefused(Exception):
+    """The gate refused the destroy; ``decision`` says why."""
+
+    def __init__(self, decision: GateDecision) -> None:
+        super().__init__(decision.reason)
+        self.decision = decision
+
+
+SafetySource = SafetyLike | Callable[[], SafetyLike] | None
+
+
+def resolve_safety(source: SafetySource) -> SafetyLike:
+    """A safety answer from an object, a callable (asked now), or nothing. Failures to
+    ask become an unsafe ``UnknownSafety`` with the reason."""
+    if source is None:
+        return UnknownSafety("the weights were not checked (no run given)")
+    if callable(source):
+        try:
+            return source()
+        except (TransportError, OSError) as exc:
+            return UnknownSafety(f"the weights could not be checked: {clean_text(str(exc))}")
+    return source
+
+
+def run_safety(transport: Transport, run_dir: str) -> Callable[[], SafetyLike]:
+    """The gate's safety source for a run on a box: ``remote.safety.weights_safety``."""
+    from remote.safety import weights_safety
+
+    return lambda: weights_safety(transport, run_dir)
+
+
+def check_destroy(safety: SafetyLike, instance_id: str, *, override: bool = False,
+                  typed_id: str | None = None) -> GateDecision:
+    """Decide a destroy: allowed when the weights are safe; otherwise only with
+    ``override`` and ``typed_id`` equal to ``instance_id``."""
+    reason = clean_text(str(safety.reason or ""))
+    if safety.safe:
+        return GateDecision(True, f"best.pt is safe: {reason}" if reason else "safe",
+                            safe=True)
+    if not override:
+        return GateDecision(False, f"refusing to destroy instance {instance_id}: best.pt is "
+                                   f"not safe ({reason}); push it to the Hub or pull it "
+                                   "first, or override by typing the instance id")
+    typed = (typed_id or "").strip()
+    if typed != str(instance_id).strip():
+        shown = clean_text(typed)[:40] or "nothing"
+        return GateDecision(False, f"the typed id ({shown}) is not {instance_id}: nothing "
+                                   "destroyed")
+    return GateDecision(True, f"OVERRIDE: destroying instance {instance_id} although "
+                              f"best.pt is not safe ({reason})", overridden=True)
+
+
+def stop_warning(provider: Provider, instance: Instance | None) -> str:
+    """What stopping means, in money, for this instance."""
+    if not provider.can_stop:
+        return (f"{provider.title} cannot stop an instance: only destroy ends its billing "
+                "(and deletes its disk)")
+    storage = instance.storage_per_hour if instance else None
+    return ("stopping releases the GPUs: someone else may rent them and a restart can fail "
+            f"or wait; the disk is kept and keeps billing {rate(storage)} while stopped")
+
+
+def start_warning(provider: Provider, instance: Instance | None) -> str:
+    """What starting means, in money."""
+    price = instance.price_per_hour if instance else None
+    return (f"starting resumes billing at {rate(price)}; it can wait or fail if the GPUs "
+            "were taken meanwhile")
+
+
+def destroy_warning(provider: Provider, instance: Instance | None) -> str:
+    """What destroying means."""
+    now = instance.billing_per_hour if instance else None
+    return ("destroying deletes the instance and its disk for good (everything not copied "
+            f"off the box is lost); billing ({rate(now)} now) ends once the API confirms it")
+
+
+def warning_for(action: str, provider: Provider, instance: Instance | None) -> str:
+    """The warning shown before ``action``."""
+    return {"stop": stop_warning, "start": start_warning,
+            "destroy": destroy_warning}[action](provider, instance)
+
+
+def teardown(provider: Provider, instance_id: str, action: str, *,
+             safety: SafetySource = None, override: bool = False,
+             typed_id: str | None = None, timeout: float = DEFAULT_CONFIRM_TIMEOUT,
+             interval: float = DEFAULT_POLL_INTERVAL,
+             sleep: Callable[[float], None] | None = None) -> ActionOutcome:
+    """Run ``action`` through the gate and confirm it by polling.
+
+    Raises ``GateRefused`` for an unsafe destroy without a valid override,
+    ``trainer.providers.confirm.StillBilling`` when a destroy is not confirmed, and
+    ``ProviderError`` for API failures (all with one-line messages)."""
+    if action not in ACTIONS:
+        raise ValueError(f"unknown action {action!r}; choose one of {', '.join(ACTIONS)}")
+    if action == "destroy":
+        decision = check_destroy(resolve_safety(safety), instance_id, override=override,
+                                 typed_id=typed_id)
+        if not decision.allowed:
+            raise GateRefused(decision)
+    run = {"stop": stop_and_confirm, "start": start_and_confirm,
+           "destroy": destroy_and_confirm}[action]
+    options: dict[str, Any] = {"timeout": timeout, "interval": interval}
+    if sleep is not None:
+        options["sleep"] = sleep
+    return run(provider, instance_id, **options)

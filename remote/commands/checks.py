@@ -1,0 +1,99 @@
+"""``gpurent preflight|doctor|profile HOST ...``: the box-side checks, from a script.
+
+Each prints the box's JSON report with ``--json``, else a few readable lines; the exit
+code is 0 when the report found nothing wrong, 1 when it did or the box could not be
+reached, 2 for bad input."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from remote import checks
+from remote.commands.errors import fail
+from remote.target import Target, add_connection_options, open_transport
+from trainer.text import clean_text
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``preflight``, ``doctor`` and ``profile`` subcommands."""
+    p = sub.add_parser("preflight", help="check a box before training (CUDA, disk, HF_HOME)",
+                       description="Run `trainer preflight` on HOST (or `local`): a real "
+                       "CUDA kernel on every GPU, the driver, free disk, RAM, HF_HOME.")
+    p.add_argument("host", metavar="HOST")
+    p.add_argument("--project", help="the project directory the disk check is for")
+    p.add_argument("--data", help="a data.yaml or dataset folder, to size the disk need")
+    p.add_argument("--require-gpu", action="store_true", help="fail without a usable GPU")
+    _common(p, "preflight")
+    d = sub.add_parser("doctor", help="check a YOLO-format dataset on a box",
+                       description="Run `trainer doctor` on HOST (or `local`): labels, "
+                       "images, duplicates, class balance. The dataset is not modified.")
+    d.add_argument("host", metavar="HOST")
+    d.add_argument("data", metavar="DATA_YAML")
+    _common(d, "doctor")
+    f = sub.add_parser("profile", help="profile training steps and say if a faster GPU helps",
+                       description="Run `trainer profile` on HOST (or `local`) with train "
+                       "arguments as KEY=VALUE (model= data= batch= imgsz= workers= ...) "
+                       "plus steps= warmup= price=USD_PER_HOUR. Options go before HOST.")
+    f.add_argument("host", metavar="HOST")
+    f.add_argument("pairs", nargs="*", metavar="KEY=VALUE")
+    _common(f, "profile")
+
+
+def _common(parser: argparse.ArgumentParser, name: str) -> None:
+    add_connection_options(parser)
+    parser.add_argument("--json", action="store_true", help="print the box's JSON report")
+    parser.set_defaults(func=run, tool=name)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run one box tool and print its report."""
+    pairs = dict(_pair(word) for word in getattr(args, "pairs", []))
+    target = Target(None if args.host == "local" else args.host, ".")
+    transport = open_transport(target, args, bootstrap=True)
+    try:
+        if args.tool == "preflight":
+            report = checks.preflight(transport, args.project, args.data, args.require_gpu)
+        elif args.tool == "doctor":
+            report = checks.doctor(transport, args.data)
+        else:
+            report = checks.profile(transport, pairs)
+    except checks.BoxToolFailed as exc:
+        return fail(args.tool, exc, 1, args.json)
+    finally:
+        transport.close()
+    print(json.dumps(report) if args.json else "\n".join(readable(report)))
+    return 0 if report.get("ok", True) else 1
+
+
+def _pair(word: str) -> tuple[str, str]:
+    key, sep, value = word.partition("=")
+    if not sep or not key:
+        raise ValueError(f"{word!r} is not KEY=VALUE")
+    return key, value
+
+
+def readable(report: dict[str, Any]) -> list[str]:
+    """A few lines for people from any of the three reports."""
+    lines: list[str] = []
+    for check in report.get("checks") or []:
+        lines.append(f"{check.get('status', '?'):<5} {check.get('name')}: "
+                     f"{check.get('message')}")
+    for finding in report.get("findings") or []:
+        lines.append(f"{finding.get('severity', '?'):<7} {finding.get('kind')}: "
+                     f"{finding.get('message')}")
+        lines += [f"          {example}" for example in finding.get("examples") or []]
+    if "verdict" in report:
+        lines.append(f"verdict: {report.get('verdict')} ({report.get('why')})")
+        for verdict in report.get("verdicts") or []:
+            lines += [f"  lever: {lever}" for lever in verdict.get("levers") or []]
+            if verdict.get("faster_gpu"):
+                lines.append(f"  faster GPU? {verdict['faster_gpu']}")
+        cost = report.get("cost") or {}
+        if cost.get("cost_per_epoch") is not None:
+            lines.append(f"cost: ${cost['cost_per_epoch']:.2f}/epoch, "
+                         f"${cost['cost_per_100_epochs']:.2f} per 100 epochs")
+    if "ok" in report:
+        lines.append("ok" if report["ok"] else "problems found")
+    return [clean_text(line) for line in lines]

@@ -1,0 +1,83 @@
+"""Connecting to a box, one way for the headless CLI and the TUI: open SSH (or use this
+machine), bootstrap our trainer on the first connection, and remember where it went so
+that reconnects (the watcher's, after a drop) skip the bootstrap."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from remote.transport.base import Transport, TransportError
+
+#: ``ask(host, key_type, fingerprint) -> bool``: whether to trust an unknown host key.
+AskHostKey = Callable[[str, str, str], bool]
+
+
+def _quiet(_line: str) -> None:
+    return None
+
+
+@dataclass
+class Connector:
+    """Opens connections to one box, ready to run ``python3 -m trainer``.
+
+    ``host`` is ``None`` for this machine. With ``bootstrap`` the first connection
+    uploads the trainer (:mod:`remote.bootstrap`) and later ones reuse its
+    ``trainer_prefix``. A bootstrap that fails raises when ``strict``; otherwise it is
+    noted and the plain prefix is kept (the watcher then polls files over SFTP)."""
+
+    host: str | None
+    port: int | None = None
+    accept_new: bool = False
+    ask_unknown: AskHostKey | None = None
+    ssh_options: Mapping[str, object] = field(default_factory=dict)
+    bootstrap: bool = True
+    strict: bool = True
+    timeout: float = 15.0
+    #: Where each step is reported when ``open`` is given no ``progress``.
+    note: Callable[[str], None] = _quiet
+    #: Set by the first successful connection (``None`` until then).
+    trainer_prefix: str | None = None
+
+    def __call__(self) -> Transport:
+        """A new connection (see :meth:`open`)."""
+        return self.open()
+
+    def open(self, progress: Callable[[str], None] | None = None,
+             notes: list[str] | None = None) -> Transport:
+        """A new connection to the box; blocks, so call it from a worker thread.
+        ``progress`` gets each step; what bootstrap found goes to ``notes`` when given,
+        else to ``progress``."""
+        say = progress or self.note
+        if self.host is None:
+            from remote.transport.local import LocalTransport
+
+            return LocalTransport()
+        from remote.transport import ssh  # paramiko loads only when a box is remote
+
+        transport = ssh.connect(self.host, port=self.port, accept_new=self.accept_new,
+                                ask_unknown=self.ask_unknown, timeout=self.timeout,
+                                progress=say, **dict(self.ssh_options))
+        if self.trainer_prefix is not None:
+            transport.trainer_prefix = self.trainer_prefix
+            return transport
+        if not self.bootstrap:
+            return transport
+        from remote.bootstrap import bootstrap
+
+        try:
+            # Preflight (torch, a CUDA kernel) takes seconds: callers run it later.
+            result = bootstrap(transport, progress=say, preflight=False)
+        except TransportError as exc:
+            if self.strict:
+                transport.close()
+                raise
+            say(f"bootstrap: {exc}")
+        else:
+            if notes is not None:
+                notes.extend(result.notes)
+            else:
+                for line in result.notes:
+                    say(line)
+        self.trainer_prefix = transport.trainer_prefix
+        return transport

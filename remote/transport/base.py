@@ -1,0 +1,116 @@
+"""One interface for reaching a box: over SSH (``remote.transport.ssh``) or on this machine
+(``remote.transport.local``, for ``gpurent-tui --local`` and the demo).
+
+Paths are strings in the box's own syntax (POSIX). Every call that can block on the
+network takes or has a timeout. Shell commands are strings run by ``sh -c`` on the box;
+callers quote every user value with ``shlex.quote`` (see ``remote.launch``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Protocol
+
+#: ``progress(done_bytes, total_bytes)`` for uploads and downloads.
+Progress = Callable[[int, int], None]
+
+
+class TransportError(Exception):
+    """A box could not be reached or a transport operation failed; the message is one
+    line a user can act on."""
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """The outcome of a finished command on the box."""
+
+    rc: int
+    stdout: bytes
+    stderr: bytes
+
+    @property
+    def ok(self) -> bool:
+        """Whether the command exited 0."""
+        return self.rc == 0
+
+
+@dataclass(frozen=True)
+class FileStat:
+    """Size and modification time of a file on the box."""
+
+    size: int
+    mtime: float
+
+
+class Stream(Protocol):
+    """A long-running command whose stdout is read line by line (the follower)."""
+
+    def lines(self, timeout: float) -> Iterator[bytes]:
+        """Yield stdout lines as they arrive; stop when the command ends. Raises
+        ``TimeoutError`` when nothing (not even a heartbeat) arrived for ``timeout`` s."""
+        ...
+
+    def close(self) -> None:
+        """Stop the command and release the channel. Idempotent."""
+        ...
+
+
+class Transport(Protocol):
+    """What the rest of ``remote`` needs from a box."""
+
+    #: A short label for the UI: ``local`` or ``user@host:port``.
+    label: str
+    #: Shell words that start the box's python with our ``trainer`` importable, e.g.
+    #: ``PYTHONPATH=/root/.cache/gpurent/trainer-0.1.0 /usr/bin/python3``. Set by
+    #: bootstrap; ``python3 -m trainer`` commands are built as f"{trainer_prefix} -m trainer".
+    trainer_prefix: str
+
+    def run(self, command: str, *, stdin: bytes | None = None,
+            timeout: float = 60.0) -> RunResult:
+        """Run ``command`` with ``sh -c`` and wait for it. ``stdin`` carries secrets."""
+        ...
+
+    def spawn_detached(self, command: str, *, cwd: str, log_path: str,
+                       stdin: bytes | None = None) -> int:
+        """Start ``command`` in a new session (``setsid nohup``), stdout and stderr to
+        ``log_path``, so that nothing on the laptop can kill it; return its pid (which is
+        also its process group id). ``stdin`` is written to it once and closed."""
+        ...
+
+    def stream(self, command: str, *, stdin: bytes | None = None) -> Stream:
+        """Start ``command`` and return its stdout as a line stream."""
+        ...
+
+    def stat(self, path: str) -> FileStat | None:
+        """The file's size and mtime, or ``None`` when it does not exist."""
+        ...
+
+    def read(self, path: str, offset: int = 0, max_bytes: int = 1 << 20) -> bytes:
+        """Up to ``max_bytes`` of the file from ``offset`` (``b""`` past the end)."""
+        ...
+
+    def listdir(self, path: str) -> list[str]:
+        """Names in a directory (``[]`` when it does not exist)."""
+        ...
+
+    def signal_group(self, pgid: int, sig: int) -> bool:
+        """Send ``sig`` to process group ``pgid``; ``False`` when no such group."""
+        ...
+
+    def pid_alive(self, pid: int) -> bool:
+        """Whether ``pid`` is a live (non-zombie) process on the box."""
+        ...
+
+    def upload(self, local: str, remote: str, progress: Progress | None = None) -> None:
+        """Copy a local file to the box (atomically: temp name, then rename)."""
+        ...
+
+    def download(self, remote: str, local: str, progress: Progress | None = None,
+                 resume: bool = True) -> None:
+        """Copy a file from the box, resuming a partial ``local`` when ``resume``."""
+        ...
+
+    def close(self) -> None:
+        """Release the connection. Idempotent."""
+        ...

@@ -1,0 +1,462 @@
+"""Reaching a box over SSH with paramiko: ``connect()`` and ``SSHTransport``.
+
+``connect`` accepts what ``ssh`` accepts (``user@host``, ``-p PORT``, ``~/.ssh/config``
+aliases with HostName, User, Port, IdentityFile, ProxyJump through a channel of the jump
+host, ProxyCommand), authenticates with ssh-agent keys and key files, checks the host key
+against ``known_hosts`` (``remote.transport.hostkeys``) and turns on keepalives. Every blocking call
+has a timeout: connect, banner, key exchange, auth, channel open, command, SFTP request.
+
+Errors are ``remote.transport.base.TransportError`` (or ``HostKeyChanged`` / ``HostKeyUnknown``)
+with a one-line message. Paramiko never logs channel data here (no hexdump), and its logger
+is quietened to WARNING unless configured, so secrets sent over stdin never reach a log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import select
+import shlex
+import signal
+import stat as stat_mod
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import paramiko
+
+from remote.transport.base import FileStat, Progress, RunResult, TransportError
+from remote.transport.handshake import (
+    MAX_PACKET_SIZE,
+    WINDOW_SIZE,
+    HandshakeOptions,
+    StepProgress,
+    open_connection,
+)
+from remote.transport.hostkeys import (
+    AskUnknown,
+    HostKeyChanged,
+    HostKeyUnknown,
+)
+from remote.transport.sshconfig import HostSpec, load_config, resolve
+from trainer.text import one_line
+
+__all__ = ["HostKeyChanged", "HostKeyUnknown", "SSHTimeout", "SSHTransport", "connect"]
+
+#: SFTP read requests in flight during a download (32 KiB each: 3 MiB, enough for
+#: ~37 MB/s at 80 ms). More is slower: paramiko scans its prefetch buffers per read.
+PREFETCH_REQUESTS = 96
+COPY_CHUNK = 1 << 20
+
+if logging.getLogger("paramiko").level == logging.NOTSET:
+    logging.getLogger("paramiko").setLevel(logging.WARNING)
+
+
+class SSHTimeout(TransportError, TimeoutError):
+    """A command or transfer on the box did not finish within its timeout."""
+
+
+def connect(target: str, *, port: int | None = None, accept_new: bool = False,
+            ask_unknown: AskUnknown | None = None, timeout: float = 15.0,
+            progress: StepProgress | None = None, known_hosts: str | None = None,
+            ssh_config: str | None = None, identity_files: tuple[str, ...] = (),
+            allow_agent: bool = True, keepalive: float | None = None) -> SSHTransport:
+    """Connect to ``target`` (``user@host``, ``host`` or an ``~/.ssh/config`` alias).
+
+    ``ask_unknown(host, key_type, fingerprint)`` decides about an unknown host key (called
+    from this thread); ``accept_new`` accepts it without asking. ``known_hosts`` (default:
+    the config's UserKnownHostsFile, else ``~/.ssh/known_hosts``) and ``ssh_config``
+    (default ``~/.ssh/config``) are paths; ``identity_files`` are tried before the config's.
+    ``timeout`` bounds each step (TCP connect, banner, key exchange, auth, channel opens)."""
+    say = progress or (lambda _msg: None)
+    config = load_config(ssh_config)
+    try:
+        spec = resolve(target, port=port, config=config)
+    except ValueError as exc:
+        raise TransportError(str(exc)) from None
+    opts = HandshakeOptions(accept_new=accept_new, ask_unknown=ask_unknown, timeout=timeout,
+                    known_hosts=known_hosts, identity_files=identity_files,
+                    allow_agent=allow_agent, keepalive=keepalive, say=say)
+    hops: list[paramiko.Transport] = []
+    try:
+        for jump in spec.proxy_jump:
+            via = hops[-1] if hops else None
+            hops.append(open_connection(resolve(jump, config=config), via, opts))
+        transport = open_connection(spec, hops[-1] if hops else None, opts)
+    except BaseException:
+        for hop in reversed(hops):
+            hop.close()
+        raise
+    say(f"connected to {spec.label}")
+    return SSHTransport(transport, spec, timeout=timeout, hops=hops)
+
+
+@contextlib.contextmanager
+def _watchdog(chan: paramiko.Channel, timeout: float, what: str) -> Iterator[None]:
+    """Bound a channel request that paramiko waits on without a timeout (exec, subsystem):
+    when ``timeout`` passes, the channel is closed and ``SSHTimeout`` raised."""
+    fired = threading.Event()
+
+    def expire() -> None:
+        fired.set()
+        chan.close()
+
+    timer = threading.Timer(timeout, expire)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    except Exception:
+        if fired.is_set():
+            raise SSHTimeout(f"{what}: no answer within {timeout:g}s") from None
+        raise
+    finally:
+        timer.cancel()
+
+
+@contextlib.contextmanager
+def _errors(what: str) -> Iterator[None]:
+    """Turn paramiko and socket failures into a one-line ``TransportError``."""
+    try:
+        yield
+    except TransportError:
+        raise
+    except TimeoutError:
+        raise SSHTimeout(f"{what}: timed out") from None
+    except (paramiko.SSHException, EOFError, OSError) as exc:
+        raise TransportError(f"{what}: {one_line(exc)}") from None
+
+
+class SSHStream:
+    """A command's stdout read line by line over one exec channel."""
+
+    def __init__(self, channel: paramiko.Channel) -> None:
+        self._channel = channel
+
+    def lines(self, timeout: float) -> Iterator[bytes]:
+        """Yield stdout lines (without the newline) as they arrive; a last unterminated
+        line is yielded at EOF. Raises ``TimeoutError`` when nothing arrived for
+        ``timeout`` seconds and ``TransportError`` when the connection broke."""
+        chan = self._channel
+        buf = bytearray()
+        last = time.monotonic()
+        while True:
+            nl = buf.find(b"\n")
+            if nl >= 0:
+                line = bytes(buf[:nl])
+                del buf[:nl + 1]
+                yield line
+                continue
+            got = False
+            with _errors("reading from the box"):
+                while chan.recv_stderr_ready():
+                    # Drained, so that a chatty stderr cannot fill the channel's window.
+                    chan.recv_stderr(65536)
+                    got = True
+                if chan.recv_ready():
+                    data = chan.recv(65536)
+                    if not data:
+                        break
+                    buf += data
+                    got = True
+                elif chan.eof_received or chan.closed:
+                    break
+            now = time.monotonic()
+            if got:
+                last = now
+                continue
+            if not chan.get_transport() or not chan.get_transport().is_active():
+                raise TransportError("the connection to the box was lost")
+            if now - last >= timeout:
+                raise TimeoutError(f"nothing from the box for {timeout:g}s")
+            select.select([chan], [], [], min(timeout - (now - last), 1.0))
+        if buf:
+            yield bytes(buf)
+
+    def close(self) -> None:
+        """Close the channel (the command on the box gets EOF/SIGPIPE). Idempotent."""
+        with contextlib.suppress(Exception):
+            self._channel.close()
+
+
+class SSHTransport:
+    """``remote.transport.base.Transport`` over one authenticated paramiko connection.
+
+    Commands run in exec channels; files move over SFTP (one shared session for small
+    requests, a fresh one per upload or download so a long transfer blocks nothing)."""
+
+    def __init__(self, transport: paramiko.Transport, spec: HostSpec, *, timeout: float = 15.0,
+                 hops: list[paramiko.Transport] | None = None) -> None:
+        self._transport = transport
+        self._hops = hops or []
+        self.spec = spec
+        self.timeout = timeout
+        self.label = spec.label
+        self.trainer_prefix = "python3"
+        self._sftp: paramiko.SFTPClient | None = None
+        self._sftp_lock = threading.RLock()
+        self._home: str | None = None
+
+    # ---------------------------------------------------------------- commands
+
+    @property
+    def is_active(self) -> bool:
+        """Whether the SSH connection is still up (as far as paramiko knows)."""
+        return self._transport.is_active()
+
+    def _channel(self, timeout: float) -> paramiko.Channel:
+        with _errors(f"opening a channel to {self.label}"):
+            if not self._transport.is_active():
+                raise TransportError(f"the connection to {self.label} is closed")
+            return self._transport.open_session(timeout=timeout)
+
+    def run(self, command: str, *, stdin: bytes | None = None,
+            timeout: float = 60.0) -> RunResult:
+        """Run ``command`` with the login shell's ``-c`` and wait at most ``timeout`` s.
+        ``stdin`` (a secret, say) is written to the command and closed."""
+        deadline = time.monotonic() + timeout
+        chan = self._channel(min(timeout, self.timeout))
+        try:
+            with _errors(f"running a command on {self.label}"):
+                chan.settimeout(max(0.1, deadline - time.monotonic()))
+                with _watchdog(chan, min(timeout, self.timeout), "starting a command"):
+                    chan.exec_command(command)
+                if stdin:
+                    chan.sendall(stdin)
+                chan.shutdown_write()
+                out, err = bytearray(), bytearray()
+                while True:
+                    while chan.recv_ready():
+                        out += chan.recv(1 << 16)
+                    while chan.recv_stderr_ready():
+                        err += chan.recv_stderr(1 << 16)
+                    if chan.eof_received and not chan.recv_ready() \
+                            and not chan.recv_stderr_ready():
+                        break
+                    if not self._transport.is_active():
+                        raise TransportError(f"the connection to {self.label} was lost")
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise SSHTimeout(f"command on {self.label} timed out after {timeout:g}s")
+                    select.select([chan], [], [], min(remaining, 1.0))
+                if not chan.status_event.wait(max(0.0, deadline - time.monotonic())):
+                    raise SSHTimeout(f"command on {self.label} timed out after {timeout:g}s")
+                return RunResult(chan.exit_status, bytes(out), bytes(err))
+        finally:
+            chan.close()
+
+    def spawn_detached(self, command: str, *, cwd: str, log_path: str,
+                       stdin: bytes | None = None) -> int:
+        """Start ``command`` with ``setsid nohup sh -c`` in ``cwd``, output to ``log_path``;
+        return its pid (= its process group). ``stdin`` reaches it through a pipe fed by
+        ``cat`` from this channel (never argv, never a file); the launching shell waits
+        until it was all handed over, so none is lost when the channel closes."""
+        detached = (f"setsid nohup sh -c {shlex.quote(command)} "
+                    f"> {shlex.quote(log_path)} 2>&1")
+        if stdin is None:
+            script = f"{detached} < /dev/null & echo $!"
+        else:
+            # An async list's stdin defaults to /dev/null, so hand the pipe over on fd 3.
+            script = f"cat | {{ exec 3<&0; {detached} <&3 3<&- & echo $!; }}"
+        result = self.run(f"cd {shlex.quote(cwd)} && {{ {script}; }}", stdin=stdin or None,
+                          timeout=max(self.timeout, 30.0))
+        text = result.stdout.decode("utf-8", errors="replace").strip()
+        if not result.ok or not text.isdigit():
+            err = result.stderr.decode("utf-8", errors="replace").strip().splitlines()
+            raise TransportError(f"could not start the command on {self.label}: "
+                                 f"{err[-1] if err else 'no pid printed'}")
+        return int(text)
+
+    def stream(self, command: str, *, stdin: bytes | None = None) -> SSHStream:
+        """Start ``command``; its stdout comes back as lines (see ``SSHStream.lines``)."""
+        chan = self._channel(self.timeout)
+        try:
+            with _errors(f"starting a command on {self.label}"):
+                chan.settimeout(self.timeout)
+                with _watchdog(chan, self.timeout, "starting a command"):
+                    chan.exec_command(command)
+                if stdin:
+                    chan.sendall(stdin)
+                chan.shutdown_write()
+        except BaseException:
+            chan.close()
+            raise
+        return SSHStream(chan)
+
+    def signal_group(self, pgid: int, sig: int) -> bool:
+        """``kill -s SIG -- -PGID`` on the box; ``False`` when there is no such group."""
+        name = signal.Signals(sig).name.removeprefix("SIG")
+        result = self.run(f"kill -s {name} -- -{int(pgid)}", timeout=self.timeout)
+        return result.ok
+
+    def pid_alive(self, pid: int) -> bool:
+        """Whether ``pid`` exists on the box and is not a zombie (from /proc/PID/stat)."""
+        if int(pid) <= 0:
+            return False
+        result = self.run(f"cat /proc/{int(pid)}/stat 2>/dev/null", timeout=self.timeout)
+        if not result.ok:
+            return False
+        fields = result.stdout.rsplit(b")", 1)[-1].split()
+        return bool(fields) and fields[0] not in (b"Z", b"X")
+
+    @property
+    def home(self) -> str:
+        """The box user's ``$HOME`` (asked once)."""
+        if self._home is None:
+            result = self.run('printf %s "$HOME"', timeout=self.timeout)
+            home = result.stdout.decode("utf-8", errors="replace")
+            if not result.ok or not home.startswith("/"):
+                raise TransportError(f"cannot find the home directory on {self.label}")
+            self._home = home
+        return self._home
+
+    def expand(self, path: str) -> str:
+        """``path`` with a leading ``~`` replaced by the box's home directory."""
+        if path == "~" or path.startswith("~/"):
+            return self.home + path[1:]
+        return path
+
+    # ---------------------------------------------------------------- files
+
+    def _new_sftp(self) -> paramiko.SFTPClient:
+        with _errors(f"opening SFTP on {self.label}"):
+            if not self._transport.is_active():
+                raise TransportError(f"the connection to {self.label} is closed")
+            chan = self._transport.open_session(timeout=self.timeout,
+                                                window_size=WINDOW_SIZE,
+                                                max_packet_size=MAX_PACKET_SIZE)
+            chan.settimeout(self.timeout)
+            try:
+                with _watchdog(chan, self.timeout, "starting SFTP"):
+                    chan.invoke_subsystem("sftp")
+                    return paramiko.SFTPClient(chan)
+            except BaseException:
+                chan.close()
+                raise
+
+    @contextlib.contextmanager
+    def _shared_sftp(self, what: str) -> Iterator[paramiko.SFTPClient]:
+        with self._sftp_lock:
+            if self._sftp is None or self._sftp.sock.closed:
+                self._sftp = self._new_sftp()
+            with _errors(f"{what} on {self.label}"):
+                yield self._sftp
+
+    def stat(self, path: str) -> FileStat | None:
+        """Size and mtime of ``path``, or ``None`` when it does not exist."""
+        path = self.expand(path)
+        with self._shared_sftp(f"stat {path}") as sftp:
+            try:
+                attrs = sftp.stat(path)
+            except FileNotFoundError:
+                return None
+        return FileStat(size=attrs.st_size or 0, mtime=float(attrs.st_mtime or 0))
+
+    def read(self, path: str, offset: int = 0, max_bytes: int = 1 << 20) -> bytes:
+        """Up to ``max_bytes`` of ``path`` from ``offset``, with the reads pipelined."""
+        path = self.expand(path)
+        with self._shared_sftp(f"reading {path}") as sftp, sftp.open(path, "rb") as fh:
+            size = fh.stat().st_size or 0
+            want = min(max_bytes, size - offset)
+            if want <= 0:
+                return b""
+            step = paramiko.SFTPFile.MAX_REQUEST_SIZE
+            chunks = [(pos, min(step, offset + want - pos))
+                      for pos in range(offset, offset + want, step)]
+            return b"".join(fh.readv(chunks))
+
+    def listdir(self, path: str) -> list[str]:
+        """Names in directory ``path`` (``[]`` when it does not exist)."""
+        path = self.expand(path)
+        with self._shared_sftp(f"listing {path}") as sftp:
+            try:
+                return sorted(sftp.listdir(path))
+            except FileNotFoundError:
+                return []
+
+    def upload(self, local: str, remote: str, progress: Progress | None = None) -> None:
+        """Copy ``local`` to ``remote`` through a temp name and ``posix-rename``, so the box
+        sees the old file or the whole new one. Writes are pipelined."""
+        remote = self.expand(remote)
+        total = os.path.getsize(local)
+        tmp = f"{remote}.{uuid.uuid4().hex[:8]}.part"
+        sftp = self._new_sftp()
+        try:
+            with _errors(f"uploading to {remote} on {self.label}"):
+                try:
+                    with open(local, "rb") as src, sftp.open(tmp, "wb") as dst:
+                        dst.set_pipelined(True)
+                        done = 0
+                        while chunk := src.read(COPY_CHUNK):
+                            dst.write(chunk)
+                            done += len(chunk)
+                            if progress:
+                                progress(done, total)
+                    mode = stat_mod.S_IMODE(os.stat(local).st_mode)
+                    sftp.chmod(tmp, mode)
+                    sftp.posix_rename(tmp, remote)
+                except BaseException:
+                    with contextlib.suppress(Exception):
+                        sftp.remove(tmp)
+                    raise
+            if progress and total == 0:
+                progress(0, 0)
+        finally:
+            sftp.close()
+
+    def download(self, remote: str, local: str, progress: Progress | None = None,
+                 resume: bool = True) -> None:
+        """Copy ``remote`` into ``local``. With ``resume``, bytes already in a shorter
+        ``local`` are kept and the rest is appended. Reads are prefetched (many requests
+        in flight), which is what makes a long link fast."""
+        remote = self.expand(remote)
+        sftp = self._new_sftp()
+        try:
+            with _errors(f"downloading {remote} from {self.label}"):
+                try:
+                    size = sftp.stat(remote).st_size or 0
+                except FileNotFoundError:
+                    raise TransportError(f"{remote} does not exist on {self.label}") from None
+                have = os.path.getsize(local) if resume and os.path.exists(local) else 0
+                if have > size:
+                    have = 0
+                Path(local).parent.mkdir(parents=True, exist_ok=True)
+                with sftp.open(remote, "rb") as src, open(local, "r+b" if have else "wb") as dst:
+                    dst.seek(have)
+                    dst.truncate()
+                    done = have
+                    if progress:
+                        progress(done, size)
+                    if done < size:
+                        src.seek(done)
+                        src.prefetch(size, PREFETCH_REQUESTS)
+                    while done < size:
+                        chunk = src.read(min(COPY_CHUNK, size - done))
+                        if not chunk:
+                            raise TransportError(f"{remote} shrank while downloading")
+                        dst.write(chunk)
+                        done += len(chunk)
+                        if progress:
+                            progress(done, size)
+        finally:
+            sftp.close()
+
+    def close(self) -> None:
+        """Close SFTP, the connection and any jump hosts. Idempotent."""
+        with self._sftp_lock:
+            if self._sftp is not None:
+                with contextlib.suppress(Exception):
+                    self._sftp.close()
+                self._sftp = None
+        self._transport.close()
+        for hop in reversed(self._hops):
+            hop.close()
+
+    def __enter__(self) -> SSHTransport:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,150 @@
+"""Turning what the user typed (``user@host``, ``-p PORT``, an ``~/.ssh/config`` alias)
+into where and how to connect, the way OpenSSH's ``ssh`` would.
+
+The config file is read with ``paramiko.SSHConfig``; the keys used are HostName, User,
+Port, IdentityFile, IdentitiesOnly, ProxyJump, ProxyCommand, ServerAliveInterval,
+ConnectTimeout and UserKnownHostsFile.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import paramiko
+
+from remote.transport.base import TransportError
+
+#: Keys OpenSSH tries when the config names no IdentityFile.
+DEFAULT_IDENTITIES = ("~/.ssh/id_ed25519", "~/.ssh/id_ecdsa", "~/.ssh/id_rsa")
+
+_HOST_RE = re.compile(r"^[A-Za-z0-9._%+-]+$|^\[[0-9A-Fa-f:.%a-z]+\]$")
+
+
+@dataclass(frozen=True)
+class HostSpec:
+    """Where and as whom to connect, after ``~/.ssh/config`` was applied."""
+
+    #: The host as typed (an alias or a name/address).
+    alias: str
+    hostname: str
+    port: int
+    user: str
+    identity_files: tuple[str, ...] = ()
+    identities_only: bool = False
+    #: Jump hosts in the order they are passed through (``ProxyJump a,b``: a, then b).
+    proxy_jump: tuple[str, ...] = ()
+    proxy_command: str | None = None
+    keepalive: float | None = None
+    connect_timeout: float | None = None
+    known_hosts: str | None = None
+
+    @property
+    def label(self) -> str:
+        """``user@host:port`` for the UI."""
+        return f"{self.user}@{self.hostname}:{self.port}"
+
+
+def parse_target(target: str) -> tuple[str | None, str, int | None]:
+    """Split ``[ssh://][user@]host[:port]`` into its parts (IPv6 hosts in brackets).
+
+    Raises ``ValueError`` with a one-line message for anything else."""
+    text = target.strip()
+    if text.startswith("ssh://"):
+        text = text[len("ssh://"):].rstrip("/")
+    if not text or any(c.isspace() for c in text):
+        raise ValueError(f"not an SSH target: {target!r} (expected user@host or an alias)")
+    user: str | None = None
+    if "@" in text:
+        user, text = text.rsplit("@", 1)
+        if not user or not re.fullmatch(r"[A-Za-z0-9._-]+", user):
+            raise ValueError(f"bad user name in {target!r}")
+    port: int | None = None
+    if text.startswith("["):
+        host, sep, rest = text.partition("]")
+        host += "]"
+        if rest:
+            port = _port(rest.removeprefix(":"), target) if rest.startswith(":") else -1
+    elif text.count(":") == 1:
+        host, _, rest = text.partition(":")
+        port = _port(rest, target)
+    else:
+        host = text
+    if port == -1 or not _HOST_RE.match(host):
+        raise ValueError(f"bad host name in {target!r}")
+    return user, host, port
+
+
+def _port(text: str, target: str) -> int:
+    if not text.isdigit() or not 0 < int(text) < 65536:
+        raise ValueError(f"bad port in {target!r}")
+    return int(text)
+
+
+def load_config(path: str | os.PathLike[str] | None = None) -> paramiko.SSHConfig:
+    """Read an OpenSSH client config (default ``~/.ssh/config``; none is fine)."""
+    config_path = Path(path).expanduser() if path else Path("~/.ssh/config").expanduser()
+    if not config_path.exists():
+        if path:
+            raise TransportError(f"ssh config {config_path} does not exist")
+        return paramiko.SSHConfig()
+    try:
+        return paramiko.SSHConfig.from_path(str(config_path))
+    except (OSError, ValueError, paramiko.SSHException) as exc:
+        raise TransportError(f"cannot read ssh config {config_path}: {exc}") from exc
+
+
+def resolve(target: str, *, port: int | None = None,
+            config: paramiko.SSHConfig | None = None) -> HostSpec:
+    """Apply ``config`` (see ``load_config``) to ``target``. An explicit user or port in
+    the target, or ``port``, wins over the config, as with ``ssh``."""
+    user, host, target_port = parse_target(target)
+    bare_host = host.strip("[]")
+    try:
+        entry = (config or paramiko.SSHConfig()).lookup(bare_host)
+    except Exception as exc:  # paramiko raises assorted errors for Match/exec lines
+        raise TransportError(f"ssh config for {bare_host}: {exc}") from exc
+    hostname = entry.get("hostname", bare_host)
+    chosen_port = port or target_port or int(entry.get("port", 22))
+    jump = entry.get("proxyjump", "")
+    jumps = () if not jump or jump.lower() == "none" else tuple(
+        j.strip() for j in jump.split(",") if j.strip())
+    command = entry.get("proxycommand")
+    known = (entry.get("userknownhostsfile") or "").split()
+    return HostSpec(
+        alias=bare_host,
+        hostname=hostname,
+        port=chosen_port,
+        user=user or entry.get("user") or getpass.getuser(),
+        identity_files=tuple(entry.get("identityfile", ())),
+        identities_only=entry.get("identitiesonly", "no").lower() == "yes",
+        proxy_jump=jumps,
+        proxy_command=None if not command or command.lower() == "none" else command,
+        keepalive=_float(entry.get("serveraliveinterval")),
+        connect_timeout=_float(entry.get("connecttimeout")),
+        known_hosts=os.path.expanduser(known[0]) if known else None,
+    )
+
+
+def _float(value: str | None) -> float | None:
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def identity_candidates(spec: HostSpec, extra: tuple[str, ...] = ()) -> list[str]:
+    """Key files to try, in order: ``extra``, the config's IdentityFile entries, then the
+    default key names (unless the config named its own). Only files that exist."""
+    names = list(extra) + list(spec.identity_files)
+    if not spec.identity_files:
+        names += DEFAULT_IDENTITIES
+    seen: list[str] = []
+    for name in names:
+        path = os.path.expanduser(name)
+        if path not in seen and os.path.isfile(path):
+            seen.append(path)
+    return seen

@@ -1,0 +1,150 @@
+"""The architecture as a test: every module's imports (function-level ones included) are
+read with ``ast`` and checked against the rules below, which are the design written down
+as data. A planted cycle and a planted forbidden import show that the checker bites."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from tests.fixtures.importgraph import (
+    ROOT,
+    box_light_modules,
+    cycles,
+    find_modules,
+    import_graph,
+    read_imports,
+    rule_violations,
+)
+
+#: What every part may import: text for people, the same on the box and the laptop.
+BASE = ("trainer.text",)
+
+#: Which parts of the project each part may import, besides :data:`BASE`. A module
+#: belongs to the longest part that names it; an allowed entry covers that module and
+#: everything under it. Imports inside a part are always allowed (the cycle check keeps
+#: them honest).
+MAY_IMPORT: dict[str, tuple[str, ...]] = {
+    "tui": ("remote", "trainer.runfiles"),
+    "remote.transport": ("trainer.runfiles",),
+    "remote.cli": ("remote.commands", "remote.transport", "trainer.version"),
+    "remote.billing": ("remote", "trainer.runfiles", "trainer.providers"),
+    "remote.commands": ("remote", "trainer.runfiles", "trainer.providers"),
+    "remote": ("remote.transport", "trainer.runfiles", "trainer.providers",
+               "trainer.guard.state", "trainer.hub.client", "trainer.version"),
+    "trainer": ("trainer._exports", "trainer.version"),
+    "trainer.__main__": ("trainer.version",),
+    "trainer._exports": (),
+    "trainer.version": (),
+    "trainer.text": (),
+    "trainer.smi": (),
+    "trainer.runfiles": (),
+    "trainer.follow": ("trainer.runfiles", "trainer.smi"),
+    "trainer.providers": (),
+    "trainer.hub": ("trainer.runfiles", "trainer._exports"),
+    "trainer.guard": ("trainer.runfiles", "trainer.providers", "trainer.hub.safe",
+                      "trainer.smi", "trainer._exports"),
+    "trainer.checks": ("trainer.datasets.layout", "trainer.smi", "trainer._exports"),
+    "trainer.datasets": ("trainer._exports",),
+    "trainer.detector": ("trainer._exports",),
+    "trainer.engine": ("trainer.runfiles", "trainer.datasets", "trainer.detector",
+                       "trainer.hub.uploader", "trainer._exports"),
+    "trainer.profiler": ("trainer.runfiles", "trainer.engine", "trainer.datasets",
+                         "trainer.detector", "trainer._exports"),
+}
+
+#: Third-party packages a part must never import, not even inside a function.
+NEVER: dict[str, tuple[str, ...]] = {
+    "tui": ("torch",),
+    "remote": ("torch", "textual"),
+    "trainer": ("textual", "paramiko"),
+}
+
+
+MODULES = find_modules(ROOT)
+IMPORTS = read_imports(MODULES)
+
+
+def test_no_import_cycles() -> None:
+    assert cycles(import_graph(IMPORTS, MODULES)) == []
+
+
+def test_every_import_follows_the_rules() -> None:
+    assert rule_violations(IMPORTS, MODULES, MAY_IMPORT, NEVER, BASE) == []
+
+
+def test_box_side_light_modules_import_nothing_heavy_at_module_level() -> None:
+    # `tests/test_imports.py` also imports each of them under `python -S`.
+    light = box_light_modules(MODULES)
+    for imp in IMPORTS:
+        if imp.top_level and imp.source in light:
+            top = imp.target.split(".")[0]
+            assert top in sys.stdlib_module_names or top == "trainer", \
+                f"{imp.source}:{imp.line} imports {imp.target} at module level"
+
+
+def test_the_tree_stays_readable() -> None:
+    top = list((ROOT / "trainer").glob("*.py"))
+    assert len(top) <= 12, sorted(p.name for p in top)
+    long = {name: n for name, path in MODULES.items()
+            if (n := len(path.read_text(encoding="utf-8").splitlines())) > 500}
+    assert long == {}
+
+
+# ------------------------------------------------------------- the checker bites
+
+
+def _plant(root: Path, files: Mapping[str, str]) -> dict[str, Path]:
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return find_modules(root)
+
+
+def test_a_planted_cycle_through_a_function_level_import_is_found(tmp_path: Path) -> None:
+    modules = _plant(tmp_path, {
+        "trainer/__init__.py": "",
+        "trainer/engine/__init__.py": "",
+        "trainer/engine/plan.py": "def f():\n    from trainer.engine.loop import run\n",
+        "trainer/engine/loop.py": "from trainer.engine.plan import f\n",
+        "trainer/engine/world.py": "",
+    })
+    found = cycles(import_graph(read_imports(modules), modules))
+    assert found == [["trainer.engine.loop", "trainer.engine.plan"]]
+
+
+def test_a_cycle_through_a_package_init_is_found(tmp_path: Path) -> None:
+    modules = _plant(tmp_path, {
+        "remote/__init__.py": "",
+        "remote/billing/__init__.py": "from remote.billing.teardown import x\n",
+        "remote/billing/teardown.py": "from remote.safety import y\nx = 1\n",
+        "remote/safety.py": "from remote.billing.cost import z\ny = 1\n",
+        "remote/billing/cost.py": "z = 1\n",
+    })
+    found = cycles(import_graph(read_imports(modules), modules))
+    assert found == [["remote.billing", "remote.billing.teardown", "remote.safety"]]
+
+
+def test_planted_forbidden_imports_are_reported(tmp_path: Path) -> None:
+    modules = _plant(tmp_path, {
+        "trainer/__init__.py": "",
+        "trainer/runfiles.py": "def f():\n    import paramiko\n",
+        "trainer/hub/__init__.py": "",
+        "trainer/hub/push.py": "from remote.pull import pull\n",
+        "remote/__init__.py": "",
+        "remote/pull.py": "from trainer.hub.push import push\npull = 1\n",
+        "tui/__init__.py": "",
+        "tui/app.py": "def go():\n    import torch\n    from trainer import runfiles\n",
+    })
+    found = rule_violations(read_imports(modules), modules, MAY_IMPORT, NEVER, BASE)
+    assert sorted(found) == sorted([
+        "trainer.runfiles:2 imports paramiko (never under trainer)",
+        "trainer.hub.push:1 imports remote.pull (trainer.hub may import trainer.runfiles, "
+        "trainer._exports)",
+        "remote.pull:1 imports trainer.hub.push (remote may import remote.transport, "
+        "trainer.runfiles, trainer.providers, trainer.guard.state, trainer.hub.client, "
+        "trainer.version)",
+        "tui.app:2 imports torch (never under tui)",
+    ])

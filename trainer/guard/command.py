@@ -1,0 +1,160 @@
+"""``python3 -m trainer guard RUN_DIR --when done|dead|idle=MINUTES --then stop|destroy``:
+stop or destroy this box through the provider's API once the run is over and its
+weights are safe. Standard library only; started detached by ``remote.guard.arm_guard``.
+
+Triggers (``--when``):
+
+* ``done``: the run closed its status (``completed``, ``failed`` or ``stopped``);
+* ``dead``: as ``done``, or its process is gone while the status still says running;
+* ``idle=MINUTES``: nothing worked for MINUTES: no GPU busy (``nvidia-smi``; without it,
+  no live training process) and no growth of ``train.log``;
+* ``--max-hours H`` in any case: a hard lifetime, like a serverless timeout.
+
+After a trigger (not after ``--max-hours``) it waits up to ``--push-wait`` seconds for
+the final push (``trainer.hub.safe``: ``best.pt`` on the Hub by sha256). It never destroys
+unsafe weights: it stops the instance instead and says so (on a provider without stop it
+leaves the instance running and says that). Every decision goes to ``RUN_DIR/guard.log``;
+the state for ``gpurent status`` and the TUI goes to ``RUN_DIR/guard.json``.
+
+The API key comes from ``--key-stdin`` (one line), else from the key the provider puts in
+the instance (Vast ``CONTAINER_API_KEY``, RunPod ``RUNPOD_API_KEY``), read from this
+environment or PID 1's. It is never logged or written anywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+from trainer import runfiles
+from trainer.guard.state import (
+    ACTIVE_STATES,
+    GUARD_FILE,
+    GUARD_LOG,
+    AlreadyArmed,
+    GuardError,
+    parse_when,
+    read_guard,
+)
+from trainer.guard.watch import EXIT_USAGE, Guard, GuardConfig
+from trainer.providers import ProviderError, get_provider
+from trainer.providers.base import Provider
+from trainer.providers.detect import box_api_key, detect_instance
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``trainer guard`` options."""
+    p = argparse.ArgumentParser(
+        prog="python3 -m trainer guard",
+        description="Stop or destroy this instance through the provider's API once the "
+        "run is over and best.pt is safe (never destroys unsafe weights: stops instead).")
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("--when", required=True, metavar="done|dead|idle=MINUTES",
+                   help="done: the run ended; dead: ended or its process died; "
+                   "idle=MINUTES: nothing worked for MINUTES")
+    p.add_argument("--then", required=True, choices=("stop", "destroy"))
+    p.add_argument("--max-hours", type=float, default=None, metavar="H",
+                   help="hard lifetime: act after H hours whatever the run does")
+    p.add_argument("--provider", choices=("vast", "runpod", "lambda"),
+                   help="default: detected from the instance's environment")
+    p.add_argument("--instance", metavar="ID", help="default: detected")
+    p.add_argument("--key-stdin", action="store_true",
+                   help="read the provider API key from the first line of stdin")
+    p.add_argument("--base-url", metavar="URL", help="provider API base URL (testing)")
+    p.add_argument("--poll", type=float, default=30.0, metavar="S",
+                   help="seconds between looks at the run (default 30)")
+    p.add_argument("--push-wait", type=float, default=900.0, metavar="S",
+                   help="longest wait for the final push after the trigger (default 900)")
+    p.add_argument("--confirm-timeout", type=float, default=180.0, metavar="S",
+                   help="how long to poll the API for the outcome (default 180)")
+    return p
+
+
+def _setup_log(run_dir: Path) -> logging.Logger:
+    log = logging.getLogger(f"gpurent.guard.{run_dir}")
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    handler = logging.FileHandler(run_dir / GUARD_LOG, mode="a", encoding="utf-8")
+    handler.setFormatter(logging.Formatter(runfiles.LOG_FORMAT, runfiles.LOG_DATEFMT))
+    log.addHandler(handler)
+    return log
+
+
+def configure(args: argparse.Namespace, stdin_key: str | None) -> tuple[GuardConfig, Provider]:
+    """Validate the options, find provider, instance and key; raise ``GuardError``."""
+    run_dir = Path(args.run_dir)
+    when, minutes = parse_when(args.when)
+    for name in ("max_hours", "poll", "push_wait", "confirm_timeout"):
+        value = getattr(args, name)
+        if value is not None and not (value > 0 and value != float("inf")):
+            raise GuardError(f"--{name.replace('_', '-')} must be a positive number")
+    existing = read_guard(run_dir)
+    if existing and existing.get("alive") and existing.get("state") in ACTIVE_STATES:
+        raise AlreadyArmed(f"a guard is already armed on this run (pid "
+                           f"{existing.get('pid')}); disarm it first")
+    provider_name, instance = args.provider, args.instance
+    if not (provider_name and instance):
+        found = detect_instance()
+        if found is None or (provider_name and found[0] != provider_name):
+            raise GuardError("cannot tell which instance this is: pass --provider and "
+                             "--instance (no CONTAINER_ID / VAST_CONTAINERLABEL / "
+                             "RUNPOD_POD_ID here)")
+        provider_name = provider_name or found[0]
+        instance = instance or found[1]
+    key = stdin_key if args.key_stdin else box_api_key(provider_name)
+    if not key:
+        where = "stdin was empty" if args.key_stdin else "none in this instance's environment"
+        raise GuardError(f"no API key for {provider_name} ({where}); pass it with --key-stdin")
+    try:
+        provider = get_provider(provider_name, key, args.base_url)
+        instance = provider.check_id(instance)
+    except ProviderError as exc:
+        raise GuardError(str(exc)) from None
+    if args.then == "stop" and not provider.can_stop:
+        raise GuardError(f"{provider.title} cannot stop an instance: use --then destroy")
+    cfg = GuardConfig(run_dir=run_dir, when=when, idle_minutes=minutes, then=args.then,
+                      max_hours=args.max_hours, provider=provider_name, instance=instance,
+                      poll=args.poll, push_wait=args.push_wait,
+                      confirm_timeout=args.confirm_timeout)
+    return cfg, provider
+
+
+def main(argv: list[str]) -> int:
+    """Run the guard in the foreground (``arm_guard`` starts it detached)."""
+    args = build_parser().parse_args(argv)
+    run_dir = Path(args.run_dir)
+    if not run_dir.is_dir():
+        print(f"trainer guard: {run_dir} is not a directory", file=sys.stderr)
+        return EXIT_USAGE
+    stdin_key = sys.stdin.readline().strip() if args.key_stdin else None
+    log = _setup_log(run_dir)
+    try:
+        cfg, provider = configure(args, stdin_key)
+    except GuardError as exc:
+        log.error("not armed: %s", exc)
+        print(f"trainer guard: {exc}", file=sys.stderr)
+        if isinstance(exc, AlreadyArmed):
+            return EXIT_USAGE
+        runfiles.atomic_write_json(run_dir / GUARD_FILE, {
+            "schema_version": 1, "state": "error", "armed": False, "when": args.when,
+            "then": args.then, "pid": os.getpid(), "last_decision": f"not armed: {exc}",
+            "decided_at": runfiles.utc_now_iso()})
+        return EXIT_USAGE
+    guard = Guard(cfg, provider, log)
+    try:
+        inst = provider.get_instance(cfg.instance)
+    except ProviderError as exc:
+        guard.decide("error", f"not armed: {exc}", level=logging.ERROR)
+        print(f"trainer guard: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    for sig in (signal.SIGTERM, signal.SIGINT):  # SIGHUP stays ignored (nohup)
+        signal.signal(sig, guard.on_signal)
+    rate = "unknown $/h" if inst.price_per_hour is None else f"${inst.price_per_hour:.4f}/h"
+    limit = f", at most {cfg.max_hours:g} h" if cfg.max_hours else ""
+    guard.decide("armed", f"armed: when {cfg.when_text} then {cfg.then}{limit}; "
+                          f"{provider.title} instance {cfg.instance} is {inst.state} at {rate}")
+    return guard.run()

@@ -1,0 +1,58 @@
+"""The guard's state on disk (``RUN/guard.json``), its file names and its trigger
+syntax: what the laptop reads and checks before arming. Standard library only."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from trainer import runfiles
+from trainer.text import one_line
+
+GUARD_FILE = "guard.json"
+GUARD_LOG = "guard.log"
+#: Where ``arm_guard`` sends the guard's stdout/stderr (crash tracebacks only).
+GUARD_OUT = "guard.out"
+
+#: States in which a guard process is (or should be) watching.
+ACTIVE_STATES = ("armed", "waiting-for-push", "acting")
+
+
+class GuardError(Exception):
+    """The guard cannot start; one line for the user."""
+
+
+class AlreadyArmed(GuardError):
+    """Another guard watches this run; its ``guard.json`` must be left alone."""
+
+
+def parse_when(text: str) -> tuple[str, float | None]:
+    """``("done", None)``, ``("dead", None)`` or ``("idle", minutes)``."""
+    value = (text or "").strip().lower()
+    if value in ("done", "dead"):
+        return value, None
+    if value.startswith("idle="):
+        try:
+            minutes = float(value[5:])
+        except ValueError:
+            minutes = -1.0
+        if minutes > 0 and minutes == minutes and minutes != float("inf"):
+            return "idle", minutes
+    raise GuardError(f"--when {one_line(text, 40)!r}: use done, dead or idle=MINUTES "
+                     "(MINUTES > 0)")
+
+
+def read_guard(run_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """``RUN/guard.json`` with ``alive`` added (whether its pid runs here), or ``None``."""
+    path = Path(run_dir) / GUARD_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    pid = data.get("pid")
+    data["alive"] = runfiles.local_pid_alive(pid) if isinstance(pid, int) else False
+    return data

@@ -1,0 +1,93 @@
+"""What every Hub command shares: importing huggingface_hub lazily with timeouts on,
+reading the token without argv, and turning client errors into one line.
+
+huggingface_hub is imported only inside functions so that ``import trainer.hub.push``
+works on a box where it is not installed yet (``trainer safe`` never needs it).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from types import ModuleType
+from typing import TextIO
+
+from trainer.text import one_line
+
+#: Seconds to wait for a connection, and for any single read or write on it.
+CONNECT_TIMEOUT = 20.0
+IO_TIMEOUT = 120.0
+
+REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
+
+
+class HubError(Exception):
+    """A Hub operation failed; the message is one line a user can act on."""
+
+
+def check_repo_id(repo: str) -> str:
+    """Return ``repo`` when it looks like ``ORG/NAME``; raise ``ValueError`` otherwise."""
+    if not REPO_RE.match(repo) or ".." in repo:
+        raise ValueError(f"{repo!r} is not a repository id of the form ORG/NAME")
+    return repo
+
+
+def import_hub(progress_bars: bool = True) -> ModuleType:
+    """Import huggingface_hub and give its shared HTTP client a timeout (its default is
+    none, so a silent Hub would hang a push forever)."""
+    try:
+        import huggingface_hub
+        from huggingface_hub.utils import disable_progress_bars, get_session
+    except ImportError as exc:
+        raise HubError("huggingface_hub is not installed on this machine "
+                       "(pip install huggingface_hub)") from exc
+    session = get_session()
+    timeout = getattr(session, "timeout", None)  # an httpx-style client (huggingface_hub 1+)
+    if timeout is not None and getattr(timeout, "read", 0) is None:
+        session.timeout = type(timeout)(IO_TIMEOUT, connect=CONNECT_TIMEOUT)
+    if not progress_bars:
+        disable_progress_bars()
+    return huggingface_hub
+
+
+def read_token(use_stdin: bool, stdin: TextIO | None = None) -> str | None:
+    """The Hub token: the first line of stdin when ``use_stdin``, else ``HF_TOKEN`` or the
+    huggingface_hub token store. Never from argv; never written anywhere."""
+    if use_stdin:
+        line = (stdin or sys.stdin).readline().strip()
+        return line or None
+    token = os.environ.get("HF_TOKEN", "").strip()
+    if token:
+        return token
+    try:
+        from huggingface_hub import get_token
+    except ImportError:
+        return None
+    return get_token()
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line for a failed Hub call: HTTP status and the Hub's own message when there
+    is one. Tokens never appear (the client does not echo them)."""
+    response = getattr(exc, "response", None)
+    status = getattr(response, "status_code", None)
+    if status is not None:
+        server = getattr(exc, "server_message", None) or ""
+        request = getattr(response, "request", None)
+        where = f" ({request.method} {request.url.path})" if request is not None else ""
+        text = server or str(exc).split("\n", 1)[0]
+        return one_line(f"HTTP {status}: {text}{where}")
+    name = type(exc).__name__
+    if name in ("ConnectError", "ConnectTimeout"):
+        return one_line(f"cannot reach the Hub: {exc}")
+    if "Timeout" in name:
+        return one_line(f"the Hub did not answer in time ({name})")
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f": {exc.filename}" if exc.filename else ""
+        return one_line(f"{exc.strerror}{where}")
+    if type(exc) in (OSError, HubError) and str(exc):  # our own messages are complete
+        return one_line(str(exc))
+    return one_line(f"{name}: {exc}" if str(exc) else name)
+
+

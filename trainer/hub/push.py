@@ -1,0 +1,316 @@
+"""``python3 -m trainer push RUN_DIR --repo ORG/NAME``: send a run's weights to the Hub
+from the box itself, and record what left in ``RUN/hub.json``.
+
+The model repository is created when missing (private unless ``--public``). The token
+comes from stdin (``--token-stdin``, how ``gpurent push`` sends it) or ``HF_TOKEN`` /
+the huggingface_hub token store on the box; never from argv.
+
+Files are snapshotted first: each one is hard-linked into ``RUN/.hub-push-<pid>-*/``.
+The trainer replaces checkpoints with ``os.replace``, which gives the new checkpoint a new
+inode, so the link keeps the old bytes intact while they are hashed and uploaded; the
+ledger's sha256 is exactly what reached the Hub. Where hard links are impossible the
+snapshot is a copy. Hashing reads 1 MiB at a time and huggingface_hub streams the upload,
+so a multi-GB checkpoint is never held in memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trainer import runfiles
+from trainer.hub.client import (
+    HubError,
+    check_repo_id,
+    describe_error,
+    import_hub,
+    read_token,
+)
+from trainer.hub.ledger import append_entries, file_identity, sha256_file
+
+DEFAULT_FILES = ("best.pt", "last.pt", "summary.json", "results.csv")
+SNAPSHOT_PREFIX = ".hub-push-"
+_SNAPSHOT_RE = re.compile(rf"^{re.escape(SNAPSHOT_PREFIX)}(\d+)-")
+
+
+def local_path(run_dir: Path, name: str) -> Path:
+    """Where a pushable file lives: checkpoints (``*.pt``) in ``weights/``, the rest in
+    the run directory. Raises ``ValueError`` for names that are not plain file names."""
+    if not name or name in (".", "..") or "/" in name or "\\" in name or "\0" in name:
+        raise ValueError(f"{name!r} is not a file name (expected e.g. best.pt)")
+    if name.endswith(".pt"):
+        return run_dir / runfiles.WEIGHTS_DIR / name
+    return run_dir / name
+
+
+def parse_files(text: str) -> tuple[str, ...]:
+    """``best.pt,last.pt`` -> ``("best.pt", "last.pt")``, validated, duplicates dropped."""
+    names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    if not names:
+        raise ValueError("--files is empty")
+    for name in names:
+        local_path(Path("."), name)
+    return names
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """The epochs a push is labelled with, read cheaply from ``status.json``."""
+
+    epoch: int | None = None
+    best_epoch: int | None = None
+    metric_name: str | None = None
+    metric: float | None = None
+
+    def epoch_of(self, name: str) -> int | None:
+        """The epoch a file belongs to: ``best.pt`` is the best epoch's, the rest current."""
+        return self.best_epoch if name == "best.pt" else self.epoch
+
+
+def read_run_info(run_dir: Path) -> RunInfo:
+    """Epoch, best epoch and best metric from ``status.json`` (all ``None`` if unreadable)."""
+    read = runfiles.read_status(run_dir)
+    return RunInfo(
+        epoch=read.get("completed_epochs"),
+        best_epoch=read.get("best_epoch"),
+        metric_name=read.get("best_metric_name"),
+        metric=read.get("best_metric"),
+    )
+
+
+@dataclass
+class Snapshot:
+    """One file frozen for upload: ``path`` is a hard link (or copy) of the original."""
+
+    name: str
+    path: Path
+    #: size/inode/mtime_ns of the original at snapshot time; ``None`` when it changed
+    #: while being copied (then ``trainer safe`` always hashes).
+    identity: dict[str, int] | None
+    sha256: str = ""
+
+
+@dataclass
+class SnapshotSet:
+    """The snapshot directory of one push and what it holds."""
+
+    directory: Path
+    files: list[Snapshot] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    #: Names whose hard link failed when copying was not allowed (see ``complete``).
+    deferred: list[tuple[str, Path]] = field(default_factory=list)
+
+    def complete(self) -> None:
+        """Copy the files whose hard link failed (slow for big files: call it off the
+        training thread)."""
+        for name, src in self.deferred:
+            snap = _copy_snapshot(name, src, self.directory / name)
+            if snap is None:
+                self.missing.append(name)
+            else:
+                self.files.append(snap)
+        self.deferred.clear()
+
+    def remove(self) -> None:
+        """Delete the snapshot directory (the originals are untouched)."""
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _copy_snapshot(name: str, src: Path, dst: Path) -> Snapshot | None:
+    try:
+        before = file_identity(src)
+        shutil.copyfile(src, dst)
+    except FileNotFoundError:
+        return None
+    return Snapshot(name, dst, before if file_identity(src) == before else None)
+
+
+def take_snapshot(run_dir: Path, names: Sequence[str], *, copy: bool = True) -> SnapshotSet:
+    """Freeze ``names`` of ``run_dir`` into a fresh snapshot directory inside it (same
+    filesystem, so hard links work). Missing files are listed, not fatal. Where a hard
+    link is impossible the file is copied, or with ``copy=False`` left in ``deferred``
+    so that this call stays a few metadata operations."""
+    directory = Path(tempfile.mkdtemp(prefix=f"{SNAPSHOT_PREFIX}{os.getpid()}-", dir=run_dir))
+    snaps = SnapshotSet(directory)
+    for name in names:
+        src, dst = local_path(run_dir, name), directory / name
+        try:
+            os.link(src, dst)
+        except FileNotFoundError:
+            snaps.missing.append(name)
+            continue
+        except OSError:  # no hard links here (some network filesystems)
+            snaps.deferred.append((name, src))
+            continue
+        snaps.files.append(Snapshot(name, dst, file_identity(dst)))
+    if copy:
+        snaps.complete()
+    return snaps
+
+
+def clean_stale_snapshots(run_dir: Path) -> None:
+    """Remove snapshot directories left by pushes whose process is gone (killed)."""
+    for entry in run_dir.glob(f"{SNAPSHOT_PREFIX}*"):
+        match = _SNAPSHOT_RE.match(entry.name)
+        if match and entry.is_dir() and not runfiles.local_pid_alive(int(match.group(1))):
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def consistent_snapshot(run_dir: Path, names: Sequence[str],
+                        tries: int = 3) -> Iterator[tuple[SnapshotSet, RunInfo]]:
+    """A snapshot and the status it belongs to: retaken when ``status.json`` moved on
+    while the links were made (a new best landed in between)."""
+    for attempt in range(tries):
+        before = read_run_info(run_dir)
+        snaps = take_snapshot(run_dir, names)
+        if read_run_info(run_dir) == before or attempt == tries - 1:
+            break
+        snaps.remove()
+    try:
+        yield snaps, before
+    finally:
+        snaps.remove()
+
+
+def commit_message(run_name: str, info: RunInfo, names: Sequence[str]) -> str:
+    """``run1: epoch 12, best mAP50-95 0.4321 at epoch 10 (best.pt, last.pt)``."""
+    parts = [f"{run_name}:"]
+    parts.append(f"epoch {info.epoch}," if info.epoch is not None else "weights,")
+    if info.metric is not None:
+        parts.append(f"best {info.metric_name or 'metric'} {info.metric:.4g}"
+                     f" at epoch {info.best_epoch}")
+    elif info.best_epoch is not None:
+        parts.append(f"best at epoch {info.best_epoch}")
+    text = " ".join(parts).rstrip(",")
+    return f"{text} ({', '.join(names)})"
+
+
+def upload(files: Sequence[Snapshot], repo: str, token: str | None, *, message: str,
+           public: bool = False, endpoint: str | None = None,
+           progress_bars: bool = True) -> tuple[str, str]:
+    """Create ``repo`` if missing and commit ``files`` (already hashed) in one commit;
+    return ``(commit id, commit url)``. Raises ``HubError``."""
+    hub = import_hub(progress_bars)
+    try:
+        api = hub.HfApi(endpoint=endpoint, token=token)
+        api.create_repo(repo, private=not public, exist_ok=True)
+        ops = []
+        for snap in files:
+            op = hub.CommitOperationAdd(path_in_repo=snap.name, path_or_fileobj=str(snap.path))
+            op.upload_info.sha256 = bytes.fromhex(snap.sha256)  # spare the client a re-read
+            ops.append(op)
+        info = api.create_commit(repo, ops, commit_message=message)
+    except Exception as exc:  # the client raises many types; all become one line
+        cause = exc.__cause__ if isinstance(exc, RuntimeError) and exc.__cause__ else exc
+        raise HubError(f"push to {repo} failed: {describe_error(cause)}") from exc
+    return str(info.oid), str(info.commit_url)
+
+
+def push_snapshot(run_dir: Path, repo: str, token: str | None, snaps: SnapshotSet,
+                  info: RunInfo, *, public: bool = False, endpoint: str | None = None,
+                  progress_bars: bool = True) -> dict[str, Any]:
+    """Hash, upload and record one snapshot; return the result object of ``--json``."""
+    if not snaps.files:
+        raise HubError(f"nothing to push: none of {', '.join(snaps.missing)} exists in "
+                       f"{run_dir}")
+    for snap in snaps.files:
+        snap.sha256 = sha256_file(snap.path)
+    names = [s.name for s in snaps.files]
+    message = commit_message(run_dir.name, info, names)
+    commit, url = upload(snaps.files, repo, token, message=message, public=public,
+                         endpoint=endpoint, progress_bars=progress_bars)
+    now = runfiles.utc_now_iso()
+    entries = [{
+        "file": snap.name, "path_in_repo": snap.name, "sha256": snap.sha256,
+        "size": snap.path.stat().st_size, "repo": repo, "commit": commit,
+        "epoch": info.epoch_of(snap.name), "time": now, **(snap.identity or {}),
+    } for snap in snaps.files]
+    append_entries(run_dir, entries)
+    return {"ok": True, "repo": repo, "commit": commit, "commit_url": url,
+            "epoch": info.epoch, "best_epoch": info.best_epoch, "message": message,
+            "files": entries, "skipped": snaps.missing}
+
+
+def push_run(run_dir: Path, repo: str, token: str | None,
+             files: Sequence[str] = DEFAULT_FILES, *, public: bool = False,
+             endpoint: str | None = None, progress_bars: bool = True) -> dict[str, Any]:
+    """Push ``files`` of ``run_dir`` to ``repo`` and append the ledger. Raises
+    ``ValueError`` for bad input and ``HubError`` when the push fails."""
+    check_repo_id(repo)
+    if not run_dir.is_dir():
+        raise ValueError(f"{run_dir} is not a directory")
+    for name in files:
+        local_path(run_dir, name)
+    clean_stale_snapshots(run_dir)
+    with consistent_snapshot(run_dir, files) as (snaps, info):
+        return push_snapshot(run_dir, repo, token, snaps, info, public=public,
+                             endpoint=endpoint, progress_bars=progress_bars)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``trainer push`` argument parser."""
+    p = argparse.ArgumentParser(
+        prog="python3 -m trainer push",
+        description="Push a run's weights to a Hugging Face model repository (created "
+        "private when missing) and append the ledger RUN_DIR/hub.json. The token is read "
+        "from stdin with --token-stdin, else from HF_TOKEN or the huggingface_hub store.",
+    )
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("--repo", required=True, metavar="ORG/NAME")
+    p.add_argument("--files", default=",".join(DEFAULT_FILES),
+                   help="comma-separated; *.pt are taken from weights/ (default: %(default)s)")
+    p.add_argument("--public", action="store_true", help="create the repository public")
+    p.add_argument("--token-stdin", action="store_true",
+                   help="read the token from the first line of stdin")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    """Run ``trainer push``; exit 0 pushed, 1 the push failed, 2 bad input."""
+    args = build_parser().parse_args(argv)
+
+    def fail(message: str, code: int) -> int:
+        print(f"trainer push: {message}", file=sys.stderr)
+        if args.json:
+            print(json.dumps({"ok": False, "error": message}))
+        return code
+
+    try:
+        files = parse_files(args.files)
+        check_repo_id(args.repo)
+    except ValueError as exc:
+        return fail(str(exc), 2)
+    token = read_token(args.token_stdin)
+    if not token:
+        return fail("no Hub token: set HF_TOKEN on the box or send it with --token-stdin", 2)
+    if args.json:
+        with contextlib.suppress(HubError):
+            import_hub(progress_bars=False).utils.logging.set_verbosity_error()
+    try:
+        result = push_run(Path(args.run_dir), args.repo, token, files, public=args.public,
+                          progress_bars=not args.json)
+    except ValueError as exc:
+        return fail(str(exc), 2)
+    except HubError as exc:
+        return fail(str(exc), 1)
+    if args.json:
+        print(runfiles.dumps(result))
+    else:
+        names = ", ".join(e["file"] for e in result["files"])
+        print(f"pushed {names} to {result['repo']} at {result['commit'][:12]}: "
+              f"{result['message']}\n{result['commit_url']}")
+        if result["skipped"]:
+            print(f"not found, skipped: {', '.join(result['skipped'])}")
+    return 0

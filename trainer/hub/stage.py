@@ -1,0 +1,260 @@
+"""``python3 -m trainer stage REPO FILE --dest DIR``: fetch a dataset tar from a Hub
+dataset repository and extract it safely, once.
+
+1. Ask the Hub for the file's metadata (one HEAD): when DEST already holds this archive
+   (a marker records its sha256 and ETag), do nothing more.
+2. ``hf_hub_download`` into HF_HOME's cache: resumable (an interrupted download continues
+   from its ``.incomplete`` file), with a progress bar on stderr.
+3. Hash the archive (sha256, 1 MiB at a time) and check it against the Hub's LFS ETag.
+4. Read every member header first and refuse the whole archive, before writing anything,
+   when one member has an absolute path, a ``..`` component, a link leading outside DEST,
+   or is a device/FIFO; check DEST's free disk against the unpacked size.
+5. Extract with tarfile's ``data`` filter (which checks again, at write time, through
+   links created by earlier members), then write the marker and print the data.yaml found.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import sys
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from trainer import runfiles
+from trainer.hub.client import HubError, check_repo_id, describe_error, import_hub, read_token
+from trainer.hub.ledger import sha256_file
+
+#: Head-room kept free on DEST's disk beyond the unpacked size.
+DISK_MARGIN = 256 * 1024 * 1024
+MAX_YAML_DEPTH = 4
+
+
+class UnsafeArchive(Exception):
+    """The archive holds a member that could write outside DEST; one-line message."""
+
+
+@dataclass(frozen=True)
+class ArchivePlan:
+    """What a validated archive will write: regular file count and bytes."""
+
+    files: int
+    bytes: int
+
+
+def _inside(root: str, path: str) -> bool:
+    return os.path.commonpath([root, path]) == root
+
+
+def check_member(member: tarfile.TarInfo, dest: str) -> None:
+    """Raise ``UnsafeArchive`` when ``member`` may not be extracted into ``dest``
+    (an absolute, resolved path)."""
+    name = member.name
+    shown = name.encode("unicode_escape").decode("ascii")[:200]
+    if name.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", name):
+        raise UnsafeArchive(f"member {shown!r} has an absolute path")
+    if ".." in PurePosixPath(name.replace("\\", "/")).parts:
+        raise UnsafeArchive(f"member {shown!r} climbs out with '..'")
+    if member.ischr() or member.isblk() or member.isfifo() or member.isdev():
+        raise UnsafeArchive(f"member {shown!r} is a device or FIFO")
+    if not (member.isreg() or member.isdir() or member.issym() or member.islnk()):
+        raise UnsafeArchive(f"member {shown!r} is not a regular file, directory or link")
+    if member.issym() or member.islnk():
+        link = member.linkname
+        if os.path.isabs(link):
+            raise UnsafeArchive(f"link {shown!r} points to the absolute path {link[:200]!r}")
+        base = os.path.dirname(os.path.join(dest, name)) if member.issym() else dest
+        if not _inside(dest, os.path.normpath(os.path.join(base, link))):
+            raise UnsafeArchive(f"link {shown!r} points outside the destination "
+                                f"({link[:200]!r})")
+    if not _inside(dest, os.path.normpath(os.path.join(dest, name))):
+        raise UnsafeArchive(f"member {shown!r} lands outside the destination")
+    try:
+        tarfile.data_filter(member, dest)
+    except tarfile.FilterError as exc:
+        raise UnsafeArchive(f"member {shown!r} refused: {exc}") from exc
+
+
+def plan_archive(tar: tarfile.TarFile, dest: str) -> ArchivePlan:
+    """Check every member header (reads the whole index) and total the bytes."""
+    files = size = 0
+    for member in tar.getmembers():
+        check_member(member, dest)
+        if member.isreg():
+            files += 1
+            size += member.size
+    return ArchivePlan(files, size)
+
+
+def free_bytes(path: Path) -> int:
+    """Free bytes on the filesystem holding ``path`` (or its nearest existing parent)."""
+    probe = path
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    return shutil.disk_usage(probe).free
+
+
+def _gb(n: float) -> str:
+    return f"{n / 1e9:.2f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB"
+
+
+def extract_archive(archive: Path, dest: Path) -> ArchivePlan:
+    """Validate, check disk, then extract ``archive`` into ``dest``. Raises
+    ``UnsafeArchive`` (nothing written) or ``OSError``/``tarfile.TarError``."""
+    root = os.path.realpath(dest)
+    with tarfile.open(archive, "r:*") as tar:
+        plan = plan_archive(tar, root)
+        need, free = plan.bytes + DISK_MARGIN, free_bytes(dest)
+        if free < need:
+            raise OSError(f"not enough disk in {dest}: the archive unpacks to "
+                          f"{_gb(plan.bytes)}, {_gb(free)} free")
+        dest.mkdir(parents=True, exist_ok=True)
+        tar.extractall(root, filter="data")
+    return plan
+
+
+def find_data_yaml(dest: Path) -> Path | None:
+    """The shallowest ``data.yaml`` under ``dest`` (then by name), or ``None``."""
+    found: list[tuple[int, str]] = []
+    base_depth = len(dest.parts)
+    for current, dirs, files in os.walk(dest):
+        depth = len(Path(current).parts) - base_depth
+        if depth >= MAX_YAML_DEPTH:
+            dirs.clear()
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        if "data.yaml" in files:
+            found.append((depth, os.path.join(current, "data.yaml")))
+    return Path(min(found)[1]) if found else None
+
+
+def marker_path(dest: Path, repo: str, filename: str) -> Path:
+    """The marker recording that ``repo/filename`` is extracted in ``dest``."""
+    key = hashlib.sha1(f"{repo}/{filename}".encode()).hexdigest()[:12]
+    return dest / f".gpurent-stage-{key}.json"
+
+
+def _read_marker(path: Path) -> dict[str, Any] | None:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) and value.get("sha256") else None
+
+
+def _lfs_sha256(etag: str | None) -> str | None:
+    """The Hub's ETag of an LFS file is its sha256 (64 hex digits); else ``None``."""
+    return etag if etag and re.fullmatch(r"[0-9a-f]{64}", etag) else None
+
+
+def stage(repo: str, filename: str, dest: Path, *, revision: str | None = None,
+          token: str | None = None, endpoint: str | None = None,
+          progress_bars: bool = True) -> dict[str, Any]:
+    """Download and extract once; return the ``--json`` object. Raises ``HubError``,
+    ``UnsafeArchive``, ``OSError`` or ``tarfile.TarError``."""
+    check_repo_id(repo)
+    hub = import_hub(progress_bars)
+    marker = marker_path(dest, repo, filename)
+    previous = _read_marker(marker)
+    try:
+        url = hub.hf_hub_url(repo, filename, repo_type="dataset", revision=revision,
+                             endpoint=endpoint)
+        meta = hub.get_hf_file_metadata(url, token=token, endpoint=endpoint)
+    except Exception as exc:  # the client raises many types; all become one line
+        raise HubError(f"cannot find {filename} in dataset {repo}: {describe_error(exc)}") \
+            from exc
+    expected = _lfs_sha256(meta.etag)
+    if previous is not None and (previous.get("etag") == meta.etag
+                                 or (expected and previous["sha256"] == expected)):
+        return _result(previous, dest, staged=False)
+    free = free_bytes(Path(hub.constants.HF_HUB_CACHE))
+    if meta.size is not None and free < meta.size:
+        raise OSError(f"not enough disk for the download in HF_HOME: {_gb(meta.size)} "
+                      f"needed, {_gb(free)} free")
+    try:
+        archive = Path(hub.hf_hub_download(repo, filename, repo_type="dataset",
+                                           revision=revision, token=token,
+                                           endpoint=endpoint))
+    except Exception as exc:
+        raise HubError(f"download of {filename} from {repo} failed: {describe_error(exc)}") \
+            from exc
+    sha = sha256_file(archive)
+    if expected and sha != expected:
+        raise HubError(f"{archive} has sha256 {sha[:12]}…, the Hub says {expected[:12]}…; "
+                       "delete it from the cache and stage again")
+    plan = extract_archive(archive, dest)
+    data_yaml = find_data_yaml(dest)
+    record = {"repo": repo, "file": filename, "revision": revision,
+              "commit": meta.commit_hash, "etag": meta.etag, "sha256": sha,
+              "archive": str(archive), "files": plan.files, "bytes": plan.bytes,
+              "data_yaml": str(data_yaml) if data_yaml else None,
+              "time": runfiles.utc_now_iso()}
+    runfiles.atomic_write_json(marker, record)
+    return _result(record, dest, staged=True)
+
+
+def _result(record: dict[str, Any], dest: Path, *, staged: bool) -> dict[str, Any]:
+    data_yaml = record.get("data_yaml")
+    if data_yaml and not Path(data_yaml).is_file():
+        found = find_data_yaml(dest)
+        data_yaml = str(found) if found else None
+    return {"ok": True, "staged": staged, "dest": str(dest), **{
+        k: record.get(k) for k in ("repo", "file", "revision", "commit", "sha256",
+                                   "archive", "files", "bytes")}, "data_yaml": data_yaml}
+
+
+def main(argv: list[str]) -> int:
+    """Run ``trainer stage``; exit 0 staged (or already), 1 failed, 2 bad input."""
+    p = argparse.ArgumentParser(
+        prog="python3 -m trainer stage",
+        description="Download a tar from a Hub dataset repository into HF_HOME's cache "
+        "(resumable) and extract it safely into DEST, once.",
+    )
+    p.add_argument("repo", metavar="REPO", help="dataset repository, ORG/NAME")
+    p.add_argument("file", metavar="FILE", help="the archive's path in the repository")
+    p.add_argument("--dest", required=True, metavar="DIR")
+    p.add_argument("--revision", metavar="R", help="branch, tag or commit (default main)")
+    p.add_argument("--token-stdin", action="store_true",
+                   help="read a token for a private repository from stdin")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    args = p.parse_args(argv)
+
+    def fail(message: str, code: int) -> int:
+        print(f"trainer stage: {' '.join(message.split())}", file=sys.stderr)
+        if args.json:
+            print(json.dumps({"ok": False, "error": message}))
+        return code
+
+    try:
+        check_repo_id(args.repo)
+    except ValueError as exc:
+        return fail(str(exc), 2)
+    dest = Path(args.dest).expanduser()
+    if dest.exists() and not dest.is_dir():
+        return fail(f"{dest} exists and is not a directory", 2)
+    token = read_token(args.token_stdin) if args.token_stdin else None
+    try:
+        result = stage(args.repo, args.file, dest, revision=args.revision, token=token,
+                       progress_bars=not args.json)
+    except UnsafeArchive as exc:
+        return fail(f"refusing {args.file}: {exc}; nothing was extracted", 1)
+    except (HubError, OSError, tarfile.TarError, EOFError) as exc:
+        return fail(describe_error(exc), 1)
+    if args.json:
+        print(runfiles.dumps(result))
+        return 0
+    verb = "staged" if result["staged"] else "already staged"
+    print(f"{verb} {result['repo']}/{result['file']} (sha256 {result['sha256'][:12]}…) in "
+          f"{dest}: {result['files']} files, {_gb(result['bytes'] or 0)}")
+    if result["data_yaml"]:
+        print(f"data.yaml: {result['data_yaml']}")
+        text = Path(result["data_yaml"]).read_text(encoding="utf-8", errors="replace")
+        print(text[:4000].rstrip())
+    else:
+        print("no data.yaml found in the archive")
+    return 0

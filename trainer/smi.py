@@ -1,0 +1,75 @@
+"""``nvidia-smi --query-gpu=... --format=csv,noheader,nounits``: the one parser of its
+lines, for preflight, the follower's GPU samples and the guard's idleness test.
+Standard library only."""
+
+from __future__ import annotations
+
+import math
+import shutil
+import subprocess
+from collections.abc import Sequence
+from typing import Any
+
+#: The format every query uses.
+CSV_FORMAT = "--format=csv,noheader,nounits"
+#: Fields that are text; every other field is a number (``None`` when not reported).
+TEXT_FIELDS = frozenset({"name", "driver_version", "uuid", "pci.bus_id", "serial"})
+
+
+def number(text: str) -> float | None:
+    """A reported number, or ``None`` for ``[N/A]``, ``[Not Supported]``, NaN, infinity."""
+    try:
+        value = float(text.strip())
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def parse_line(line: str, fields: Sequence[str]) -> dict[str, Any] | None:
+    """One query line as ``{field: value}``, or ``None`` when it is not one (a message
+    such as "No devices were found"). A ``name`` field takes the cells a comma inside a
+    GPU name adds; ``index`` must be an integer."""
+    cells = [cell.strip() for cell in line.strip().split(",")]
+    extra = len(cells) - len(fields)
+    if extra < 0 or (extra and "name" not in fields):
+        return None
+    if extra:
+        at = list(fields).index("name")
+        cells[at:at + extra + 1] = [", ".join(cells[at:at + extra + 1])]
+    row = {field: (cells[i] if field in TEXT_FIELDS else number(cells[i]))
+           for i, field in enumerate(fields)}
+    if "index" in row:
+        index = cells[list(fields).index("index")]
+        if not index.isdigit():
+            return None
+        row["index"] = int(index)
+    return row
+
+
+def parse(text: str, fields: Sequence[str]) -> list[dict[str, Any]]:
+    """Every GPU row of a query's output."""
+    rows = (parse_line(line, fields) for line in text.splitlines() if line.strip())
+    return [row for row in rows if row is not None]
+
+
+def query_command(executable: str, fields: Sequence[str]) -> list[str]:
+    """The argv of a query for ``fields``."""
+    return [executable, f"--query-gpu={','.join(fields)}", CSV_FORMAT]
+
+
+def query(fields: Sequence[str], timeout: float = 15.0
+          ) -> tuple[list[dict[str, Any]] | None, str | None]:
+    """``(rows, error)``: ``(None, None)`` when nvidia-smi is not installed; rows ``None``
+    with a one-line error when it failed."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None, None
+    try:
+        out = subprocess.run(query_command(exe, fields), capture_output=True, text=True,
+                             timeout=timeout, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return None, f"nvidia-smi failed: {exc}"
+    if out.returncode != 0:
+        lines = (out.stdout + out.stderr).strip().splitlines()
+        return None, lines[0] if lines else "nvidia-smi failed"
+    return parse(out.stdout, fields), None

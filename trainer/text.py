@@ -1,0 +1,60 @@
+"""Text for people, one way on the box and on the laptop: untrusted text (log lines,
+names, errors from a box or an API) made safe to show, errors on one line, durations.
+Standard library only."""
+
+from __future__ import annotations
+
+import math
+import re
+
+# CSI / OSC / other ESC sequences, then any remaining C0/C1 control character except
+# tab. OSC ends with BEL or ESC \ (ST); an unterminated one is dropped to the end.
+_ESCAPES = re.compile(
+    r"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\|$)"  # OSC ... BEL / ST
+    r"|\x1b[P^_X][^\x1b]*(?:\x1b\\|$)"  # DCS, PM, APC, SOS ... ST
+    r"|\x1b\[[0-?]*[ -/]*[@-~]"  # CSI
+    r"|\x1b[@-Z\\-_]"  # two-byte ESC sequences
+    r"|\x9b[0-?]*[ -/]*[@-~]"  # 8-bit CSI
+)
+_CONTROLS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+# Every escape sequence starts with a control character, so text without one other than
+# newline is already clean: one fast scan instead of the substitutions (log floods).
+_CONTROLS_BUT_NEWLINE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def clean_text(text: str | bytes, *, keep_newlines: bool = False) -> str:
+    """Strip terminal escape sequences and control characters; decode bytes leniently.
+
+    Invalid UTF-8 becomes U+FFFD. Tabs are kept; newlines are kept only when asked."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", errors="replace")
+    if not _CONTROLS_BUT_NEWLINE.search(text):
+        return text if keep_newlines else text.replace("\n", "")
+    text = _ESCAPES.sub("", text)
+    if keep_newlines:
+        return "\n".join(_CONTROLS.sub("", part) for part in text.split("\n"))
+    return _CONTROLS.sub("", text)
+
+
+def one_line(value: object, limit: int = 300) -> str:
+    """Text or an exception as one line for a person: whitespace runs collapsed, escape
+    sequences and control characters removed, cut to ``limit`` (ending in "…"). An
+    exception without a message gives its type's name."""
+    flat = clean_text(" ".join(str(value).split())).strip()
+    if not flat and isinstance(value, BaseException):
+        flat = type(value).__name__
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def format_duration(seconds: float | None) -> str:
+    """``42s``, ``12m05s``, ``3h07m`` or ``2d04h``; ``-`` when unknown."""
+    if seconds is None or not math.isfinite(seconds) or seconds < 0:
+        return "-"
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+    return f"{s // 86400}d{(s % 86400) // 3600:02d}h"
