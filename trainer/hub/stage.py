@@ -7,10 +7,12 @@ dataset repository and extract it safely, once.
    from its ``.incomplete`` file), with a progress bar on stderr.
 3. Hash the archive (sha256, 1 MiB at a time) and check it against the Hub's LFS ETag.
 4. Read every member header first and refuse the whole archive, before writing anything,
-   when one member has an absolute path, a ``..`` component, a link leading outside DEST,
-   or is a device/FIFO; check DEST's free disk against the unpacked size.
-5. Extract with tarfile's ``data`` filter (which checks again, at write time, through
-   links created by earlier members), then write the marker and print the data.yaml found.
+   when one member has an absolute path, a ``..`` component, a link (or a chain of links)
+   leading outside DEST, lies under a link, or is a device/FIFO; cap the member count and
+   the unpacked size; check DEST's free disk against it (``trainer.hub.untar``).
+5. Extract through a private staging directory moved into place only once the whole
+   archive is written (never with tarfile's own extraction, whose filter differs by
+   Python version), then write the marker and print the data.yaml found.
 """
 
 from __future__ import annotations
@@ -23,99 +25,47 @@ import re
 import shutil
 import sys
 import tarfile
-from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from trainer import runfiles
 from trainer.hub.client import HubError, check_repo_id, describe_error, import_hub, read_token
 from trainer.hub.ledger import sha256_file
+from trainer.hub.untar import (
+    MAX_MEMBERS,
+    MAX_TOTAL_BYTES,
+    ArchivePlan,
+    UnsafeArchive,
+    extract_planned,
+    nearest_existing,
+    plan_archive,
+)
 
 #: Head-room kept free on DEST's disk beyond the unpacked size.
 DISK_MARGIN = 256 * 1024 * 1024
 MAX_YAML_DEPTH = 4
 
 
-class UnsafeArchive(Exception):
-    """The archive holds a member that could write outside DEST; one-line message."""
-
-
-@dataclass(frozen=True)
-class ArchivePlan:
-    """What a validated archive will write: regular file count and bytes."""
-
-    files: int
-    bytes: int
-
-
-def _inside(root: str, path: str) -> bool:
-    return os.path.commonpath([root, path]) == root
-
-
-def check_member(member: tarfile.TarInfo, dest: str) -> None:
-    """Raise ``UnsafeArchive`` when ``member`` may not be extracted into ``dest``
-    (an absolute, resolved path)."""
-    name = member.name
-    shown = name.encode("unicode_escape").decode("ascii")[:200]
-    if name.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", name):
-        raise UnsafeArchive(f"member {shown!r} has an absolute path")
-    if ".." in PurePosixPath(name.replace("\\", "/")).parts:
-        raise UnsafeArchive(f"member {shown!r} climbs out with '..'")
-    if member.ischr() or member.isblk() or member.isfifo() or member.isdev():
-        raise UnsafeArchive(f"member {shown!r} is a device or FIFO")
-    if not (member.isreg() or member.isdir() or member.issym() or member.islnk()):
-        raise UnsafeArchive(f"member {shown!r} is not a regular file, directory or link")
-    if member.issym() or member.islnk():
-        link = member.linkname
-        if os.path.isabs(link):
-            raise UnsafeArchive(f"link {shown!r} points to the absolute path {link[:200]!r}")
-        base = os.path.dirname(os.path.join(dest, name)) if member.issym() else dest
-        if not _inside(dest, os.path.normpath(os.path.join(base, link))):
-            raise UnsafeArchive(f"link {shown!r} points outside the destination "
-                                f"({link[:200]!r})")
-    if not _inside(dest, os.path.normpath(os.path.join(dest, name))):
-        raise UnsafeArchive(f"member {shown!r} lands outside the destination")
-    try:
-        tarfile.data_filter(member, dest)
-    except tarfile.FilterError as exc:
-        raise UnsafeArchive(f"member {shown!r} refused: {exc}") from exc
-
-
-def plan_archive(tar: tarfile.TarFile, dest: str) -> ArchivePlan:
-    """Check every member header (reads the whole index) and total the bytes."""
-    files = size = 0
-    for member in tar.getmembers():
-        check_member(member, dest)
-        if member.isreg():
-            files += 1
-            size += member.size
-    return ArchivePlan(files, size)
-
-
 def free_bytes(path: Path) -> int:
     """Free bytes on the filesystem holding ``path`` (or its nearest existing parent)."""
-    probe = path
-    while not probe.exists() and probe.parent != probe:
-        probe = probe.parent
-    return shutil.disk_usage(probe).free
+    return shutil.disk_usage(nearest_existing(path)).free
 
 
 def _gb(n: float) -> str:
     return f"{n / 1e9:.2f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB"
 
 
-def extract_archive(archive: Path, dest: Path) -> ArchivePlan:
+def extract_archive(archive: Path, dest: Path, *, max_members: int = MAX_MEMBERS,
+                    max_bytes: int = MAX_TOTAL_BYTES) -> ArchivePlan:
     """Validate, check disk, then extract ``archive`` into ``dest``. Raises
-    ``UnsafeArchive`` (nothing written) or ``OSError``/``tarfile.TarError``."""
-    root = os.path.realpath(dest)
+    ``UnsafeArchive`` or ``OSError``/``tarfile.TarError``; nothing is left behind then."""
     with tarfile.open(archive, "r:*") as tar:
-        plan = plan_archive(tar, root)
+        plan = plan_archive(tar, max_members=max_members, max_bytes=max_bytes)
         need, free = plan.bytes + DISK_MARGIN, free_bytes(dest)
         if free < need:
             raise OSError(f"not enough disk in {dest}: the archive unpacks to "
                           f"{_gb(plan.bytes)}, {_gb(free)} free")
-        dest.mkdir(parents=True, exist_ok=True)
-        tar.extractall(root, filter="data")
+        extract_planned(tar, plan, dest)
     return plan
 
 
@@ -154,7 +104,8 @@ def _lfs_sha256(etag: str | None) -> str | None:
 
 def stage(repo: str, filename: str, dest: Path, *, revision: str | None = None,
           token: str | None = None, endpoint: str | None = None,
-          progress_bars: bool = True) -> dict[str, Any]:
+          progress_bars: bool = True, max_members: int = MAX_MEMBERS,
+          max_bytes: int = MAX_TOTAL_BYTES) -> dict[str, Any]:
     """Download and extract once; return the ``--json`` object. Raises ``HubError``,
     ``UnsafeArchive``, ``OSError`` or ``tarfile.TarError``."""
     check_repo_id(repo)
@@ -187,7 +138,7 @@ def stage(repo: str, filename: str, dest: Path, *, revision: str | None = None,
     if expected and sha != expected:
         raise HubError(f"{archive} has sha256 {sha[:12]}…, the Hub says {expected[:12]}…; "
                        "delete it from the cache and stage again")
-    plan = extract_archive(archive, dest)
+    plan = extract_archive(archive, dest, max_members=max_members, max_bytes=max_bytes)
     data_yaml = find_data_yaml(dest)
     record = {"repo": repo, "file": filename, "revision": revision,
               "commit": meta.commit_hash, "etag": meta.etag, "sha256": sha,
@@ -221,6 +172,11 @@ def main(argv: list[str]) -> int:
     p.add_argument("--revision", metavar="R", help="branch, tag or commit (default main)")
     p.add_argument("--token-stdin", action="store_true",
                    help="read a token for a private repository from stdin")
+    p.add_argument("--max-members", type=int, default=MAX_MEMBERS, metavar="N",
+                   help=f"refuse an archive of more members (default {MAX_MEMBERS})")
+    p.add_argument("--max-gb", type=float, default=MAX_TOTAL_BYTES / 1e9, metavar="GB",
+                   help="refuse an archive whose files unpack to more (default "
+                   f"{MAX_TOTAL_BYTES / 1e9:.0f})")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     args = p.parse_args(argv)
 
@@ -240,7 +196,8 @@ def main(argv: list[str]) -> int:
     token = read_token(args.token_stdin) if args.token_stdin else None
     try:
         result = stage(args.repo, args.file, dest, revision=args.revision, token=token,
-                       progress_bars=not args.json)
+                       progress_bars=not args.json, max_members=args.max_members,
+                       max_bytes=int(args.max_gb * 1e9))
     except UnsafeArchive as exc:
         return fail(f"refusing {args.file}: {exc}; nothing was extracted", 1)
     except (HubError, OSError, tarfile.TarError, EOFError) as exc:
