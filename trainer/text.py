@@ -7,23 +7,30 @@ from __future__ import annotations
 import math
 import re
 
-# CSI / OSC / other ESC sequences, then any remaining C0/C1 control character except
-# tab. OSC ends with BEL or ESC \ (ST); an unterminated one is dropped to the end.
+# CSI / OSC / other ESC sequences (7- and 8-bit), then any remaining control character
+# except tab. OSC ends with BEL or ST; an unterminated one is dropped to the end.
 _ESCAPES = re.compile(
     r"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\|$)"  # OSC ... BEL / ST
     r"|\x1b[P^_X][^\x1b]*(?:\x1b\\|$)"  # DCS, PM, APC, SOS ... ST
     r"|\x1b\[[0-?]*[ -/]*[@-~]"  # CSI
-    r"|\x1b[@-Z\\-_]"  # two-byte ESC sequences
+    r"|\x1b[ -/]*[0-~]"  # two-byte and nF ESC sequences (ESC c, ESC ( 0, ESC 7 ...)
     r"|\x9b[0-?]*[ -/]*[@-~]"  # 8-bit CSI
+    r"|[\x90\x98\x9d-\x9f][^\x07\x9c\x1b]*(?:\x07|\x9c|\x1b\\|$)"  # 8-bit DCS/SOS/OSC/PM/APC
 )
-_CONTROLS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+#: Characters that are invisible or reorder what is shown: bidi embeddings, overrides and
+#: isolates (a file name that reads backwards), zero-width characters, line and paragraph
+#: separators, invisible operators, interlinear annotations and Unicode tags.
+INVISIBLE = ("\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f"
+             "\ufeff\ufff9-\ufffb\U000e0000-\U000e007f")
+_CONTROLS = re.compile(f"[\x00-\x08\x0a-\x1f\x7f-\x9f{INVISIBLE}]")
 # Every escape sequence starts with a control character, so text without one other than
 # newline is already clean: one fast scan instead of the substitutions (log floods).
-_CONTROLS_BUT_NEWLINE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_CONTROLS_BUT_NEWLINE = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{INVISIBLE}]")
 
 
 def clean_text(text: str | bytes, *, keep_newlines: bool = False) -> str:
-    """Strip terminal escape sequences and control characters; decode bytes leniently.
+    """Strip terminal escape sequences, C0 and C1 control characters, bidi controls and
+    zero-width characters (``INVISIBLE``); decode bytes leniently.
 
     Invalid UTF-8 becomes U+FFFD. Tabs are kept; newlines are kept only when asked."""
     if isinstance(text, bytes):

@@ -150,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
                     break
                 continue
             if args.json:
-                print(json.dumps(event_json(event), ensure_ascii=False), flush=True)
+                print(json.dumps(event_json(event)), flush=True)  # ensure_ascii: inert
             else:
                 printer.show(event)
             if isinstance(event, LogEvent | MetricsEvent):
