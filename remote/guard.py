@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, fields
 from typing import Any
 
+from remote.fields import typed
 from remote.transport.base import Transport, TransportError
 from trainer.guard.state import ACTIVE_STATES, GUARD_FILE, GUARD_OUT, GuardError, parse_when
 from trainer.text import clean_text
@@ -44,16 +45,21 @@ class GuardState:
     decided_at: str | None = None
     outcome: dict[str, Any] | None = None
     alive: bool = False
+    #: Fields of guard.json that had the wrong type (read as unset).
+    unreadable: tuple[str, ...] = ()
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], alive: bool) -> GuardState:
-        """From the JSON object; unknown keys ignored, text cleaned for display."""
-        known = {f.name for f in fields(cls)}
-        values = {k: v for k, v in data.items() if k in known}
-        values["state"] = clean_text(str(values.get("state") or "unknown"))
-        values["last_decision"] = clean_text(str(values.get("last_decision") or ""))
-        values["alive"] = alive
-        return cls(**values)
+        """From the JSON object; unknown keys ignored, a wrongly typed field read as unset
+        and named in ``unreadable``, text cleaned for display."""
+        values, bad = typed(data, _TYPES)
+        for key in ("when", "then", "started_at", "deadline_at", "provider", "instance",
+                    "decided_at"):
+            if key in values:
+                values[key] = clean_text(str(values[key]))
+        values["state"] = clean_text(values.get("state") or "unknown")
+        values["last_decision"] = clean_text(values.get("last_decision") or "")
+        return cls(**values, alive=alive, unreadable=bad)
 
     @property
     def watching(self) -> bool:
@@ -62,16 +68,27 @@ class GuardState:
 
     def summary(self) -> str:
         """One line for a status pane."""
+        bad = f" (unreadable in guard.json: {', '.join(self.unreadable)})" \
+            if self.unreadable else ""
         if self.state in ACTIVE_STATES and not self.alive:
-            return f"guard gone (was {self.state}; its process is not running)"
+            return f"guard gone (was {self.state}; its process is not running){bad}"
         if self.watching:
             limit = f", hard limit {self.max_hours:g} h" if self.max_hours else ""
-            return f"guard {self.state}: when {self.when} then {self.then}{limit}"
-        return f"guard {self.state}: {self.last_decision}"
+            return f"guard {self.state}: when {self.when} then {self.then}{limit}{bad}"
+        return f"guard {self.state}: {self.last_decision}{bad}"
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+_STR, _NUM, _INT = (str,), (int, float), (int,)
+#: guard.json's fields and their JSON types.
+_TYPES: dict[str, tuple[type, ...]] = {
+    "state": _STR, "armed": (bool,), "when": _STR, "then": _STR, "max_hours": _NUM,
+    "started_at": _STR, "deadline_at": _STR, "pid": _INT, "pgid": _INT, "provider": _STR,
+    "instance": (str, int), "last_decision": _STR, "decided_at": _STR, "outcome": (dict,),
+}
 
 
 def guard_command(transport: Transport, run_dir: str, when: str, then: str,

@@ -10,6 +10,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
+from remote.fields import integer
 from remote.pull import pulled_hashes
 from remote.push import last_json_object
 from remote.transport.base import Transport, TransportError
@@ -51,11 +52,14 @@ def weights_safety(transport: Transport, run_dir: str) -> Safety:
     answer = hub_safety(transport, run_dir)
     sha = answer.get("best_sha256")
     reason = clean_text(str(answer.get("reason") or ""))
-    best_epoch = answer.get("best_epoch")
-    if answer.get("safe"):
+    best_epoch = integer(answer.get("best_epoch"))
+    if not isinstance(answer.get("safe"), bool) or not isinstance(sha, str | None):
+        return Safety(False, None, best_epoch, "the box's answer is unreadable (a field "
+                      "has the wrong type); not counted as safe", None, answer)
+    if answer["safe"]:
         if sha is None:
             return Safety(True, None, None, reason, None, answer)
-        return Safety(True, "hub", answer.get("epoch"), reason, sha, answer)
+        return Safety(True, "hub", integer(answer.get("epoch")), reason, sha, answer)
     if sha and sha in pulled_hashes(transport.label, run_dir):
         label = f"best.pt (epoch {best_epoch})" if best_epoch is not None else "best.pt"
         return Safety(True, "laptop", best_epoch,

@@ -10,7 +10,8 @@ import argparse
 import json
 from typing import Any
 
-from remote import checks
+from remote import checks, fields
+from remote.billing.cost import money
 from remote.commands.errors import fail
 from remote.target import Target, add_connection_options, open_transport
 from trainer.text import clean_text
@@ -64,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         transport.close()
     print(json.dumps(report) if args.json else "\n".join(readable(report)))
-    return 0 if report.get("ok", True) else 1
+    return 0 if report.get("ok", True) is True else 1
 
 
 def _pair(word: str) -> tuple[str, str]:
@@ -75,25 +76,29 @@ def _pair(word: str) -> tuple[str, str]:
 
 
 def readable(report: dict[str, Any]) -> list[str]:
-    """A few lines for people from any of the three reports."""
+    """A few lines for people from any of the three reports (a wrongly typed field is
+    shown as unreadable)."""
+    t = fields.text
     lines: list[str] = []
-    for check in report.get("checks") or []:
-        lines.append(f"{check.get('status', '?'):<5} {check.get('name')}: "
-                     f"{check.get('message')}")
-    for finding in report.get("findings") or []:
-        lines.append(f"{finding.get('severity', '?'):<7} {finding.get('kind')}: "
-                     f"{finding.get('message')}")
-        lines += [f"          {example}" for example in finding.get("examples") or []]
+    for check in fields.objs(report.get("checks")):
+        lines.append(f"{t(check.get('status')):<5} {t(check.get('name'))}: "
+                     f"{t(check.get('message'))}")
+    for finding in fields.objs(report.get("findings")):
+        lines.append(f"{t(finding.get('severity')):<7} {t(finding.get('kind'))}: "
+                     f"{t(finding.get('message'))}")
+        lines += [f"          {example}" for example in fields.texts(finding.get("examples"))]
     if "verdict" in report:
-        lines.append(f"verdict: {report.get('verdict')} ({report.get('why')})")
-        for verdict in report.get("verdicts") or []:
-            lines += [f"  lever: {lever}" for lever in verdict.get("levers") or []]
+        lines.append(f"verdict: {t(report.get('verdict'))} ({t(report.get('why'))})")
+        for verdict in fields.objs(report.get("verdicts")):
+            lines += [f"  lever: {lever}" for lever in fields.texts(verdict.get("levers"))]
             if verdict.get("faster_gpu"):
-                lines.append(f"  faster GPU? {verdict['faster_gpu']}")
-        cost = report.get("cost") or {}
-        if cost.get("cost_per_epoch") is not None:
-            lines.append(f"cost: ${cost['cost_per_epoch']:.2f}/epoch, "
-                         f"${cost['cost_per_100_epochs']:.2f} per 100 epochs")
+                lines.append(f"  faster GPU? {t(verdict['faster_gpu'])}")
+        cost = fields.obj(report.get("cost"))
+        per_epoch = fields.num(cost.get("cost_per_epoch"))
+        if per_epoch is not None:
+            lines.append(f"cost: {money(per_epoch, 2)}/epoch, "
+                         f"{money(fields.num(cost.get('cost_per_100_epochs')), 2)} per 100 "
+                         "epochs")
     if "ok" in report:
-        lines.append("ok" if report["ok"] else "problems found")
+        lines.append("ok" if report["ok"] is True else "problems found")
     return [clean_text(line) for line in lines]

@@ -51,13 +51,15 @@ def best_sha256(run_dir: Path, entries: list[dict[str, Any]]) -> str:
     path = run_dir / runfiles.WEIGHTS_DIR / BEST
     identity = file_identity(path)
     for entry in reversed(entries):
-        if entry.get("file") == BEST and _same_file(entry, identity):
-            return str(entry["sha256"])
+        if entry.get("file") == BEST and isinstance(entry.get("sha256"), str) \
+                and _same_file(entry, identity):
+            return entry["sha256"]
     cache = run_dir / HASH_CACHE
     with contextlib.suppress(OSError, ValueError):
         cached = json.loads(cache.read_text(encoding="utf-8"))
-        if isinstance(cached, dict) and _same_file(cached, identity):
-            return str(cached["sha256"])
+        if isinstance(cached, dict) and isinstance(cached.get("sha256"), str) \
+                and _same_file(cached, identity):
+            return cached["sha256"]
     digest = sha256_file(path)
     if file_identity(path) == identity:  # not replaced while we read it
         with contextlib.suppress(OSError):

@@ -13,7 +13,7 @@ from typing import Any
 from rich.text import Text
 from textual import work
 
-from remote import checks
+from remote import checks, fields
 from remote.billing.cost import money
 from remote.billing.providers import provider_for, resolve_api_key
 from remote.billing.teardown import run_safety, teardown, warning_for
@@ -39,27 +39,30 @@ class ActionRefused(Exception):
 
 
 def findings_text(title: str, report: dict[str, Any] | None) -> Text:
-    """Preflight checks or doctor findings as coloured lines."""
+    """Preflight checks or doctor findings as coloured lines (a wrongly typed field is
+    shown as unreadable)."""
     text = Text()
     text.append_text(safe(title, 60, "bold"))
     if report is None:
         text.append("  (not run)\n", style="dim")
         return text
-    ok = report.get("ok")
+    ok = report.get("ok") is True
     text.append("  ok\n" if ok else "  problems found\n", style="green" if ok else "bold red")
     styles = {"ok": "green", "info": "dim", "warn": "yellow", "warning": "yellow",
               "fail": "bold red", "error": "bold red"}
-    for check in report.get("checks") or []:
-        status = str(check.get("status", "?"))
+    for check in fields.objs(report.get("checks")):
+        status = fields.text(check.get("status"))
         if status == "ok":
             continue
-        text.append(f"  {status:<5} ", style=styles.get(status, ""))
-        text.append_text(safe(f"{check.get('name')}: {check.get('message')}", 160))
+        text.append_text(safe(f"  {status:<5} ", 20, styles.get(status, "")))
+        text.append_text(safe(f"{fields.text(check.get('name'))}: "
+                              f"{fields.text(check.get('message'))}", 160))
         text.append("\n")
-    for finding in report.get("findings") or []:
-        sev = str(finding.get("severity", "?"))
-        text.append(f"  {sev:<7} ", style=styles.get(sev, ""))
-        text.append_text(safe(f"{finding.get('kind')}: {finding.get('message')}", 160))
+    for finding in fields.objs(report.get("findings")):
+        sev = fields.text(finding.get("severity"))
+        text.append_text(safe(f"  {sev:<7} ", 20, styles.get(sev, "")))
+        text.append_text(safe(f"{fields.text(finding.get('kind'))}: "
+                              f"{fields.text(finding.get('message'))}", 160))
         text.append("\n")
     return text
 
@@ -218,8 +221,8 @@ class BoxActions:
         transport = self.need_transport()
         report = checks.preflight(transport, self.project)
         self.preflight = report
-        if not report.get("ok"):
-            failed = ", ".join(str(name) for name in report.get("failed") or []) or "?"
+        if report.get("ok") is not True:
+            failed = ", ".join(fields.texts(report.get("failed"))) or "?"
             self.app.call_from_thread(self.app.notify, f"preflight found problems: {failed} "
                                       "(l shows the details)", title=self.spec.title,
                                       severity="warning", timeout=10)

@@ -10,6 +10,7 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from remote import fields
 from remote.billing.cost import money
 from tui.dialogs.base import Dialog
 from tui.fmt import safe
@@ -19,52 +20,58 @@ VERDICT_STYLES = {"dataloader": "bold yellow", "host / launch": "bold dark_orang
 
 
 def profile_text(report: dict[str, Any]) -> Text:
-    """A ``gpurent.profile/1`` report as the card's text."""
+    """A ``gpurent.profile/1`` report as the card's text; a wrongly typed field is shown
+    as unreadable (or left out, for a number)."""
     text = Text()
-    config = report.get("config") or {}
-    timing = report.get("timing") or {}
-    verdict = str(report.get("verdict") or "unknown")
+    config = fields.obj(report.get("config"))
+    timing = fields.obj(report.get("timing"))
+    verdict = fields.text(report.get("verdict"), "unknown")
     text.append("verdict: ")
     text.append_text(safe(verdict.upper(), 40, VERDICT_STYLES.get(verdict, "bold")))
     text.append("\n")
-    text.append_text(safe(report.get("why") or "", 300))
+    text.append_text(safe(fields.text(report.get("why"), ""), 300))
     text.append("\n\n")
-    where = config.get("gpu") or config.get("device") or "?"
-    text.append_text(safe(f"{config.get('model', '?')} on {where}, batch "
-                          f"{config.get('batch', '?')}, imgsz {config.get('imgsz', '?')}, "
-                          f"workers {config.get('workers', '?')}", 200, "dim"))
+    where = fields.text(config.get("gpu") or config.get("device"))
+    text.append_text(safe(f"{fields.text(config.get('model'))} on {where}, batch "
+                          f"{fields.text(config.get('batch'))}, imgsz "
+                          f"{fields.text(config.get('imgsz'))}, workers "
+                          f"{fields.text(config.get('workers'))}", 200, "dim"))
     text.append("\n")
     if timing:
-        step = timing.get("step_seconds") or 0.0
-        text.append(f"step {step * 1000:.1f} ms, data wait "
-                    f"{(timing.get('data_wait_fraction') or 0) * 100:.0f} %, "
-                    f"{timing.get('images_per_second') or 0:.1f} images/s\n")
-    busy = report.get("gpu_busy_fraction")
+        step = fields.num(timing.get("step_seconds")) or 0.0
+        wait = fields.num(timing.get("data_wait_fraction")) or 0.0
+        rate = fields.num(timing.get("images_per_second")) or 0.0
+        text.append(f"step {step * 1000:.1f} ms, data wait {wait * 100:.0f} %, "
+                    f"{rate:.1f} images/s\n")
+    busy = fields.num(report.get("gpu_busy_fraction"))
     text.append(f"GPU busy {busy * 100:.0f} % of the step\n" if busy is not None
                 else "GPU busy: not measured (no CUDA GPU)\n")
-    for entry in report.get("verdicts") or []:
+    for entry in fields.objs(report.get("verdicts")):
+        name = fields.text(entry.get("name"))
         text.append("\n")
-        text.append_text(safe(entry.get("name", "?"), 40,
-                              VERDICT_STYLES.get(entry.get("name"), "bold")))
+        text.append_text(safe(name, 40, VERDICT_STYLES.get(name, "bold")))
         text.append(": ")
-        text.append_text(safe(entry.get("why", ""), 300))
+        text.append_text(safe(fields.text(entry.get("why"), ""), 300))
         text.append("\n  faster GPU? ")
-        text.append_text(safe(entry.get("faster_gpu", ""), 300))
-        for lever in entry.get("levers") or []:
+        text.append_text(safe(fields.text(entry.get("faster_gpu"), ""), 300))
+        for lever in fields.texts(entry.get("levers")):
             text.append("\n  • ")
             text.append_text(safe(lever, 200))
         text.append("\n")
-    for item in report.get("cannot_tell") or []:
-        text.append_text(safe(f"cannot tell {item.get('name')}: {item.get('reason')}",
-                              200, "dim"))
+    for item in fields.objs(report.get("cannot_tell")):
+        text.append_text(safe(f"cannot tell {fields.text(item.get('name'))}: "
+                              f"{fields.text(item.get('reason'))}", 200, "dim"))
         text.append("\n")
-    cost = report.get("cost") or {}
-    if cost.get("epoch_seconds") is not None:
-        text.append(f"\nepoch: {cost.get('epoch_images')} images, "
-                    f"{cost['epoch_seconds']:.0f} s of training steps")
-        if cost.get("cost_per_epoch") is not None:
-            text.append(f", {money(cost['cost_per_epoch'])} per epoch, "
-                        f"{money(cost.get('cost_per_100_epochs'))} per 100 epochs",
+    cost = fields.obj(report.get("cost"))
+    seconds = fields.num(cost.get("epoch_seconds"))
+    if seconds is not None:
+        text.append("\n")
+        text.append_text(safe(f"epoch: {fields.text(cost.get('epoch_images'))} images, "
+                              f"{seconds:.0f} s of training steps", 200))
+        per_epoch = fields.num(cost.get("cost_per_epoch"))
+        if per_epoch is not None:
+            text.append(f", {money(per_epoch)} per epoch, "
+                        f"{money(fields.num(cost.get('cost_per_100_epochs')))} per 100 epochs",
                         style="bold")
         text.append(" (validation not included)", style="dim")
     return text

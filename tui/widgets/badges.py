@@ -70,7 +70,7 @@ class WeightsBadge(Static):
         self.safe_now = safe_now
         if safe_now:
             at = f" at epoch {epoch}" if epoch is not None else ""
-            text = Text(f"⛨ weights safe{at}", style="bold green")
+            text = safe(f"⛨ weights safe{at}", 40, "bold green")
             if where:
                 text.append_text(safe(f" ({where})", 20, "green"))
         elif safe_now is None:

@@ -32,7 +32,7 @@ HEALTH_STYLES = {
 def health_badge(verdict: str) -> Text:
     """The coloured badge for a health verdict (unknown verdicts shown as they are)."""
     label, style = HEALTH_STYLES.get(verdict, (verdict, "bold"))
-    return Text(f" {label} ", style=style)
+    return safe(f" {label} ", 30, style)
 
 
 class RunHeader(Vertical):
@@ -147,7 +147,7 @@ class RunHeader(Vertical):
         total = st.get("total_epochs") if st else None
         epoch = f"epoch {done if done is not None else '-'}/{total or '-'}"
         if str(self.query_one("#epoch", Static).content) != epoch:
-            self.query_one("#epoch", Static).update(Text(epoch))
+            self.query_one("#epoch", Static).update(safe(epoch, 30))
         bar = self.query_one("#progress", ProgressBar)
         progress = st.get("progress") if st else None
         if progress is None and done is not None and total:
@@ -163,7 +163,7 @@ class RunHeader(Vertical):
             times.append_text(safe(name, 40))
             times.append(f" {number(st.get('best_metric'))}", style="bold")
             if st.get("best_epoch") is not None:
-                times.append(f" @{st.get('best_epoch')}")
+                times.append_text(safe(f" @{st.get('best_epoch')}", 20))
         self.query_one("#times", TextLine).update(times)
 
 

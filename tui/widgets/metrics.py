@@ -109,7 +109,7 @@ class MetricsPane(Vertical):
         latest = Text()
         if self.rows:
             row = self.rows[-1]
-            latest.append(f"epoch {row.get('epoch', '?')}", style="bold")
+            latest.append_text(safe(f"epoch {row.get('epoch', '?')}", 30, "bold"))
             for k, v in row.items():
                 if (k.startswith(("train/", "metrics/")) and _finite(v)):
                     latest.append("  ")

@@ -60,7 +60,7 @@ def _run_label(info: Any, current: bool) -> Text:
     verdict = getattr(info, "health", None) or getattr(info, "state", None) or "?"
     label, style = HEALTH_STYLES.get(verdict, (verdict, ""))
     text.append("\n   ")
-    text.append(label, style=style)
+    text.append_text(safe(label, 20, style))
     if info.total_epochs:
         text.append(f" {info.epoch or 0}/{info.total_epochs}", style="dim")
     if info.best_metric is not None:
