@@ -33,8 +33,17 @@ from remote.events import (
     StatusEvent,
     WatchEvent,
 )
+from remote.messages import (
+    MAX_JSON_DEPTH,
+    MAX_LINE_BYTES,
+    MAX_MESSAGES_PER_SECOND,
+    RATE_WINDOW,
+    TOO_DEEP,
+    RateCap,
+    decode_message,
+)
 from remote.runs import read_status
-from remote.transport.base import Stream, Transport, TransportError
+from remote.transport.base import LineTooLong, Stream, Transport, TransportError
 from trainer import runfiles
 from trainer.text import clean_text, one_line
 
@@ -104,6 +113,7 @@ class Watcher:
         self._skew = 0.0
         self._start_failures = 0
         self._went_live = False
+        self._limits_said: set[str] = set()
 
     # ----------------------------------------------------------------- control
 
@@ -232,22 +242,33 @@ class Watcher:
             return
         said_hello = False
         noise: list[str] = []
-        lines = stream.lines(timeout=self.silence_timeout)
+        lines = stream.lines(timeout=self.silence_timeout, max_line=MAX_LINE_BYTES)
+        rate = RateCap(MAX_MESSAGES_PER_SECOND, RATE_WINDOW)
         try:
             for raw in lines:
                 if self._kick.is_set():
                     return
-                message = _decode(raw)
+                if rate.over():
+                    raise self._limited("rate", f"the box sent over {MAX_MESSAGES_PER_SECOND} "
+                                        "messages a second; reconnecting")
+                message = decode_message(raw)
                 if message is None:
-                    text = clean_text(raw).strip()
+                    text = clean_text(raw[:1000]).strip()
                     if text:
                         noise = (noise + [text])[-5:]
+                    continue
+                if message is TOO_DEEP:
+                    self._limited("depth", f"skipped a message nested deeper than "
+                                  f"{MAX_JSON_DEPTH} levels")
                     continue
                 if message.get("t") == "hello":
                     said_hello = True
                     self._on_hello(message)
                     continue
                 self._handle(message)
+        except LineTooLong:
+            raise self._limited("line", f"the box sent a line over {MAX_LINE_BYTES >> 20} "
+                                "MiB without a newline; reconnecting") from None
         except TimeoutError:
             if self._kick.is_set():
                 return
@@ -263,6 +284,14 @@ class Watcher:
         if not said_hello:
             raise _StartFailed(noise[-1] if noise else "the follower ended without output")
         raise _Dropped("the follower ended")
+
+    def _limited(self, cap: str, reason: str) -> _Dropped:
+        """Say ``reason`` (once per cap and watcher) and return the drop to raise."""
+        if cap not in self._limits_said:
+            self._limits_said.add(cap)
+            log.warning("watcher of %s: %s", self.run_dir, reason)
+            self._emit(ConnectionEvent("limited", reason))
+        return _Dropped(reason)
 
     def _on_hello(self, message: dict[str, Any]) -> None:
         box_now = message.get("now")
@@ -451,15 +480,6 @@ class Watcher:
             self.on_event(event)
         except Exception:  # a bug in the callback must not stop the watching
             log.exception("watcher callback failed on %s", type(event).__name__)
-
-
-def _decode(raw: bytes) -> dict[str, Any] | None:
-    """A follower line as a message object, or ``None`` when it is not one."""
-    try:
-        value = json.loads(raw)
-    except (ValueError, RecursionError):
-        return None
-    return value if isinstance(value, dict) and isinstance(value.get("t"), str) else None
 
 
 def _int(value: Any) -> int:

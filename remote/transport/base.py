@@ -21,6 +21,10 @@ class TransportError(Exception):
     line a user can act on."""
 
 
+class LineTooLong(TransportError):
+    """A stream sent more than its line cap without a newline; the stream is closed."""
+
+
 @dataclass(frozen=True)
 class RunResult:
     """The outcome of a finished command on the box."""
@@ -46,9 +50,11 @@ class FileStat:
 class Stream(Protocol):
     """A long-running command whose stdout is read line by line (the follower)."""
 
-    def lines(self, timeout: float) -> Iterator[bytes]:
+    def lines(self, timeout: float, max_line: int | None = None) -> Iterator[bytes]:
         """Yield stdout lines as they arrive; stop when the command ends. Raises
-        ``TimeoutError`` when nothing (not even a heartbeat) arrived for ``timeout`` s."""
+        ``TimeoutError`` when nothing (not even a heartbeat) arrived for ``timeout`` s and
+        ``LineTooLong`` as soon as ``max_line`` bytes came without a newline (so a box
+        cannot make the laptop hold an endless line)."""
         ...
 
     def close(self) -> None:

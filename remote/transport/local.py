@@ -16,7 +16,13 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from remote.transport.base import FileStat, Progress, RunResult, TransportError
+from remote.transport.base import (
+    FileStat,
+    LineTooLong,
+    Progress,
+    RunResult,
+    TransportError,
+)
 from trainer import runfiles
 
 #: The directory that holds the ``trainer`` package (the repository root).
@@ -40,7 +46,7 @@ class LocalStream:
 
     def __init__(self, proc: subprocess.Popen[bytes]) -> None:
         self._proc = proc
-        self._buffer = b""
+        self._buffer = bytearray()
         self._closed = threading.Event()
         self._lock = threading.Lock()
         self._reading = False
@@ -50,20 +56,30 @@ class LocalStream:
         """The pid of the ``sh`` that runs the command (its process group id)."""
         return self._proc.pid
 
-    def lines(self, timeout: float) -> Iterator[bytes]:
+    def lines(self, timeout: float, max_line: int | None = None) -> Iterator[bytes]:
         """Yield stdout lines (without the newline); ``TimeoutError`` after ``timeout``
-        seconds without any byte; ends at EOF or when ``close`` is called."""
+        seconds without any byte, ``LineTooLong`` past ``max_line`` bytes without a
+        newline; ends at EOF or when ``close`` is called."""
         assert self._proc.stdout is not None
         fd = self._proc.stdout.fileno()
         with self._lock:
             self._reading = True
+        buf = self._buffer
+        scanned = 0  # bytes of buf already known to hold no newline
         try:
             last = time.monotonic()
             while not self._closed.is_set():
-                while b"\n" in self._buffer:
-                    line, self._buffer = self._buffer.split(b"\n", 1)
+                nl = buf.find(b"\n", scanned)
+                if nl >= 0:
+                    line = bytes(buf[:nl])
+                    del buf[:nl + 1]
+                    scanned = 0
                     yield line
                     last = time.monotonic()
+                    continue
+                scanned = len(buf)
+                if max_line is not None and scanned > max_line:
+                    raise LineTooLong(f"the command wrote a line over {max_line} bytes")
                 if self._closed.is_set():
                     return
                 silent = time.monotonic() - last
@@ -75,11 +91,11 @@ class LocalStream:
                     continue
                 data = os.read(fd, 65536)
                 if not data:
-                    if self._buffer:
-                        yield self._buffer
-                    self._buffer = b""
+                    if buf:
+                        yield bytes(buf)
+                    buf.clear()
                     return
-                self._buffer += data
+                buf += data
                 last = time.monotonic()
         finally:
             with self._lock:

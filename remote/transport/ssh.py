@@ -28,7 +28,13 @@ from pathlib import Path
 
 import paramiko
 
-from remote.transport.base import FileStat, Progress, RunResult, TransportError
+from remote.transport.base import (
+    FileStat,
+    LineTooLong,
+    Progress,
+    RunResult,
+    TransportError,
+)
 from remote.transport.handshake import (
     MAX_PACKET_SIZE,
     WINDOW_SIZE,
@@ -136,20 +142,26 @@ class SSHStream:
     def __init__(self, channel: paramiko.Channel) -> None:
         self._channel = channel
 
-    def lines(self, timeout: float) -> Iterator[bytes]:
+    def lines(self, timeout: float, max_line: int | None = None) -> Iterator[bytes]:
         """Yield stdout lines (without the newline) as they arrive; a last unterminated
         line is yielded at EOF. Raises ``TimeoutError`` when nothing arrived for
-        ``timeout`` seconds and ``TransportError`` when the connection broke."""
+        ``timeout`` seconds, ``LineTooLong`` past ``max_line`` bytes without a newline and
+        ``TransportError`` when the connection broke."""
         chan = self._channel
         buf = bytearray()
+        scanned = 0  # bytes of buf already known to hold no newline
         last = time.monotonic()
         while True:
-            nl = buf.find(b"\n")
+            nl = buf.find(b"\n", scanned)
             if nl >= 0:
                 line = bytes(buf[:nl])
                 del buf[:nl + 1]
+                scanned = 0
                 yield line
                 continue
+            scanned = len(buf)
+            if max_line is not None and scanned > max_line:
+                raise LineTooLong(f"the box sent a line over {max_line} bytes")
             got = False
             with _errors("reading from the box"):
                 while chan.recv_stderr_ready():
