@@ -64,7 +64,8 @@ class GpuEvent:
 class ConnectionEvent:
     """The watcher's link to the box: ``live``, ``stale`` (no data for ``silent_for``
     seconds), ``reconnecting`` (attempt ``attempt``), ``polling`` (SFTP fallback, no python
-    on the box) or ``closed``. ``detail`` is one line for the user."""
+    on the box), ``limited`` (a cap on the box's stream tripped: said once per cap, see
+    ``remote.messages``) or ``closed``. ``detail`` is one line for the user."""
 
     state: str
     detail: str = ""

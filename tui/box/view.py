@@ -327,6 +327,8 @@ class BoxView(BoxActions, Vertical):
             self.header.show_gpus([g.name for g in ev.gpus])
         elif isinstance(ev, ConnectionEvent):
             self.query_one(ConnectionBadge).show(ev)
+            if ev.state == "limited":  # a cap on the box's stream tripped (said once)
+                self.app.notify(ev.detail, title=self.spec.title, severity="warning")
 
     def on_status(self, ev: StatusEvent) -> None:
         """A new status: header, money, bell on bad news, safety after each epoch."""
