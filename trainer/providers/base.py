@@ -61,6 +61,29 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
 _ID_OK = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 
 
+class _NoKeyAcrossOrigins(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect with the ``Authorization`` header only within the same origin
+    (scheme, host and port): a redirect to another host, or from https to http, gets no
+    key."""
+
+    def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str,
+                         headers: Any, newurl: str) -> urllib.request.Request | None:
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and _origin(newurl) != _origin(req.full_url):
+            new.remove_header("Authorization")
+        return new
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urllib.parse.urlsplit(url)
+    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme.lower())
+    return parts.scheme.lower(), (parts.hostname or "").lower(), port
+
+
+#: The one opener of every provider request (environment proxies as ``urlopen``).
+_OPENER = urllib.request.build_opener(_NoKeyAcrossOrigins)
+
+
 class ProviderError(Exception):
     """A provider call failed. ``str(exc)`` is one line a user can act on; ``kind`` is one of
     ``auth``, ``not_found``, ``conflict``, ``rate_limited``, ``server``, ``timeout``,
@@ -262,7 +285,7 @@ class Provider:
             headers["Content-Type"] = "application/json"
         req = urllib.request.Request(url, data=data, method=method, headers=headers)
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+            with _OPENER.open(req, timeout=self.timeout) as resp:
                 return Response(resp.status, dict(resp.headers.items()),
                                 resp.read(MAX_BODY_BYTES))
         except urllib.error.HTTPError as exc:
