@@ -13,8 +13,8 @@ import paramiko
 import pytest
 
 from remote.launch import LaunchSpec, build_command, launch
-from remote.transport.hostkeys import fingerprint
-from remote.transport.ssh import HostKeyChanged, HostKeyUnknown
+from remote.transport.hostkeys import fingerprint, host_matches
+from remote.transport.ssh import HostKeyChanged, HostKeyRevoked, HostKeyUnknown
 from tests.fixtures.sshd import SSHServer, keygen
 from tests.fixtures.watch_log import wait_until
 
@@ -76,6 +76,43 @@ def test_accepted_key_is_saved_and_then_known(sshd, tmp_path: Path) -> None:
     with sshd.connect(known_hosts=str(other), ask_unknown=lambda *a: pytest.fail("asked")):
         pass
     assert other.read_text().count("\n") == 1
+
+
+@pytest.mark.parametrize("pattern", ["*", "[127.0.0.1]:*", "!otherhost,127.0.0.*,[127.0.0.1]:?*"])
+def test_a_revoked_key_is_refused_and_never_appended(sshd, tmp_path: Path,
+                                                     pattern: str) -> None:
+    known = tmp_path / "known_hosts"
+    name = f"[127.0.0.1]:{sshd.port}"
+    known.write_text(f"@revoked {pattern} {sshd.host_key_line}\n"
+                     f"{name} {sshd.host_key_line}\n")
+    with pytest.raises(HostKeyRevoked, match="@revoked") as info:
+        sshd.connect(known_hosts=str(known))
+    assert host_fingerprint(sshd) in str(info.value) and "\n" not in str(info.value)
+    # Without the trusted line, accept-new and a "yes" still cannot bring it in.
+    known.write_text(f"@revoked {pattern} {sshd.host_key_line}\n")
+    before = known.read_bytes()
+    with pytest.raises(HostKeyRevoked):
+        sshd.connect(known_hosts=str(known), accept_new=True,
+                     ask_unknown=lambda *a: pytest.fail("asked about a revoked key"))
+    assert known.read_bytes() == before
+
+
+def test_a_key_revoked_for_another_host_is_not_ours(sshd, tmp_path: Path) -> None:
+    known = tmp_path / "known_hosts"
+    name = f"[127.0.0.1]:{sshd.port}"
+    known.write_text(f"@revoked otherhost,!{name} {sshd.host_key_line}\n"
+                     f"@cert-authority * {sshd.host_key_line}\n{name} {sshd.host_key_line}\n")
+    with sshd.connect(known_hosts=str(known)) as box:
+        assert box.run("true").ok
+
+
+def test_known_hosts_patterns() -> None:
+    hashed = paramiko.HostKeys.hash_host("[box]:2222")
+    assert host_matches(hashed, "[box]:2222") and not host_matches(hashed, "[box]:22")
+    assert host_matches("*.example.com,!bad.example.com", "a.example.com")
+    assert not host_matches("*.example.com,!bad.example.com", "bad.example.com")
+    assert host_matches("[10.0.0.?]:22?2", "[10.0.0.5]:2202")
+    assert not host_matches("[10.0.0.1]:2222", "[10x0.0.1]:2222")
 
 
 @pytest.fixture

@@ -1,9 +1,10 @@
 """Checking a box's host key against ``known_hosts``, the way OpenSSH does.
 
-A key that differs from the one on file is refused (both fingerprints shown). An unknown
-key is accepted only when the user says so (a callback) or asked for ``accept-new``; it is
-then appended to the file, which is otherwise left as it is (comments, markers, hashed
-names). Fingerprints are OpenSSH's ``SHA256:`` form.
+A key that differs from the one on file is refused (both fingerprints shown), and so is a
+key on a ``@revoked`` line whose host patterns match (whatever else the file says). An
+unknown key is accepted only when the user says so (a callback) or asked for
+``accept-new``; it is then appended to the file, which is otherwise left as it is
+(comments, markers, hashed names). Fingerprints are OpenSSH's ``SHA256:`` form.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import re
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -31,6 +33,10 @@ class HostKeyChanged(TransportError):
 
 class HostKeyUnknown(TransportError):
     """The box's key is not in ``known_hosts`` and was not accepted."""
+
+
+class HostKeyRevoked(TransportError):
+    """The box's key is marked ``@revoked`` in ``known_hosts``."""
 
 
 def fingerprint(key: paramiko.PKey) -> str:
@@ -65,6 +71,42 @@ def load_known_hosts(path: str | os.PathLike[str]) -> paramiko.HostKeys:
     return keys
 
 
+def host_matches(patterns: str, name: str) -> bool:
+    """Whether ``name`` (``host`` or ``[host]:port``) matches a ``known_hosts`` host field:
+    comma-separated patterns with ``*`` and ``?``, ``!`` negation, or a hashed name."""
+    matched = False
+    for pattern in patterns.split(","):
+        negated = pattern.startswith("!")
+        pattern = pattern[1:] if negated else pattern
+        if pattern.startswith("|1|"):
+            hit = paramiko.HostKeys.hash_host(name, pattern) == pattern
+        else:
+            glob = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c)
+                           for c in pattern.lower())
+            hit = re.fullmatch(glob, name.lower()) is not None
+        if hit and negated:
+            return False
+        matched = matched or hit
+    return matched
+
+
+def revoked_keys(path: str | os.PathLike[str], name: str) -> list[paramiko.PKey]:
+    """The keys of ``@revoked`` lines in ``known_hosts`` whose patterns match ``name``."""
+    file = Path(path)
+    if not file.exists():
+        return []
+    found = []
+    for line in file.read_text(encoding="utf-8", errors="replace").splitlines():
+        fields = line.split()
+        if len(fields) < 4 or fields[0] != "@revoked" or not host_matches(fields[1], name):
+            continue
+        try:
+            found.append(paramiko.PKey.from_type_string(fields[2], base64.b64decode(fields[3])))
+        except (paramiko.SSHException, ValueError, TypeError):
+            continue
+    return found
+
+
 def append_known_host(path: str | os.PathLike[str], name: str, key: paramiko.PKey) -> None:
     """Append ``name keytype base64`` to ``known_hosts`` (created 0600, its dir 0700)."""
     file = Path(path)
@@ -80,12 +122,16 @@ def verify_host_key(key: paramiko.PKey, hostname: str, port: int, known_hosts: s
                     accept_new: bool = False, ask_unknown: AskUnknown | None = None) -> str:
     """Check ``key`` for ``hostname:port`` against the ``known_hosts`` file.
 
-    Returns ``"known"`` or ``"added"``; raises ``HostKeyChanged`` when the host is on file
+    Returns ``"known"`` or ``"added"``; raises ``HostKeyRevoked`` when the key is on a
+    matching ``@revoked`` line, ``HostKeyChanged`` when the host is on file
     with other keys (of any type: a box that now shows only another key type is treated as
     changed) and ``HostKeyUnknown`` when the key is new and was not accepted."""
     name = host_key_name(hostname, port)
-    on_file = load_known_hosts(known_hosts).lookup(name)
     new_fp = fingerprint(key)
+    if any(k.asbytes() == key.asbytes() for k in revoked_keys(known_hosts, name)):
+        raise HostKeyRevoked(f"host key for {name} ({key.get_name()} {new_fp}) is marked "
+                             f"@revoked in {known_hosts}; refusing to connect")
+    on_file = load_known_hosts(known_hosts).lookup(name)
     if on_file:
         if any(k.asbytes() == key.asbytes() for k in on_file.values()):
             return "known"

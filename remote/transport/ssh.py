@@ -6,9 +6,10 @@ host, ProxyCommand), authenticates with ssh-agent keys and key files, checks the
 against ``known_hosts`` (``remote.transport.hostkeys``) and turns on keepalives. Every blocking call
 has a timeout: connect, banner, key exchange, auth, channel open, command, SFTP request.
 
-Errors are ``remote.transport.base.TransportError`` (or ``HostKeyChanged`` / ``HostKeyUnknown``)
-with a one-line message. Paramiko never logs channel data here (no hexdump), and its logger
-is quietened to WARNING unless configured, so secrets sent over stdin never reach a log.
+Errors are ``remote.transport.base.TransportError`` (or ``HostKeyChanged`` /
+``HostKeyRevoked`` / ``HostKeyUnknown``) with a one-line message. Paramiko never logs
+channel data here (no hexdump), and its logger is quietened to WARNING unless configured,
+so secrets sent over stdin never reach a log.
 """
 
 from __future__ import annotations
@@ -45,12 +46,14 @@ from remote.transport.handshake import (
 from remote.transport.hostkeys import (
     AskUnknown,
     HostKeyChanged,
+    HostKeyRevoked,
     HostKeyUnknown,
 )
 from remote.transport.sshconfig import HostSpec, load_config, resolve
 from trainer.text import one_line
 
-__all__ = ["HostKeyChanged", "HostKeyUnknown", "SSHTimeout", "SSHTransport", "connect"]
+__all__ = ["HostKeyChanged", "HostKeyRevoked", "HostKeyUnknown", "SSHTimeout", "SSHTransport",
+           "connect"]
 
 #: SFTP read requests in flight during a download (32 KiB each: 3 MiB, enough for
 #: ~37 MB/s at 80 ms). More is slower: paramiko scans its prefetch buffers per read.
