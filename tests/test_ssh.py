@@ -196,11 +196,12 @@ def test_bad_targets_and_refused_logins(sshd, tmp_path: Path) -> None:
 
 def test_paramiko_logs_never_carry_stdin(box, caplog: pytest.LogCaptureFixture) -> None:
     secret = "hf_logsecret_abcdefghijklmnop"
+    level = logging.getLogger("paramiko").level
     with caplog.at_level(logging.DEBUG):
         logging.getLogger("paramiko").setLevel(logging.DEBUG)
         try:
             assert box.run("cat >/dev/null", stdin=secret.encode()).ok
         finally:
-            logging.getLogger("paramiko").setLevel(logging.WARNING)
+            logging.getLogger("paramiko").setLevel(level)
     assert caplog.records, "paramiko debug logging produced nothing: the check is void"
     assert all(secret not in r.getMessage() for r in caplog.records)

@@ -84,7 +84,8 @@ def open_connection(spec: HostSpec, via: paramiko.Transport | None,
         try:
             transport.start_client(timeout=timeout)
         except (paramiko.SSHException, EOFError, OSError) as exc:
-            raise TransportError(f"SSH handshake with {where} failed: {one_line(exc)}") from None
+            why = "the connection was closed" if isinstance(exc, EOFError) else one_line(exc)
+            raise TransportError(f"SSH handshake with {where} failed: {why}") from None
         opts.say(f"checking the host key of {where}")
         verify_host_key(transport.get_remote_server_key(), spec.hostname, spec.port,
                         known_hosts, accept_new=opts.accept_new, ask_unknown=opts.ask_unknown)

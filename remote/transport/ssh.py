@@ -8,8 +8,8 @@ has a timeout: connect, banner, key exchange, auth, channel open, command, SFTP 
 
 Errors are ``remote.transport.base.TransportError`` (or ``HostKeyChanged`` /
 ``HostKeyRevoked`` / ``HostKeyUnknown``) with a one-line message. Paramiko never logs
-channel data here (no hexdump), and its logger is quietened to WARNING unless configured,
-so secrets sent over stdin never reach a log.
+channel data here (no hexdump), and its own logger is off unless configured: its failures
+reach the user as our one-line errors, and secrets sent over stdin never reach a log.
 """
 
 from __future__ import annotations
@@ -60,8 +60,11 @@ __all__ = ["HostKeyChanged", "HostKeyRevoked", "HostKeyUnknown", "SSHTimeout", "
 PREFETCH_REQUESTS = 96
 COPY_CHUNK = 1 << 20
 
+# Paramiko logs its transport thread's failures at ERROR, tracebacks included (23 lines
+# for a reset during the banner); each also reaches us as an exception that becomes a
+# one-line error. So its logger is off unless someone configured it (to debug, say).
 if logging.getLogger("paramiko").level == logging.NOTSET:
-    logging.getLogger("paramiko").setLevel(logging.WARNING)
+    logging.getLogger("paramiko").setLevel(logging.CRITICAL + 1)
 
 
 class SSHTimeout(TransportError, TimeoutError):
