@@ -144,3 +144,84 @@ def test_decode_inverts_encode_and_postprocess_caps_detections() -> None:
     out = postprocess(many[None], scores, max_det=100)
     assert out[0].shape == (100, 6)
     assert torch.all(out[0][:-1, 4] >= out[0][1:, 4])
+
+
+def shifted_case(seed: int, nc: int = 3, n_images: int = 20):
+    """Imperfect predictions whose IoU with their target lies between 0.55 and 0.9 (hits
+    at IoU 0.5, misses at 0.95), some targets missed, and false positives (empty places,
+    boxes overlapping a target too little) that all score above every hit: the best F1 is then at the lowest
+    confidence, where P and R are the whole-set counts pycocotools' matching gives."""
+    rng = np.random.default_rng(seed)
+    images = []
+    for _ in range(n_images):
+        n_gt = int(rng.integers(1, 6))
+        xy = rng.uniform(0, 300, (n_gt, 2))
+        wh = rng.uniform(20, 120, (n_gt, 2))
+        gt = np.c_[rng.integers(0, nc, n_gt), xy, xy + wh]
+        dets = []
+        for g, size in zip(gt, wh, strict=True):
+            if rng.random() < 0.8:
+                shift = size * rng.uniform(0.03, 0.12, 2) * rng.choice([-1, 1], 2)
+                dets.append([*(g[1:5] + np.r_[shift, shift]), rng.uniform(0.05, 0.5), g[0]])
+            if rng.random() < 0.3:  # a box near the target, overlapping it too little
+                off = np.r_[size * 0.6, size * 0.6]
+                dets.append([*(g[1:5] + off), rng.uniform(0.6, 1.0), g[0]])
+        for _ in range(int(rng.integers(0, 3))):  # somewhere with nothing
+            p = rng.uniform(500, 700, 2)
+            dets.append([*p, *(p + 30), rng.uniform(0.6, 1.0), rng.integers(nc)])
+        images.append((np.asarray(dets, dtype=float).reshape(-1, 6), gt))
+    return images, nc
+
+
+def coco_counts_at_iou50(images, nc: int) -> tuple[float, float]:
+    """Mean over classes of whole-set precision and recall, from pycocotools' own matches
+    at IoU 0.5 (``evalImgs[...]['dtMatches'][0]``, area "all", 100 detections)."""
+    from pycocotools.coco import COCO
+    from pycocotools.cocoeval import COCOeval
+
+    info, anns, dets = [], [], []
+    for image_id, (det, gt) in enumerate(images, 1):
+        info.append({"id": image_id, "width": 800, "height": 800})
+        for g in gt:
+            w, h = g[3] - g[1], g[4] - g[2]
+            anns.append({"id": len(anns) + 1, "image_id": image_id, "category_id": int(g[0]),
+                         "bbox": [g[1], g[2], w, h], "area": w * h, "iscrowd": 0})
+        for d in det:
+            dets.append({"image_id": image_id, "category_id": int(d[5]),
+                         "bbox": [d[0], d[1], d[2] - d[0], d[3] - d[1]], "score": float(d[4])})
+    coco = COCO()
+    coco.dataset = {"images": info, "annotations": anns,
+                    "categories": [{"id": c} for c in range(nc)]}
+    with contextlib.redirect_stdout(io.StringIO()):
+        coco.createIndex()
+        evaluation = COCOeval(coco, coco.loadRes(dets), "bbox")
+        evaluation.evaluate()
+        evaluation.accumulate()
+    tp, n_det, n_gt = np.zeros(nc), np.zeros(nc), np.zeros(nc)
+    for e in evaluation.evalImgs:
+        if e is None or e["aRng"] != evaluation.params.areaRng[0] or e["maxDet"] != 100:
+            continue
+        c = e["category_id"]
+        tp[c] += (e["dtMatches"][0] > 0).sum()
+        n_det[c] += len(e["dtIds"])
+        n_gt[c] += (~np.asarray(e["gtIgnore"], dtype=bool)).sum()
+    has_gt = n_gt > 0
+    recall = tp[has_gt] / n_gt[has_gt]
+    # pycocotools' own recall at IoU 0.5 agrees with these counts.
+    assert recall == pytest.approx(evaluation.eval["recall"][0, has_gt, 0, -1])
+    precision = tp[has_gt] / np.maximum(n_det[has_gt], 1)
+    return float(precision.mean()), float(recall.mean())
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_precision_and_recall_at_iou_50_agree_with_pycocotools(seed: int) -> None:
+    images, nc = shifted_case(seed)
+    evaluator = DetectionEvaluator(nc)
+    for det, gt in images:
+        evaluator.add(det, gt)
+    ours = evaluator.compute()
+    precision, recall = coco_counts_at_iou50(images, nc)
+    assert 0.3 < precision < 0.95 and 0.5 < recall < 0.95  # imperfect, not degenerate
+    assert ours["precision"] == pytest.approx(precision, abs=1e-6)
+    assert ours["recall"] == pytest.approx(recall, abs=1e-6)
+    assert ours["mAP50"] > ours["mAP50-95"]  # the boxes are good at 0.5, poor at 0.95
