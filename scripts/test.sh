@@ -14,4 +14,4 @@ if ! { [ -x /usr/sbin/sshd ] && command -v ip >/dev/null; }; then
 fi
 scripts/setup.sh --dev
 .venv/bin/ruff check .
-exec .venv/bin/python -m pytest -q "$@"
+exec .venv/bin/python -m pytest -q -rs "$@"
