@@ -83,3 +83,21 @@ def test_unreadable_status_exits_2_with_the_reason(tmp_path: Path) -> None:
 def test_help_answers() -> None:
     result = gpurent("status", "--help")
     assert result.returncode == 0 and "RUN_DIR" in result.stdout
+
+
+def test_a_wrongly_typed_guard_json_is_unreadable_for_those_fields_only(tmp_path: Path) -> None:
+    completed_run(tmp_path)
+    (tmp_path / "guard.json").write_text(json.dumps({
+        "state": "done", "when": "done", "then": "stop", "max_hours": "twelve",
+        "pid": "77", "last_decision": "stopped the instance \x1b]0;title\x07\u202e",
+        "outcome": ["not", "an", "object"]}))
+    human = gpurent("status", str(tmp_path))
+    assert human.returncode == 0, human.stderr
+    guard_line = next(ln for ln in human.stdout.splitlines() if ln.startswith("guard"))
+    assert guard_line == ("guard  guard done: stopped the instance  (unreadable in "
+                          "guard.json: max_hours, pid, outcome)")
+    as_json = gpurent("status", str(tmp_path), "--json")
+    guard = json.loads(as_json.stdout)["guard"]
+    assert guard["max_hours"] is None and guard["pid"] is None and guard["when"] == "done"
+    assert guard["unreadable"] == ["max_hours", "pid", "outcome"]
+    assert "\\u202e" not in as_json.stdout and "\x1b" not in as_json.stdout
