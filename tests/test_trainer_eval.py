@@ -149,8 +149,9 @@ def test_decode_inverts_encode_and_postprocess_caps_detections() -> None:
 def shifted_case(seed: int, nc: int = 3, n_images: int = 20):
     """Imperfect predictions whose IoU with their target lies between 0.55 and 0.9 (hits
     at IoU 0.5, misses at 0.95), some targets missed, and false positives (empty places,
-    boxes overlapping a target too little) that all score above every hit: the best F1 is then at the lowest
-    confidence, where P and R are the whole-set counts pycocotools' matching gives."""
+    boxes overlapping a target too little) that all score above every hit: the best F1 is
+    then at the lowest confidence, where P and R are the whole-set counts pycocotools'
+    matching gives."""
     rng = np.random.default_rng(seed)
     images = []
     for _ in range(n_images):

@@ -40,6 +40,7 @@ from trainer.hub.untar import (
     nearest_existing,
     plan_archive,
 )
+from trainer.text import clean_text, one_line
 
 #: Head-room kept free on DEST's disk beyond the unpacked size.
 DISK_MARGIN = 256 * 1024 * 1024
@@ -181,7 +182,7 @@ def main(argv: list[str]) -> int:
     args = p.parse_args(argv)
 
     def fail(message: str, code: int) -> int:
-        print(f"trainer stage: {' '.join(message.split())}", file=sys.stderr)
+        print(f"trainer stage: {one_line(message, 1000)}", file=sys.stderr)
         if args.json:
             print(json.dumps({"ok": False, "error": message}))
         return code
@@ -206,12 +207,13 @@ def main(argv: list[str]) -> int:
         print(runfiles.dumps(result))
         return 0
     verb = "staged" if result["staged"] else "already staged"
-    print(f"{verb} {result['repo']}/{result['file']} (sha256 {result['sha256'][:12]}…) in "
-          f"{dest}: {result['files']} files, {_gb(result['bytes'] or 0)}")
+    print(clean_text(f"{verb} {result['repo']}/{result['file']} (sha256 "
+                     f"{result['sha256'][:12]}…) in {dest}: {result['files']} files, "
+                     f"{_gb(result['bytes'] or 0)}"))
     if result["data_yaml"]:
-        print(f"data.yaml: {result['data_yaml']}")
+        print(clean_text(f"data.yaml: {result['data_yaml']}"))
         text = Path(result["data_yaml"]).read_text(encoding="utf-8", errors="replace")
-        print(text[:4000].rstrip())
+        print(clean_text(text[:4000], keep_newlines=True).rstrip())  # the dataset's text
     else:
         print("no data.yaml found in the archive")
     return 0
