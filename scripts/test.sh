@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Set up everything the test suite needs on a fresh machine, then run all of it.
-# Needs: python3 (3.11+); as root it installs openssh-server and iproute2 with apt.
+# Needs: python3 (3.11+); as root it installs openssh-server, iproute2 and tmux with apt.
 # The sshd the tests talk to is started by a pytest fixture, not here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if ! { [ -x /usr/sbin/sshd ] && command -v ip >/dev/null; }; then
+if ! { [ -x /usr/sbin/sshd ] && command -v ip >/dev/null && command -v tmux >/dev/null; }; then
   if [ "$(id -u)" = 0 ]; then
     apt-get update -q
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q openssh-server openssh-client iproute2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q openssh-server openssh-client iproute2 tmux
   else
-    echo "test.sh: openssh-server and iproute2 are missing and this is not root" >&2
+    echo "test.sh: openssh-server, iproute2 or tmux is missing and this is not root" >&2
   fi
 fi
 scripts/setup.sh --dev
