@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from trainer.providers.base import Instance, NotFoundError, Provider, ProviderError
+from trainer.text import rate
 
 #: How long to poll for the outcome of an action, in seconds.
 DEFAULT_CONFIRM_TIMEOUT = 180.0
@@ -50,10 +51,6 @@ class StillBilling(ProviderError):
     def __init__(self, outcome: ActionOutcome) -> None:
         super().__init__(outcome.message, kind="still_billing")
         self.outcome = outcome
-
-
-def _money(rate: float | None) -> str:
-    return "an unknown rate" if rate is None else f"${rate:.4f}/h"
 
 
 def _poll(provider: Provider, iid: str, done: Callable[[Instance | None], bool], *,
@@ -109,12 +106,12 @@ def destroy_and_confirm(provider: Provider, instance_id: str, *,
                              f"{provider.title} instance {iid} is destroyed (confirmed by "
                              "the API); billing has ended")
     state = last.state if last else "unknown"
-    rate = last.billing_per_hour if last else (before.price_per_hour)
+    billing = last.billing_per_hour if last else before.price_per_hour
     why = f"; last poll failed: {error}" if error else ""
     outcome = ActionOutcome(
-        "destroy", iid, False, state, rate, polls,
+        "destroy", iid, False, state, billing, polls,
         f"ALARM: {provider.title} instance {iid} still exists {timeout:g} s after the destroy "
-        f"was accepted (state {state}, may be billing {_money(rate)}){why}; check it: "
+        f"was accepted (state {state}, may be billing {rate(billing)}){why}; check it: "
         f"{provider.console_hint('destroy', iid)}",
         alarm=True)
     raise StillBilling(outcome)
@@ -154,13 +151,13 @@ def stop_and_confirm(provider: Provider, instance_id: str, *,
     if done:
         return ActionOutcome("stop", iid, True, "stopped", last.billing_per_hour, polls,
                              f"{provider.title} instance {iid} is stopped; its disk keeps "
-                             f"billing {_money(last.billing_per_hour)}; its GPUs are "
+                             f"billing {rate(last.billing_per_hour)}; its GPUs are "
                              "released and may be gone when you start it again")
     why = f"; last poll failed: {error}" if error else ""
     return ActionOutcome(
         "stop", iid, False, last.state, last.billing_per_hour, polls,
         f"{provider.title} instance {iid} is still {last.state} {timeout:g} s after the "
-        f"stop was accepted (billing {_money(last.billing_per_hour)}){why}",
+        f"stop was accepted (billing {rate(last.billing_per_hour)}){why}",
         alarm=True)
 
 
@@ -195,7 +192,7 @@ def start_and_confirm(provider: Provider, instance_id: str, *,
     if done and last.state == "running":
         return ActionOutcome("start", iid, True, "running", last.billing_per_hour, polls,
                              f"{provider.title} instance {iid} is running (billing "
-                             f"{_money(last.billing_per_hour)})")
+                             f"{rate(last.billing_per_hour)})")
     why = f"; last poll failed: {error}" if error else ""
     return ActionOutcome(
         "start", iid, False, last.state, last.billing_per_hour, polls,

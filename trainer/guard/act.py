@@ -1,0 +1,164 @@
+"""Ending an instance's billing without giving up: the guard's action after a trigger.
+
+Each step is one request confirmed by polling the API (``trainer.providers.confirm``).
+What happens next depends on how the step failed:
+
+* the API failed (5xx, 429, timeout, no connection): the same step again, after a backoff
+  that doubles up to a cap (``Retry-After`` honoured), until the hard deadline;
+* the provider accepted the step but the instance did not change (or refused it with
+  another answer): the next step of the ladder. A destroy is re-sent once, then the
+  instance is stopped (the disk is kept: a stop cannot lose the weights); the last step
+  repeats until the deadline;
+* the key or the request is wrong (401/403, bad input, unsupported): nothing a retry
+  can fix: an alarm at once.
+
+A stop where a destroy was asked, and any end without a confirmed outcome, is an alarm:
+the person must look. Standard library only.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from trainer.providers.base import NotFoundError, Provider, ProviderError
+from trainer.providers.confirm import (
+    ActionOutcome,
+    StillBilling,
+    destroy_and_confirm,
+    stop_and_confirm,
+)
+from trainer.text import format_duration, rate
+
+#: Provider failures that a later try may not meet: retried, same step.
+TRANSIENT = ("server", "timeout", "network", "rate_limited")
+#: Failures no retry can fix: an alarm at once.
+FATAL = ("auth", "bad_input", "unsupported", "manual")
+
+#: ``record(step, text, level)``: one step's result, logged with its time.
+Record = Callable[[str, str, int], None]
+
+
+@dataclass(frozen=True)
+class Policy:
+    """How hard the guard tries (seconds)."""
+
+    confirm_timeout: float = 180.0
+    interval: float = 5.0
+    backoff: float = 5.0
+    max_backoff: float = 300.0
+    give_up_after: float = 86400.0
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How it ended: ``state`` ``done`` (billing ended as asked) or ``alarm``."""
+
+    state: str
+    message: str
+    outcome: dict[str, Any]
+
+    @property
+    def alarm(self) -> bool:
+        """Whether a person must look."""
+        return self.state == "alarm"
+
+
+def ladder(action: str, can_stop: bool) -> tuple[str, ...]:
+    """The steps for ``action``; the last one repeats until the deadline."""
+    if action == "destroy":
+        return ("destroy", "destroy", "stop") if can_stop else ("destroy",)
+    return ("stop",)
+
+
+def _outcome(action: str, step: str, iid: str, confirmed: bool, state: str,
+             billing: float | None, tries: int, message: str) -> dict[str, Any]:
+    return {"action": step, "wanted": action, "instance_id": iid, "confirmed": confirmed,
+            "state": state, "billing_per_hour": billing, "tries": tries,
+            "message": message, "alarm": not confirmed or step != action}
+
+
+def end_billing(provider: Provider, iid: str, action: str, policy: Policy, record: Record,
+                *, sleep: Callable[[float], None] = time.sleep,
+                clock: Callable[[], float] = time.monotonic) -> Ending:
+    """Stop or destroy ``iid`` (``action``) until the API confirms a billing end or the
+    deadline passes; every step goes to ``record``."""
+    title = provider.title
+    steps = ladder(action, provider.can_stop)
+    start = clock()
+    deadline = start + policy.give_up_after
+    index = tries = failures = 0
+    last = ""
+
+    def alarm(step: str, text: str, state: str = "unknown",
+              billing: float | None = None) -> Ending:
+        message = (f"ALARM: {text}; the instance may still be billing: "
+                   f"{provider.console_hint(action, iid)}")
+        record(step, message, logging.CRITICAL)
+        return Ending("alarm", message, _outcome(action, step, iid, False, state, billing,
+                                                 tries, message))
+
+    while True:
+        step = steps[min(index, len(steps) - 1)]
+        tries += 1
+        run = destroy_and_confirm if step == "destroy" else stop_and_confirm
+        try:
+            got: ActionOutcome = run(provider, iid, timeout=policy.confirm_timeout,
+                                     interval=policy.interval)
+        except StillBilling as exc:
+            got = exc.outcome
+        except NotFoundError:
+            message = f"{title} instance {iid} no longer exists: nothing bills"
+            record(step, message, logging.INFO)
+            return Ending("done", message, _outcome(action, action, iid, True, "destroyed",
+                                                    0.0, tries, message))
+        except ProviderError as exc:
+            if exc.kind in FATAL:
+                return alarm(step, f"{step} of {title} instance {iid} failed: {exc}")
+            failures += 1
+            last = str(exc)
+            if exc.kind not in TRANSIENT:
+                index += 1  # refused in a way a retry will not change: the next step
+            delay = min(policy.max_backoff, exc.retry_after if exc.retry_after is not None
+                        else policy.backoff * 2 ** (failures - 1))
+            left = deadline - clock()
+            if left <= 0:
+                return alarm(step, f"gave up after {tries} tries over "
+                                   f"{format_duration(clock() - start)}; last error: {last}")
+            record(step, f"{step} failed (try {tries}): {exc}; trying again in "
+                         f"{format_duration(min(delay, left))}", logging.WARNING)
+            sleep(min(delay, left))
+            continue
+        failures = 0
+        if got.confirmed and step == action:
+            record(step, got.message, logging.INFO)
+            return Ending("done", got.message, _outcome(action, step, iid, True, got.state,
+                                                        got.billing_per_hour, tries,
+                                                        got.message))
+        if got.confirmed:  # stopped because the destroy did not take
+            text = (f"the destroy of {title} instance {iid} did not take after "
+                    f"{steps.count('destroy')} tries; it is stopped instead and its disk "
+                    f"keeps billing {rate(got.billing_per_hour)}")
+            message = (f"ALARM: {text}: destroy it by hand: "
+                       f"{provider.console_hint('destroy', iid)}")
+            record(step, message, logging.CRITICAL)
+            return Ending("alarm", message, _outcome(action, step, iid, True, got.state,
+                                                     got.billing_per_hour, tries, message))
+        if got.state == "destroyed":  # it vanished while stopping
+            message = f"{title} instance {iid} is gone: nothing bills"
+            record(step, message, logging.INFO)
+            return Ending("done", message, _outcome(action, action, iid, True, "destroyed",
+                                                    0.0, tries, message))
+        index += 1
+        after = steps[min(index, len(steps) - 1)]
+        then = "re-sending it" if after == step else f"trying {after} instead"
+        last = (f"{step} accepted, but the instance is still {got.state} after "
+                f"{policy.confirm_timeout:g} s (billing {rate(got.billing_per_hour)})")
+        if clock() >= deadline:
+            return alarm(step, f"gave up after {tries} tries over "
+                               f"{format_duration(clock() - start)}; {last}", got.state,
+                         got.billing_per_hour)
+        record(step, f"{last}; {then}", logging.ERROR)
