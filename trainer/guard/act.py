@@ -91,74 +91,77 @@ def end_billing(provider: Provider, iid: str, action: str, policy: Policy, recor
     start = clock()
     deadline = start + policy.give_up_after
     index = tries = failures = 0
-    last = ""
 
-    def alarm(step: str, text: str, state: str = "unknown",
-              billing: float | None = None) -> Ending:
-        message = (f"ALARM: {text}; the instance may still be billing: "
-                   f"{provider.console_hint(action, iid)}")
-        record(step, message, logging.CRITICAL)
-        return Ending("alarm", message, _outcome(action, step, iid, False, state, billing,
-                                                 tries, message))
+    def ending(state: str, step: str, message: str, level: int, *, confirmed: bool,
+               at: str, billing: float | None) -> Ending:
+        record(step, message, level)
+        return Ending(state, message, _outcome(action, step, iid, confirmed, at, billing,
+                                               tries, message))
+
+    def give_up(step: str, why: str, at: str = "unknown",
+                billing: float | None = None) -> Ending:
+        return ending("alarm", step, f"ALARM: {why}; the instance may still be billing: "
+                      f"{provider.console_hint(action, iid)}", logging.CRITICAL,
+                      confirmed=False, at=at, billing=billing)
 
     while True:
         step = steps[min(index, len(steps) - 1)]
         tries += 1
         run = destroy_and_confirm if step == "destroy" else stop_and_confirm
+        retry_after = None
+        got: ActionOutcome | None = None
         try:
-            got: ActionOutcome = run(provider, iid, timeout=policy.confirm_timeout,
-                                     interval=policy.interval)
+            got = run(provider, iid, timeout=policy.confirm_timeout, interval=policy.interval)
         except StillBilling as exc:
             got = exc.outcome
         except NotFoundError:
-            message = f"{title} instance {iid} no longer exists: nothing bills"
-            record(step, message, logging.INFO)
-            return Ending("done", message, _outcome(action, action, iid, True, "destroyed",
-                                                    0.0, tries, message))
+            return ending("done", action, f"{title} instance {iid} no longer exists: "
+                          "nothing bills", logging.INFO, confirmed=True, at="destroyed",
+                          billing=0.0)
         except ProviderError as exc:
             if exc.kind in FATAL:
-                return alarm(step, f"{step} of {title} instance {iid} failed: {exc}")
-            failures += 1
-            last = str(exc)
+                return give_up(step, f"{step} of {title} instance {iid} failed: {exc}")
             if exc.kind not in TRANSIENT:
                 index += 1  # refused in a way a retry will not change: the next step
-            delay = min(policy.max_backoff, exc.retry_after if exc.retry_after is not None
-                        else policy.backoff * 2 ** (failures - 1))
-            left = deadline - clock()
-            if left <= 0:
-                return alarm(step, f"gave up after {tries} tries over "
-                                   f"{format_duration(clock() - start)}; last error: {last}")
-            record(step, f"{step} failed (try {tries}): {exc}; trying again in "
-                         f"{format_duration(min(delay, left))}", logging.WARNING)
-            sleep(min(delay, left))
+            failures += 1
+            retry_after, why, at, billing = exc.retry_after, f"{step} failed: {exc}", \
+                "unknown", None
+        if got is not None:
+            if got.confirmed and step == action:
+                return ending("done", step, got.message, logging.INFO, confirmed=True,
+                              at=got.state, billing=got.billing_per_hour)
+            if got.confirmed:  # stopped because the destroy did not take
+                return ending(
+                    "alarm", step, f"ALARM: the destroy of {title} instance {iid} did not "
+                    f"take after {steps.count('destroy')} tries; it is stopped instead and "
+                    f"its disk keeps billing {rate(got.billing_per_hour)}: destroy it by "
+                    f"hand: {provider.console_hint('destroy', iid)}", logging.CRITICAL,
+                    confirmed=True, at=got.state, billing=got.billing_per_hour)
+            if got.state == "destroyed":  # it vanished while stopping
+                return ending("done", action, f"{title} instance {iid} is gone: nothing "
+                              "bills", logging.INFO, confirmed=True, at="destroyed",
+                              billing=0.0)
+            at, billing = got.state, got.billing_per_hour
+            if got.poll_error:  # the API failed while confirming: the same step again
+                failures += 1
+                why = got.message
+            else:  # accepted, and nothing happened: the next step at once
+                failures = 0
+                index += 1
+                after = steps[min(index, len(steps) - 1)]
+                then = "re-sending it" if after == step else f"trying {after} instead"
+                why = (f"{step} accepted, but the instance is still {got.state} after "
+                       f"{policy.confirm_timeout:g} s (billing {rate(billing)}); {then}")
+        left = deadline - clock()
+        if left <= 0:
+            return give_up(step, f"gave up after {tries} tries over "
+                                 f"{format_duration(clock() - start)}; last: {why}", at,
+                           billing)
+        if not failures:
+            record(step, why, logging.ERROR)
             continue
-        failures = 0
-        if got.confirmed and step == action:
-            record(step, got.message, logging.INFO)
-            return Ending("done", got.message, _outcome(action, step, iid, True, got.state,
-                                                        got.billing_per_hour, tries,
-                                                        got.message))
-        if got.confirmed:  # stopped because the destroy did not take
-            text = (f"the destroy of {title} instance {iid} did not take after "
-                    f"{steps.count('destroy')} tries; it is stopped instead and its disk "
-                    f"keeps billing {rate(got.billing_per_hour)}")
-            message = (f"ALARM: {text}: destroy it by hand: "
-                       f"{provider.console_hint('destroy', iid)}")
-            record(step, message, logging.CRITICAL)
-            return Ending("alarm", message, _outcome(action, step, iid, True, got.state,
-                                                     got.billing_per_hour, tries, message))
-        if got.state == "destroyed":  # it vanished while stopping
-            message = f"{title} instance {iid} is gone: nothing bills"
-            record(step, message, logging.INFO)
-            return Ending("done", message, _outcome(action, action, iid, True, "destroyed",
-                                                    0.0, tries, message))
-        index += 1
-        after = steps[min(index, len(steps) - 1)]
-        then = "re-sending it" if after == step else f"trying {after} instead"
-        last = (f"{step} accepted, but the instance is still {got.state} after "
-                f"{policy.confirm_timeout:g} s (billing {rate(got.billing_per_hour)})")
-        if clock() >= deadline:
-            return alarm(step, f"gave up after {tries} tries over "
-                               f"{format_duration(clock() - start)}; {last}", got.state,
-                         got.billing_per_hour)
-        record(step, f"{last}; {then}", logging.ERROR)
+        delay = min(policy.max_backoff, left, retry_after if retry_after is not None
+                    else policy.backoff * 2 ** (failures - 1))
+        record(step, f"{why} (try {tries}); trying again in {format_duration(delay)}",
+               logging.WARNING)
+        sleep(delay)

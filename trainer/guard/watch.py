@@ -379,6 +379,15 @@ class Guard:
                 self.decide("disarmed", "disarmed (SIGTERM): the instance is left as it is")
                 return EXIT_OK
             return self.act(*fired)
+        except Exception as exc:  # a bug must not leave the box billing without a word
+            self.log.exception("the guard failed")
+            hint = self.provider.console_hint("stop", self.cfg.instance)
+            self.raise_alarm(f"the guard failed ({type(exc).__name__}: {one_line(exc)}); "
+                             f"{self.provider.title} instance {self.cfg.instance} may still "
+                             f"be billing: {hint}",
+                             {"action": "none", "confirmed": False,
+                              "billing_per_hour": self.price_per_hour})
+            return EXIT_FAILED
         finally:
             self.notifier.flush(NOTIFY_FLUSH)
 

@@ -28,7 +28,8 @@ class ActionOutcome:
     ``confirmed``: the instance reached the wanted state (``stopped``, ``running``,
     ``destroyed``). ``state`` is the last state seen; ``billing_per_hour`` what it still
     costs then (``None`` when unknown); ``alarm`` is set when it keeps billing at the
-    full price after a stop or destroy."""
+    full price after a stop or destroy; ``poll_error`` is the last failed poll when the
+    API could not be asked at the end (the outcome is then unknown rather than refused)."""
 
     action: str
     instance_id: str
@@ -38,6 +39,7 @@ class ActionOutcome:
     polls: int
     message: str
     alarm: bool = False
+    poll_error: str = ""
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready dict."""
@@ -113,7 +115,7 @@ def destroy_and_confirm(provider: Provider, instance_id: str, *,
         f"ALARM: {provider.title} instance {iid} still exists {timeout:g} s after the destroy "
         f"was accepted (state {state}, may be billing {rate(billing)}){why}; check it: "
         f"{provider.console_hint('destroy', iid)}",
-        alarm=True)
+        alarm=True, poll_error=error)
     raise StillBilling(outcome)
 
 
@@ -145,6 +147,12 @@ def stop_and_confirm(provider: Provider, instance_id: str, *,
     last, done, polls, error = _poll(provider, iid, lambda i: i is not None and
                                      i.state == "stopped", timeout=timeout,
                                      interval=interval, sleep=sleep, clock=clock)
+    why = f"; last poll failed: {error}" if error else ""
+    if last is None and error:  # every poll failed: nothing is known
+        return ActionOutcome("stop", iid, False, "unknown", before.price_per_hour, polls,
+                             f"{provider.title} instance {iid}: the stop was accepted but "
+                             f"its state could not be read{why}", alarm=True,
+                             poll_error=error)
     if last is None:
         return ActionOutcome("stop", iid, False, "destroyed", 0.0, polls,
                              f"{provider.title} instance {iid} disappeared while stopping")
@@ -153,12 +161,11 @@ def stop_and_confirm(provider: Provider, instance_id: str, *,
                              f"{provider.title} instance {iid} is stopped; its disk keeps "
                              f"billing {rate(last.billing_per_hour)}; its GPUs are "
                              "released and may be gone when you start it again")
-    why = f"; last poll failed: {error}" if error else ""
     return ActionOutcome(
         "stop", iid, False, last.state, last.billing_per_hour, polls,
         f"{provider.title} instance {iid} is still {last.state} {timeout:g} s after the "
         f"stop was accepted (billing {rate(last.billing_per_hour)}){why}",
-        alarm=True)
+        alarm=True, poll_error=error)
 
 
 def start_and_confirm(provider: Provider, instance_id: str, *,
