@@ -150,20 +150,24 @@ def guard_command(transport: Transport, run_dir: str, when: str, then: str,
 
 def notify_lines(urls: Sequence[str], fmt: str | None = None) -> list[str]:
     """The guard's stdin lines for webhook ``urls`` (``FORMAT URL`` when ``fmt`` is
-    given, else ``URL``: the box picks the shape from it). A ``GuardError`` that never
-    repeats a URL (it is a secret) for a bad one."""
+    given or the entry names its own, ``discord https://...``; else ``URL``: the box
+    picks the shape from it). A ``GuardError`` that never repeats a URL (it is a secret)
+    for a bad one."""
     if fmt is not None and fmt not in NOTIFY_FORMATS:
         raise GuardError(f"--notify-format {clean_text(str(fmt))[:20]!r}: use one of "
                          f"{', '.join(NOTIFY_FORMATS)}")
     lines = []
-    for n, url in enumerate(urls, 1):
-        url = str(url).strip()
+    for n, entry in enumerate(urls, 1):
+        words = str(entry).split()
+        own = fmt
+        if len(words) == 2 and words[0].lower() in NOTIFY_FORMATS:
+            own, words = words[0].lower(), words[1:]
+        url = words[0] if len(words) == 1 else ""
         parts = urllib.parse.urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname or any(
-                c.isspace() for c in url):
+        if parts.scheme not in ("http", "https") or not parts.hostname:
             raise GuardError(f"notify URL #{n} is not an http(s) URL (not shown: it is "
                              "a secret)")
-        lines.append(f"{fmt} {url}" if fmt else url)
+        lines.append(f"{own} {url}" if own else url)
     return lines
 
 
