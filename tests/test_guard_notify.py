@@ -5,6 +5,7 @@ unreachable webhook never holds the action up."""
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import subprocess
@@ -151,7 +152,7 @@ def test_shapes_and_targets():
         assert "x.org" not in str(err.value) and "example" not in str(err.value)
     long = {"event": "acted", "title": "t", "text": "x" * 5000}
     url, body = request_for(Target("https://discord.com/api/webhooks/1/a", "discord"), long)
-    assert len(__import__("json").loads(body)["content"]) == 2000
+    assert len(json.loads(body)["content"]) == 2000
     url, _ = request_for(Target("https://push.example.org/sub/dir/topic", "ntfy"), long)
     assert url == "https://push.example.org/sub/dir/"
     assert notify_lines(["https://a.org/1", "ntfy https://b.org/2"], "slack") == \
@@ -189,3 +190,42 @@ def test_notify_config_file(tmp_path):
     with pytest.raises(ConfigError, match="chmod 600"):
         notify_config(path)
     assert notify_config(tmp_path / "none.toml") == ([], None)
+
+
+def test_gpurent_guard_arm_show_disarm(tmp_path, vast_standin, monkeypatch, capsys):
+    """The headless command: the key from the environment and the webhook from the
+    config file travel on stdin; a bad --notify is bad input that never echoes it."""
+    from remote.cli import main as gpurent
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
+    monkeypatch.setenv("VAST_API_KEY", vast_standin.key)
+    config = tmp_path / "cfg" / "gpurent" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text('[notify]\nurls = ["json http://127.0.0.1:9/secret-from-config"]\n')
+    os.chmod(config, 0o600)
+    iid = vast_standin.add_instance()
+    trainer = subprocess.Popen(["sleep", "600"])
+    run_dir = tmp_path / "run"
+    try:
+        make_run(run_dir, trainer.pid)
+        base = ["guard", str(run_dir)]
+        assert gpurent([*base, "arm", "--notify", "ftp://secret-x", "--provider", "vast",
+                        "--instance", iid]) == 2
+        err = capsys.readouterr().err
+        assert "not an http(s) URL" in err and "secret-x" not in err
+        assert gpurent([*base, "arm", "--provider", "vast", "--instance", iid,
+                        "--base-url", vast_standin.base_url, "--poll", "0.2"]) == 0
+        assert capsys.readouterr().out.startswith("guard armed: when done then stop")
+        assert "notifying 1 webhook (json)" in (run_dir / "guard.log").read_text()
+        assert gpurent([*base, "--json"]) == 0
+        shown = json.loads(capsys.readouterr().out)["guard"]
+        assert shown["state"] == "armed" and shown["alive"] and shown["alarm"] is None
+        assert gpurent([*base, "disarm"]) == 0
+        assert capsys.readouterr().out.startswith("guard disarmed")
+    finally:
+        trainer.kill()
+        trainer.wait()
+        stop_guard(run_dir)
+    assert not vast_standin.calls("PUT") and not vast_standin.calls("DELETE")
+    assert_no_secret(run_dir, "secret-from-config")
+    assert_no_secret(run_dir, vast_standin.key)

@@ -49,7 +49,7 @@ class Policy:
     confirm_timeout: float = 180.0
     interval: float = 5.0
     backoff: float = 5.0
-    max_backoff: float = 300.0
+    max_backoff: float = 60.0
     give_up_after: float = 86400.0
 
 

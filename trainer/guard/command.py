@@ -88,8 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a run stalled this long counts as dead (default 30)")
     p.add_argument("--retry-backoff", type=float, default=5.0, metavar="S",
                    help="first wait before retrying a failing provider API (default 5)")
-    p.add_argument("--retry-max", type=float, default=300.0, metavar="S",
-                   help="longest wait between retries (default 300)")
+    p.add_argument("--retry-max", type=float, default=60.0, metavar="S",
+                   help="longest wait between retries (default 60: once the API is "
+                   "back, the billing ends within about a minute)")
     p.add_argument("--give-up-after", type=float, default=86400.0, metavar="S",
                    help="hard deadline for ending the billing, then an alarm (default "
                    "86400: a day)")

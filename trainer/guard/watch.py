@@ -62,7 +62,7 @@ class GuardConfig:
     stall_minutes: float = 30.0
     #: Retries of a failing provider API: the first wait, its cap, the hard deadline.
     retry_backoff: float = 5.0
-    retry_max: float = 300.0
+    retry_max: float = 60.0
     give_up_after: float = 86400.0
 
     @property
