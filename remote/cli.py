@@ -21,6 +21,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "push",
     "cost",
     "instance",
+    "guard",
     "runs",
     "launch",
     "follow",

@@ -2,28 +2,48 @@
 read its state (``RUN/guard.json``) for ``gpurent`` and the TUI.
 
 The guard runs detached on the box (``transport.spawn_detached``), so closing the laptop
-never disarms it. A provider key reaches it only on its stdin; without one it uses the
-key the provider placed in the instance (Vast ``CONTAINER_API_KEY``, RunPod
-``RUNPOD_API_KEY``).
+never disarms it. Secrets reach it only on its stdin: the provider key (without one it
+uses the key the provider placed in the instance, Vast ``CONTAINER_API_KEY``, RunPod
+``RUNPOD_API_KEY``) and the webhook URLs it notifies. Its alarm stays in ``guard.json``
+until a person acknowledges it (``acknowledge_alarm`` writes ``guard.ack.json``).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import posixpath
 import shlex
 import signal
+import tempfile
 import time
+import urllib.parse
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
 from remote.fields import typed
 from remote.transport.base import Transport, TransportError
-from trainer.guard.state import ACTIVE_STATES, GUARD_FILE, GUARD_OUT, GuardError, parse_when
+from trainer import runfiles
+from trainer.guard.state import (
+    ACTIVE_STATES,
+    GUARD_ACK,
+    GUARD_FILE,
+    GUARD_OUT,
+    NOTIFY_FORMATS,
+    GuardError,
+    alarm_acknowledged,
+    parse_when,
+)
 from trainer.text import clean_text
 
-__all__ = ["GuardError", "GuardState", "arm_guard", "disarm_guard", "guard_command",
-           "read_guard"]
+__all__ = ["NOTIFY_FORMATS", "GuardError", "GuardState", "acknowledge_alarm", "arm_guard",
+           "disarm_guard", "guard_command", "notify_lines", "parse_when", "read_guard"]
+
+#: Options of ``trainer guard`` that ``arm_guard`` passes on as ``--NAME VALUE`` (tests and
+#: scripts tune them; the defaults are the guard's own).
+TUNING = ("poll", "push_wait", "confirm_timeout", "stall_minutes", "retry_backoff",
+          "retry_max", "give_up_after", "api_timeout")
 
 
 @dataclass(frozen=True)
@@ -44,22 +64,39 @@ class GuardState:
     last_decision: str = ""
     decided_at: str | None = None
     outcome: dict[str, Any] | None = None
+    alarm: dict[str, Any] | None = None
+    steps: list[dict[str, Any]] | None = None
+    notify: list[dict[str, Any]] | None = None
+    run_verdict: str | None = None
+    run_ended_at: str | None = None
+    price_per_hour: float | None = None
     alive: bool = False
+    acknowledged: bool = True
     #: Fields of guard.json that had the wrong type (read as unset).
     unreadable: tuple[str, ...] = ()
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], alive: bool) -> GuardState:
-        """From the JSON object; unknown keys ignored, a wrongly typed field read as unset
-        and named in ``unreadable``, text cleaned for display."""
+    def from_dict(cls, data: dict[str, Any], alive: bool,
+                  ack: dict[str, Any] | None = None) -> GuardState:
+        """From the JSON object (and ``guard.ack.json``); unknown keys ignored, a wrongly
+        typed field read as unset and named in ``unreadable``, text cleaned for display."""
         values, bad = typed(data, _TYPES)
         for key in ("when", "then", "started_at", "deadline_at", "provider", "instance",
-                    "decided_at"):
+                    "decided_at", "run_verdict", "run_ended_at"):
             if key in values:
                 values[key] = clean_text(str(values[key]))
         values["state"] = clean_text(values.get("state") or "unknown")
         values["last_decision"] = clean_text(values.get("last_decision") or "")
-        return cls(**values, alive=alive, unreadable=bad)
+        alarm = values.get("alarm")
+        if alarm is not None:
+            values["alarm"] = {**alarm, "message": clean_text(str(alarm.get("message") or ""))}
+        return cls(**values, alive=alive, acknowledged=alarm_acknowledged(data, ack),
+                   unreadable=bad)
+
+    @property
+    def alarm_active(self) -> bool:
+        """An alarm no person has acknowledged yet: shown loudly until then."""
+        return self.alarm is not None and not self.acknowledged
 
     @property
     def watching(self) -> bool:
@@ -70,6 +107,9 @@ class GuardState:
         """One line for a status pane."""
         bad = f" (unreadable in guard.json: {', '.join(self.unreadable)})" \
             if self.unreadable else ""
+        if self.alarm is not None:
+            seen = "" if self.alarm_active else " (acknowledged)"
+            return f"GUARD ALARM{seen}: {self.alarm.get('message')}{bad}"
         if self.state in ACTIVE_STATES and not self.alive:
             return f"guard gone (was {self.state}; its process is not running){bad}"
         if self.watching:
@@ -88,15 +128,18 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "state": _STR, "armed": (bool,), "when": _STR, "then": _STR, "max_hours": _NUM,
     "started_at": _STR, "deadline_at": _STR, "pid": _INT, "pgid": _INT, "provider": _STR,
     "instance": (str, int), "last_decision": _STR, "decided_at": _STR, "outcome": (dict,),
+    "alarm": (dict,), "steps": (list,), "notify": (list,), "run_verdict": _STR,
+    "run_ended_at": _STR, "price_per_hour": _NUM,
 }
 
 
 def guard_command(transport: Transport, run_dir: str, when: str, then: str,
                   max_hours: float | None = None, provider: str | None = None,
                   instance: str | None = None, *, key_stdin: bool = False,
-                  base_url: str | None = None, poll: float | None = None,
-                  push_wait: float | None = None) -> str:
-    """The exact shell command that starts the guard on the box (no secrets in it)."""
+                  notify_stdin: bool = False, base_url: str | None = None,
+                  **tuning: float | None) -> str:
+    """The exact shell command that starts the guard on the box (no secrets in it);
+    ``tuning`` holds options named in ``TUNING``."""
     words = ["-m", "trainer", "guard", run_dir, "--when", when, "--then", then]
     if max_hours is not None:
         words += ["--max-hours", f"{max_hours:g}"]
@@ -106,13 +149,39 @@ def guard_command(transport: Transport, run_dir: str, when: str, then: str,
         words += ["--instance", str(instance)]
     if key_stdin:
         words.append("--key-stdin")
+    if notify_stdin:
+        words.append("--notify-stdin")
     if base_url:
         words += ["--base-url", base_url]
-    if poll is not None:
-        words += ["--poll", f"{poll:g}"]
-    if push_wait is not None:
-        words += ["--push-wait", f"{push_wait:g}"]
+    for name, value in tuning.items():
+        if name not in TUNING:
+            raise TypeError(f"unknown guard option {name!r}")
+        if value is not None:
+            words += [f"--{name.replace('_', '-')}", f"{value:g}"]
     return f"{transport.trainer_prefix} " + " ".join(shlex.quote(w) for w in words)
+
+
+def notify_lines(urls: Sequence[str], fmt: str | None = None) -> list[str]:
+    """The guard's stdin lines for webhook ``urls`` (``FORMAT URL`` when ``fmt`` is
+    given or the entry names its own, ``discord https://...``; else ``URL``: the box
+    picks the shape from it). A ``GuardError`` that never repeats a URL (it is a secret)
+    for a bad one."""
+    if fmt is not None and fmt not in NOTIFY_FORMATS:
+        raise GuardError(f"--notify-format {clean_text(str(fmt))[:20]!r}: use one of "
+                         f"{', '.join(NOTIFY_FORMATS)}")
+    lines = []
+    for n, entry in enumerate(urls, 1):
+        words = str(entry).split()
+        own = fmt
+        if len(words) == 2 and words[0].lower() in NOTIFY_FORMATS:
+            own, words = words[0].lower(), words[1:]
+        url = words[0] if len(words) == 1 else ""
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise GuardError(f"notify URL #{n} is not an http(s) URL (not shown: it is "
+                             "a secret)")
+        lines.append(f"{own} {url}" if own else url)
+    return lines
 
 
 def _read_json(transport: Transport, path: str) -> dict[str, Any] | None:
@@ -134,7 +203,26 @@ def read_guard(transport: Transport, run_dir: str) -> GuardState | None:
         return None
     pid = data.get("pid")
     alive = isinstance(pid, int) and not isinstance(pid, bool) and transport.pid_alive(pid)
-    return GuardState.from_dict(data, alive)
+    ack = _read_json(transport, posixpath.join(run_dir, GUARD_ACK)) \
+        if isinstance(data.get("alarm"), dict) else None
+    return GuardState.from_dict(data, alive, ack)
+
+
+def acknowledge_alarm(transport: Transport, run_dir: str) -> GuardState | None:
+    """Mark the guard's current alarm as seen (``guard.ack.json`` on the box), so that the
+    TUI stops showing it in red; ``guard.json`` keeps it. Returns the state after."""
+    state = read_guard(transport, run_dir)
+    if state is None or state.alarm is None or state.acknowledged:
+        return state
+    fd, tmp = tempfile.mkstemp(prefix="gpurent-ack-", suffix=".json")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump({"alarm_at": state.alarm.get("at"),
+                       "acknowledged_at": runfiles.utc_now_iso()}, fh)
+        transport.upload(tmp, posixpath.join(run_dir, GUARD_ACK))
+    finally:
+        os.unlink(tmp)
+    return read_guard(transport, run_dir)
 
 
 def _tail(transport: Transport, path: str) -> str:
@@ -152,15 +240,18 @@ def _tail(transport: Transport, path: str) -> str:
 def arm_guard(transport: Transport, run_dir: str, when: str, then: str,
               max_hours: float | None = None, provider: str | None = None,
               instance: str | None = None, key: str | None = None, *,
-              base_url: str | None = None, poll: float | None = None,
-              push_wait: float | None = None, wait: float = 20.0) -> GuardState:
+              base_url: str | None = None, notify: Sequence[str] = (),
+              notify_format: str | None = None, wait: float = 20.0,
+              **tuning: float | None) -> GuardState:
     """Start the guard detached on the box and wait until it reports its state: normally
     ``armed``; on a run that is already over it may be acting or done by then.
 
-    ``key`` travels on the guard's stdin only. Raises ``GuardError`` (one line) for bad
-    options or when the guard refuses to arm (no instance found, bad key, another guard
-    armed), ``TransportError`` when the box cannot be reached."""
+    ``key`` and the webhook URLs ``notify`` travel on the guard's stdin only; ``tuning``
+    holds options named in ``TUNING`` (``poll=...``). Raises ``GuardError`` (one line) for
+    bad options or when the guard refuses to arm (no instance found, bad key, another
+    guard armed), ``TransportError`` when the box cannot be reached."""
     parse_when(when)
+    lines = notify_lines(notify, notify_format)
     if then not in ("stop", "destroy"):
         raise GuardError(f"--then {clean_text(str(then))!r}: use stop or destroy")
     if max_hours is not None and not max_hours > 0:
@@ -170,9 +261,10 @@ def arm_guard(transport: Transport, run_dir: str, when: str, then: str,
         raise GuardError(f"a guard is already armed on this run (pid {current.pid}): "
                          f"{current.summary()}; disarm it first")
     command = guard_command(transport, run_dir, when, then, max_hours, provider, instance,
-                            key_stdin=key is not None, base_url=base_url, poll=poll,
-                            push_wait=push_wait)
-    stdin = (key.strip() + "\n").encode("utf-8") if key is not None else None
+                            key_stdin=key is not None, notify_stdin=bool(lines),
+                            base_url=base_url, **tuning)
+    secrets = ([key.strip()] if key is not None else []) + lines
+    stdin = "".join(f"{line}\n" for line in secrets).encode("utf-8") if secrets else None
     pgid = transport.spawn_detached(command, cwd=run_dir,
                                     log_path=posixpath.join(run_dir, GUARD_OUT), stdin=stdin)
     deadline = time.monotonic() + wait

@@ -89,3 +89,39 @@ def test_cli_reads_prices_from_the_provider(vast_standin, monkeypatch, tmp_path,
                     vast_standin.base_url]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "check the API key" in err
+
+
+def test_lambda_gets_no_stop_advice(lambda_standin, monkeypatch, tmp_path, capsys):
+    """Lambda cannot stop: no stopped price, no break-even, no "stopping is cheaper"."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    monkeypatch.setenv("LAMBDA_API_KEY", lambda_standin.key)
+    iid = lambda_standin.add_instance()
+    base = ["cost", "--provider", "lambda", "--instance", iid, "--base-url",
+            lambda_standin.base_url]
+    assert gpurent(base) == 0
+    out = capsys.readouterr().out
+    assert "running      $0.7500/h (lambda API)" in out
+    assert "cannot stop an instance" in out
+    assert "pauses under" not in out and "break-even" not in out and "rebuild" not in out
+    assert gpurent([*base, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["can_stop"] is False
+    assert data["stopped_per_hour"] is None and data["break_even_hours"] is None
+    assert gpurent(["cost", "--provider", "lambda", "--price", "1.1", "--disk-gb", "100"]) == 0
+    assert "pauses under" not in capsys.readouterr().out
+
+
+def test_a_stopped_vast_instance_shows_its_running_price(vast_standin, monkeypatch, tmp_path,
+                                                         capsys):
+    """Vast's dph_total follows the state (stopped: the storage alone); the running
+    price comes from dph_base + storage."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    monkeypatch.setenv("VAST_API_KEY", vast_standin.key)
+    iid = vast_standin.add_instance(actual_status="stopped", intended_status="stopped")
+    raw = vast_standin.instances[iid]
+    assert raw["dph_total"] == pytest.approx(250 * 0.20 / 720)  # as Vast answers it
+    assert gpurent(["cost", "--provider", "vast", "--instance", iid, "--base-url",
+                    vast_standin.base_url, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["price_per_hour"] == pytest.approx(0.452)
+    assert data["stopped_per_hour"] == pytest.approx(250 * 0.20 / 720)

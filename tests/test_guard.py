@@ -169,6 +169,27 @@ def test_max_hours_fires_on_a_run_that_never_ends(tmp_path, lambda_standin, trai
     assert guard_state(run_dir)["outcome"]["trigger"] == "max-hours"
 
 
+def test_max_hours_with_unsafe_weights_stops_not_destroys(tmp_path, vast_standin,
+                                                          trainer_pid):
+    """The lifetime limit does not wait for a push, and it never destroys unsafe
+    weights either: it stops the instance, which keeps the disk."""
+    iid = vast_standin.add_instance()
+    run_dir = tmp_path / "run"
+    make_run(run_dir, trainer_pid.pid)  # a best.pt that is on no Hub
+    proc = start_guard(run_dir, vast_standin, iid, "--when", "done", "--then", "destroy",
+                       "--max-hours", "0.0005")  # 1.8 s
+    rc, err = finished(proc)
+    assert rc == 0, err
+    assert trainer_pid.poll() is None  # the run never ended
+    assert not vast_standin.calls("DELETE")
+    assert [r.body for r in vast_standin.calls("PUT")] == [{"state": "stopped"}]
+    assert vast_standin.instances[iid]["actual_status"] == "stopped"
+    state = guard_state(run_dir)
+    assert state["outcome"]["trigger"] == "max-hours"
+    assert state["outcome"]["action"] == "stop" and state["outcome"]["confirmed"] is True
+    assert "NOT destroying: best.pt is not safe" in (run_dir / "guard.log").read_text()
+
+
 def test_idle_box_is_stopped(tmp_path, vast_standin):
     iid = vast_standin.add_instance()
     run_dir = tmp_path / "run"

@@ -1,6 +1,6 @@
 """Text for people, one way on the box and on the laptop: untrusted text (log lines,
-names, errors from a box or an API) made safe to show, errors on one line, durations.
-Standard library only."""
+names, errors from a box or an API) made safe to show, errors on one line, durations,
+money. Standard library only."""
 
 from __future__ import annotations
 
@@ -65,3 +65,22 @@ def format_duration(seconds: float | None) -> str:
     if s < 86400:
         return f"{s // 3600}h{(s % 3600) // 60:02d}m"
     return f"{s // 86400}d{(s % 86400) // 3600:02d}h"
+
+
+def money(usd: float | None, digits: int | None = None) -> str:
+    """``$0.42``, ``$0.0083`` (under ten cents), ``$1,234``; exactly ``digits`` decimals
+    when given; ``$?`` when unknown. The one way money is written: CLI, TUI and the box's
+    guard (its notifications) alike; the laptop reaches it as
+    ``remote.billing.cost.money``."""
+    if usd is None or not math.isfinite(usd):
+        return "$?"
+    if digits is not None:
+        return f"${usd:,.{digits}f}"
+    if abs(usd) >= 1000:
+        return f"${usd:,.0f}"
+    return f"${usd:.2f}" if abs(usd) >= 0.1 or usd == 0 else f"${usd:.4f}"
+
+
+def rate(usd_per_hour: float | None) -> str:
+    """A price per hour: ``$0.0694/h``, ``$?/h`` when unknown."""
+    return f"{money(usd_per_hour, 4)}/h"

@@ -35,7 +35,7 @@ KEYS: tuple[tuple[str, str, str, str], ...] = (
     ("x", "box('stop_run')", "stop run", "Stop training gracefully (asks first)"),
     ("i", "box('stop_instance')", "stop inst", "Stop the instance (shows what it still costs)"),
     ("D", "box('destroy')", "destroy", "Destroy the instance (type its id; needs safe weights)"),
-    ("g", "box('guard')", "guard", "Arm or disarm the guard"),
+    ("g", "box('guard')", "guard", "Arm or disarm the guard; acknowledge its alarm"),
     ("r", "reconnect", "reconnect", "Reconnect to the box now"),
     ("f", "log('toggle_follow')", "follow", "Log: follow on/off"),
     ("slash", "log('search')", "search", "Log: search with highlights"),

@@ -6,7 +6,9 @@ stopping beats destroying.
   a 30-day month: 250 GB at $0.20/GB/month is $0.0694/h);
 * destroying ends billing, but coming back costs a rebuild (re-rent, image pull,
   reinstall, restage the data; about $1.00), so stopping is cheaper for pauses shorter
-  than ``rebuild / stopped $/h`` hours (about 14 h with those figures).
+  than ``rebuild / stopped $/h`` hours (about 14 h with those figures);
+* a provider that cannot stop (Lambda) gets no stop figures and no stop advice: only
+  terminating ends its billing.
 """
 
 from __future__ import annotations
@@ -16,7 +18,12 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from trainer.providers import PROVIDERS
 from trainer.providers.base import HOURS_PER_MONTH, Instance
+from trainer.text import money, rate
+
+__all__ = ["CostReport", "break_even_hours", "cost_report", "format_report", "money", "rate",
+           "stopped_per_hour"]
 
 #: Storage price used when neither the provider nor the user says ($/GB/month).
 DEFAULT_STORAGE_PER_GB_MONTH = 0.20
@@ -64,6 +71,9 @@ class CostReport:
     to_finish_usd: float | None
     projected_total_usd: float | None
     price_source: str = ""
+    #: Whether the provider can stop an instance; when not, the stop figures are ``None``.
+    can_stop: bool = True
+    provider_title: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object of ``gpurent cost --json``."""
@@ -73,10 +83,11 @@ class CostReport:
 def cost_report(*, price_per_hour: float | None = None, disk_gb: float | None = None,
                 storage_per_gb_month: float | None = None, rebuild_usd: float | None = None,
                 status: Mapping[str, Any] | None = None,
-                instance: Instance | None = None) -> CostReport:
+                instance: Instance | None = None, provider: str | None = None) -> CostReport:
     """The money figures from explicit values, else the provider's ``instance``, else the
     defaults, with run figures from a ``status.json`` object (``elapsed_seconds``,
-    ``mean_epoch_seconds``, ``eta_seconds``)."""
+    ``mean_epoch_seconds``, ``eta_seconds``). ``provider`` (else the instance's) decides
+    whether stopping is possible at all."""
     source = "given" if price_per_hour is not None else ""
     if price_per_hour is None and instance is not None and instance.price_per_hour:
         price_per_hour, source = instance.price_per_hour, f"{instance.provider} API"
@@ -92,6 +103,10 @@ def cost_report(*, price_per_hour: float | None = None, disk_gb: float | None = 
     if stopped is None and disk_gb is not None:
         stopped = stopped_per_hour(disk_gb, storage_per_gb_month)
     rebuild = DEFAULT_REBUILD_USD if rebuild_usd is None else rebuild_usd
+    cls = PROVIDERS.get(provider or (instance.provider if instance is not None else ""))
+    can_stop = cls is None or cls.can_stop
+    if not can_stop:
+        stopped = None
     status = status or {}
     spent = _usd(status.get("elapsed_seconds"), price_per_hour)
     epoch = status.get("mean_epoch_seconds") or status.get("epoch_seconds")
@@ -111,31 +126,16 @@ def cost_report(*, price_per_hour: float | None = None, disk_gb: float | None = 
         to_finish_usd=to_finish,
         projected_total_usd=total,
         price_source=source,
+        can_stop=can_stop,
+        provider_title=cls.title if cls is not None else "",
     )
-
-
-def money(usd: float | None, digits: int | None = None) -> str:
-    """``$0.42``, ``$0.0083`` (under ten cents), ``$1,234``; exactly ``digits`` decimals
-    when given; ``$?`` when unknown. The one way money is written, CLI and TUI alike."""
-    if usd is None or not math.isfinite(usd):
-        return "$?"
-    if digits is not None:
-        return f"${usd:,.{digits}f}"
-    if abs(usd) >= 1000:
-        return f"${usd:,.0f}"
-    return f"${usd:.2f}" if abs(usd) >= 0.1 or usd == 0 else f"${usd:.4f}"
-
-
-def rate(usd_per_hour: float | None) -> str:
-    """A price per hour: ``$0.0694/h``, ``$?/h`` when unknown."""
-    return f"{money(usd_per_hour, 4)}/h"
 
 
 def format_report(report: CostReport) -> list[str]:
     """Human lines for a report, each saying what is missing when a figure is unknown."""
     lines = []
     src = f" ({report.price_source})" if report.price_source else ""
-    lines.append(f"running      {money(report.price_per_hour, 4)}/h{src}"
+    lines.append(f"running      {rate(report.price_per_hour)}{src}"
                  if report.price_per_hour is not None else
                  "running      unknown $/h (pass --price or --provider/--instance)")
     if report.spent_usd is not None:
@@ -145,10 +145,15 @@ def format_report(report: CostReport) -> list[str]:
     if report.to_finish_usd is not None:
         lines.append(f"to finish    {money(report.to_finish_usd)} (ETA x price); projected "
                      f"total {money(report.projected_total_usd)}")
+    if not report.can_stop:
+        lines.append(f"stopped      not possible: {report.provider_title or 'this provider'} "
+                     "cannot stop an instance; only terminating ends its billing (and "
+                     "deletes its disk)")
+        return lines
     if report.stopped_per_hour is None:
         lines.append("stopped      unknown $/h (pass --disk-gb)")
         return lines
-    lines.append(f"stopped      {money(report.stopped_per_hour, 4)}/h for "
+    lines.append(f"stopped      {rate(report.stopped_per_hour)} for "
                  f"{report.disk_gb:g} GB of disk at "
                  f"{money(report.storage_per_gb_month)}/GB/month (GPUs released)")
     lines.append(f"rebuild      {money(report.rebuild_usd)} to re-rent and restage after a "

@@ -12,7 +12,11 @@ guard calls them from the box); this module finds what they need on the laptop:
 
 The config file is ``$XDG_CONFIG_HOME/gpurent/config.toml`` (default
 ``~/.config/gpurent/config.toml``). It holds keys, so it is refused while group or others
-can access it.
+can access it. It also holds the guard's webhooks (secrets too)::
+
+    [notify]
+    urls = ["https://ntfy.sh/my-secret-topic"]
+    format = "ntfy"        # optional: json, ntfy, slack, discord (default: from the URL)
 """
 
 from __future__ import annotations
@@ -88,10 +92,32 @@ def resolve_api_key(provider: str, *, env: Mapping[str, str] | None = None,
     return key.strip() if isinstance(key, str) and key.strip() else None
 
 
+def notify_config(path: str | os.PathLike[str] | None = None) -> tuple[list[str], str | None]:
+    """The webhook URLs and format under ``[notify]`` in the config file (``[]`` and
+    ``None`` when it has none). Raises ``ConfigError`` for a malformed section; the
+    message never repeats a URL."""
+    section = _section(load_config(path), "notify")
+    urls, fmt = section.get("urls", []), section.get("format")
+    if isinstance(urls, str):
+        urls = [urls]
+    if not isinstance(urls, list) or not all(isinstance(u, str) for u in urls):
+        raise ConfigError(f"[notify] urls in {path or config_path()} must be a list of "
+                          "strings")
+    if fmt is not None and not isinstance(fmt, str):
+        raise ConfigError(f"[notify] format in {path or config_path()} must be a string")
+    return [u.strip() for u in urls if u.strip()], fmt
+
+
 def get_provider(name: str, api_key: str | None, base_url: str | None = None,
                  **options: Any) -> Provider:
     """A provider client (see ``trainer.providers.get_provider``)."""
     return _get_provider(name, api_key, base_url, **options)
+
+
+def can_stop(name: str) -> bool:
+    """Whether provider ``name`` can stop an instance (Lambda cannot); unknown: yes."""
+    cls = PROVIDERS.get(name)
+    return cls is None or cls.can_stop
 
 
 def provider_for(name: str, *, base_url: str | None = None,

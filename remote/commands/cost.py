@@ -48,8 +48,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rebuild-usd", type=_non_negative, metavar="USD",
                    help="cost to re-rent and restage after a destroy (default 1.00)")
     p.add_argument("--provider", choices=("vast", "runpod", "lambda"),
-                   help="read price and disk from this provider's API")
-    p.add_argument("--instance", metavar="ID", help="the instance for --provider")
+                   help="the provider (Lambda cannot stop: no stop figures); with "
+                   "--instance, price and disk are read from its API")
+    p.add_argument("--instance", metavar="ID", help="the instance, read through --provider")
     p.add_argument("--base-url", metavar="URL", help="provider API base URL (testing)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
@@ -69,9 +70,9 @@ def run(args: argparse.Namespace) -> int:
             return fail(read.reason)
         status = read.fields
     instance = None
-    if args.provider or args.instance:
-        if not (args.provider and args.instance):
-            return fail("--provider and --instance go together")
+    if args.instance:
+        if not args.provider:
+            return fail("--instance needs --provider")
         try:
             instance = provider_for(args.provider, base_url=args.base_url) \
                 .get_instance(args.instance)
@@ -79,7 +80,8 @@ def run(args: argparse.Namespace) -> int:
             return fail(str(exc))
     report = cost_report(price_per_hour=args.price, disk_gb=args.disk_gb,
                          storage_per_gb_month=args.storage_per_gb_month,
-                         rebuild_usd=args.rebuild_usd, status=status, instance=instance)
+                         rebuild_usd=args.rebuild_usd, status=status, instance=instance,
+                         provider=args.provider)
     if args.json:
         print(json.dumps(report.to_dict()))
     else:

@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from remote.billing import teardown
-from remote.billing.cost import cost_report, format_report
+from remote.billing.cost import cost_report, format_report, rate
 from remote.billing.providers import ConfigError, provider_for, resolve_instance
 from remote.target import Target, add_connection_options, open_transport
 from remote.transport.base import Transport, TransportError
@@ -97,8 +97,8 @@ def _instance_lines(inst: Instance) -> list[str]:
             ("gpu", clean_text(inst.gpu or "unknown"))]
     if inst.ssh_host:
         rows.append(("ssh", f"{clean_text(inst.ssh_host)}:{inst.ssh_port or 22}"))
-    rate = inst.billing_per_hour
-    rows.append(("billing", "unknown" if rate is None else f"${rate:.4f}/h now"))
+    now = inst.billing_per_hour
+    rows.append(("billing", "unknown" if now is None else f"{rate(now)} now"))
     return [f"{k:<12} {v}" for k, v in rows]
 
 

@@ -38,7 +38,8 @@ def summarise(transport: Transport, run_dir: str) -> dict[str, Any]:
     guard's state (``None`` when no guard was ever armed for the run)."""
     summary = read_run(transport, run_dir).summary()
     guard = read_guard(transport, run_dir)
-    summary["guard"] = None if guard is None else {**guard.to_dict(), "summary": guard.summary()}
+    summary["guard"] = None if guard is None else {
+        **guard.to_dict(), "summary": guard.summary(), "alarm_active": guard.alarm_active}
     return summary
 
 
@@ -61,8 +62,12 @@ def format_summary(s: dict[str, Any]) -> str:
         rows.append(("pid", f"{s['pid']} ({alive})"))
     if isinstance(s["error"], dict):
         rows.append(("error", f"{s['error'].get('type')}: {s['error'].get('message')}"))
-    if s.get("guard"):
-        rows.append(("guard", s["guard"]["summary"]))
+    guard = s.get("guard")
+    if guard:
+        rows.append(("guard", guard["summary"]))
+        if guard.get("alarm_active"):  # first, where nobody can miss it
+            rows.insert(0, ("ALARM", f"{guard['alarm'].get('message')} (acknowledge: "
+                                     "gpurent guard RUN ack)"))
     return "\n".join(f"{k:<6} {clean_text(str(v))}" for k, v in rows)
 
 

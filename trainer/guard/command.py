@@ -4,21 +4,30 @@ weights are safe. Standard library only; started detached by ``remote.guard.arm_
 
 Triggers (``--when``):
 
-* ``done``: the run closed its status (``completed``, ``failed`` or ``stopped``);
-* ``dead``: as ``done``, or its process is gone while the status still says running;
+* ``done``: the run ended: its status closed (``completed``, ``failed`` or ``stopped``),
+  or it is dead: its process is gone while the status still says running, or it has
+  been ``stalled`` for ``--stall-minutes`` (``dead`` is another name for ``done``);
 * ``idle=MINUTES``: nothing worked for MINUTES: no GPU busy (``nvidia-smi``; without it,
   no live training process) and no growth of ``train.log``;
 * ``--max-hours H`` in any case: a hard lifetime, like a serverless timeout.
 
 After a trigger (not after ``--max-hours``) it waits up to ``--push-wait`` seconds for
-the final push (``trainer.hub.safe``: ``best.pt`` on the Hub by sha256). It never destroys
+the final push (``trainer.hub.safe``: ``best.pt`` on the Hub by sha256), as long as
+someone may still push (the trainer lives, or a push process runs). It never destroys
 unsafe weights: it stops the instance instead and says so (on a provider without stop it
-leaves the instance running and says that). Every decision goes to ``RUN_DIR/guard.log``;
-the state for ``gpurent status`` and the TUI goes to ``RUN_DIR/guard.json``.
+leaves the instance running and raises an alarm). It does not give up while the instance
+may bill (``trainer.guard.act``): API failures are retried with a backoff doubling from
+``--retry-backoff`` up to ``--retry-max`` seconds, a destroy that did not take is re-sent,
+then the instance is stopped, until ``--give-up-after`` seconds; what cannot be ended
+is a persistent ``alarm`` in ``guard.json``. Every decision and step goes to
+``RUN_DIR/guard.log``; the state for ``gpurent status`` and the TUI goes to
+``RUN_DIR/guard.json``.
 
-The API key comes from ``--key-stdin`` (one line), else from the key the provider puts in
-the instance (Vast ``CONTAINER_API_KEY``, RunPod ``RUNPOD_API_KEY``), read from this
-environment or PID 1's. It is never logged or written anywhere.
+Secrets come on stdin only: the API key from ``--key-stdin`` (the first line), else the
+key the provider puts in the instance (Vast ``CONTAINER_API_KEY``, RunPod
+``RUNPOD_API_KEY``), read from this environment or PID 1's; webhook URLs from
+``--notify-stdin`` (every further line: ``URL`` or ``FORMAT URL``). None is ever logged or
+written anywhere.
 """
 
 from __future__ import annotations
@@ -31,10 +40,12 @@ import sys
 from pathlib import Path
 
 from trainer import runfiles
+from trainer.guard.notify import Target, parse_targets
 from trainer.guard.state import (
     ACTIVE_STATES,
     GUARD_FILE,
     GUARD_LOG,
+    NOTIFY_FORMATS,
     AlreadyArmed,
     GuardError,
     parse_when,
@@ -44,6 +55,7 @@ from trainer.guard.watch import EXIT_USAGE, Guard, GuardConfig
 from trainer.providers import ProviderError, get_provider
 from trainer.providers.base import Provider
 from trainer.providers.detect import box_api_key, detect_instance
+from trainer.text import rate
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,9 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Stop or destroy this instance through the provider's API once the "
         "run is over and best.pt is safe (never destroys unsafe weights: stops instead).")
     p.add_argument("run_dir", metavar="RUN_DIR")
-    p.add_argument("--when", required=True, metavar="done|dead|idle=MINUTES",
-                   help="done: the run ended; dead: ended or its process died; "
-                   "idle=MINUTES: nothing worked for MINUTES")
+    p.add_argument("--when", required=True, metavar="done|idle=MINUTES",
+                   help="done: the run ended (completed, failed, stopped, or dead: its "
+                   "process gone or stalled past --stall-minutes); idle=MINUTES: nothing "
+                   "worked for MINUTES")
     p.add_argument("--then", required=True, choices=("stop", "destroy"))
     p.add_argument("--max-hours", type=float, default=None, metavar="H",
                    help="hard lifetime: act after H hours whatever the run does")
@@ -71,6 +84,23 @@ def build_parser() -> argparse.ArgumentParser:
                    help="longest wait for the final push after the trigger (default 900)")
     p.add_argument("--confirm-timeout", type=float, default=180.0, metavar="S",
                    help="how long to poll the API for the outcome (default 180)")
+    p.add_argument("--stall-minutes", type=float, default=30.0, metavar="M",
+                   help="a run stalled this long counts as dead (default 30)")
+    p.add_argument("--retry-backoff", type=float, default=5.0, metavar="S",
+                   help="first wait before retrying a failing provider API (default 5)")
+    p.add_argument("--retry-max", type=float, default=60.0, metavar="S",
+                   help="longest wait between retries (default 60: once the API is "
+                   "back, the billing ends within about a minute)")
+    p.add_argument("--give-up-after", type=float, default=86400.0, metavar="S",
+                   help="hard deadline for ending the billing, then an alarm (default "
+                   "86400: a day)")
+    p.add_argument("--api-timeout", type=float, default=15.0, metavar="S",
+                   help="timeout of one provider API request (default 15)")
+    p.add_argument("--notify-stdin", action="store_true",
+                   help="read webhook targets from stdin (after the key line with "
+                   "--key-stdin): one per line, URL or FORMAT URL")
+    p.add_argument("--notify-format", choices=NOTIFY_FORMATS,
+                   help="the shape of targets that name none (default: from the URL)")
     return p
 
 
@@ -84,11 +114,21 @@ def _setup_log(run_dir: Path) -> logging.Logger:
     return log
 
 
-def configure(args: argparse.Namespace, stdin_key: str | None) -> tuple[GuardConfig, Provider]:
+def read_secrets(args: argparse.Namespace) -> tuple[str | None, str]:
+    """The key line (``--key-stdin``) and the notify lines (``--notify-stdin``) from
+    stdin, which is read only when one of them asks."""
+    key = sys.stdin.readline().strip() if args.key_stdin else None
+    notify = sys.stdin.read() if args.notify_stdin else ""
+    return key, notify
+
+
+def configure(args: argparse.Namespace,
+              stdin_key: str | None) -> tuple[GuardConfig, Provider]:
     """Validate the options, find provider, instance and key; raise ``GuardError``."""
     run_dir = Path(args.run_dir)
     when, minutes = parse_when(args.when)
-    for name in ("max_hours", "poll", "push_wait", "confirm_timeout"):
+    for name in ("max_hours", "poll", "push_wait", "confirm_timeout", "stall_minutes",
+                 "retry_backoff", "retry_max", "give_up_after", "api_timeout"):
         value = getattr(args, name)
         if value is not None and not (value > 0 and value != float("inf")):
             raise GuardError(f"--{name.replace('_', '-')} must be a positive number")
@@ -110,7 +150,10 @@ def configure(args: argparse.Namespace, stdin_key: str | None) -> tuple[GuardCon
         where = "stdin was empty" if args.key_stdin else "none in this instance's environment"
         raise GuardError(f"no API key for {provider_name} ({where}); pass it with --key-stdin")
     try:
-        provider = get_provider(provider_name, key, args.base_url)
+        provider = get_provider(provider_name, key, args.base_url,
+                                timeout=args.api_timeout,
+                                backoff=min(1.0, args.retry_backoff),
+                                max_backoff=min(30.0, args.retry_max))
         instance = provider.check_id(instance)
     except ProviderError as exc:
         raise GuardError(str(exc)) from None
@@ -119,7 +162,9 @@ def configure(args: argparse.Namespace, stdin_key: str | None) -> tuple[GuardCon
     cfg = GuardConfig(run_dir=run_dir, when=when, idle_minutes=minutes, then=args.then,
                       max_hours=args.max_hours, provider=provider_name, instance=instance,
                       poll=args.poll, push_wait=args.push_wait,
-                      confirm_timeout=args.confirm_timeout)
+                      confirm_timeout=args.confirm_timeout, stall_minutes=args.stall_minutes,
+                      retry_backoff=args.retry_backoff, retry_max=args.retry_max,
+                      give_up_after=args.give_up_after)
     return cfg, provider
 
 
@@ -130,9 +175,10 @@ def main(argv: list[str]) -> int:
     if not run_dir.is_dir():
         print(f"trainer guard: {run_dir} is not a directory", file=sys.stderr)
         return EXIT_USAGE
-    stdin_key = sys.stdin.readline().strip() if args.key_stdin else None
+    stdin_key, notify_text = read_secrets(args)
     log = _setup_log(run_dir)
     try:
+        targets: list[Target] = parse_targets(notify_text, args.notify_format)
         cfg, provider = configure(args, stdin_key)
     except GuardError as exc:
         log.error("not armed: %s", exc)
@@ -144,17 +190,21 @@ def main(argv: list[str]) -> int:
             "then": args.then, "pid": os.getpid(), "last_decision": f"not armed: {exc}",
             "decided_at": runfiles.utc_now_iso()})
         return EXIT_USAGE
-    guard = Guard(cfg, provider, log)
     try:
         inst = provider.get_instance(cfg.instance)
     except ProviderError as exc:
-        guard.decide("error", f"not armed: {exc}", level=logging.ERROR)
+        Guard(cfg, provider, log).decide("error", f"not armed: {exc}", level=logging.ERROR)
         print(f"trainer guard: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    guard = Guard(cfg, provider, log, notify=targets, price_per_hour=inst.price_per_hour)
     for sig in (signal.SIGTERM, signal.SIGINT):  # SIGHUP stays ignored (nohup)
         signal.signal(sig, guard.on_signal)
-    rate = "unknown $/h" if inst.price_per_hour is None else f"${inst.price_per_hour:.4f}/h"
     limit = f", at most {cfg.max_hours:g} h" if cfg.max_hours else ""
+    told = ""
+    if targets:
+        formats = ", ".join(t.format for t in targets)
+        told = f"; notifying {len(targets)} webhook{'s' * (len(targets) > 1)} ({formats})"
     guard.decide("armed", f"armed: when {cfg.when_text} then {cfg.then}{limit}; "
-                          f"{provider.title} instance {cfg.instance} is {inst.state} at {rate}")
+                          f"{provider.title} instance {cfg.instance} is {inst.state}, "
+                          f"running at {rate(inst.price_per_hour)}{told}")
     return guard.run()

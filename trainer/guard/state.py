@@ -15,6 +15,12 @@ GUARD_FILE = "guard.json"
 GUARD_LOG = "guard.log"
 #: Where ``arm_guard`` sends the guard's stdout/stderr (crash tracebacks only).
 GUARD_OUT = "guard.out"
+#: Written by the laptop when a person acknowledged the guard's alarm (``guard.json``
+#: has one writer, the guard): ``{"alarm_at": <the alarm's "at">, "acknowledged_at"}``.
+GUARD_ACK = "guard.ack.json"
+
+#: The webhook shapes ``--notify`` speaks: plain JSON, ntfy, Slack and Discord.
+NOTIFY_FORMATS = ("json", "ntfy", "slack", "discord")
 
 #: States in which a guard process is (or should be) watching.
 ACTIVE_STATES = ("armed", "waiting-for-push", "acting")
@@ -29,10 +35,12 @@ class AlreadyArmed(GuardError):
 
 
 def parse_when(text: str) -> tuple[str, float | None]:
-    """``("done", None)``, ``("dead", None)`` or ``("idle", minutes)``."""
+    """``("done", None)`` or ``("idle", minutes)``. ``done`` is any end of the run:
+    completed, failed, stopped or dead (its process gone, or stalled past the limit);
+    ``dead`` is accepted as another name for it."""
     value = (text or "").strip().lower()
     if value in ("done", "dead"):
-        return value, None
+        return "done", None
     if value.startswith("idle="):
         try:
             minutes = float(value[5:])
@@ -40,7 +48,7 @@ def parse_when(text: str) -> tuple[str, float | None]:
             minutes = -1.0
         if minutes > 0 and minutes == minutes and minutes != float("inf"):
             return "idle", minutes
-    raise GuardError(f"--when {one_line(text, 40)!r}: use done, dead or idle=MINUTES "
+    raise GuardError(f"--when {one_line(text, 40)!r}: use done or idle=MINUTES "
                      "(MINUTES > 0)")
 
 
@@ -56,3 +64,13 @@ def read_guard(run_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
     pid = data.get("pid")
     data["alive"] = runfiles.local_pid_alive(pid) if isinstance(pid, int) else False
     return data
+
+
+def alarm_acknowledged(guard: dict[str, Any], ack: dict[str, Any] | None) -> bool:
+    """Whether ``guard``'s alarm (``guard.json``) was acknowledged by ``ack``
+    (``guard.ack.json``); a guard without an alarm has nothing to acknowledge."""
+    alarm = guard.get("alarm")
+    if not isinstance(alarm, dict):
+        return True
+    at = alarm.get("at")
+    return at is not None and isinstance(ack, dict) and ack.get("alarm_at") == at

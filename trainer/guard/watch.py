@@ -1,11 +1,14 @@
 """The guard's watch loop: look at the run every poll, decide, and act through the
-provider's API, recording each decision in ``guard.log`` and ``guard.json``."""
+provider's API (``trainer.guard.act``: retried until the billing ends or a hard
+deadline), recording each decision in ``guard.log`` and ``guard.json`` and telling the
+webhooks (``trainer.guard.notify``)."""
 
 from __future__ import annotations
 
 import logging
 import os
 import signal
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -14,21 +17,20 @@ from pathlib import Path
 from typing import Any
 
 from trainer import runfiles, smi
+from trainer.guard.act import Ending, Policy, end_billing
+from trainer.guard.notify import Notifier, Target
 from trainer.guard.state import ACTIVE_STATES, GUARD_FILE
-from trainer.providers import ProviderError
 from trainer.providers.base import Provider
-from trainer.providers.confirm import (
-    ActionOutcome,
-    StillBilling,
-    destroy_and_confirm,
-    stop_and_confirm,
-)
-from trainer.text import format_duration, one_line
+from trainer.text import format_duration, money, one_line, rate
 
-#: After the run's process is gone nobody will push any more: wait at most this long.
-DEAD_PUSH_GRACE = 60.0
 #: A GPU busier than this (percent) means work is being done.
 GPU_BUSY_PERCENT = 10
+#: Verdicts that end a run for ``--when done``, and those worth a notification.
+ENDED = ("completed", "failed", "stopped", "dead")
+#: Steps kept in ``guard.json`` (all of them are in ``guard.log``).
+KEEP_STEPS = 20
+#: The longest wait for notifications under way before the guard exits (seconds).
+NOTIFY_FLUSH = 120.0
 
 #: Exit codes: 0 acted (or disarmed), 1 the action failed or was refused, 2 bad input.
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -56,6 +58,19 @@ class GuardConfig:
     poll: float = 30.0
     push_wait: float = 900.0
     confirm_timeout: float = 180.0
+    #: A live run that is ``stalled`` this long counts as dead.
+    stall_minutes: float = 30.0
+    #: Retries of a failing provider API: the first wait, its cap, the hard deadline.
+    retry_backoff: float = 5.0
+    retry_max: float = 60.0
+    give_up_after: float = 86400.0
+
+    @property
+    def policy(self) -> Policy:
+        """How hard ``trainer.guard.act`` tries."""
+        return Policy(confirm_timeout=self.confirm_timeout,
+                      interval=max(0.05, min(5.0, self.poll)), backoff=self.retry_backoff,
+                      max_backoff=self.retry_max, give_up_after=self.give_up_after)
 
     @property
     def when_text(self) -> str:
@@ -68,17 +83,24 @@ class Guard:
 
     def __init__(self, cfg: GuardConfig, provider: Provider, log: logging.Logger, *,
                  gpu_util: Callable[[], list[int] | None] = gpu_utilisation,
-                 pid_alive: Callable[[int], bool] = runfiles.local_pid_alive) -> None:
+                 pid_alive: Callable[[int], bool] = runfiles.local_pid_alive,
+                 notify: list[Target] | None = None,
+                 price_per_hour: float | None = None) -> None:
         self.cfg = cfg
         self.provider = provider
         self.log = log
         self.gpu_util = gpu_util
         self.pid_alive = pid_alive
+        self.price_per_hour = price_per_hour
         self.disarm = threading.Event()
         self._acting = False
         self._t0 = time.monotonic()
+        self._lock = threading.RLock()
         self.started_at = runfiles.utc_now_iso()
+        self.ended_at: float | None = None
+        self.run_verdict: str | None = None
         self.state: dict[str, Any] = {}
+        self.notifier = Notifier(notify or [], self._notified)
 
     # ------------------------------------------------------------------ state file
 
@@ -89,22 +111,92 @@ class Guard:
         if cfg.max_hours is not None:
             deadline = runfiles.utc_now_iso(time.time() + cfg.max_hours * 3600
                                             - (time.monotonic() - self._t0))
-        self.state = {
-            "schema_version": 1, "state": state, "armed": state in ACTIVE_STATES,
-            "when": cfg.when_text, "then": cfg.then, "max_hours": cfg.max_hours,
-            "started_at": self.started_at, "deadline_at": deadline, "pid": os.getpid(),
-            "pgid": os.getpgid(0), "provider": cfg.provider, "instance": cfg.instance,
-            "last_decision": decision, "decided_at": runfiles.utc_now_iso(),
-            "outcome": self.state.get("outcome"),
-        }
-        self.state.update(extra)
-        runfiles.atomic_write_json(cfg.run_dir / GUARD_FILE, self.state)
+        with self._lock:
+            old = self.state
+            self.state = {
+                "schema_version": 1, "state": state, "armed": state in ACTIVE_STATES,
+                "when": cfg.when_text, "then": cfg.then, "max_hours": cfg.max_hours,
+                "started_at": self.started_at, "deadline_at": deadline, "pid": os.getpid(),
+                "pgid": os.getpgid(0), "provider": cfg.provider, "instance": cfg.instance,
+                "last_decision": decision, "decided_at": runfiles.utc_now_iso(),
+                "outcome": old.get("outcome"), "alarm": old.get("alarm"),
+                "steps": old.get("steps") or [], "notify": old.get("notify") or [],
+                "stall_minutes": cfg.stall_minutes, "give_up_after": cfg.give_up_after,
+                "price_per_hour": self.price_per_hour, "run_verdict": self.run_verdict,
+                "run_ended_at": None if self.ended_at is None
+                else runfiles.utc_now_iso(self.ended_at),
+            }
+            self.state.update(extra)
+            runfiles.atomic_write_json(cfg.run_dir / GUARD_FILE, self.state)
 
     def decide(self, state: str, decision: str, *, level: int = logging.INFO,
                **extra: Any) -> None:
         """Log a decision and record it in ``guard.json``."""
         self.log.log(level, "%s", decision)
         self.write_state(state, decision, **extra)
+
+    def step(self, step: str, text: str, level: int) -> None:
+        """One step of the action: logged (with its time) and kept in ``guard.json``."""
+        entry = {"at": runfiles.utc_now_iso(), "step": step, "result": text}
+        with self._lock:
+            steps = [*(self.state.get("steps") or []), entry][-KEEP_STEPS:]
+            self.decide("acting", text, level=level, steps=steps)
+
+    # ------------------------------------------------------------------ notifications
+
+    def message(self, event: str, title: str, what: str) -> dict[str, Any]:
+        """A notification: the facts (run, state, best metric, what the guard did, money)
+        and ``title``/``text`` for people."""
+        cfg = self.cfg
+        read = runfiles.read_status(cfg.run_dir)
+        run = cfg.run_dir.resolve().name
+        best = None
+        if read.get("best_metric") is not None:
+            best = {"metric": read.get("best_metric_name") or "metric",
+                    "value": read.get("best_metric"), "epoch": read.get("best_epoch")}
+        price = self.price_per_hour
+        elapsed = read.get("elapsed_seconds") or read.get("total_seconds")
+        run_usd = None
+        if price is not None and isinstance(elapsed, (int, float)):
+            run_usd = elapsed * price / 3600
+        idle = None if self.ended_at is None else max(0.0, time.time() - self.ended_at)
+        idle_usd = None if idle is None or price is None else idle * price / 3600
+        spent = None if run_usd is None else run_usd + (idle_usd or 0.0)
+        verdict = one_line(self.run_verdict or read.get("state") or "unknown", 40)
+        host = one_line(socket.gethostname(), 60)
+        lines = [f"run {one_line(run, 80)} on {host}: {verdict}"]
+        if best is not None and isinstance(best["value"], (int, float)):
+            lines.append(one_line(f"best {best['metric']} {best['value']:.4g} at epoch "
+                                  f"{best['epoch']}", 120))
+        lines.append(f"guard: {one_line(what, 600)}")
+        money_line = f"{money(spent)} so far at {rate(price)}"
+        if idle is not None:
+            money_line += (f" (idle after the run {format_duration(idle)}: "
+                           f"{money(idle_usd)})")
+        lines.append(money_line)
+        return {"event": event, "title": f"gpurent: {title}", "text": "\n".join(lines),
+                "run": run, "run_dir": str(cfg.run_dir), "host": host, "state": verdict,
+                "best": best, "guard": what, "guard_state": self.state.get("state"),
+                "provider": cfg.provider, "instance": cfg.instance,
+                "price_per_hour": price, "spent_usd": spent, "idle_seconds": idle,
+                "idle_usd": idle_usd, "outcome": self.state.get("outcome"),
+                "alarm": self.state.get("alarm"), "at": runfiles.utc_now_iso()}
+
+    def notify(self, event: str, title: str, what: str) -> None:
+        """Tell the webhooks (in the background; nothing when there are none)."""
+        if self.notifier.targets:
+            self.notifier.send(self.message(event, title, what))
+
+    def _notified(self, index: int, target: Target, event: str, delivered: bool,
+                  detail: str) -> None:
+        level = logging.INFO if delivered else logging.WARNING
+        self.log.log(level, "notification %d (%s) of %s: %s", index, target.format, event,
+                     detail)
+        with self._lock:
+            entry = {"at": runfiles.utc_now_iso(), "target": index, "format": target.format,
+                     "event": event, "delivered": delivered, "detail": detail}
+            self.state["notify"] = [*(self.state.get("notify") or []), entry][-KEEP_STEPS:]
+            runfiles.atomic_write_json(self.cfg.run_dir / GUARD_FILE, self.state)
 
     # ------------------------------------------------------------------ watching
 
@@ -117,14 +209,31 @@ class Guard:
         return cfg.max_hours is not None and \
             time.monotonic() - self._t0 >= cfg.max_hours * 3600
 
+    def _run_ended(self, verdict: str, reason: str, read: runfiles.StatusRead) -> None:
+        """The run reached an end: remember when (for the idle money) and tell."""
+        if self.ended_at is None:
+            updated = runfiles.parse_iso(read.get("updated_at") or "")
+            closed = verdict in ("completed", "failed", "stopped")
+            self.ended_at = updated if closed and updated is not None else time.time()
+        self.run_verdict = verdict
+        self.write_state(self.state.get("state") or "armed",
+                         self.state.get("last_decision") or "")
+        if verdict != "stopped":  # a stop is a person's own doing
+            plan = ("acting on it" if self.cfg.when == "done"
+                    else f"watching (when {self.cfg.when_text})")
+            self.notify("run-ended", f"run {verdict}", f"{reason}; {plan}")
+
     def watch(self) -> tuple[str, str] | None:
-        """Poll the run until a trigger fires: ``(trigger, reason)``; ``None`` = disarmed."""
+        """Poll the run until a trigger fires: ``(trigger, reason)``; ``None`` = disarmed.
+        The trigger is ``done`` (completed, failed, stopped), ``dead`` (process gone, or
+        stalled past ``stall_minutes``), ``idle`` or ``max-hours``."""
         cfg = self.cfg
         log_path = cfg.run_dir / runfiles.LOG_FILE
         history: list[tuple[float, int]] = []
         last_verdict = None
         last_busy = time.monotonic()
         last_size = -1
+        stalled_since: float | None = None
         while True:
             if self._over_lifetime():
                 return "max-hours", f"--max-hours {cfg.max_hours:g} reached"
@@ -134,14 +243,22 @@ class Guard:
             read = runfiles.read_status(cfg.run_dir)
             health = runfiles.judge_health(read, now=now, pid_alive=self.pid_alive,
                                            log_history=history)
-            if health.verdict != last_verdict:
-                last_verdict = health.verdict
-                self.decide("armed", f"run is {health.verdict}: {health.reason}")
-            verdict = health.verdict
-            if cfg.when == "done" and verdict in ("completed", "failed", "stopped"):
-                return "done", f"the run is {verdict} ({health.reason})"
-            if cfg.when == "dead" and verdict in ("completed", "failed", "stopped", "dead"):
-                return "dead", f"the run is {verdict} ({health.reason})"
+            verdict, reason = health.verdict, health.reason
+            stalled_since = (stalled_since or time.monotonic()) if verdict == "stalled" \
+                else None
+            if stalled_since is not None and \
+                    time.monotonic() - stalled_since >= cfg.stall_minutes * 60:
+                verdict = "dead"
+                reason = (f"stalled for {format_duration(time.monotonic() - stalled_since)}"
+                          f" (limit {cfg.stall_minutes:g} min): {reason}")
+            if verdict != last_verdict:
+                last_verdict = verdict
+                self.decide("armed", f"run is {verdict}: {reason}")
+                if verdict in ENDED:
+                    self._run_ended(verdict, reason, read)
+            if cfg.when == "done" and verdict in ENDED:
+                trigger = "dead" if verdict == "dead" else "done"
+                return trigger, f"the run is {verdict} ({reason})"
             if cfg.when == "idle":
                 util = self.gpu_util()
                 grew = last_size >= 0 and size != last_size
@@ -169,34 +286,36 @@ class Guard:
         except (OSError, ValueError) as exc:
             return {"safe": False, "reason": f"cannot check the weights: {one_line(exc)}"}
 
+    def someone_may_push(self) -> bool:
+        """Whether a push may still come: the trainer lives (and is not stuck), or a push
+        process is under way (``trainer.hub.safe.push_in_flight``)."""
+        from trainer.hub.safe import push_in_flight
+
+        if push_in_flight(self.cfg.run_dir):
+            return True
+        pid = runfiles.read_status(self.cfg.run_dir).get("pid")
+        alive = isinstance(pid, int) and self.pid_alive(pid)
+        return alive and self.run_verdict != "dead"
+
     def wait_for_safe(self, trigger: str) -> dict[str, Any]:
-        """Wait for ``best.pt`` to be safe (the final push) and return the last answer."""
+        """Wait for ``best.pt`` to be safe (the final push) while someone may still push
+        it, up to ``push_wait``; return the last answer."""
         cfg = self.cfg
         answer = self.safety()
-        if answer.get("safe") or trigger == "max-hours":
+        if answer.get("safe") or trigger == "max-hours" or not self.someone_may_push():
             return answer
         wait = format_duration(cfg.push_wait)
         self.decide("waiting-for-push", f"waiting up to {wait} for the final push: "
                                         f"{answer.get('reason')}")
         start = time.monotonic()
-        dead_since: float | None = None
         while True:
             if self._sleep(min(cfg.poll, 5.0)) or self._over_lifetime():
                 return answer
             answer = self.safety()
-            if answer.get("safe"):
+            if answer.get("safe") or time.monotonic() - start >= cfg.push_wait:
                 return answer
-            pid = runfiles.read_status(cfg.run_dir).get("pid")
-            alive = isinstance(pid, int) and self.pid_alive(pid)
-            now = time.monotonic()
-            if not alive and dead_since is None:
-                dead_since = now
-            waited = now - start
-            if waited >= cfg.push_wait:
-                return answer
-            if dead_since is not None and now - dead_since >= min(cfg.push_wait,
-                                                                   DEAD_PUSH_GRACE):
-                return answer  # the trainer is gone: nobody will push any more
+            if not self.someone_may_push():
+                return answer  # the trainer is gone and no push runs: nobody will push
 
     # ------------------------------------------------------------------ acting
 
@@ -213,10 +332,13 @@ class Guard:
         action = cfg.then
         if cfg.then == "destroy" and not safe:
             if not self.provider.can_stop:
-                self.decide("refused", f"NOT destroying: best.pt is not safe ({why}); "
-                            f"{self.provider.title} cannot stop, so the instance is left "
-                            "running and keeps billing: push or pull the weights, then "
-                            "destroy it", level=logging.ERROR)
+                text = (f"NOT destroying: best.pt is not safe ({why}); "
+                        f"{self.provider.title} cannot stop, so the instance is left "
+                        f"running and keeps billing {rate(self.price_per_hour)}: push or "
+                        "pull the weights, then destroy it")
+                self.raise_alarm(text, {"action": "none", "wanted": "destroy",
+                                        "confirmed": False, "trigger": trigger,
+                                        "billing_per_hour": self.price_per_hour})
                 return EXIT_FAILED
             action = "stop"
             self.log.warning("NOT destroying: best.pt is not safe (%s); stopping instead, "
@@ -226,44 +348,48 @@ class Guard:
         verb = "destroying" if action == "destroy" else "stopping"
         self.decide("acting", f"{verb} {self.provider.title} instance {cfg.instance} "
                               f"({trigger}: {reason})")
-        return self._perform(action, trigger)
+        ending = end_billing(self.provider, cfg.instance, action, cfg.policy, self.step)
+        return self.finish(ending, trigger)
 
-    def _perform(self, action: str, trigger: str) -> int:
-        cfg = self.cfg
-        do = destroy_and_confirm if action == "destroy" else stop_and_confirm
-        interval = max(0.05, min(5.0, cfg.poll))
-        for attempt in range(1, 4):
-            try:
-                outcome: ActionOutcome = do(self.provider, cfg.instance,
-                                            timeout=cfg.confirm_timeout, interval=interval)
-            except StillBilling as exc:
-                self.decide("alarm", str(exc), level=logging.CRITICAL,
-                            outcome={**exc.outcome.to_dict(), "trigger": trigger})
-                return EXIT_FAILED
-            except ProviderError as exc:
-                transient = exc.kind in ("timeout", "network", "server", "rate_limited")
-                if not transient or attempt == 3:
-                    self.decide("error", f"{action} failed: {exc}", level=logging.ERROR,
-                                outcome={"action": action, "confirmed": False,
-                                         "message": str(exc), "trigger": trigger})
-                    return EXIT_FAILED
-                self.log.warning("%s failed (attempt %d of 3), retrying: %s", action,
-                                 attempt, exc)
-                time.sleep(min(60.0, 5.0 * attempt))
-                continue
-            level = logging.INFO if outcome.confirmed else logging.ERROR
-            self.decide("done" if outcome.confirmed else "alarm", outcome.message, level=level,
-                        outcome={**outcome.to_dict(), "trigger": trigger})
-            return EXIT_OK if outcome.confirmed else EXIT_FAILED
-        return EXIT_FAILED  # not reached: the last attempt returns
+    def raise_alarm(self, text: str, outcome: dict[str, Any]) -> None:
+        """Record a persistent alarm in ``guard.json`` and tell the webhooks."""
+        alarm = {"at": runfiles.utc_now_iso(), "message": text,
+                 "billing_per_hour": outcome.get("billing_per_hour")}
+        self.decide("alarm", text, level=logging.CRITICAL, outcome=outcome, alarm=alarm)
+        self.notify("alarm", "ALARM: the instance may still be billing", text)
+
+    def finish(self, ending: Ending, trigger: str) -> int:
+        """Record how the action ended, tell the webhooks; the exit code."""
+        outcome = {**ending.outcome, "trigger": trigger}
+        if ending.alarm:
+            self.raise_alarm(ending.message, outcome)
+            return EXIT_FAILED
+        self.decide("done", ending.message, outcome=outcome)
+        done = {"stop": "instance stopped", "destroy": "instance destroyed"}
+        self.notify("acted", done.get(str(outcome.get("action")), "billing ended"),
+                    ending.message)
+        return EXIT_OK
 
     def run(self) -> int:
-        """Watch, then act; ``disarm`` (SIGTERM) ends it quietly before it acts."""
-        fired = self.watch()
-        if fired is None:
-            self.decide("disarmed", "disarmed (SIGTERM): the instance is left as it is")
-            return EXIT_OK
-        return self.act(*fired)
+        """Watch, then act; ``disarm`` (SIGTERM) ends it quietly before it acts. Waits a
+        bounded time for notifications under way before returning."""
+        try:
+            fired = self.watch()
+            if fired is None:
+                self.decide("disarmed", "disarmed (SIGTERM): the instance is left as it is")
+                return EXIT_OK
+            return self.act(*fired)
+        except Exception as exc:  # a bug must not leave the box billing without a word
+            self.log.exception("the guard failed")
+            hint = self.provider.console_hint("stop", self.cfg.instance)
+            self.raise_alarm(f"the guard failed ({type(exc).__name__}: {one_line(exc)}); "
+                             f"{self.provider.title} instance {self.cfg.instance} may still "
+                             f"be billing: {hint}",
+                             {"action": "none", "confirmed": False,
+                              "billing_per_hour": self.price_per_hour})
+            return EXIT_FAILED
+        finally:
+            self.notifier.flush(NOTIFY_FLUSH)
 
     def on_signal(self, signum: int, _frame: object) -> None:
         """SIGTERM/SIGINT: disarm, unless the action is already under way."""
@@ -272,6 +398,3 @@ class Guard:
                              signal.Signals(signum).name)
             return
         self.disarm.set()
-
-
-# ---------------------------------------------------------------------- command line

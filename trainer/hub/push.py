@@ -40,7 +40,8 @@ from trainer.hub.ledger import append_entries, file_identity, sha256_file
 
 DEFAULT_FILES = ("best.pt", "last.pt", "summary.json", "results.csv")
 SNAPSHOT_PREFIX = ".hub-push-"
-_SNAPSHOT_RE = re.compile(rf"^{re.escape(SNAPSHOT_PREFIX)}(\d+)-")
+#: A snapshot directory's name; group 1 is the pid of the push that made it.
+SNAPSHOT_RE = re.compile(rf"^{re.escape(SNAPSHOT_PREFIX)}(\d+)-")
 
 
 def local_path(run_dir: Path, name: str) -> Path:
@@ -161,7 +162,7 @@ def take_snapshot(run_dir: Path, names: Sequence[str], *, copy: bool = True) -> 
 def clean_stale_snapshots(run_dir: Path) -> None:
     """Remove snapshot directories left by pushes whose process is gone (killed)."""
     for entry in run_dir.glob(f"{SNAPSHOT_PREFIX}*"):
-        match = _SNAPSHOT_RE.match(entry.name)
+        match = SNAPSHOT_RE.match(entry.name)
         if match and entry.is_dir() and not runfiles.local_pid_alive(int(match.group(1))):
             shutil.rmtree(entry, ignore_errors=True)
 

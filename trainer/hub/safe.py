@@ -115,6 +115,18 @@ def safety(run_dir: Path, now: float | None = None) -> dict[str, Any]:
     return answer
 
 
+def push_in_flight(run_dir: Path) -> bool:
+    """Whether a push of this run is under way: a snapshot directory of
+    ``trainer.hub.push`` whose process is alive (a killed push leaves a stale one)."""
+    from trainer.hub.push import SNAPSHOT_PREFIX, SNAPSHOT_RE
+
+    for entry in Path(run_dir).glob(f"{SNAPSHOT_PREFIX}*"):
+        match = SNAPSHOT_RE.match(entry.name)
+        if match and entry.is_dir() and runfiles.local_pid_alive(int(match.group(1))):
+            return True
+    return False
+
+
 def main(argv: list[str]) -> int:
     """Run ``trainer safe``; exit 0 with an answer (safe or not), 2 for a bad RUN_DIR."""
     p = argparse.ArgumentParser(

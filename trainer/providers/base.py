@@ -110,7 +110,8 @@ class NotFoundError(ProviderError):
 class Instance:
     """One rented instance as the provider reports it, in normalised terms.
 
-    ``price_per_hour`` is the running price (Vast ``dph_total`` includes storage);
+    ``price_per_hour`` is the running price whatever the state (Vast: ``dph_base`` plus
+    storage, not the state-dependent ``dph_total``);
     ``storage_per_hour`` is what a stopped instance keeps costing; ``raw`` is the
     provider's own object, for display and debugging."""
 

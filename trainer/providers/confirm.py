@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from trainer.providers.base import Instance, NotFoundError, Provider, ProviderError
+from trainer.text import rate
 
 #: How long to poll for the outcome of an action, in seconds.
 DEFAULT_CONFIRM_TIMEOUT = 180.0
@@ -27,7 +28,8 @@ class ActionOutcome:
     ``confirmed``: the instance reached the wanted state (``stopped``, ``running``,
     ``destroyed``). ``state`` is the last state seen; ``billing_per_hour`` what it still
     costs then (``None`` when unknown); ``alarm`` is set when it keeps billing at the
-    full price after a stop or destroy."""
+    full price after a stop or destroy; ``poll_error`` is the last failed poll when the
+    API could not be asked at the end (the outcome is then unknown rather than refused)."""
 
     action: str
     instance_id: str
@@ -37,6 +39,7 @@ class ActionOutcome:
     polls: int
     message: str
     alarm: bool = False
+    poll_error: str = ""
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready dict."""
@@ -50,10 +53,6 @@ class StillBilling(ProviderError):
     def __init__(self, outcome: ActionOutcome) -> None:
         super().__init__(outcome.message, kind="still_billing")
         self.outcome = outcome
-
-
-def _money(rate: float | None) -> str:
-    return "an unknown rate" if rate is None else f"${rate:.4f}/h"
 
 
 def _poll(provider: Provider, iid: str, done: Callable[[Instance | None], bool], *,
@@ -109,14 +108,14 @@ def destroy_and_confirm(provider: Provider, instance_id: str, *,
                              f"{provider.title} instance {iid} is destroyed (confirmed by "
                              "the API); billing has ended")
     state = last.state if last else "unknown"
-    rate = last.billing_per_hour if last else (before.price_per_hour)
+    billing = last.billing_per_hour if last else before.price_per_hour
     why = f"; last poll failed: {error}" if error else ""
     outcome = ActionOutcome(
-        "destroy", iid, False, state, rate, polls,
+        "destroy", iid, False, state, billing, polls,
         f"ALARM: {provider.title} instance {iid} still exists {timeout:g} s after the destroy "
-        f"was accepted (state {state}, may be billing {_money(rate)}){why}; check it: "
+        f"was accepted (state {state}, may be billing {rate(billing)}){why}; check it: "
         f"{provider.console_hint('destroy', iid)}",
-        alarm=True)
+        alarm=True, poll_error=error)
     raise StillBilling(outcome)
 
 
@@ -148,20 +147,25 @@ def stop_and_confirm(provider: Provider, instance_id: str, *,
     last, done, polls, error = _poll(provider, iid, lambda i: i is not None and
                                      i.state == "stopped", timeout=timeout,
                                      interval=interval, sleep=sleep, clock=clock)
+    why = f"; last poll failed: {error}" if error else ""
+    if last is None and error:  # every poll failed: nothing is known
+        return ActionOutcome("stop", iid, False, "unknown", before.price_per_hour, polls,
+                             f"{provider.title} instance {iid}: the stop was accepted but "
+                             f"its state could not be read{why}", alarm=True,
+                             poll_error=error)
     if last is None:
         return ActionOutcome("stop", iid, False, "destroyed", 0.0, polls,
                              f"{provider.title} instance {iid} disappeared while stopping")
     if done:
         return ActionOutcome("stop", iid, True, "stopped", last.billing_per_hour, polls,
                              f"{provider.title} instance {iid} is stopped; its disk keeps "
-                             f"billing {_money(last.billing_per_hour)}; its GPUs are "
+                             f"billing {rate(last.billing_per_hour)}; its GPUs are "
                              "released and may be gone when you start it again")
-    why = f"; last poll failed: {error}" if error else ""
     return ActionOutcome(
         "stop", iid, False, last.state, last.billing_per_hour, polls,
         f"{provider.title} instance {iid} is still {last.state} {timeout:g} s after the "
-        f"stop was accepted (billing {_money(last.billing_per_hour)}){why}",
-        alarm=True)
+        f"stop was accepted (billing {rate(last.billing_per_hour)}){why}",
+        alarm=True, poll_error=error)
 
 
 def start_and_confirm(provider: Provider, instance_id: str, *,
@@ -195,7 +199,7 @@ def start_and_confirm(provider: Provider, instance_id: str, *,
     if done and last.state == "running":
         return ActionOutcome("start", iid, True, "running", last.billing_per_hour, polls,
                              f"{provider.title} instance {iid} is running (billing "
-                             f"{_money(last.billing_per_hour)})")
+                             f"{rate(last.billing_per_hour)})")
     why = f"; last poll failed: {error}" if error else ""
     return ActionOutcome(
         "start", iid, False, last.state, last.billing_per_hour, polls,

@@ -5,6 +5,11 @@ Documented shapes used here: ``GET /instances/{id}/?owner=me`` answers
 ``PUT /instances/{id}/`` with ``{"state": "stopped"|"running"}`` and
 ``DELETE /instances/{id}/`` answer ``{"success": true, ...}``; errors are
 ``{"success": false, "error": CODE, "msg": ...}``, except 429, which is plain text.
+
+Prices: ``dph_total`` follows the instance's state (running: ``dph_base`` plus storage;
+stopped: the storage alone), so the running price is taken from the running-rate fields,
+``dph_base + storage_total_cost``; ``dph_total`` is used only while it is running and
+``dph_base`` is missing.
 """
 
 from __future__ import annotations
@@ -44,6 +49,16 @@ def vast_state(actual: Any, intended: Any) -> str:
     if actual == "offline":
         return "error"
     return "unknown"
+
+
+def running_price(raw: dict[str, Any]) -> float | None:
+    """What the instance costs per hour while it runs, whatever its state now."""
+    base = number(raw.get("dph_base"))
+    if base is not None:
+        return base + (number(raw.get("storage_total_cost")) or 0.0)
+    if str(raw.get("actual_status") or "").lower() == "running":
+        return number(raw.get("dph_total"))
+    return None
 
 
 class VastProvider(Provider):
@@ -93,7 +108,7 @@ class VastProvider(Provider):
         gpu = f"{gpus}x {name}" if name and gpus else name
         return Instance(
             state=vast_state(raw.get("actual_status"), raw.get("intended_status")),
-            price_per_hour=number(raw.get("dph_total")),
+            price_per_hour=running_price(raw),
             storage_per_hour=number(raw.get("storage_total_cost")),
             disk_gb=number(raw.get("disk_space")),
             gpu=gpu,

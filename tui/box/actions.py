@@ -14,24 +14,29 @@ from rich.text import Text
 from textual import work
 
 from remote import checks, fields
-from remote.billing.cost import money
-from remote.billing.providers import provider_for, resolve_api_key
+from remote.billing.cost import money, rate
+from remote.billing.providers import provider_for
 from remote.billing.teardown import run_safety, teardown, warning_for
-from remote.guard import arm_guard, disarm_guard, read_guard
+from remote.guard import read_guard
 from remote.launch import LaunchSpec, build_command, launch
 from remote.pull import pull_weights
 from remote.push import laptop_token, push_from_box
 from remote.safety import weights_safety
 from remote.stop import stop_run
 from remote.transport.base import Transport
+from trainer.runfiles import parse_iso
+from trainer.text import format_duration
+from tui.box.guard import GuardActions
 from tui.dialogs.confirm import ConfirmDialog
 from tui.dialogs.destroy import DestroyDialog
-from tui.dialogs.guard import GuardDialog
 from tui.dialogs.launch import LaunchForm, LaunchRequest
 from tui.dialogs.profile import ProfileCard
 from tui.dialogs.push import PushDialog
 from tui.fmt import safe
 from tui.widgets.badges import WeightsBadge
+
+#: Verdicts after which a box that still runs is idle, billing for nothing.
+RUN_OVER = ("completed", "failed", "stopped", "dead")
 
 
 class ActionRefused(Exception):
@@ -67,7 +72,7 @@ def findings_text(title: str, report: dict[str, Any] | None) -> Text:
     return text
 
 
-class BoxActions:
+class BoxActions(GuardActions):
     """Actions of a box view (a mixin: ``self`` is the ``BoxView``)."""
 
     def init_actions(self) -> None:
@@ -111,7 +116,8 @@ class BoxActions:
                            instance=self.instance)
 
     def money_text(self) -> Text:
-        """The header's money line: $/h, spent so far, projected to finish."""
+        """The header's money line: $/h, spent so far, projected to finish, and what the
+        box bills after the run ended."""
         from tui.widgets.header import money_line
 
         report = self.costs()
@@ -121,14 +127,33 @@ class BoxActions:
         if report.price_source:
             note = f"{note}  ({report.price_source})".strip()
         return money_line(report.price_per_hour, report.spent_usd,
-                          report.projected_total_usd, note)
+                          report.projected_total_usd, note, self.after_run_text())
 
-    def guard_text(self) -> Text:
-        """The guard badge."""
-        if self.guard is None:
-            return Text("guard: off", style="dim")
-        return safe(self.guard.summary(), 100,
-                    "bold yellow" if self.guard.watching else "dim")
+    def after_run_text(self) -> Text | None:
+        """Once the run is over: ``idle 7 min: $0.41 and counting`` while the instance
+        still runs, or how its billing ended (``None`` while the run goes on)."""
+        if self.status is None or self.status.health.verdict not in RUN_OVER:
+            return None
+        guard, instance = self.guard, self.instance
+        outcome = (guard.outcome or {}) if guard is not None and guard.state == "done" \
+            else {}
+        state = getattr(instance, "state", None)
+        if state == "destroyed" or (outcome.get("confirmed") and
+                                    outcome.get("action") == "destroy"):
+            return Text("instance destroyed: billing ended", style="green")
+        if state == "stopped" or (outcome.get("confirmed") and outcome.get("action") == "stop"):
+            storage = getattr(instance, "storage_per_hour", None)
+            if storage is None:
+                storage = outcome.get("billing_per_hour")
+            return Text(f"instance stopped: its disk bills {rate(storage)}", style="yellow")
+        ended = parse_iso(self.status.read.get("updated_at") or "")
+        if ended is None:
+            return None
+        idle = max(0.0, self.clock() - ended)
+        price = self.price_per_hour()
+        usd = None if price is None else idle * price / 3600
+        when = f"{int(idle // 60)} min" if idle < 3600 else format_duration(idle)
+        return Text(f"idle {when}: {money(usd)} and counting", style="bold red")
 
     # ------------------------------------------------------------------ safety, instance
 
@@ -156,12 +181,6 @@ class BoxActions:
             return
         instance = self.provider().get_instance(self.spec.instance)
         self.app.call_from_thread(setattr, self, "instance", instance)
-
-    def _show_guard(self, guard: Any) -> None:
-        from textual.widgets import Static
-
-        self.guard = guard
-        self.query_one("#guard-badge", Static).update(self.guard_text())
 
     def provider(self) -> Any:
         """The provider client for ``--provider`` (its API key from the environment or
@@ -409,7 +428,7 @@ class BoxActions:
         self.refresh_instance()
 
 
-    # ------------------------------------------------------------------ profile, guard
+    # ------------------------------------------------------------------ profile
 
     def do_profile(self) -> None:
         """The launch form, titled for profiling: its Profile button measures a short
@@ -431,40 +450,16 @@ class BoxActions:
         report = checks.profile(transport, args)
         self.app.call_from_thread(self.app.push_screen, ProfileCard(report))
 
-    def do_guard(self) -> None:
-        """Arm the guard, or (when armed) confirm and disarm it."""
-        self.need_transport()
-        self.need_run()
-        if self.guard is not None and self.guard.watching:
-            body = safe(self.guard.summary(), 200)
-            self.app.push_screen(ConfirmDialog("Disarm the guard", body, "Disarm"),
-                                 lambda yes: self.set_guard(None) if yes else None)
-        else:
-            self.app.push_screen(GuardDialog("Arm the guard"),
-                                 lambda answer: self.set_guard(answer) if answer else None)
-
-    @work(thread=True, exclusive=True, exit_on_error=False, group="guard")
-    def set_guard(self, answer: tuple[str, str, float | None] | None) -> None:
-        """Arm with ``(when, then, max_hours)``, or disarm with ``None``."""
-        transport, run_dir = self.need_transport(), self.need_run()
-        if answer is None:
-            state = disarm_guard(transport, run_dir)
-        else:
-            when, then, hours = answer
-            provider = self.spec.provider if self.spec.provider != "manual" else None
-            key = resolve_api_key(provider) if provider else None
-            state = arm_guard(transport, run_dir, when, then, hours, provider,
-                              self.spec.instance, key, base_url=self.spec.provider_url)
-        self.app.call_from_thread(self._show_guard, state)
-        summary = state.summary() if state is not None else "guard: off"
-        self.app.call_from_thread(self.app.notify, summary, title=self.spec.title)
-
 
 def instance_costs(report: Any, what: str) -> Text:
-    """What stopping or destroying keeps billing, in dollars (a ``CostReport``)."""
+    """What stopping or destroying keeps billing, in dollars (a ``CostReport``); no stop
+    advice for a provider that cannot stop."""
     text = Text()
     text.append(f"Running now costs {money(report.price_per_hour)}/h. ")
-    if what == "stop":
+    if not report.can_stop:
+        text.append(f"{report.provider_title or 'This provider'} cannot stop an instance: "
+                    "destroying (terminating) is the only way to end its billing. ")
+    if what == "stop" and report.can_stop:
         text.append(f"Stopped it costs {money(report.stopped_per_hour)}/h for its disk")
         if report.disk_gb is not None:
             text.append(f" ({report.disk_gb:.0f} GB)")

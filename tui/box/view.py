@@ -30,6 +30,7 @@ from remote.transport.base import Transport
 from remote.watcher import Watcher
 from trainer.text import one_line
 from tui.box.actions import BoxActions
+from tui.box.guard import GUARD_REFRESH
 from tui.dialogs.confirm import host_key_dialog
 from tui.spec import BoxSpec
 from tui.widgets.badges import ConnectionBadge, WeightsBadge
@@ -151,6 +152,7 @@ class BoxView(BoxActions, Vertical):
         self._app = self.app  # for threads Textual did not start (the watcher's)
         self.set_interval(1.0, self.tick)
         self.set_interval(RUNS_REFRESH, self.refresh_runs)
+        self.set_interval(GUARD_REFRESH, self.refresh_guard)
         if self.autoconnect:
             self.connect()
 
@@ -341,6 +343,7 @@ class BoxView(BoxActions, Vertical):
                 self.post_message(self.HealthChanged(self, verdict, ev.health.reason))
             self._last_verdict = verdict
             self.refresh_runs()
+            self.refresh_guard()
         epoch = ev.read.get("completed_epochs")
         if epoch != self._last_epoch:
             self._last_epoch = epoch

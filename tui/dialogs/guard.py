@@ -1,4 +1,5 @@
-"""Arm the guard: when (done, dead, idle=MINUTES) then (stop or destroy the instance)."""
+"""Arm the guard: when (the run ends, or the GPUs idle) then (stop or destroy the
+instance; destroy only where the provider cannot stop)."""
 
 from __future__ import annotations
 
@@ -10,20 +11,27 @@ from tui.dialogs.base import Dialog
 
 
 class GuardDialog(Dialog[tuple[str, str, float | None] | None]):
-    """Dismisses ``(when, then, max_hours)`` or ``None``."""
+    """Dismisses ``(when, then, max_hours)`` or ``None``. ``can_stop``: the provider can
+    stop an instance (Lambda cannot: destroy is the only choice there)."""
+
+    def __init__(self, title: str, can_stop: bool = True) -> None:
+        super().__init__(title)
+        self.can_stop = can_stop
 
     def compose_body(self) -> ComposeResult:
         """The condition, the action and an optional hard limit."""
         yield Static(Text("The guard runs on the box, detached: it acts even when this "
-                          "laptop is closed. It pushes best.pt first where a Hub repo is "
-                          "set, and never destroys unsafe weights."), classes="body")
-        yield Select([("the run is done (completed, failed or stopped)", "done"),
-                      ("the run dies (pid gone while 'running')", "dead"),
+                          "laptop is closed. It waits for the final push where a Hub repo "
+                          "is set, never destroys unsafe weights (it stops instead), and "
+                          "keeps trying while the provider's API fails."), classes="body")
+        yield Select([("the run ends (completed, failed, stopped, or dies / stalls)",
+                       "done"),
                       ("the GPUs idle for 30 minutes", "idle=30")],
                      value="done", allow_blank=False, id="when")
-        yield Select([("stop the instance (disk kept, cheap)", "stop"),
-                      ("destroy the instance (nothing kept)", "destroy")],
-                     value="stop", allow_blank=False, id="then")
+        then = [("destroy the instance (nothing kept)", "destroy")]
+        if self.can_stop:
+            then.insert(0, ("stop the instance (disk kept, cheap)", "stop"))
+        yield Select(then, value=then[0][1], allow_blank=False, id="then")
         yield Input(placeholder="hard limit in hours (empty: none)", id="max-hours")
 
     def compose_buttons(self) -> ComposeResult:

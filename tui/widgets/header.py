@@ -168,17 +168,21 @@ class RunHeader(Vertical):
 
 
 def money_line(price: float | None, spent: float | None, projected: float | None,
-               note: str = "") -> Text:
-    """The money row: ``$/h``, spent so far, projected to finish, and a note."""
+               note: str = "", after: Text | None = None) -> Text:
+    """The money row: ``$/h``, spent so far, projected to finish, a note, and ``after``:
+    what the box bills once the run is over (idle billing, or how it ended)."""
     text = Text(" money: ")
     if price is None:
         text.append("$?/h", style="bold")
         text.append("  (give --price or --provider to see costs)", style="dim")
-        return text
-    text.append(f"{money(price)}/h", style="bold")
-    text.append(f"  spent {money(spent)}")
-    text.append(f"  projected {money(projected)}")
-    if note:
+    else:
+        text.append(f"{money(price)}/h", style="bold")
+        text.append(f"  spent {money(spent)}")
+        text.append(f"  projected {money(projected)}")
+    if after is not None:
+        text.append("  ")
+        text.append_text(after)
+    if note and price is not None:
         text.append("  ")
         text.append_text(safe(note, 80, "dim"))
     return text

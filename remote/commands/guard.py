@@ -1,0 +1,131 @@
+"""``gpurent guard [HOST:]RUN_DIR [show|arm|disarm|ack]``: the box-side guard that stops or
+destroys the instance once the run is over, from a script.
+
+``arm`` starts it detached on the box (it keeps watching with the laptop closed); the
+provider key (``VAST_API_KEY``... or the config file) and the webhook URLs (``--notify``,
+or ``[notify]`` in the config file, which keeps them out of this laptop's process list)
+reach it on stdin only. ``ack`` acknowledges its alarm.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from remote.billing.providers import ConfigError, notify_config, resolve_api_key
+from remote.commands.errors import fail
+from remote.guard import (
+    NOTIFY_FORMATS,
+    GuardError,
+    GuardState,
+    acknowledge_alarm,
+    arm_guard,
+    disarm_guard,
+    notify_lines,
+    parse_when,
+    read_guard,
+)
+from remote.target import add_connection_options, open_transport, parse_target
+from trainer.text import clean_text
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a number > 0")
+    return value
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``guard`` subcommand."""
+    p = sub.add_parser(
+        "guard",
+        help="arm, disarm or show the guard that ends the instance's billing",
+        description="The guard runs on the box, detached: once the run ends (--when done: "
+        "completed, failed, stopped, or dead: its process gone or stalled) or the GPUs "
+        "idle (idle=MINUTES), it waits for the final push, then stops or destroys the "
+        "instance through the provider's API. It never destroys unsafe weights (it stops "
+        "instead), retries a failing API until a hard deadline, and ends in a persistent "
+        "ALARM when the billing could not be ended; `ack` acknowledges it. --notify URL "
+        "(or [notify] urls in the config file) posts what happened to a webhook (plain "
+        "JSON, ntfy, Slack or Discord). Exit 0 ok, 1 the box could not be reached or the "
+        "guard refused, 2 bad input.",
+    )
+    p.add_argument("run", metavar="[HOST:]RUN_DIR")
+    p.add_argument("action", nargs="?", default="show",
+                   choices=("show", "arm", "disarm", "ack"))
+    p.add_argument("--when", default="done", metavar="done|idle=MINUTES",
+                   help="the trigger (default done)")
+    p.add_argument("--then", default="stop", choices=("stop", "destroy"),
+                   help="what to do with the instance (default stop)")
+    p.add_argument("--max-hours", type=_positive, metavar="H",
+                   help="hard lifetime: act after H hours whatever the run does")
+    p.add_argument("--provider", choices=("vast", "runpod", "lambda"),
+                   help="default: detected on the box")
+    p.add_argument("--instance", metavar="ID", help="default: detected on the box")
+    p.add_argument("--base-url", metavar="URL", help="provider API base URL (testing)")
+    p.add_argument("--notify", action="append", default=[], metavar="URL",
+                   help="a webhook to tell (repeatable); prefer [notify] urls in the "
+                   "config file, which keeps the URL out of this laptop's process list")
+    p.add_argument("--notify-format", choices=NOTIFY_FORMATS,
+                   help="the webhook shape (default: from the URL, else plain JSON)")
+    p.add_argument("--poll", type=_positive, metavar="S",
+                   help="seconds between looks at the run (default 30)")
+    p.add_argument("--stall-minutes", type=_positive, metavar="M",
+                   help="a run stalled this long counts as dead (default 30)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_connection_options(p)
+    p.set_defaults(func=run)
+
+
+def _print(args: argparse.Namespace, state: GuardState | None) -> int:
+    if args.json:
+        print(json.dumps({"ok": True, "guard": None if state is None else
+                          {**state.to_dict(), "summary": state.summary()}}))
+    else:
+        print(clean_text(state.summary() if state is not None else
+                         "no guard was ever armed for this run"))
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    """Do the action and print the guard's state."""
+    target = parse_target(args.run)
+    kwargs: dict[str, Any] = {}
+    key = None
+    if args.action == "arm":
+        try:
+            urls, fmt = notify_config()
+            key = resolve_api_key(args.provider) if args.provider else None
+            parse_when(args.when)
+            notify_lines([*args.notify, *urls], args.notify_format or fmt)
+        except (ConfigError, GuardError) as exc:
+            return fail("guard", exc, 2, args.json)
+        kwargs = {"notify": [*args.notify, *urls],
+                  "notify_format": args.notify_format or fmt,
+                  "poll": args.poll, "stall_minutes": args.stall_minutes}
+    transport = open_transport(target, args, bootstrap=args.action == "arm")
+    try:
+        if args.action == "arm":
+            state: GuardState | None = arm_guard(
+                transport, target.path, args.when, args.then, args.max_hours,
+                args.provider, args.instance, key, base_url=args.base_url, **kwargs)
+        elif args.action == "disarm":
+            state = disarm_guard(transport, target.path)
+        elif args.action == "ack":
+            state = acknowledge_alarm(transport, target.path)
+        else:
+            state = read_guard(transport, target.path)
+    except GuardError as exc:
+        return fail("guard", exc, 1, args.json)
+    finally:
+        transport.close()
+    code = _print(args, state)
+    if state is not None and state.alarm_active and args.action == "show":
+        print("the alarm stays until acknowledged: gpurent guard RUN ack", file=sys.stderr)
+    return code
