@@ -198,9 +198,15 @@ def test_sigterm_stops_gracefully_and_resume_finishes(shapes_data: Path, in_tmp:
     status = read_status(run)
     assert status.get("state") == "stopped" and status.get("completed_epochs") == 1
     assert judge_health(status, now=time.time()).verdict == "stopped"
-    assert "SIGTERM received" in out and "stopped in epoch 2" in out
+    assert "SIGTERM received" in out
     last = load(run / "weights/last.pt")
-    assert last["epoch"] == 1 and last["train_state"]["partial_step"] > 0
+    assert last["epoch"] == 1
+    # Nearly always the signal lands among epoch 2's steps; on a loaded machine it can
+    # land in the moments between epoch 1's status and its end-of-epoch stop check.
+    if "stopped in epoch 2" in out:
+        assert last["train_state"]["partial_step"] > 0
+    else:
+        assert "stopped after epoch 1" in out and not last["train_state"].get("partial_step")
     assert [r["epoch"] for r in metrics_rows(run)] == [1]
 
     assert train(["resume=True", "project=runs", "name=stop", "workers=0"]) == 0
