@@ -21,6 +21,11 @@ class TransportError(Exception):
     line a user can act on."""
 
 
+class Unreachable(TransportError):
+    """Nothing answered as an SSH server (no route, refused, timed out, no banner yet):
+    unlike a refused login or host key, trying again later may work."""
+
+
 @dataclass(frozen=True)
 class RunResult:
     """The outcome of a finished command on the box."""
