@@ -24,6 +24,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "runs",
     "launch",
     "follow",
+    "resume",
     "stop",
     "pull",
     "checks",

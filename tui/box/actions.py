@@ -15,7 +15,7 @@ from textual import work
 
 from remote import checks
 from remote.billing.cost import money
-from remote.billing.providers import provider_for, resolve_api_key
+from remote.billing.providers import provider_for, resolve_api_key, resolve_base_url
 from remote.billing.teardown import run_safety, teardown, warning_for
 from remote.guard import arm_guard, disarm_guard, read_guard
 from remote.launch import LaunchSpec, build_command, launch
@@ -164,8 +164,8 @@ class BoxActions:
         """The provider client for ``--provider`` (its API key from the environment or
         the config file)."""
         if not self.spec.provider or self.spec.provider == "manual" or not self.spec.instance:
-            raise ActionRefused("no provider instance: start with --provider "
-                                "vast|runpod|lambda --instance ID")
+            raise ActionRefused("no provider instance: open the box as vast:ID / runpod:ID, "
+                                "or start with --provider vast|runpod|lambda --instance ID")
         return provider_for(self.spec.provider, base_url=self.spec.provider_url)
 
     # ------------------------------------------------------------------ launch
@@ -450,8 +450,9 @@ class BoxActions:
             when, then, hours = answer
             provider = self.spec.provider if self.spec.provider != "manual" else None
             key = resolve_api_key(provider) if provider else None
+            url = self.spec.provider_url or (resolve_base_url(provider) if provider else None)
             state = arm_guard(transport, run_dir, when, then, hours, provider,
-                              self.spec.instance, key, base_url=self.spec.provider_url)
+                              self.spec.instance, key, base_url=url)
         self.app.call_from_thread(self._show_guard, state)
         summary = state.summary() if state is not None else "guard: off"
         self.app.call_from_thread(self.app.notify, summary, title=self.spec.title)

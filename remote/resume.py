@@ -1,0 +1,151 @@
+"""Back after a stop, in one step: start the instance through its provider's API, wait
+until it runs, find where its SSH server answers now (``remote.connect.Connector``
+locates an instance on every connection), wait for SSH, and relaunch the interrupted run
+with ``resume=True``. Each step is reported with the seconds since the start and the
+$/h that is billed from then on. Used by ``gpurent resume`` and the TUI's resume key.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from remote.connect import Connector
+from remote.launch import LaunchSpec, RunIsLive, launch
+from remote.runs import list_runs, read_run
+from remote.transport.base import Transport, TransportError, Unreachable
+from trainer.providers import Provider
+from trainer.providers.confirm import start_and_confirm
+from trainer.text import clean_text
+
+#: Health verdicts of a run that stopped before its end: what a resume takes back up.
+INTERRUPTED = ("dead", "stopped", "failed")
+#: Health verdicts of a run that is still going: resuming it only watches it.
+LIVE = ("live", "slow", "stalled")
+
+
+class ResumeFailed(TransportError):
+    """A step of the resume did not work out; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step: ``seconds`` since the resume began; ``rate``: $/h billed from now on."""
+
+    seconds: float
+    text: str
+    rate: float | None = None
+
+    def line(self) -> str:
+        """``[  12.3s] text  ($0.4520/h)``."""
+        money = "" if self.rate is None else f"  (${self.rate:.4f}/h)"
+        return f"[{self.seconds:6.1f}s] {clean_text(self.text)}{money}"
+
+    def to_dict(self) -> dict[str, object]:
+        """A JSON-ready dict."""
+        return {"seconds": round(self.seconds, 3), "text": clean_text(self.text),
+                "rate_per_hour": self.rate}
+
+
+@dataclass
+class Resumed:
+    """The box is back: an open ``transport``, the run and how it was resumed (``pid``
+    is ``None`` when the run was still live and was only watched)."""
+
+    transport: Transport
+    run_dir: str
+    pid: int | None
+    command: str | None
+    steps: list[Step] = field(default_factory=list)
+
+
+def _money(rate: float | None) -> str:
+    return "an unknown price" if rate is None else f"${rate:.4f}/h"
+
+
+def wait_for_ssh(connector: Connector, *, timeout: float, interval: float = 2.0,
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> Transport:
+    """Open ``connector`` once its SSH server answers, trying again every ``interval``
+    seconds while nothing answers (``Unreachable``); a refused login or host key, or
+    ``timeout`` seconds of silence, raise."""
+    deadline = clock() + timeout
+    while True:
+        try:
+            return connector.open()
+        except Unreachable as exc:
+            if clock() + interval > deadline:
+                raise ResumeFailed(f"no SSH server answered within {timeout:g}s: "
+                                   f"{exc}") from None
+        sleep(interval)
+
+
+def pick_interrupted(transport: Transport, project: str) -> str:
+    """The newest run in ``project`` that stopped before its end (``INTERRUPTED``)."""
+    for run in list_runs(transport, project):
+        if run.health in INTERRUPTED:
+            return run.run_dir
+    raise ResumeFailed(f"no interrupted run in {clean_text(project)} (dead, stopped or "
+                       "failed): name the run to resume")
+
+
+def resume_run(provider: Provider, instance_id: str, connector: Connector,
+               run_dir: str | None = None, *, project: str = "runs/train",
+               engine: str = "trainer", say: Callable[[Step], None] = lambda _s: None,
+               start_timeout: float = 600.0, ssh_timeout: float = 300.0,
+               interval: float = 5.0, clock: Callable[[], float] = time.monotonic,
+               sleep: Callable[[float], None] = time.sleep) -> Resumed:
+    """Start the instance (unless it runs), wait for SSH and relaunch ``run_dir`` (default:
+    the newest interrupted run in ``project``) with ``resume=True``; ``say`` gets each
+    step. Raises ``ResumeFailed``/``TransportError``, ``ProviderError`` from the API, and
+    ``ValueError`` for a run that cannot be resumed (completed)."""
+    began = clock()
+    steps: list[Step] = []
+
+    def step(text: str, rate: float | None = None) -> None:
+        steps.append(Step(clock() - began, text, rate))
+        say(steps[-1])
+
+    name = f"{provider.title} instance {instance_id}"
+    instance = provider.get_instance(instance_id)
+    if instance.state == "running":
+        step(f"{name} is running", instance.billing_per_hour)
+    else:
+        step(f"{name} is {instance.state}; starting it (running bills "
+             f"{_money(instance.price_per_hour)})", instance.billing_per_hour)
+        outcome = start_and_confirm(provider, instance_id, timeout=start_timeout,
+                                    interval=interval, sleep=sleep, clock=clock)
+        if not outcome.confirmed:
+            raise ResumeFailed(outcome.message)
+        step(f"{name} is running: billing {_money(outcome.billing_per_hour)} again",
+             outcome.billing_per_hour)
+    transport = wait_for_ssh(connector, timeout=ssh_timeout, interval=min(interval, 2.0),
+                             clock=clock, sleep=sleep)
+    step(f"SSH answers at {transport.label}")
+    try:
+        run_dir = (run_dir or pick_interrupted(transport, project)).rstrip("/")
+        run = read_run(transport, run_dir)
+        verdict = run.health.verdict
+        if verdict == "completed":
+            raise ValueError(f"{run_dir} has completed: nothing to resume")
+        if verdict == "unreadable":
+            raise ValueError(f"{run_dir}: {run.health.reason}")
+        if verdict in LIVE:
+            step(f"{run_dir} is still going ({verdict}): watching it")
+            return Resumed(transport, run_dir, None, None, steps)
+        spec = LaunchSpec(engine, posixpath.dirname(run_dir) or ".",
+                          posixpath.basename(run_dir), {"resume": "True"})
+        try:
+            result = launch(transport, spec)
+        except RunIsLive as exc:
+            step(f"{exc}: watching it")
+            return Resumed(transport, run_dir, None, None, steps)
+        step(f"relaunched {run_dir} with resume=True (pid {result.pid}, was {verdict} at "
+             f"epoch {run.read.get('completed_epochs') or 0}/"
+             f"{run.read.get('total_epochs') or '?'})")
+    except BaseException:
+        transport.close()
+        raise
+    return Resumed(transport, run_dir, result.pid, result.command, steps)
