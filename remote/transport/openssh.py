@@ -88,7 +88,7 @@ def query(client: str, host: str, *, user: str | None = None, port: int | None =
     if done.returncode != 0:
         lines = [line for line in done.stderr.decode("utf-8", "replace").splitlines()
                  if line.strip() and "Pseudo-terminal" not in line]
-        why = lines[-1] if lines else f"ssh -G exit {done.returncode}"
+        why = lines[0] if lines else f"ssh -G exit {done.returncode}"  # the cause
         raise TransportError(f"ssh config for {host}: {one_line(why)}")
     options: dict[str, list[str]] = {}
     for line in done.stdout.decode("utf-8", "replace").splitlines():
