@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from remote.connect import Connector
-from remote.launch import LaunchSpec, RunIsLive, launch
-from remote.runs import list_runs, read_run
+from remote.launch import CONSOLE_LOG, LaunchSpec, RunIsLive, launch
+from remote.runs import list_runs, read_run, read_status
 from remote.transport.base import Transport, TransportError, Unreachable
 from trainer.providers import Provider
 from trainer.providers.confirm import start_and_confirm
@@ -82,6 +82,33 @@ def wait_for_ssh(connector: Connector, *, timeout: float, interval: float = 2.0,
         sleep(interval)
 
 
+def wait_for_takeover(transport: Transport, run_dir: str, pid: int, *, timeout: float,
+                      interval: float = 1.0, clock: Callable[[], float] = time.monotonic,
+                      sleep: Callable[[float], None] = time.sleep) -> dict[str, object]:
+    """Wait until the relaunched trainer (``pid``) writes its own status.json (until then
+    it still holds the interrupted run's, which reads as dead); its fields. Raises
+    ``ResumeFailed`` with the end of its console log when it exits first."""
+    deadline = clock() + timeout
+    while True:
+        read = read_status(transport, run_dir)
+        if read.get("pid") == pid:
+            return dict(read.fields or {})
+        if not transport.pid_alive(pid):
+            path = posixpath.join(run_dir, CONSOLE_LOG)
+            tail = transport.read(path, max(0, (transport.stat(path) or _Empty).size - 300))
+            last = clean_text(tail.decode("utf-8", "replace")).strip().splitlines()
+            raise ResumeFailed(f"the relaunched trainer exited before training: "
+                               f"{last[-1] if last else 'no output'} (see {path})")
+        if clock() + interval > deadline:
+            raise ResumeFailed(f"the relaunched trainer (pid {pid}) wrote no status within "
+                               f"{timeout:g}s")
+        sleep(interval)
+
+
+class _Empty:
+    size = 0
+
+
 def pick_interrupted(transport: Transport, project: str) -> str:
     """The newest run in ``project`` that stopped before its end (``INTERRUPTED``)."""
     for run in list_runs(transport, project):
@@ -113,8 +140,10 @@ def resume_run(provider: Provider, instance_id: str, connector: Connector,
     if instance.state == "running":
         step(f"{name} is running", instance.billing_per_hour)
     else:
-        step(f"{name} is {instance.state}; starting it (running bills "
-             f"{_money(instance.price_per_hour)})", instance.billing_per_hour)
+        price = instance.price_per_hour
+        step(f"{name} is {instance.state}; starting it"
+             + (f" (running bills {_money(price)})" if price is not None else ""),
+             instance.billing_per_hour)
         outcome = start_and_confirm(provider, instance_id, timeout=start_timeout,
                                     interval=interval, sleep=sleep, clock=clock)
         if not outcome.confirmed:
@@ -145,6 +174,10 @@ def resume_run(provider: Provider, instance_id: str, connector: Connector,
         step(f"relaunched {run_dir} with resume=True (pid {result.pid}, was {verdict} at "
              f"epoch {run.read.get('completed_epochs') or 0}/"
              f"{run.read.get('total_epochs') or '?'})")
+        status = wait_for_takeover(transport, run_dir, result.pid, timeout=ssh_timeout,
+                                   interval=min(interval, 1.0), clock=clock, sleep=sleep)
+        step(f"training again from epoch {status.get('start_epoch', '?')} of "
+             f"{status.get('total_epochs', '?')}")
     except BaseException:
         transport.close()
         raise
