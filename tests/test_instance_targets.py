@@ -28,10 +28,10 @@ from remote.connect import Connector
 from remote.resume import wait_for_ssh
 from remote.target import host_target, parse_target
 from remote.transport.base import TransportError, Unreachable
-from tests.fixtures.sshd import SSHServer, Sshd, free_port
+from tests.fixtures.sshd import SSHServer
 from tests.test_tui_main import specs
 from trainer.providers import ProviderError, get_provider
-from trainer.providers.confirm import start_and_confirm, stop_and_confirm
+from trainer.providers.confirm import stop_and_confirm
 
 ROOT = Path(__file__).resolve().parents[1]
 GPURENT = Path(sys.executable).with_name("gpurent")
@@ -164,15 +164,6 @@ def box_connector(name: str, server: SSHServer, known: Path, **locator) -> Conne
 def server_port(transport) -> int:
     """The port the box's sshd took this session on (from ``$SSH_CONNECTION``)."""
     return int(transport.run("echo $SSH_CONNECTION").stdout.split()[3])
-
-
-@pytest.fixture
-def moved_sshd(sshd: SSHServer) -> Iterator[Sshd]:
-    """A second sshd of the same box (same host key and home) on another port: where
-    the instance answers after a stop and a start."""
-    server = Sshd(sshd.sshd.keys, sshd.host, free_port(), name="moved").start()
-    yield server
-    server.stop()
 
 
 @pytest.mark.parametrize("provider", [

@@ -49,7 +49,9 @@ class ResumeActions:
         body.append(f"{self.spec.instance} is {instance.state}")
         if instance.state != "running":
             body.append(f" and bills {money(instance.billing_per_hour)}/h; running bills ")
-            body.append(f"{money(instance.price_per_hour)}/h", style="bold")
+            price = instance.price_per_hour
+            body.append(f"{money(price)}/h" if price is not None else "its GPU price",
+                        style="bold")
             body.append(" again once it starts.")
         body.append("\nThen resume ")
         body.append_text(safe(run or f"the newest interrupted run in {self.project}", 120,
