@@ -20,11 +20,12 @@ import re
 import shutil
 import socket
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from remote.transport.base import TransportError
-from remote.transport.sshconfig import HostSpec, parse_target
+from remote.transport.sshconfig import HostSpec, load_config, parse_target
+from remote.transport.sshconfig import resolve as parse_with_paramiko
 from trainer.text import one_line
 
 #: Names the ``ssh`` client to ask (a path or a command), or ``none``.
@@ -177,3 +178,25 @@ def _known_hosts(values: list[str]) -> str | None:
         return os.path.expanduser(files[0])
     default = [f"{account_home}/.ssh/known_hosts", f"{account_home}/.ssh/known_hosts2"]
     return None if files == default else os.path.expanduser(files[0])
+
+
+def resolver(ssh_config: str | None, timeout: float
+             ) -> Callable[[str, int | None, tuple[str, ...]], HostSpec]:
+    """``settings(target, port, identity_files) -> HostSpec``: from ``ssh -G`` when an
+    ssh client is installed, else from paramiko's reading of the config file."""
+    client = find_client()
+    if client is not None:
+        def asked(target: str, port: int | None, keys: tuple[str, ...]) -> HostSpec:
+            return resolve(client, target, port=port, config=ssh_config,
+                           identity_files=keys, timeout=timeout)
+
+        return asked
+    config = load_config(ssh_config)
+
+    def parsed(target: str, port: int | None, keys: tuple[str, ...]) -> HostSpec:
+        try:
+            return parse_with_paramiko(target, port=port, config=config)
+        except ValueError as exc:
+            raise TransportError(str(exc)) from None
+
+    return parsed

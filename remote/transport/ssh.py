@@ -28,7 +28,7 @@ import stat as stat_mod
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import paramiko
@@ -47,7 +47,7 @@ from remote.transport.hostkeys import (
     HostKeyChanged,
     HostKeyUnknown,
 )
-from remote.transport.sshconfig import HostSpec, load_config, resolve
+from remote.transport.sshconfig import HostSpec
 from trainer.text import one_line
 
 __all__ = ["HostKeyChanged", "HostKeyUnknown", "SSHTimeout", "SSHTransport", "connect"]
@@ -81,7 +81,7 @@ def connect(target: str, *, port: int | None = None, accept_new: bool = False,
     the address. ``timeout`` bounds each step (TCP connect, banner, key exchange, auth,
     channel opens)."""
     say = progress or (lambda _msg: None)
-    settings = _settings(ssh_config, timeout)
+    settings = openssh.resolver(ssh_config, timeout)
     spec = settings(target, port, identity_files)
     refused = hostpolicy.refusal(spec.hostname, spec.user)
     if refused:
@@ -103,28 +103,6 @@ def connect(target: str, *, port: int | None = None, accept_new: bool = False,
         raise
     say(f"connected to {spec.label}")
     return SSHTransport(transport, spec, timeout=timeout, hops=hops)
-
-
-def _settings(ssh_config: str | None, timeout: float
-              ) -> Callable[[str, int | None, tuple[str, ...]], HostSpec]:
-    """``settings(target, port, identity_files) -> HostSpec``: from ``ssh -G`` when an
-    ssh client is installed, else from paramiko's reading of the config file."""
-    client = openssh.find_client()
-    if client is not None:
-        def asked(target: str, port: int | None, keys: tuple[str, ...]) -> HostSpec:
-            return openssh.resolve(client, target, port=port, config=ssh_config,
-                                   identity_files=keys, timeout=timeout)
-
-        return asked
-    config = load_config(ssh_config)
-
-    def parsed(target: str, port: int | None, keys: tuple[str, ...]) -> HostSpec:
-        try:
-            return resolve(target, port=port, config=config)
-        except ValueError as exc:
-            raise TransportError(str(exc)) from None
-
-    return parsed
 
 
 @contextlib.contextmanager
