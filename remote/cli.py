@@ -25,6 +25,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "runs",
     "launch",
     "follow",
+    "resume",
     "stop",
     "pull",
     "checks",

@@ -1,6 +1,8 @@
 """Connecting to a box, one way for the headless CLI and the TUI: open SSH (or use this
 machine), bootstrap our trainer on the first connection, and remember where it went so
-that reconnects (the watcher's, after a drop) skip the bootstrap."""
+that reconnects (the watcher's, after a drop) skip the bootstrap. A box named by its
+instance (``vast:4242``) is located again on every connection: its address changes when
+it is stopped and started."""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ from remote.transport.base import Transport, TransportError
 
 #: ``ask(host, key_type, fingerprint) -> bool``: whether to trust an unknown host key.
 AskHostKey = Callable[[str, str, str], bool]
+#: ``locate(progress) -> ("user@host", port)``: where the box answers SSH right now.
+Locate = Callable[[Callable[[str], None]], tuple[str, int]]
 
 
 def _quiet(_line: str) -> None:
@@ -24,7 +28,10 @@ class Connector:
     ``host`` is ``None`` for this machine. With ``bootstrap`` the first connection
     uploads the trainer (:mod:`remote.bootstrap`) and later ones reuse its
     ``trainer_prefix``. A bootstrap that fails raises when ``strict``; otherwise it is
-    noted and the plain prefix is kept (the watcher then polls files over SFTP)."""
+    noted and the plain prefix is kept (the watcher then polls files over SFTP).
+
+    With ``locate`` (a box named by its instance: ``host`` is ``vast:4242``), each
+    connection first asks where the box is, and its host key is filed under ``host``."""
 
     host: str | None
     port: int | None = None
@@ -38,6 +45,7 @@ class Connector:
     note: Callable[[str], None] = _quiet
     #: Set by the first successful connection (``None`` until then).
     trainer_prefix: str | None = None
+    locate: Locate | None = None
 
     def __call__(self) -> Transport:
         """A new connection (see :meth:`open`)."""
@@ -55,9 +63,13 @@ class Connector:
             return LocalTransport()
         from remote.transport import ssh  # paramiko loads only when a box is remote
 
-        transport = ssh.connect(self.host, port=self.port, accept_new=self.accept_new,
+        target, port, options = self.host, self.port, dict(self.ssh_options)
+        if self.locate is not None:
+            target, port = self.locate(say)
+            options.setdefault("host_key_alias", self.host)
+        transport = ssh.connect(target, port=port, accept_new=self.accept_new,
                                 ask_unknown=self.ask_unknown, timeout=self.timeout,
-                                progress=say, **dict(self.ssh_options))
+                                progress=say, **options)
         if self.trainer_prefix is not None:
             transport.trainer_prefix = self.trainer_prefix
             return transport

@@ -1,9 +1,14 @@
 """Where a headless command acts: a target string resolved into a ``Transport``.
 
-``HOST:PATH`` is a box over SSH (HOST is ``user@host``, ``host`` or an ``~/.ssh/config``
-alias; PATH is relative to the login directory unless absolute); a bare ``user@host``
-means its login directory. Anything else is a path on this machine (``local:PATH``
-forces that reading; a path that exists here is always local).
+``HOST:PATH`` is a box over SSH (HOST is ``user@host``, ``host``, an ``~/.ssh/config``
+alias, or an instance: ``vast:ID``, ``runpod:POD_ID``, ``lambda:ID``, whose address the
+provider's API gives; PATH is relative to the login directory unless absolute); a bare
+``user@host`` or instance means its login directory. Anything else is a path on this
+machine (``local:PATH`` forces that reading; a path that exists here is always local).
+RunPod's basic SSH proxy is refused here, before any connection.
+
+This is command-line glue, with the commands: it may import ``remote.billing`` (the
+provider's address for an instance), which the rest of ``remote`` may not.
 """
 
 from __future__ import annotations
@@ -14,8 +19,11 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from remote.billing.address import Locator
+from remote.billing.providers import InstanceTarget, split_instance_target
 from remote.connect import Connector
 from remote.transport.base import Transport
+from remote.transport.hostpolicy import refusal
 
 
 @dataclass(frozen=True)
@@ -25,6 +33,9 @@ class Target:
     host: str | None
     path: str
 
+    #: Set when ``host`` names a rented instance (``vast:4242``).
+    instance: InstanceTarget | None = None
+
     @property
     def label(self) -> str:
         """How to show the target to the user."""
@@ -32,28 +43,62 @@ class Target:
 
 
 def parse_target(text: str, default_path: str = ".") -> Target:
-    """Split a target string; raises ``ValueError`` for an empty host."""
+    """Split a target string; raises ``ValueError`` for an empty host, a malformed
+    instance id or a host that cannot be a box."""
     if text.startswith("local:"):
         return Target(None, os.path.expanduser(text[len("local:"):]) or default_path)
     if text == "local":
         return Target(None, default_path)
     if text.startswith(("/", ".", "~")) or os.path.exists(text):
         return Target(None, os.path.expanduser(text))
+    named = split_instance_target(text)
+    if named is not None:
+        instance, path = named
+        return Target(instance.text, _box_path(path or "") or default_path, instance)
     host, sep, path = text.partition(":")
     if sep or "@" in host:
-        if not host or host.startswith("-"):
-            raise ValueError(f"{text!r} names no host")
-        # Commands and SFTP both start in the login directory, which is what ~ means.
-        if path == "~" or path.startswith("~/"):
-            path = path[2:]
-        return Target(host, path or default_path)
+        check_host(host, text)
+        return Target(host, _box_path(path) or default_path)
     return Target(None, text)
 
 
+def host_target(host: str, path: str = ".") -> Target:
+    """A ``HOST`` argument (``local``, ``user@host``, an alias or an instance such as
+    ``vast:4242``) with ``path`` on that box; ``ValueError`` as ``parse_target``."""
+    if host == "local":
+        return Target(None, path)
+    path = _box_path(path) or "."
+    named = split_instance_target(host)
+    if named is not None:
+        if named[1] is not None:
+            raise ValueError(f"{host!r}: HOST is the box alone; give the path separately")
+        return Target(named[0].text, path, named[0])
+    check_host(host)
+    return Target(host, path)
+
+
+def check_host(host: str, text: str | None = None) -> None:
+    """``ValueError`` (one line) when ``host`` (``[user@]host``) cannot name a box."""
+    if not host or host.startswith("-"):
+        raise ValueError(f"{text or host!r} names no host")
+    user, at, name = host.rpartition("@")
+    why = refusal(name, user if at else None)
+    if why:
+        raise ValueError(why)
+
+
+def _box_path(path: str) -> str:
+    # Commands and SFTP both start in the login directory, which is what ~ means.
+    return path[2:] if path == "~" or path.startswith("~/") else path
+
+
 def add_connection_options(parser: argparse.ArgumentParser) -> None:
-    """``-p/--port`` and ``--accept-new``, for commands that may reach a box."""
+    """``-p/--port``, ``-i/--identity`` and ``--accept-new``, for commands that may reach
+    a box."""
     parser.add_argument("-p", "--port", type=int, default=None,
                         help="SSH port of the box (default: from ~/.ssh/config, else 22)")
+    parser.add_argument("-i", "--identity", action="append", default=None, metavar="KEY",
+                        help="private key file to log in with, as `ssh -i` (repeatable)")
     parser.add_argument("--accept-new", action="store_true",
                         help="accept and save an unknown host key (never a changed one)")
 
@@ -68,14 +113,32 @@ def _ask_on_terminal(host: str, key_type: str, fingerprint: str) -> bool:
     return answer.strip().lower() in ("y", "yes")
 
 
+def identity_files(keys: list[str] | tuple[str, ...] | None) -> tuple[str, ...]:
+    """``-i KEY`` paths, expanded; ``ValueError`` (one line) for one that is not a file."""
+    found = []
+    for key in keys or ():
+        path = os.path.expanduser(key)
+        if not os.path.isfile(path):
+            raise ValueError(f"-i {key}: no such key file")
+        found.append(path)
+    return tuple(found)
+
+
 def connector(target: Target, args: argparse.Namespace, *, bootstrap: bool = False,
               strict: bool = True, note: Callable[[str], None] | None = None) -> Connector:
     """A :class:`remote.connect.Connector` for ``target`` with the command's connection
-    options (``-p``, ``--accept-new``); an unknown host key is asked about on the
-    terminal."""
-    return Connector(target.host, port=getattr(args, "port", None),
+    options (``-p``, ``-i``, ``--accept-new``); an unknown host key is asked about on the
+    terminal. An instance target is located through its provider's API."""
+    port = getattr(args, "port", None)
+    if target.instance is not None and port is not None:
+        raise ValueError(f"-p does not go with {target.instance.text}: its provider says "
+                         "where it answers")
+    keys = identity_files(getattr(args, "identity", None))
+    return Connector(target.host, port=port,
                      accept_new=getattr(args, "accept_new", False),
                      ask_unknown=_ask_on_terminal, bootstrap=bootstrap, strict=strict,
+                     ssh_options={"identity_files": keys} if keys else {},
+                     locate=Locator(target.instance) if target.instance else None,
                      **({"note": note} if note else {}))
 
 

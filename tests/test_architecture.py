@@ -29,6 +29,8 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "tui": ("remote", "trainer.runfiles"),
     "remote.transport": ("trainer.runfiles",),
     "remote.cli": ("remote.commands", "remote.transport", "trainer.version"),
+    # Target parsing is the commands' glue: `vast:ID` is located through the provider.
+    "remote.target": ("remote", "remote.billing", "remote.transport", "trainer.runfiles"),
     "remote.billing": ("remote", "trainer.runfiles", "trainer.providers"),
     "remote.commands": ("remote", "trainer.runfiles", "trainer.providers"),
     "remote": ("remote.transport", "trainer.runfiles", "trainer.providers",

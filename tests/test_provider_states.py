@@ -75,16 +75,16 @@ def test_our_states_all_have_a_billing() -> None:
 @pytest.mark.parametrize("actual", VAST_ACTUAL)
 def test_every_vast_status_pair(actual: str | None, intended: str) -> None:
     inst = VastProvider("k").parse("7", {"actual_status": actual,
-                                         "intended_status": intended, "dph_base": 1.15, "dph_total": 1.2,
-                                         "storage_total_cost": 0.05})
+                                         "intended_status": intended, "dph_base": 1.15,
+                                         "dph_total": 1.2, "storage_total_cost": 0.05})
     assert inst.state == vast_expected(actual, intended)
     assert billing_kind(inst) == BILLS[inst.state]
 
 
 def test_a_vast_container_that_exited_on_its_own_still_bills() -> None:
     inst = VastProvider("k").parse("7", {"actual_status": "exited",
-                                         "intended_status": "running", "dph_base": 1.15, "dph_total": 1.2,
-                                         "storage_total_cost": 0.05})
+                                         "intended_status": "running", "dph_base": 1.15,
+                                         "dph_total": 1.2, "storage_total_cost": 0.05})
     assert inst.state == "exited" and inst.billing_per_hour == 1.2
 
 

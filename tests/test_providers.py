@@ -54,7 +54,8 @@ def test_vast_instance_fields(vast_standin):
     assert inst.price_per_hour == pytest.approx(0.452)
     assert inst.storage_per_hour == pytest.approx(250 * 0.20 / 720)
     assert inst.disk_gb == 250 and inst.gpu == "1x RTX 4090"
-    assert (inst.ssh_host, inst.ssh_port) == ("ssh5.vast.ai", 41022)
+    # the direct address (public IP + the port mapped to 22/tcp) before Vast's SSH proxy
+    assert (inst.ssh_host, inst.ssh_port) == ("203.0.113.9", 41022)
     assert inst.billing_per_hour == pytest.approx(0.452)
     seen = vast_standin.calls("GET")[-1]
     assert seen.authorized and seen.path == f"/api/v0/instances/{iid}/"

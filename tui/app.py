@@ -35,6 +35,7 @@ KEYS: tuple[tuple[str, str, str, str], ...] = (
     ("x", "box('stop_run')", "stop run", "Stop training gracefully (asks first)"),
     ("i", "box('stop_instance')", "stop inst", "Stop the instance (shows what it still costs)"),
     ("D", "box('destroy')", "destroy", "Destroy the instance (type its id; needs safe weights)"),
+    ("R", "box('resume')", "resume", "Start a stopped instance and resume its interrupted run"),
     ("g", "box('guard')", "guard", "Arm or disarm the guard; acknowledge its alarm"),
     ("r", "reconnect", "reconnect", "Reconnect to the box now"),
     ("f", "log('toggle_follow')", "follow", "Log: follow on/off"),
@@ -53,7 +54,7 @@ class GpurentApp(App[int]):
 
     TITLE = "gpurent-tui"
     CSS_PATH = "app.tcss"
-    BINDINGS = [Binding(key, action, label, show=key not in ("n", "N"), tooltip=desc)
+    BINDINGS = [Binding(key, action, label, show=key not in ("n", "N", "R"), tooltip=desc)
                 for key, action, label, desc in KEYS]
 
     def __init__(self, specs: list[BoxSpec], clock: Callable[[], float] = time.time,

@@ -23,14 +23,18 @@ def build_parser() -> argparse.ArgumentParser:
         "Each HOST opens as a tab; the run keeps going on the box when you quit.",
         epilog="examples:\n"
         "  gpurent-tui root@203.0.113.7 -p 41022\n"
+        "  gpurent-tui vast:4242            # the instance's address from the provider\n"
         "  gpurent-tui box1 box2 --project runs\n"
         "  gpurent-tui --local runs/exp1\n"
         "  gpurent-tui --demo",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("hosts", nargs="*", metavar="HOST",
-                        help="user@host, host or an ~/.ssh/config alias (one tab each)")
+                        help="user@host, host, an ~/.ssh/config alias, or an instance: "
+                        "vast:ID, runpod:POD_ID, lambda:ID (one tab each)")
     parser.add_argument("-p", "--port", type=int, help="SSH port (default: 22 or ssh config)")
+    parser.add_argument("-i", "--identity", action="append", metavar="KEY",
+                        help="private key file to log in with, as `ssh -i` (repeatable)")
     parser.add_argument("--project", default=None, metavar="DIR",
                         help="project directory on the box holding the runs (default: runs/train)")
     parser.add_argument("--run", metavar="NAME", help="open this run (default: the newest)")
@@ -68,6 +72,7 @@ def specs_from_args(args: argparse.Namespace,
         parser.error("--port must be 1 to 65535")
     if args.run is not None and (not args.run or "/" in args.run or args.run in (".", "..")):
         parser.error("--run must be a run name, not a path")
+    keys = _identity_files(args.identity or [], parser)
     common = {"run": args.run, "provider": args.provider, "instance": args.instance,
               "price": args.price}
     if args.demo:
@@ -78,8 +83,49 @@ def specs_from_args(args: argparse.Namespace,
     if args.local is not None:
         project, run = _local_project(args.local, args.project, args.run)
         return [BoxSpec("local", "local", project=project, **{**common, "run": run})]
+    options = (("identity_files", keys),) if keys else ()
     return [BoxSpec("ssh", host, port=args.port, project=args.project or "runs/train",
-                    accept_new=args.accept_new, **common) for host in args.hosts]
+                    accept_new=args.accept_new, ssh_options=options,
+                    **{**common, **_named_instance(host, args, parser)})
+            for host in args.hosts]
+
+
+def _named_instance(host: str, args: argparse.Namespace,
+                    parser: argparse.ArgumentParser) -> dict[str, str]:
+    """``provider``/``instance`` for a HOST that names its instance (``vast:4242``);
+    ``parser.error`` for a HOST that cannot be a box or contradicts the flags."""
+    from remote.billing.providers import split_instance_target
+    from remote.transport.hostpolicy import refusal
+
+    try:
+        named = split_instance_target(host)
+    except ValueError as exc:
+        parser.error(str(exc))
+    if named is None:
+        user, at, name = host.rpartition("@")
+        why = refusal(name.rsplit(":", 1)[0] if name.count(":") == 1 else name,
+                      user if at else None)
+        if why:
+            parser.error(why)
+        return {}
+    instance, path = named
+    if path is not None:
+        parser.error(f"{host}: a HOST has no path; use --project and --run")
+    if args.port is not None:
+        parser.error(f"-p does not go with {instance.text}: its provider says where it "
+                     "answers")
+    if (args.provider or args.instance) and (args.provider, args.instance) != (
+            instance.provider, instance.instance):
+        parser.error(f"{host} names its instance: leave out --provider and --instance")
+    return {"provider": instance.provider, "instance": instance.instance}
+
+
+def _identity_files(keys: list[str], parser: argparse.ArgumentParser) -> tuple[str, ...]:
+    paths = tuple(os.path.expanduser(key) for key in keys)
+    for key, path in zip(keys, paths, strict=True):
+        if not os.path.isfile(path):
+            parser.error(f"-i {key}: no such key file")
+    return paths
 
 
 def _local_project(path: str, project: str | None, run: str | None) -> tuple[str, str | None]:

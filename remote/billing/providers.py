@@ -5,10 +5,14 @@ guard calls them from the box); this module finds what they need on the laptop:
 
 * the API key: ``VAST_API_KEY`` / ``RUNPOD_API_KEY`` / ``LAMBDA_API_KEY``, else
   ``api_key`` under ``[vast]`` / ``[runpod]`` / ``[lambda]`` in the config file;
-* the instance: flags, else ``[hosts."TARGET"]`` (``provider``, ``instance``) in the
-  config file, else detected on the box (``CONTAINER_ID`` / ``VAST_CONTAINERLABEL`` on
-  Vast, ``RUNPOD_POD_ID`` on RunPod, read from ``/proc/1/environ`` when the SSH session
-  lacks them).
+* the API base URL: ``GPURENT_VAST_URL`` / ``GPURENT_RUNPOD_URL`` /
+  ``GPURENT_LAMBDA_URL``, else ``base_url`` under the provider's section, else the
+  provider's documented one;
+* the instance: a target that names it (``vast:4242``, ``runpod:POD_ID``,
+  ``lambda:ID``: see ``parse_instance_target``), else flags, else ``[hosts."TARGET"]``
+  (``provider``, ``instance``) in the config file, else detected on the box
+  (``CONTAINER_ID`` / ``VAST_CONTAINERLABEL`` on Vast, ``RUNPOD_POD_ID`` on RunPod, read
+  from ``/proc/1/environ`` when the SSH session lacks them).
 
 The config file is ``$XDG_CONFIG_HOME/gpurent/config.toml`` (default
 ``~/.config/gpurent/config.toml``). It holds keys, so it is refused while group or others
@@ -36,6 +40,9 @@ from trainer.providers.detect import instance_from_env, parse_probe, shell_probe
 
 #: Laptop environment variable holding each provider's API key.
 KEY_ENV = {"vast": "VAST_API_KEY", "runpod": "RUNPOD_API_KEY", "lambda": "LAMBDA_API_KEY"}
+#: Laptop environment variable replacing each provider's API base URL.
+URL_ENV = {"vast": "GPURENT_VAST_URL", "runpod": "GPURENT_RUNPOD_URL",
+           "lambda": "GPURENT_LAMBDA_URL"}
 
 
 class ConfigError(ValueError):
@@ -108,6 +115,26 @@ def notify_config(path: str | os.PathLike[str] | None = None) -> tuple[list[str]
     return [u.strip() for u in urls if u.strip()], fmt
 
 
+def resolve_base_url(provider: str, *, env: Mapping[str, str] | None = None,
+                     path: str | os.PathLike[str] | None = None) -> str | None:
+    """The API base URL for ``provider`` from the environment, else ``base_url`` in its
+    config section; ``None`` means the provider's documented one. A URL that is not
+    http(s) is a ``ConfigError``."""
+    env = os.environ if env is None else env
+    var = URL_ENV.get(provider)
+    if var is None:
+        return None
+    url = env.get(var, "").strip()
+    where = var
+    if not url:
+        found = _section(load_config(path), provider).get("base_url")
+        url = found.strip() if isinstance(found, str) else ""
+        where = f"base_url under [{provider}] in {path or config_path(env)}"
+    if url and not url.startswith(("https://", "http://")):
+        raise ConfigError(f"{where} must be an http(s) URL, not {url[:60]!r}")
+    return url or None
+
+
 def get_provider(name: str, api_key: str | None, base_url: str | None = None,
                  **options: Any) -> Provider:
     """A provider client (see ``trainer.providers.get_provider``)."""
@@ -133,7 +160,50 @@ def provider_for(name: str, *, base_url: str | None = None,
         where = path or config_path(env)
         raise ProviderError(f"no API key for {PROVIDERS[name].title}: set {KEY_ENV[name]} or "
                             f"put api_key under [{name}] in {where} (mode 600)", kind="auth")
+    base_url = base_url or resolve_base_url(name, env=env, path=path)
     return get_provider(name, key, base_url, **options)
+
+
+#: Providers whose instances can name a box (``vast:4242``).
+INSTANCE_PROVIDERS = ("vast", "runpod", "lambda")
+
+
+@dataclass(frozen=True)
+class InstanceTarget:
+    """A box named by its rented instance: ``PROVIDER:ID``."""
+
+    provider: str
+    instance: str
+
+    @property
+    def text(self) -> str:
+        """``vast:4242``: how the user wrote it, and the name its host key is filed under."""
+        return f"{self.provider}:{self.instance}"
+
+
+def split_instance_target(text: str) -> tuple[InstanceTarget, str | None] | None:
+    """``vast:4242[:PATH]`` as the instance and the path after it (``None`` when there is
+    none); ``None`` when ``text`` does not start with ``vast:``, ``runpod:`` or
+    ``lambda:`` and an id without ``/``. Raises ``ValueError`` (one line) when the id is
+    not one the provider uses."""
+    name, sep, rest = text.partition(":")
+    if not sep or name not in INSTANCE_PROVIDERS:
+        return None
+    ident, sep, path = rest.partition(":")
+    if "/" in ident:
+        return None  # `vast:runs/x`: an ssh alias called vast, and a path
+    try:
+        ident = PROVIDERS[name](None).check_id(ident)
+    except ProviderError as exc:
+        raise ValueError(f"{text!r}: {exc}") from None
+    return InstanceTarget(name, ident), (path if sep else None)
+
+
+def parse_instance_target(text: str | None) -> InstanceTarget | None:
+    """The instance ``text`` names when it is exactly ``PROVIDER:ID`` (see
+    ``split_instance_target``), else ``None``."""
+    found = split_instance_target(text) if text else None
+    return found[0] if found and found[1] is None else None
 
 
 @dataclass(frozen=True)
@@ -160,9 +230,18 @@ def detect_on_box(transport: Transport, timeout: float = 20.0) -> tuple[str, str
 def resolve_instance(host: str | None, *, provider: str | None = None,
                      instance: str | None = None, transport: Transport | None = None,
                      path: str | os.PathLike[str] | None = None) -> InstanceRef:
-    """Flags first, then ``[hosts."HOST"]`` in the config, then detection on the box.
+    """A ``HOST`` that names its instance (``vast:4242``), then flags, then
+    ``[hosts."HOST"]`` in the config, then detection on the box.
 
-    Raises ``ProviderError`` (one line) when the instance cannot be found."""
+    Raises ``ProviderError`` (one line) when the instance cannot be found, or when the
+    flags contradict the instance ``HOST`` names."""
+    named = parse_instance_target(host)
+    if named is not None:
+        if (provider and provider != named.provider) or (instance and instance
+                                                         != named.instance):
+            raise ProviderError(f"{host} names its instance: leave out --provider and "
+                                "--instance, or give the same", kind="bad_input")
+        return InstanceRef(named.provider, named.instance, "target")
     if provider and provider == "manual":
         return InstanceRef("manual", instance or "", "flags")
     if provider and instance:

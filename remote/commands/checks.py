@@ -13,7 +13,7 @@ from typing import Any
 from remote import checks, fields
 from remote.billing.cost import money
 from remote.commands.errors import fail
-from remote.target import Target, add_connection_options, open_transport
+from remote.target import add_connection_options, host_target, open_transport
 from trainer.text import clean_text
 
 
@@ -51,7 +51,7 @@ def _common(parser: argparse.ArgumentParser, name: str) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run one box tool and print its report."""
     pairs = dict(_pair(word) for word in getattr(args, "pairs", []))
-    target = Target(None if args.host == "local" else args.host, ".")
+    target = host_target(args.host)
     transport = open_transport(target, args, bootstrap=True)
     try:
         if args.tool == "preflight":

@@ -9,6 +9,7 @@ import json
 import queue
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from remote.events import (
     WatchEvent,
 )
 from remote.target import add_connection_options, connector, parse_target
+from remote.transport.base import Transport
 from remote.watcher import Watcher
 from trainer.text import clean_text
 
@@ -132,10 +134,18 @@ def run(args: argparse.Namespace) -> int:
         return fail("follow", "--silence must be positive", 2)
     if target.host is None and not Path(target.path).is_dir():
         return fail("follow", f"{target.path} is not a directory", 2)
-    events: queue.Queue[WatchEvent] = queue.Queue()
-    printer = Printer(args.gpu)
     connect = connector(target, args, bootstrap=True, strict=False, note=Printer.note)
-    watcher = Watcher(connect, target.path, events.put, silence_timeout=args.silence)
+    return follow(connect, target.path, as_json=args.json, keep=args.keep, gpu=args.gpu,
+                  silence=args.silence)
+
+
+def follow(connect: Callable[[], Transport], run_dir: str, *, as_json: bool = False,
+           keep: bool = False, gpu: bool = False, silence: float = 5.0) -> int:
+    """Stream ``run_dir`` on the box ``connect()`` reaches until the run ends (or for
+    ever with ``keep``); the exit code: 0 completed or stopped, else 1."""
+    events: queue.Queue[WatchEvent] = queue.Queue()
+    printer = Printer(gpu)
+    watcher = Watcher(connect, run_dir, events.put, silence_timeout=silence)
     watcher.start()
     verdict, last_data = None, time.monotonic()
     try:
@@ -143,13 +153,13 @@ def run(args: argparse.Namespace) -> int:
             try:
                 event = events.get(timeout=0.1)
             except queue.Empty:
-                if verdict in FINAL and not args.keep and \
+                if verdict in FINAL and not keep and \
                         time.monotonic() - last_data >= DRAIN_SECONDS:
                     break
                 if not watcher.running and events.empty():
                     break
                 continue
-            if args.json:
+            if as_json:
                 print(json.dumps(event_json(event)), flush=True)  # ensure_ascii: inert
             else:
                 printer.show(event)

@@ -16,7 +16,7 @@ from typing import Any
 from remote.billing import teardown
 from remote.billing.cost import cost_report, format_report, rate
 from remote.billing.providers import ConfigError, provider_for, resolve_instance
-from remote.target import Target, add_connection_options, open_transport
+from remote.target import add_connection_options, host_target, open_transport
 from remote.transport.base import Transport, TransportError
 from trainer.providers import Instance, NotFoundError, ProviderError
 from trainer.providers.confirm import StillBilling
@@ -71,7 +71,7 @@ class _Box:
     def get(self) -> Transport:
         if self.transport is None:
             host = self.args.host
-            target = Target(None if host == "local" else host, self.args.run or ".")
+            target = host_target(host, self.args.run or ".")
             self.transport = open_transport(target, self.args, bootstrap=True)
         return self.transport
 

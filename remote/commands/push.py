@@ -9,7 +9,7 @@ import sys
 
 from remote.commands.errors import fail
 from remote.push import PushFailed, check_push_args, laptop_token, push_from_box
-from remote.target import Target, add_connection_options, open_transport
+from remote.target import add_connection_options, host_target, open_transport
 from trainer.text import clean_text
 
 
@@ -39,13 +39,11 @@ def run(args: argparse.Namespace) -> int:
     """Push and print the result."""
     files = [f.strip() for f in args.files.split(",") if f.strip()] if args.files else None
     check_push_args(args.repo, files)
-    if not args.host or args.host.startswith("-"):
-        raise ValueError(f"{args.host!r} names no host")
+    target = host_target(args.host, args.run)
     token = laptop_token()
     if not token:
         return fail("push", "no Hugging Face token: set HF_TOKEN or log in with "
                             "`hf auth login`", 2, args.json)
-    target = Target(None if args.host == "local" else args.host, args.run)
 
     def note(line: str) -> None:
         print(f"gpurent push: {clean_text(line)}", file=sys.stderr)

@@ -25,6 +25,11 @@ class LineTooLong(TransportError):
     """A stream sent more than its line cap without a newline; the stream is closed."""
 
 
+class Unreachable(TransportError):
+    """Nothing answered as an SSH server (no route, refused, timed out, no banner yet):
+    unlike a refused login or host key, trying again later may work."""
+
+
 @dataclass(frozen=True)
 class RunResult:
     """The outcome of a finished command on the box."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shlex
 import socket
 import time
 from collections.abc import Callable
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 
 import paramiko
 
-from remote.transport.base import TransportError
+from remote.transport.base import TransportError, Unreachable
 from remote.transport.hostkeys import (
     AskUnknown,
     host_key_name,
@@ -58,16 +59,18 @@ def open_connection(spec: HostSpec, via: paramiko.Transport | None,
             sock = via.open_channel("direct-tcpip", (spec.hostname, spec.port),
                                     ("127.0.0.1", 0), timeout=timeout)
         elif spec.proxy_command:
-            sock = paramiko.ProxyCommand(spec.proxy_command)
+            # Through a shell, as OpenSSH runs it (pipes, quotes and variables work).
+            sock = paramiko.ProxyCommand(shlex.join(["/bin/sh", "-c",
+                                                     f"exec {spec.proxy_command}"]))
         else:
             sock = _tcp_connect(spec.hostname, spec.port, spec.connect_timeout or timeout)
             _tune_socket(sock)
     except socket.gaierror as exc:
-        raise TransportError(f"cannot resolve {spec.hostname}: {exc.strerror}") from None
+        raise Unreachable(f"cannot resolve {spec.hostname}: {exc.strerror}") from None
     except TimeoutError:
-        raise TransportError(f"timed out connecting to {where} after {timeout:g}s") from None
+        raise Unreachable(f"timed out connecting to {where} after {timeout:g}s") from None
     except OSError as exc:
-        raise TransportError(f"cannot connect to {where}: {exc.strerror or exc}") from None
+        raise Unreachable(f"cannot connect to {where}: {exc.strerror or exc}") from None
     except paramiko.ChannelException as exc:
         raise TransportError(f"jump host could not reach {where}: {exc.text}") from None
     except paramiko.SSHException as exc:
@@ -85,9 +88,9 @@ def open_connection(spec: HostSpec, via: paramiko.Transport | None,
             transport.start_client(timeout=timeout)
         except (paramiko.SSHException, EOFError, OSError) as exc:
             why = "the connection was closed" if isinstance(exc, EOFError) else one_line(exc)
-            raise TransportError(f"SSH handshake with {where} failed: {why}") from None
+            raise Unreachable(f"SSH handshake with {where} failed: {why}") from None
         opts.say(f"checking the host key of {where}")
-        verify_host_key(transport.get_remote_server_key(), spec.hostname, spec.port,
+        verify_host_key(transport.get_remote_server_key(), *spec.key_name,
                         known_hosts, accept_new=opts.accept_new, ask_unknown=opts.ask_unknown)
         opts.say(f"authenticating as {spec.user}")
         _authenticate(transport, spec, opts)
@@ -129,7 +132,7 @@ def _prefer_known_key_types(transport: paramiko.Transport, spec: HostSpec,
                             known_hosts: str) -> None:
     """Ask for the key type already on file first, as OpenSSH does, so that a box with
     several host keys is not reported as unknown for a type we never saw."""
-    on_file = load_known_hosts(known_hosts).lookup(host_key_name(spec.hostname, spec.port))
+    on_file = load_known_hosts(known_hosts).lookup(host_key_name(*spec.key_name))
     if not on_file:
         return
     options = transport.get_security_options()

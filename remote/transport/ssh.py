@@ -1,20 +1,25 @@
 """Reaching a box over SSH with paramiko: ``connect()`` and ``SSHTransport``.
 
-``connect`` accepts what ``ssh`` accepts (``user@host``, ``-p PORT``, ``~/.ssh/config``
-aliases with HostName, User, Port, IdentityFile, ProxyJump through a channel of the jump
-host, ProxyCommand), authenticates with ssh-agent keys and key files, checks the host key
-against ``known_hosts`` (``remote.transport.hostkeys``) and turns on keepalives. Every blocking call
-has a timeout: connect, banner, key exchange, auth, channel open, command, SFTP request.
+``connect`` accepts what ``ssh`` accepts (``user@host``, ``-p PORT``, ``-i KEY``,
+``~/.ssh/config`` aliases as OpenSSH resolves them: ``remote.transport.openssh``, else
+paramiko's parser), with HostName, User, Port, IdentityFile, ProxyJump through a channel
+of the jump host, ProxyCommand and HostKeyAlias. It refuses hosts that cannot be a box
+(``remote.transport.hostpolicy``) before any traffic, authenticates with ssh-agent keys
+and key files, checks the host key against ``known_hosts`` (``remote.transport.hostkeys``)
+and turns on keepalives. Every blocking call has a timeout: connect, banner, key
+exchange, auth, channel open, command, SFTP request.
 
-Errors are ``remote.transport.base.TransportError`` (or ``HostKeyChanged`` /
-``HostKeyRevoked`` / ``HostKeyUnknown``) with a one-line message. Paramiko never logs
-channel data here (no hexdump), and its own logger is off unless configured: its failures
-reach the user as our one-line errors, and secrets sent over stdin never reach a log.
+Errors are ``remote.transport.base.TransportError`` (``Unreachable`` when nothing
+answered, or ``HostKeyChanged`` / ``HostKeyRevoked`` / ``HostKeyUnknown``) with a one-line
+message. Paramiko never logs channel data here (no hexdump), and its own logger is off
+unless configured: its failures reach the user as our one-line errors, and secrets sent
+over stdin never reach a log.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import select
@@ -29,6 +34,7 @@ from pathlib import Path
 
 import paramiko
 
+from remote.transport import hostpolicy, openssh
 from remote.transport.base import (
     FileStat,
     LineTooLong,
@@ -49,7 +55,7 @@ from remote.transport.hostkeys import (
     HostKeyRevoked,
     HostKeyUnknown,
 )
-from remote.transport.sshconfig import HostSpec, load_config, resolve
+from remote.transport.sshconfig import HostSpec
 from trainer.text import one_line
 
 __all__ = ["HostKeyChanged", "HostKeyRevoked", "HostKeyUnknown", "SSHTimeout", "SSHTransport",
@@ -75,20 +81,25 @@ def connect(target: str, *, port: int | None = None, accept_new: bool = False,
             ask_unknown: AskUnknown | None = None, timeout: float = 15.0,
             progress: StepProgress | None = None, known_hosts: str | None = None,
             ssh_config: str | None = None, identity_files: tuple[str, ...] = (),
-            allow_agent: bool = True, keepalive: float | None = None) -> SSHTransport:
+            allow_agent: bool = True, keepalive: float | None = None,
+            host_key_alias: str | None = None) -> SSHTransport:
     """Connect to ``target`` (``user@host``, ``host`` or an ``~/.ssh/config`` alias).
 
     ``ask_unknown(host, key_type, fingerprint)`` decides about an unknown host key (called
     from this thread); ``accept_new`` accepts it without asking. ``known_hosts`` (default:
     the config's UserKnownHostsFile, else ``~/.ssh/known_hosts``) and ``ssh_config``
-    (default ``~/.ssh/config``) are paths; ``identity_files`` are tried before the config's.
-    ``timeout`` bounds each step (TCP connect, banner, key exchange, auth, channel opens)."""
+    (default ``~/.ssh/config``) are paths; ``identity_files`` (``ssh -i``) are tried
+    before the config's; ``host_key_alias`` files the host key under that name instead of
+    the address. ``timeout`` bounds each step (TCP connect, banner, key exchange, auth,
+    channel opens)."""
     say = progress or (lambda _msg: None)
-    config = load_config(ssh_config)
-    try:
-        spec = resolve(target, port=port, config=config)
-    except ValueError as exc:
-        raise TransportError(str(exc)) from None
+    settings = openssh.resolver(ssh_config, timeout)
+    spec = settings(target, port, identity_files)
+    refused = hostpolicy.refusal(spec.hostname, spec.user)
+    if refused:
+        raise TransportError(refused)
+    if host_key_alias:
+        spec = dataclasses.replace(spec, host_key_alias=host_key_alias)
     opts = HandshakeOptions(accept_new=accept_new, ask_unknown=ask_unknown, timeout=timeout,
                     known_hosts=known_hosts, identity_files=identity_files,
                     allow_agent=allow_agent, keepalive=keepalive, say=say)
@@ -96,7 +107,7 @@ def connect(target: str, *, port: int | None = None, accept_new: bool = False,
     try:
         for jump in spec.proxy_jump:
             via = hops[-1] if hops else None
-            hops.append(open_connection(resolve(jump, config=config), via, opts))
+            hops.append(open_connection(settings(jump, None, ()), via, opts))
         transport = open_connection(spec, hops[-1] if hops else None, opts)
     except BaseException:
         for hop in reversed(hops):

@@ -1,9 +1,11 @@
 """Turning what the user typed (``user@host``, ``-p PORT``, an ``~/.ssh/config`` alias)
 into where and how to connect, the way OpenSSH's ``ssh`` would.
 
-The config file is read with ``paramiko.SSHConfig``; the keys used are HostName, User,
-Port, IdentityFile, IdentitiesOnly, ProxyJump, ProxyCommand, ServerAliveInterval,
-ConnectTimeout and UserKnownHostsFile.
+When an ``ssh`` client is installed, ``remote.transport.openssh`` asks it (``ssh -G``).
+Without one, the config file is read here with ``paramiko.SSHConfig`` (which ignores
+``Include`` and most of ``Match``); the keys used are HostName, User, Port, IdentityFile,
+IdentitiesOnly, ProxyJump, ProxyCommand, ServerAliveInterval, ConnectTimeout,
+UserKnownHostsFile and HostKeyAlias.
 """
 
 from __future__ import annotations
@@ -41,11 +43,20 @@ class HostSpec:
     keepalive: float | None = None
     connect_timeout: float | None = None
     known_hosts: str | None = None
+    #: The name the host key is filed under instead of the host and port.
+    host_key_alias: str | None = None
 
     @property
     def label(self) -> str:
         """``user@host:port`` for the UI."""
         return f"{self.user}@{self.hostname}:{self.port}"
+
+    @property
+    def key_name(self) -> tuple[str, int]:
+        """``(host, port)`` the host key is filed under in ``known_hosts`` (port 22 means
+        no port in the name, as for a ``HostKeyAlias``)."""
+        return (self.host_key_alias, 22) if self.host_key_alias else (self.hostname,
+                                                                      self.port)
 
 
 def parse_target(target: str) -> tuple[str | None, str, int | None]:
@@ -126,6 +137,7 @@ def resolve(target: str, *, port: int | None = None,
         keepalive=_float(entry.get("serveraliveinterval")),
         connect_timeout=_float(entry.get("connecttimeout")),
         known_hosts=os.path.expanduser(known[0]) if known else None,
+        host_key_alias=entry.get("hostkeyalias") or None,
     )
 
 

@@ -59,6 +59,8 @@ MAX_BODY_BYTES = 4 * 1024 * 1024
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
 _ID_OK = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+#: What an API may give as an SSH host: a name, an IPv4 or an IPv6 address.
+_HOST_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:-]{0,252}$")
 
 
 class _NoKeyAcrossOrigins(urllib.request.HTTPRedirectHandler):
@@ -152,6 +154,34 @@ class Instance:
 
 
 @dataclass(frozen=True)
+class SshAddress:
+    """Where an instance's SSH server answers, as its provider reports it."""
+
+    host: str
+    port: int
+    user: str
+
+    @property
+    def label(self) -> str:
+        """``user@host:port`` (an IPv6 host in brackets)."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.user}@{host}:{self.port}"
+
+
+def ssh_address(host: Any, port: Any, user: Any) -> SshAddress | None:
+    """An ``SshAddress`` from API fields, or ``None`` when a field is missing or is not
+    a plausible host name / address, port or user name (API text goes into argv)."""
+    host = host.strip() if isinstance(host, str) else ""
+    port = integer(port)
+    user = user.strip() if isinstance(user, str) else ""
+    if not _HOST_OK.match(host) or port is None or not 0 < port < 65536:
+        return None
+    if not re.fullmatch(r"[A-Za-z0-9._][A-Za-z0-9._-]{0,63}", user):
+        return None
+    return SshAddress(host, port, user)
+
+
+@dataclass(frozen=True)
 class Response:
     """A decoded HTTP response."""
 
@@ -231,6 +261,14 @@ class Provider:
         """Ask the provider to destroy the instance and its disk (returns before it is
         gone; use ``trainer.providers.confirm.destroy_and_confirm`` to know)."""
         raise NotImplementedError
+
+    def ssh_address(self, instance: Instance) -> SshAddress | None:
+        """Where the instance's SSH server answers now, from the provider's own object
+        (``instance.raw``); ``None`` when the provider gives it none (not running, no
+        public address). Subclasses read their shape."""
+        if not instance.ssh_host or not instance.ssh_port:
+            return None
+        return ssh_address(instance.ssh_host, instance.ssh_port, "root")
 
     def console_hint(self, action: str, instance_id: str) -> str:
         """What a person would do in the provider's web console instead."""

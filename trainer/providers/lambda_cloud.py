@@ -1,7 +1,8 @@
 """Lambda Cloud: ``https://cloud.lambda.ai/api/v1``, ``Authorization: Bearer KEY``.
 
 Documented shapes used here: ``GET /instances/{id}`` answers ``{"data": {...}}`` with
-``status`` (booting, active, unhealthy, terminating, terminated, preempted), ``ip``,
+``status`` (booting, active, unhealthy, terminating, terminated, preempted), ``ip`` (the
+SSH address, port 22, user ``ubuntu``),
 ``instance_type`` {name, description, gpu_description, price_cents_per_hour,
 specs.storage_gib}. ``POST /instance-operations/terminate`` with ``{"instance_ids": [id]}``.
 Lambda has no stop: ``can_stop`` is false and terminate is the destroy. Errors are
@@ -17,8 +18,10 @@ from trainer.providers.base import (
     Instance,
     Provider,
     ProviderError,
+    SshAddress,
     integer,
     number,
+    ssh_address,
     text_or_none,
 )
 from trainer.text import one_line
@@ -31,6 +34,11 @@ _STATES = {
     "terminated": "destroyed",
     "preempted": "destroyed",
 }
+
+
+def lambda_ssh_address(raw: Any) -> SshAddress | None:
+    """``ip``, port 22, user ``ubuntu`` (Lambda's images log in as ubuntu)."""
+    return ssh_address(raw.get("ip"), 22, "ubuntu") if isinstance(raw, dict) else None
 
 
 class LambdaProvider(Provider):
@@ -71,19 +79,24 @@ class LambdaProvider(Provider):
         gpu = text_or_none(itype.get("gpu_description") or itype.get("description")
                            or itype.get("name"))
         gpus = integer(specs.get("gpus"))
+        address = lambda_ssh_address(raw)
         return Instance(
             state=_STATES.get(status, "unknown"),
             price_per_hour=None if cents is None else cents / 100.0,
             storage_per_hour=None,  # no stop: nothing is billed for a kept disk
             disk_gb=number(specs.get("storage_gib")),
             gpu=f"{gpus}x {gpu}" if gpu and gpus else gpu,
-            ssh_host=text_or_none(raw.get("ip")),
-            ssh_port=22 if raw.get("ip") else None,
+            ssh_host=address.host if address else None,
+            ssh_port=address.port if address else None,
             raw=raw,
             id=iid,
             provider=self.name,
             raw_state=one_line(status, 40),
         )
+
+    def ssh_address(self, instance: Instance) -> SshAddress | None:
+        """See ``lambda_ssh_address``."""
+        return lambda_ssh_address(instance.raw)
 
     def _no_stop(self, action: str) -> ProviderError:
         return ProviderError(f"Lambda Cloud has no {action}: an instance can only be "

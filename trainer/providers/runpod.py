@@ -3,9 +3,12 @@
 Documented shapes used here: ``GET /pods/{id}`` answers the pod (``status`` one of
 PROVISIONING, STARTING, RUNNING, EXITED, ERROR, TERMINATED; ``cost`` in $/h, 0 when
 EXITED; ``disk``; ``mounts.persistent.size``; ``gpu.id``/``gpu.count``; ``ssh.direct``
-{host, port, username}). ``POST /pods/{id}/action`` with ``{"action": "stop"|"start"}``
-answers the pod, or 409 when the action is not allowed now. ``DELETE /pods/{id}`` answers
-204 without a body. Errors are ``application/problem+json`` ``{"title", "status", "detail"}``.
+{host, port, username}: the pod's public IP and the port mapped to its port 22; the v1
+shape ``publicIp`` with ``portMappings {"22": PORT}`` is read too). The basic SSH proxy
+(``ssh.runpod.io``) is never an address here: it runs no commands and no SFTP.
+``POST /pods/{id}/action`` with ``{"action": "stop"|"start"}`` answers the pod, or 409
+when the action is not allowed now. ``DELETE /pods/{id}`` answers 204 without a body.
+Errors are ``application/problem+json`` ``{"title", "status", "detail"}``.
 (REST v1, ``rest.runpod.io/v1``, is retired on 2026-11-15.)
 """
 
@@ -18,11 +21,16 @@ from trainer.providers.base import (
     Instance,
     Provider,
     ProviderError,
+    SshAddress,
     integer,
     number,
+    ssh_address,
     text_or_none,
 )
 from trainer.text import one_line
+
+#: RunPod's basic SSH proxy: a shell only, no commands, no SFTP.
+BASIC_PROXY_HOST = "ssh.runpod.io"
 
 #: What a stopped pod's volume disk costs, $/GB/month (RunPod pricing).
 STOPPED_VOLUME_PER_GB_MONTH = 0.20
@@ -43,6 +51,21 @@ def _get(raw: Any, *keys: str) -> Any:
             return None
         raw = raw.get(key)
     return raw
+
+
+def runpod_ssh_address(raw: Any) -> SshAddress | None:
+    """The pod's public IP and the port mapped to its port 22 (``ssh.direct``, else
+    ``publicIp`` + ``portMappings["22"]``); never the basic proxy."""
+    direct = _get(raw, "ssh", "direct")
+    address = ssh_address(_get(direct, "host"), _get(direct, "port"),
+                          _get(direct, "username") or "root")
+    if address is None:
+        mappings = _get(raw, "portMappings")
+        port = mappings.get("22") if isinstance(mappings, dict) else None
+        address = ssh_address(_get(raw, "publicIp"), port, "root")
+    if address is None or address.host.lower().rstrip(".") == BASIC_PROXY_HOST:
+        return None
+    return address
 
 
 class RunPodProvider(Provider):
@@ -82,7 +105,7 @@ class RunPodProvider(Provider):
             cost = None  # EXITED pods report 0: the running price is not known then
         count = integer(_get(raw, "gpu", "count"))
         gpu_name = text_or_none(_get(raw, "gpu", "id"))
-        ssh = _get(raw, "ssh", "direct")
+        address = runpod_ssh_address(raw)
         kept = volume or 0.0
         return Instance(
             state=state,
@@ -90,14 +113,18 @@ class RunPodProvider(Provider):
             storage_per_hour=kept * STOPPED_VOLUME_PER_GB_MONTH / HOURS_PER_MONTH,
             disk_gb=volume if volume is not None else container,
             gpu=f"{count}x {gpu_name}" if gpu_name and count else gpu_name,
-            ssh_host=text_or_none(_get(ssh, "host")),
-            ssh_port=integer(_get(ssh, "port")),
+            ssh_host=address.host if address else None,
+            ssh_port=address.port if address else None,
             raw=raw,
             id=pid,
             provider=self.name,
             raw_state=one_line(status, 40),
             storage_per_gb_month=STOPPED_VOLUME_PER_GB_MONTH,
         )
+
+    def ssh_address(self, instance: Instance) -> SshAddress | None:
+        """See ``runpod_ssh_address``."""
+        return runpod_ssh_address(instance.raw)
 
     def _action(self, pid: str, action: str) -> None:
         self.request("POST", f"/pods/{pid}/action", body={"action": action},

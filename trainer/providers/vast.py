@@ -1,7 +1,10 @@
 """Vast.ai: ``https://console.vast.ai/api/v0``, ``Authorization: Bearer KEY``.
 
 Documented shapes used here: ``GET /instances/{id}/?owner=me`` answers
-``{"instances": {...}}`` (or ``{"instances": null}`` for an id that is not there);
+``{"instances": {...}}`` (or ``{"instances": null}`` for an id that is not there) whose
+SSH address is ``public_ipaddr`` with the host port mapped to ``ports["22/tcp"]``
+(``[{"HostIp": "0.0.0.0", "HostPort": "41022"}]``, direct) or ``ssh_host``/``ssh_port``
+(Vast's SSH proxy, ``sshN.vast.ai``), user ``root``;
 ``PUT /instances/{id}/`` with ``{"state": "stopped"|"running"}`` and
 ``DELETE /instances/{id}/`` answer ``{"success": true, ...}``; errors are
 ``{"success": false, "error": CODE, "msg": ...}``, except 429, which is plain text.
@@ -21,8 +24,10 @@ from trainer.providers.base import (
     NotFoundError,
     Provider,
     ProviderError,
+    SshAddress,
     integer,
     number,
+    ssh_address,
     text_or_none,
 )
 from trainer.text import one_line
@@ -59,6 +64,21 @@ def running_price(raw: dict[str, Any]) -> float | None:
     if str(raw.get("actual_status") or "").lower() == "running":
         return number(raw.get("dph_total"))
     return None
+
+
+def vast_ssh_address(raw: Any) -> SshAddress | None:
+    """The direct address (``public_ipaddr`` and the host port of ``22/tcp``) when Vast
+    reports one, else its SSH proxy (``ssh_host``/``ssh_port``); ``None`` without either."""
+    if not isinstance(raw, dict):
+        return None
+    ports = raw.get("ports")
+    mapped = ports.get("22/tcp") if isinstance(ports, dict) else None
+    for binding in mapped if isinstance(mapped, list) else []:
+        if isinstance(binding, dict) and ":" not in str(binding.get("HostIp") or ""):
+            direct = ssh_address(raw.get("public_ipaddr"), binding.get("HostPort"), "root")
+            if direct is not None:
+                return direct
+    return ssh_address(raw.get("ssh_host"), raw.get("ssh_port"), "root")
 
 
 class VastProvider(Provider):
@@ -106,20 +126,25 @@ class VastProvider(Provider):
         gpus = integer(raw.get("num_gpus"))
         name = text_or_none(raw.get("gpu_name"))
         gpu = f"{gpus}x {name}" if name and gpus else name
+        address = vast_ssh_address(raw)
         return Instance(
             state=vast_state(raw.get("actual_status"), raw.get("intended_status")),
             price_per_hour=running_price(raw),
             storage_per_hour=number(raw.get("storage_total_cost")),
             disk_gb=number(raw.get("disk_space")),
             gpu=gpu,
-            ssh_host=text_or_none(raw.get("ssh_host")),
-            ssh_port=integer(raw.get("ssh_port")),
+            ssh_host=address.host if address else None,
+            ssh_port=address.port if address else None,
             raw=raw,
             id=iid,
             provider=self.name,
             raw_state=one_line(raw.get("actual_status"), 40),
             storage_per_gb_month=number(raw.get("storage_cost")),
         )
+
+    def ssh_address(self, instance: Instance) -> SshAddress | None:
+        """See ``vast_ssh_address``."""
+        return vast_ssh_address(instance.raw)
 
     def _put_state(self, iid: str, state: str, what: str) -> None:
         data = self.json_of(self.request("PUT", f"/instances/{iid}/", body={"state": state},

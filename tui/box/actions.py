@@ -186,8 +186,8 @@ class BoxActions(GuardActions):
         """The provider client for ``--provider`` (its API key from the environment or
         the config file)."""
         if not self.spec.provider or self.spec.provider == "manual" or not self.spec.instance:
-            raise ActionRefused("no provider instance: start with --provider "
-                                "vast|runpod|lambda --instance ID")
+            raise ActionRefused("no provider instance: open the box as vast:ID / runpod:ID, "
+                                "or start with --provider vast|runpod|lambda --instance ID")
         return provider_for(self.spec.provider, base_url=self.spec.provider_url)
 
     # ------------------------------------------------------------------ launch

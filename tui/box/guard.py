@@ -9,7 +9,7 @@ from rich.text import Text
 from textual import work
 from textual.widgets import Static
 
-from remote.billing.providers import can_stop, notify_config, resolve_api_key
+from remote.billing.providers import can_stop, notify_config, resolve_api_key, resolve_base_url
 from remote.guard import acknowledge_alarm, arm_guard, disarm_guard, read_guard
 from tui.dialogs.confirm import ConfirmDialog
 from tui.dialogs.guard import GuardDialog
@@ -95,9 +95,10 @@ class GuardActions:
             when, then, hours = answer
             provider = self.spec.provider if self.spec.provider != "manual" else None
             key = resolve_api_key(provider) if provider else None
+            url = self.spec.provider_url or (resolve_base_url(provider) if provider else None)
             urls, fmt = notify_config()
             state = arm_guard(transport, run_dir, when, then, hours, provider,
-                              self.spec.instance, key, base_url=self.spec.provider_url,
+                              self.spec.instance, key, base_url=url,
                               notify=urls, notify_format=fmt)
         self.app.call_from_thread(self._show_guard, state)
         summary = state.summary() if state is not None else "guard: off"

@@ -16,6 +16,8 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import Static
 
+from remote.billing.address import Locator
+from remote.billing.providers import parse_instance_target
 from remote.connect import Connector
 from remote.events import (
     ConnectionEvent,
@@ -31,6 +33,7 @@ from remote.watcher import Watcher
 from trainer.text import one_line
 from tui.box.actions import BoxActions
 from tui.box.guard import GUARD_REFRESH
+from tui.box.resume import ResumeActions
 from tui.dialogs.confirm import host_key_dialog
 from tui.spec import BoxSpec
 from tui.widgets.badges import ConnectionBadge, WeightsBadge
@@ -47,7 +50,7 @@ ALERT_VERDICTS = {"completed": "information", "failed": "error", "dead": "error"
 RUNS_REFRESH = 15.0
 
 
-class BoxView(BoxActions, Vertical):
+class BoxView(BoxActions, ResumeActions, Vertical):
     """Everything about one box. ``clock`` gives the time (injected for snapshots)."""
 
     DEFAULT_CSS = """
@@ -118,10 +121,13 @@ class BoxView(BoxActions, Vertical):
         self.clock = clock
         self.autoconnect = autoconnect
         self.transport: Transport | None = None
+        named = parse_instance_target(spec.target) if spec.kind == "ssh" else None
+        # A box named by its instance is located anew on every (re)connection.
         self.connector = Connector(
             None if spec.kind == "local" else spec.target, port=spec.port,
             accept_new=spec.accept_new, ask_unknown=self.ask_host_key,
-            ssh_options=dict(spec.ssh_options))
+            ssh_options=dict(spec.ssh_options),
+            locate=Locator(named, base_url=spec.provider_url) if named else None)
         self.project = spec.project
         self.run_dir: str | None = None
         self.status: StatusEvent | None = None

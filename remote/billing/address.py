@@ -1,0 +1,91 @@
+"""Where a box named by its instance (``vast:4242``) answers SSH now, from the provider.
+
+Vast, RunPod and Lambda hand out a new address or port when a stopped instance starts
+again, so the address is asked of the provider's API on every connection (the watcher's
+reconnects included), never stored. The host key is filed under the instance's name
+(``HostKeyAlias vast:4242``), so the new address is not a new, unknown host.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from remote.billing.providers import ConfigError, InstanceTarget, provider_for
+from remote.transport.base import TransportError, Unreachable
+from remote.transport.hostpolicy import refusal
+from trainer.providers import NotFoundError, Provider, ProviderError
+from trainer.providers.base import SshAddress
+
+#: Instance states in which an address may appear soon (worth waiting for).
+COMING_UP = ("starting", "unknown")
+
+
+class Locator:
+    """``locator(progress) -> ("user@host", port)``: the instance's SSH address now.
+
+    Raises ``Unreachable`` while the instance is coming up or has no address yet, and
+    ``TransportError`` (one line, with what to do) when it is stopped, gone or unknown.
+    When the API cannot be reached but an address was seen before, that one is used."""
+
+    def __init__(self, target: InstanceTarget, *, base_url: str | None = None,
+                 provider: Provider | None = None) -> None:
+        self.target = target
+        self.base_url = base_url
+        self._provider = provider
+        #: The last address the provider gave.
+        self.last: SshAddress | None = None
+
+    def provider(self) -> Provider:
+        """The provider's client (its key from the environment or the config file)."""
+        if self._provider is None:
+            try:
+                self._provider = provider_for(self.target.provider, base_url=self.base_url)
+            except (ProviderError, ConfigError) as exc:
+                raise TransportError(f"{self.target.text}: {exc}") from None
+        return self._provider
+
+    def address(self) -> SshAddress:
+        """Ask the provider where the instance's SSH server is (see the class doc)."""
+        name = self.target.text
+        provider = self.provider()
+        try:
+            instance = provider.get_instance(self.target.instance)
+        except NotFoundError as exc:
+            raise TransportError(f"{name}: {exc}") from None
+        except ProviderError as exc:
+            if self.last is not None and exc.kind in ("network", "timeout", "server",
+                                                      "rate_limited"):
+                return self.last
+            raise TransportError(f"{name}: cannot ask {provider.title} where it is: "
+                                 f"{exc}") from None
+        if instance.state != "running":
+            why = (f"{name} is {instance.state} ({provider.title} says "
+                   f"{instance.raw_state or '?'}), so it has no SSH server now")
+            if instance.state in COMING_UP:
+                raise Unreachable(f"{why}; try again in a moment")
+            if instance.state == "destroyed":
+                raise TransportError(f"{why}: it is gone")
+            raise TransportError(f"{why}; `gpurent resume {name} RUN` (R in gpurent-tui) "
+                                 "starts it and resumes the run")
+        address = provider.ssh_address(instance)
+        if address is None:
+            hint = {"runpod": "give the pod a public IP with TCP port 22 exposed (its "
+                              "basic SSH proxy runs no commands and no SFTP)"}
+            raise Unreachable(f"{name} is running but {provider.title} gives no SSH "
+                              f"address for it yet; "
+                              f"{hint.get(provider.name, 'try again in a moment')}")
+        refused = refusal(address.host, address.user)
+        if refused:
+            raise TransportError(f"{name}: {refused}")
+        self.last = address
+        return address
+
+    def __call__(self, progress: Callable[[str], None] | None = None) -> tuple[str, int]:
+        """``("user@host", port)`` for ``remote.connect.Connector``."""
+        if progress is not None:
+            progress(f"asking {self.target.provider} where {self.target.text} is")
+        address = self.address()
+        host = f"[{address.host}]" if ":" in address.host else address.host
+        if progress is not None:
+            progress(f"{self.target.text} is at {address.label}")
+        return f"{address.user}@{host}", address.port
