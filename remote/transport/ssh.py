@@ -203,6 +203,16 @@ class SSHTransport:
     # ---------------------------------------------------------------- commands
 
     @property
+    def peer_ip(self) -> str | None:
+        """The IP address this connection reached (``None`` through a jump host or a
+        proxy command, where the socket's peer is not the box)."""
+        if self._hops or self.spec.proxy_command:
+            return None
+        with contextlib.suppress(Exception):
+            return str(self._transport.getpeername()[0])
+        return None
+
+    @property
     def is_active(self) -> bool:
         """Whether the SSH connection is still up (as far as paramiko knows)."""
         return self._transport.is_active()
@@ -287,7 +297,10 @@ class SSHTransport:
         return SSHStream(chan)
 
     def signal_group(self, pgid: int, sig: int) -> bool:
-        """``kill -s SIG -- -PGID`` on the box; ``False`` when there is no such group."""
+        """``kill -s SIG -- -PGID`` on the box; ``False`` when there is no such group (and
+        for a pgid <= 1: ``kill -- -1`` would reach every process we may signal)."""
+        if int(pgid) <= 1:
+            return False
         name = signal.Signals(sig).name.removeprefix("SIG")
         result = self.run(f"kill -s {name} -- -{int(pgid)}", timeout=self.timeout)
         return result.ok

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainer import runfiles, smi
+from trainer import procid, runfiles, smi
 from trainer.guard.state import ACTIVE_STATES, GUARD_FILE
 from trainer.providers import ProviderError
 from trainer.providers.base import Provider
@@ -78,6 +78,7 @@ class Guard:
         self._acting = False
         self._t0 = time.monotonic()
         self.started_at = runfiles.utc_now_iso()
+        self.identity = procid.identity(os.getpid())  # what `disarm` checks before a signal
         self.state: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ state file
@@ -93,7 +94,7 @@ class Guard:
             "schema_version": 1, "state": state, "armed": state in ACTIVE_STATES,
             "when": cfg.when_text, "then": cfg.then, "max_hours": cfg.max_hours,
             "started_at": self.started_at, "deadline_at": deadline, "pid": os.getpid(),
-            "pgid": os.getpgid(0), "provider": cfg.provider, "instance": cfg.instance,
+            **self.identity, "pgid": os.getpgid(0), "provider": cfg.provider, "instance": cfg.instance,
             "last_decision": decision, "decided_at": runfiles.utc_now_iso(),
             "outcome": self.state.get("outcome"),
         }
@@ -161,11 +162,12 @@ class Guard:
                 return None
 
     def safety(self) -> dict[str, Any]:
-        """``trainer safe``'s answer for the run (unsafe when it cannot be read)."""
-        from trainer.hub.safe import safety
+        """Whether every run's newest weights on this box are confirmed by the Hub
+        (``trainer.hub.safe.verified_safety``); unsafe when that cannot be told."""
+        from trainer.hub.safe import verified_safety
 
         try:
-            return safety(self.cfg.run_dir)
+            return verified_safety(self.cfg.run_dir)
         except (OSError, ValueError) as exc:
             return {"safe": False, "reason": f"cannot check the weights: {one_line(exc)}"}
 

@@ -212,6 +212,13 @@ class Provider:
         """What a person would do in the provider's web console instead."""
         return f"open the {self.title} console and {action} instance {instance_id}"
 
+    def ssh_addresses(self, instance: Instance) -> list[tuple[str, int]]:
+        """Every ``(host, port)`` the API says reaches the instance over SSH (``[]`` when
+        it reports none): what a stop or destroy compares with the box connected to."""
+        if not instance.ssh_host:
+            return []
+        return [(instance.ssh_host, instance.ssh_port or 22)]
+
     # ------------------------------------------------------------------ helpers
 
     def check_id(self, instance_id: str) -> str:

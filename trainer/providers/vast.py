@@ -134,6 +134,19 @@ class VastProvider(Provider):
         self._check_success(self.json_of(self.request("DELETE", f"/instances/{iid}/",
                                                       what=what), what), what)
 
+    def ssh_addresses(self, instance: Instance) -> list[tuple[str, int]]:
+        """The proxy (``ssh_host``:``ssh_port``) and the direct address
+        (``public_ipaddr`` with the host port mapped to ``22/tcp`` in ``ports``)."""
+        found = super().ssh_addresses(instance)
+        raw = instance.raw
+        ip = text_or_none(raw.get("public_ipaddr"))
+        ports = raw.get("ports") if isinstance(raw.get("ports"), dict) else {}
+        for mapping in ports.get("22/tcp") or ():
+            port = integer(mapping.get("HostPort")) if isinstance(mapping, dict) else None
+            if ip and port:
+                found.append((ip.strip(), port))
+        return found
+
     def console_hint(self, action: str, instance_id: str) -> str:
         """Where to click on https://cloud.vast.ai/instances/."""
         return (f"open https://cloud.vast.ai/instances/, find instance {instance_id} and press "
