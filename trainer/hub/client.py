@@ -125,14 +125,14 @@ def verify_pushed(entries: Sequence[dict[str, Any]], sha256: str, size: int | No
         except Exception as exc:  # any failure to confirm is "not safe"; say which
             status = getattr(getattr(exc, "response", None), "status_code", None)
             verb = "not on the Hub" if status == 404 else "cannot verify"
-            why = f"{verb} ({where}): {describe_error(exc)}"
+            why = why or f"{verb} ({where}): {describe_error(exc)}"
             continue
         lfs = next((getattr(i, "lfs", None) for i in infos if getattr(i, "path", "") == path),
                    None)
         if not any(getattr(i, "path", "") == path for i in infos):
-            why = f"not on the Hub: {one_line(path, 80)} is not in {where}"
+            why = why or f"not on the Hub: {one_line(path, 80)} is not in {where}"
         elif lfs is None or lfs.sha256 != sha256 or (size is not None and lfs.size != size):
-            why = f"the Hub holds other content as {one_line(path, 80)} in {where}"
+            why = why or f"the Hub holds other content as {one_line(path, 80)} in {where}"
         else:
             return True, where
-    return False, why
+    return False, why  # why the newest claim failed
