@@ -33,9 +33,15 @@ def started_at(record: Mapping[str, Any]) -> float | None:
 def why_not(transport: Transport, pid: Any, record: Mapping[str, Any]) -> str | None:
     """Why ``pid`` must not be signalled as the process ``record`` describes (``None``
     when it may)."""
+    return _check(transport, pid, record)[0]
+
+
+def _check(transport: Transport, pid: Any,
+           record: Mapping[str, Any]) -> tuple[str | None, procid.Probe | None]:
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 1:
-        return f"pid {pid!r} is not a process we may signal"
-    return procid.mismatch(probe(transport, pid), record, started_at(record))
+        return f"pid {pid!r} is not a process we may signal", None
+    found = probe(transport, pid)
+    return procid.mismatch(found, record, started_at(record)), found
 
 
 def is_ours(transport: Transport, pid: Any, record: Mapping[str, Any]) -> bool:
@@ -45,15 +51,19 @@ def is_ours(transport: Transport, pid: Any, record: Mapping[str, Any]) -> bool:
 
 def signal_checked(transport: Transport, pid: Any, sig: int, record: Mapping[str, Any],
                    pgid: Any = None) -> None:
-    """Send ``sig`` to ``pid`` (to its process group when it leads one, or when ``pgid``
-    equals it) once it is verified as the recorded process. Raises ``StalePid``."""
-    why = why_not(transport, pid, record)
+    """Send ``sig`` to ``pid`` once it is verified as the recorded process: to the
+    recorded process group ``pgid`` when the process is in it, else to the group ``pid``
+    leads, else to ``pid`` alone. Raises ``StalePid``."""
+    why, found = _check(transport, pid, record)
     if why is not None:
         raise StalePid(f"stale pid {pid}: not signalling ({why})")
-    if pgid not in (None, pid):
-        raise StalePid(f"stale pid {pid}: not signalling (its recorded group {pgid} is "
-                       "another process's)")
-    send(transport, pid, sig)
+    if pgid in (None, pid):
+        send(transport, pid, sig)
+        return
+    if not isinstance(pgid, int) or pgid <= 1 or found is None or found.pgid != pgid:
+        raise StalePid(f"stale pid {pid}: not signalling (it is not in the recorded "
+                       f"process group {pgid!r})")
+    transport.signal_group(pgid, sig)
 
 
 def send(transport: Transport, pid: int, sig: int) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import signal
 import subprocess
 import time
@@ -58,10 +59,10 @@ def iso_ago(seconds: float) -> str:
 
 def test_proc_stat_is_read_after_the_last_parenthesis():
     line = b"42 (a) b) (c) S 1 42 42 0 -1 4194304 0 0 0 0 0 0 0 0 20 0 1 0 987654 100 200"
-    assert procid.parse_stat(line) == ("S", 987654)
+    assert procid.parse_stat(line) == ("S", 987654, 42)
     probe_out = line + b"\nboot-1\nbtime 1700000000\n100\n"
     got = procid.parse_probe(probe_out)
-    assert got == procid.Probe("S", 987654, "boot-1", 1700000000, 100)
+    assert got == procid.Probe("S", 987654, 42, "boot-1", 1700000000, 100)
     assert got.started == 1700000000 + 9876.54
     assert procid.parse_probe(b"gone\n-\n-\n-\n") is None
     record = {"pid_start": 987654, "boot_id": "boot-1"}
@@ -117,9 +118,10 @@ def test_disarm_does_not_signal_a_stale_pid(tmp_path, victim):
     assert state is not None and not state.alive and not state.watching
     with pytest.raises(GuardError, match="stale pid"):
         disarm_guard(box, str(run))
-    guard_json(run, pid=victim.pid, pgid=1, **identity)  # `kill -- -1` must never happen
-    with pytest.raises(GuardError, match="stale pid"):
-        disarm_guard(box, str(run))
+    for pgid in (1, os.getpgrp()):  # `kill -- -1`, or a group the process is not in
+        guard_json(run, pid=victim.pid, pgid=pgid, **identity)
+        with pytest.raises(GuardError, match="not in the recorded process group"):
+            disarm_guard(box, str(run))
     time.sleep(0.2)
     assert victim.poll() is None
     guard_json(run, pid=victim.pid, pgid=victim.pid, **identity)

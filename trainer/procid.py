@@ -34,6 +34,7 @@ class Probe:
 
     state: str
     start_ticks: int
+    pgid: int | None = None
     boot_id: str | None = None
     btime: int | None = None
     clk_tck: int | None = None
@@ -51,13 +52,13 @@ class Probe:
         return self.btime + self.start_ticks / self.clk_tck
 
 
-def parse_stat(data: bytes) -> tuple[str, int] | None:
-    """``(state, start_ticks)`` from a ``/proc/PID/stat`` line (the command name may hold
-    spaces and parentheses: fields are counted after its last ``)``)."""
+def parse_stat(data: bytes) -> tuple[str, int, int] | None:
+    """``(state, start_ticks, pgid)`` from a ``/proc/PID/stat`` line (the command name may
+    hold spaces and parentheses: fields are counted after its last ``)``)."""
     fields = data.rsplit(b")", 1)[-1].split()
-    if len(fields) < 20 or not fields[19].isdigit():
+    if len(fields) < 20 or not fields[19].isdigit() or not fields[2].isdigit():
         return None
-    return fields[0].decode("ascii", "replace"), int(fields[19])
+    return fields[0].decode("ascii", "replace"), int(fields[19]), int(fields[2])
 
 
 def _read(path: str) -> bytes | None:
@@ -113,7 +114,7 @@ def parse_probe(text: bytes) -> Probe | None:
     btime = int(btime_words[1]) if len(btime_words) == 2 and btime_words[1].isdigit() \
         else None
     clk = int(rest[2]) if rest[2].isdigit() else None
-    return Probe(parsed[0], parsed[1], boot, btime, clk)
+    return Probe(parsed[0], parsed[1], parsed[2], boot, btime, clk)
 
 
 def local_probe(pid: int) -> Probe | None:
@@ -128,7 +129,8 @@ def local_probe(pid: int) -> Probe | None:
     for line in (_read("/proc/stat") or b"").splitlines():
         if line.startswith(b"btime "):
             btime = int(line.split()[1])
-    return Probe(parsed[0], parsed[1], boot_id(), btime, os.sysconf("SC_CLK_TCK"))
+    return Probe(parsed[0], parsed[1], parsed[2], boot_id(), btime,
+                 os.sysconf("SC_CLK_TCK"))
 
 
 def mismatch(probe: Probe | None, record: Mapping[str, Any],
