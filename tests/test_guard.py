@@ -19,7 +19,7 @@ from remote.guard import GuardError, arm_guard, disarm_guard, read_guard
 from remote.transport.local import LocalTransport
 from tests.fixtures.hub_standin import VALID_TOKEN, HubStandin
 from tests.fixtures.hub_standin import record_push as hub_record_push  # what a push leaves
-from trainer import runfiles
+from trainer import procid, runfiles
 from trainer.guard.state import GuardError as BoxGuardError
 from trainer.guard.state import parse_when
 
@@ -272,6 +272,7 @@ def test_arm_and_disarm_through_a_transport(tmp_path, vast_standin, trainer_pid)
     state = arm_guard(box, str(run_dir), "done", "destroy", 12.0, "vast", iid,
                       vast_standin.key, base_url=vast_standin.base_url, poll=0.1)
     assert state.watching and state.when == "done" and state.max_hours == 12.0
+    assert state.pid_start == procid.start_ticks(state.pid)  # checked before the disarm
     assert state.summary() == "guard armed: when done then destroy, hard limit 12 h"
     with pytest.raises(GuardError, match="already armed"):
         arm_guard(box, str(run_dir), "done", "stop", None, "vast", iid, vast_standin.key,

@@ -202,6 +202,7 @@ def _run(args: argparse.Namespace, box: _Box, out: dict[str, Any], say: Any,
                                     override=override, typed_id=typed, box=address,
                                     timeout=args.timeout, interval=args.interval)
     except teardown.GateRefused as exc:
+        out["gate"] = exc.decision.to_dict()
         return finish(EXIT_FAILED, str(exc))
     except StillBilling as exc:
         out["outcome"] = exc.outcome.to_dict()

@@ -94,7 +94,8 @@ class Guard:
             "schema_version": 1, "state": state, "armed": state in ACTIVE_STATES,
             "when": cfg.when_text, "then": cfg.then, "max_hours": cfg.max_hours,
             "started_at": self.started_at, "deadline_at": deadline, "pid": os.getpid(),
-            **self.identity, "pgid": os.getpgid(0), "provider": cfg.provider, "instance": cfg.instance,
+            **self.identity,
+            "pgid": os.getpgid(0), "provider": cfg.provider, "instance": cfg.instance,
             "last_decision": decision, "decided_at": runfiles.utc_now_iso(),
             "outcome": self.state.get("outcome"),
         }

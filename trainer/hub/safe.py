@@ -16,7 +16,7 @@ the caller: the laptop's teardown gate, or the guard (``verified_safety``).
 
 Output (one JSON object)::
 
-    {"schema_version": 2, "runs": [{"run_dir": "/abs", "sources": ["run"|"project"|
+    {"schema": "gpurent.safe/2", "runs": [{"run_dir": "/abs", "sources": ["run"|"project"|
      "registry"], "best_epoch": int | None, "error": str | None, "files": [{"file":
      "best.pt", "path": "/abs/weights/best.pt", "size", "mtime_ns", "required": bool,
      "sha256": str (required files), "hub": [ledger entries]}]}]}
@@ -40,6 +40,7 @@ from typing import Any, Optional
 from trainer import runfiles
 from trainer.hub.ledger import LedgerError, file_identity, read_ledger, sha256_file
 
+SCHEMA = "gpurent.safe/2"
 HASH_CACHE = ".hub-hash-cache.json"
 #: Files whose presence makes a directory a run directory.
 RUN_MARKERS = (runfiles.STATUS_FILE, runfiles.METRICS_FILE, runfiles.RESULTS_FILE,
@@ -198,7 +199,7 @@ def inventory(run_dirs: Iterable[str | os.PathLike[str]] = (),
               registry: bool = False) -> dict[str, Any]:
     """The ``--json`` answer. Raises ``NotARun`` (see ``find_runs``)."""
     runs = find_runs(run_dirs, projects, registry)
-    return {"schema_version": 2,
+    return {"schema": SCHEMA,
             "runs": [describe_run(path, sources) for path, sources in runs.items()]}
 
 

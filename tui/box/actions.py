@@ -152,7 +152,9 @@ class BoxActions:
 
     def _show_safety(self, safety: Any) -> None:
         self.safety = safety
-        self.query_one(WeightsBadge).show(safety.safe, getattr(safety, "where", None),
+        known = bool(getattr(safety, "runs", True))  # no run to check: unknown, not unsafe
+        self.query_one(WeightsBadge).show(safety.safe if known else None,
+                                          getattr(safety, "where", None),
                                           getattr(safety, "epoch", None), safety.reason,
                                           nothing=bool(getattr(safety, "nothing", False)),
                                           unsafe=getattr(safety, "unsafe_names", ""))
