@@ -187,7 +187,8 @@ def test_cli_shows_both_addresses_and_acts_on_nothing(tmp_path, vast_standin, mo
             "--interval", "0", "--yes"]
     assert gpurent(["instance", "root@203.0.113.7", "stop", *args]) == 1
     err = capsys.readouterr().err
-    assert "ssh5.vast.ai:41022" in err and "203.0.113.7:22" in err and err.count("\n") == 1
+    assert "ssh5.vast.ai:41022, 203.0.113.50:40022" in err  # proxy and direct
+    assert "203.0.113.7:22" in err and err.count("\n") == 1
     monkeypatch.setenv("CONTAINER_ID", "999")  # on the box itself: another instance
     assert gpurent(["instance", "local", "stop", *args]) == 1
     assert "this machine is instance 999" in capsys.readouterr().err
