@@ -403,7 +403,8 @@ class BoxActions:
                                  lambda yes: self.instance_call("stop") if yes else None)
             return
         weights_safe = bool(safety is not None and safety.safe)
-        dialog = DestroyDialog(str(self.spec.instance), weights_safe, detail)
+        unsafe = getattr(safety, "unsafe_names", "") or getattr(safety, "reason", "")
+        dialog = DestroyDialog(str(self.spec.instance), weights_safe, detail, unsafe)
         self.app.push_screen(
             dialog, lambda answer: self.instance_call("destroy", *answer) if answer else None)
 
