@@ -11,7 +11,8 @@ Triggers (``--when``):
 * ``--max-hours H`` in any case: a hard lifetime, like a serverless timeout.
 
 After a trigger (not after ``--max-hours``) it waits up to ``--push-wait`` seconds for
-the final push (``trainer.hub.safe``: ``best.pt`` on the Hub by sha256). It never destroys
+the final push (``trainer.hub.safe.verified_safety``: the newest weights of every run this
+box knows, confirmed by the Hub at the recorded commit, by sha256). It never destroys
 unsafe weights: it stops the instance instead and says so (on a provider without stop it
 leaves the instance running and says that). Every decision goes to ``RUN_DIR/guard.log``;
 the state for ``gpurent status`` and the TUI goes to ``RUN_DIR/guard.json``.
