@@ -152,7 +152,7 @@ def judge(answer: dict[str, Any], host_label: str, verify: HubVerify) -> Safety:
         return Safety(True, None, epoch, f"no weights yet ({scope}): nothing to lose",
                       tuple(verdicts), 0, tuple(runs), answer)
     names = _listed([f"{v.short} ({v.detail})" for v in verdicts])
-    return Safety(True, "+".join(sorted(where)) or None, epoch, f"safe: {names}",
+    return Safety(True, "+".join(sorted(where)) or None, epoch, names,
                   tuple(verdicts), count, tuple(runs), answer)
 
 

@@ -106,7 +106,7 @@ def check_destroy(safety: SafetyLike, instance_id: str, *, override: bool = Fals
     ``override`` and ``typed_id`` equal to ``instance_id``."""
     reason = clean_text(str(safety.reason or ""))
     if safety.safe:
-        return GateDecision(True, f"weights {reason}" if reason else "weights safe",
+        return GateDecision(True, f"weights safe: {reason}" if reason else "weights safe",
                             safe=True)
     if not override:
         return GateDecision(False, f"refusing to destroy instance {instance_id}: the "
