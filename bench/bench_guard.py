@@ -8,7 +8,8 @@ stdin) watches a run directory whose trainer is a real process, and acts through
 provider stand-ins (not the providers), whose billing clocks (``Meter``) are the judge.
 Three scenarios per provider:
 
-* done and safe: the run completes with ``best.pt`` on the Hub; ``--then destroy``;
+* done and safe: the run completes with ``best.pt`` on the Hub (the Hub stand-in, which
+  the guard asks before it destroys); ``--then destroy``;
 * crash: the trainer is killed with SIGKILL, weights not pushed; ``--then stop`` (the
   TUI's default; Lambda cannot stop, so there it is ``--then destroy`` with nothing to
   lose);
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -39,16 +41,18 @@ sys.path.insert(0, str(ROOT))
 from remote.guard import arm_guard  # noqa: E402
 from remote.transport.local import LocalTransport  # noqa: E402
 from tests.fixtures.guard_kit import guard_over, stop_guard, wait_until  # noqa: E402
+from tests.fixtures.hub_standin import VALID_TOKEN, HubStandin, record_push  # noqa: E402
 from tests.fixtures.providers_standin import ProviderStandin  # noqa: E402
 from trainer import runfiles  # noqa: E402
-from trainer.hub.ledger import append_entries, file_identity, sha256_file  # noqa: E402
 from trainer.providers import get_provider  # noqa: E402
 from trainer.providers.confirm import destroy_and_confirm, stop_and_confirm  # noqa: E402
 from trainer.text import money, rate  # noqa: E402
 
 
-def make_run(run_dir: Path, pid: int, *, best: bool, pushed: bool) -> runfiles.RunWriter:
-    """A run at epoch 1 of 3 whose trainer is ``pid``; ``best.pt`` pushed or not."""
+def make_run(run_dir: Path, pid: int, *, best: bool,
+             pushed: HubStandin | None) -> runfiles.RunWriter:
+    """A run at epoch 1 of 3 whose trainer is ``pid``; ``best.pt`` pushed to ``pushed``
+    or not."""
     writer = runfiles.RunWriter(run_dir)
     writer.write_status({"state": "running", "pid": pid, "total_epochs": 3,
                          "completed_epochs": 1, "mean_epoch_seconds": 600.0,
@@ -57,15 +61,13 @@ def make_run(run_dir: Path, pid: int, *, best: bool, pushed: bool) -> runfiles.R
     if best:
         path = writer.weights_dir / "best.pt"
         runfiles.atomic_write_bytes(path, b"\0" * 4096)
-        if pushed:
-            append_entries(run_dir, [{"file": "best.pt", "path_in_repo": "best.pt",
-                                      "sha256": sha256_file(path), "size": 4096,
-                                      "repo": "org/run", "commit": "c" * 40, "epoch": 1,
-                                      "time": runfiles.utc_now_iso(), **file_identity(path)}])
+        if pushed is not None:
+            record_push(pushed, run_dir, epoch=1)
     return writer
 
 
-def scenario(work: Path, provider: str, kind: str, opts: argparse.Namespace) -> dict:
+def scenario(work: Path, provider: str, kind: str, opts: argparse.Namespace,
+             hub: HubStandin) -> dict:
     """One guard run; the billing after the event, from the stand-in's clock."""
     standin = ProviderStandin(provider, settle_polls=opts.settle)
     iid = standin.add_instance()
@@ -74,7 +76,7 @@ def scenario(work: Path, provider: str, kind: str, opts: argparse.Namespace) -> 
     can_stop = provider != "lambda"
     then = "destroy" if kind == "done" or not can_stop else "stop"
     writer = make_run(run_dir, trainer.pid, best=kind == "done" or can_stop,
-                      pushed=kind == "done")
+                      pushed=hub if kind == "done" else None)
     try:
         arm_guard(LocalTransport(), str(run_dir), "done", then, None, provider, iid,
                   standin.key, base_url=standin.base_url, poll=opts.poll,
@@ -144,11 +146,17 @@ def main() -> int:
     parser.add_argument("--only", metavar="PROVIDER:SCENARIO")
     opts = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench_guard."))
+    hub = HubStandin(work / "hub").start()
+    # The guards inherit this environment: they confirm pushes with the Hub stand-in.
+    os.environ.update(HF_ENDPOINT=hub.url, HF_TOKEN=VALID_TOKEN, HF_HOME=str(work / "hf"))
     runs = [(provider, kind) for provider in ("vast", "runpod", "lambda")
             for kind in ("done", "crash", "outage")]
     if opts.only:
         runs = [tuple(opts.only.split(":", 1))]  # type: ignore[misc]
-    rows = [scenario(work, provider, kind, opts) for provider, kind in runs]
+    try:
+        rows = [scenario(work, provider, kind, opts, hub) for provider, kind in runs]
+    finally:
+        hub.stop()
     print(table(rows, opts.poll))
     print(json.dumps(rows))
     return 0

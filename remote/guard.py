@@ -23,6 +23,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from remote.fields import typed
+from remote.procs import StalePid, is_ours, signal_checked, why_not
 from remote.transport.base import Transport, TransportError
 from trainer import runfiles
 from trainer.guard.state import (
@@ -58,6 +59,8 @@ class GuardState:
     started_at: str | None = None
     deadline_at: str | None = None
     pid: int | None = None
+    pid_start: int | None = None
+    boot_id: str | None = None
     pgid: int | None = None
     provider: str | None = None
     instance: str | None = None
@@ -129,7 +132,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "started_at": _STR, "deadline_at": _STR, "pid": _INT, "pgid": _INT, "provider": _STR,
     "instance": (str, int), "last_decision": _STR, "decided_at": _STR, "outcome": (dict,),
     "alarm": (dict,), "steps": (list,), "notify": (list,), "run_verdict": _STR,
-    "run_ended_at": _STR, "price_per_hour": _NUM,
+    "run_ended_at": _STR, "price_per_hour": _NUM, "pid_start": _INT, "boot_id": _STR,
 }
 
 
@@ -197,15 +200,21 @@ def _read_json(transport: Transport, path: str) -> dict[str, Any] | None:
 
 
 def read_guard(transport: Transport, run_dir: str) -> GuardState | None:
-    """The guard's state for ``run_dir``, or ``None`` when no guard was ever armed there."""
+    """The guard's state for ``run_dir``, or ``None`` when no guard was ever armed there.
+    ``alive``: its pid runs and is still the guard that wrote the file."""
+    state, _data = _read_guard(transport, run_dir)
+    return state
+
+
+def _read_guard(transport: Transport,
+                run_dir: str) -> tuple[GuardState | None, dict[str, Any]]:
     data = _read_json(transport, posixpath.join(run_dir, GUARD_FILE))
     if data is None:
-        return None
-    pid = data.get("pid")
-    alive = isinstance(pid, int) and not isinstance(pid, bool) and transport.pid_alive(pid)
+        return None, {}
     ack = _read_json(transport, posixpath.join(run_dir, GUARD_ACK)) \
         if isinstance(data.get("alarm"), dict) else None
-    return GuardState.from_dict(data, alive, ack)
+    alive = is_ours(transport, data.get("pid"), data)
+    return GuardState.from_dict(data, alive, ack), data
 
 
 def acknowledge_alarm(transport: Transport, run_dir: str) -> GuardState | None:
@@ -294,14 +303,17 @@ def arm_guard(transport: Transport, run_dir: str, when: str, then: str,
 def disarm_guard(transport: Transport, run_dir: str, wait: float = 10.0) -> GuardState | None:
     """Signal the armed guard to stand down and wait until it says ``disarmed``. Returns
     the final state (``None`` when no guard was ever armed there). A guard that is
-    already acting finishes its action."""
-    state = read_guard(transport, run_dir)
-    if state is None or not state.watching:
+    already acting finishes its action. Its pid is signalled only while it is the
+    process guard.json records; otherwise ``GuardError`` ("stale pid: not signalling")."""
+    state, data = _read_guard(transport, run_dir)
+    if state is None or state.state not in ACTIVE_STATES:
         return state
-    target = state.pgid or state.pid
-    assert target is not None
-    if not transport.signal_group(target, signal.SIGTERM):
-        return read_guard(transport, run_dir)
+    if why_not(transport, data.get("pid"), data) == "no such process":
+        return state  # gone with its box: nothing to disarm
+    try:
+        signal_checked(transport, data.get("pid"), signal.SIGTERM, data, data.get("pgid"))
+    except StalePid as exc:
+        raise GuardError(f"{exc}; the guard that wrote guard.json is not running") from None
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
         state = read_guard(transport, run_dir)

@@ -28,7 +28,7 @@ RESERVED_KEYS = ("project", "name")
 #: The console output of the run (stdout and stderr), inside the run directory.
 CONSOLE_LOG = "console.log"
 #: The launched pid, so that a run still starting (no status.json yet) is not launched twice.
-PID_FILE = "launch.pid"
+PID_FILE = runfiles.LAUNCH_PID_FILE
 #: The environment variable the secret read from stdin is exported as.
 SECRET_ENV = "HF_TOKEN"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -125,9 +125,10 @@ def check_run_dir(transport: Transport, spec: LaunchSpec, now: float | None = No
         posixpath.join(spec.run_dir, runfiles.METRICS_FILE)) is not None
     if not held:
         pid_path = posixpath.join(spec.run_dir, PID_FILE)
-        text = transport.read(pid_path, 0, 64) if transport.stat(pid_path) else b""
-        if text.strip().isdigit() and transport.pid_alive(int(text)):
-            raise RunIsLive(f"{where}: a run launched there (pid {int(text)}) is still "
+        text = transport.read(pid_path, 0, 256) if transport.stat(pid_path) else b""
+        pid = launch_pid(text)
+        if pid is not None and transport.pid_alive(pid):
+            raise RunIsLive(f"{where}: a run launched there (pid {pid}) is still "
                             "starting; stop it or pick another name")
         return
     read = read_status(transport, spec.run_dir)
@@ -172,4 +173,40 @@ def launch(transport: Transport, spec: LaunchSpec, stdin: bytes | None = None) -
     if not result.ok or not out or not out[-1].strip().isdigit():
         why = clean_text(result.stderr or result.stdout).strip() or f"exit {result.rc}"
         raise TransportError(f"launch failed: {' '.join(why.split())[:300]}")
-    return LaunchResult(int(out[-1]), command, spec.run_dir)
+    launched = LaunchResult(int(out[-1]), command, spec.run_dir)
+    record_launch(transport, launched)
+    return launched
+
+
+# ---------------------------------------------------------------------- the box's record
+
+
+def launch_pid(text: bytes) -> int | None:
+    """The pid in a ``launch.pid`` (``PID`` or ``PID START_TICKS BOOT_ID``)."""
+    words = text.split()
+    return int(words[0]) if words and words[0].isdigit() else None
+
+
+def record_command(run_dir: str, pid: int) -> str:
+    """The shell command that completes ``RUN/launch.pid`` with the process's start time
+    and boot id (``trainer.procid``: checked before any signal) and appends the run's
+    absolute path to the box's registry of runs launched through gpurent, which the
+    teardown gate reads (``trainer safe --registry``)."""
+    q, pid = shlex.quote(run_dir), int(pid)
+    registry = (f'"${{{runfiles.RUN_REGISTRY_ENV}:-$HOME/{runfiles.RUN_REGISTRY}}}"')
+    return (f"cd -- {q} && d=$(pwd -P) && "
+            f"s=$(sed 's/^.*) //' /proc/{pid}/stat 2>/dev/null | cut -d' ' -f20); "
+            "b=$(cat /proc/sys/kernel/random/boot_id 2>/dev/null); "
+            f'printf "%s %s %s\n" {pid} "$s" "$b" > {PID_FILE}.tmp && '
+            f"mv -f {PID_FILE}.tmp {PID_FILE}; r={registry}; "
+            'mkdir -p "$(dirname "$r")" && printf "%s\n" "$d" >> "$r"')
+
+
+def record_launch(transport: Transport, result: LaunchResult) -> None:
+    """Run ``record_command`` for a started run. Raises ``TransportError`` (the run is
+    started all the same; the message says so)."""
+    done = transport.run(record_command(result.run_dir, result.pid), timeout=30.0)
+    if not done.ok:
+        why = clean_text(done.stderr).strip() or f"exit {done.rc}"
+        raise TransportError(f"launched pid {result.pid}, but could not register it on the "
+                             f"box (a destroy may not see this run): {why[:200]}")

@@ -1,10 +1,16 @@
 """Pulling a run's weights to the laptop, verified, and remembering that we did.
 
-Each file is downloaded into ``DEST/NAME.part`` (a partial one from an earlier attempt is
-resumed), its sha256 is compared with the one computed on the box (``sha256sum``, or the
-box's python), and only then renamed to ``DEST/NAME`` and appended to the pull ledger
-``$GPURENT_DATA_DIR/pulls.jsonl`` (default ``~/.local/share/gpurent/pulls.jsonl``), one JSON
-object per line, which the teardown gate reads through ``pulled_hashes``.
+Each file of box run ``/abs/RUN`` lands at ``DEST/<host>/abs/RUN/<path in the run>`` (so
+pulls of different runs, or of two boxes, never share a name). It is downloaded into
+``NAME.part`` (a partial one from an earlier attempt is resumed), its sha256 is compared
+with the one computed on the box (``sha256sum``, or the box's python), and only then
+renamed into place and appended to the pull ledger ``$GPURENT_DATA_DIR/pulls.jsonl``
+(default ``~/.local/share/gpurent/pulls.jsonl``), one JSON object per line: the box
+(``host``), the run and file as absolute paths on the box, the sha256, and the local
+copy's absolute path and identity (size, inode, mtime).
+
+A ledger line counts as a copy only while that local file is still what was pulled
+(``verified_copy``): the same identity, or (when any part changed) the same sha256.
 
 A checkpoint may be replaced while it is pulled (the trainer saves ``best.pt`` atomically):
 then the hashes disagree, the box is asked again, and the pull restarts once from zero.
@@ -15,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -96,22 +103,57 @@ def local_sha256(path: str | os.PathLike[str]) -> str:
     return digest.hexdigest()
 
 
+DEFAULT_FILES = ("best.pt", "last.pt")
+_UNSAFE_CHARS = re.compile(r"[^A-Za-z0-9._@-]")
+
+
+def box_run_dir(transport: Transport, run_dir: str) -> str:
+    """The run directory as an absolute path on the box, symlinks resolved."""
+    q = shlex.quote(run_dir)
+    res = transport.run(f"cd -- {q} 2>/dev/null && pwd -P", timeout=30.0)
+    path = res.stdout.decode("utf-8", errors="replace").strip()
+    if not res.ok or not path.startswith("/"):
+        raise TransportError(f"{run_dir} is not a directory on {transport.label}")
+    return path
+
+
+def dest_for(dest_dir: str | os.PathLike[str], host_label: str, abs_run_dir: str) -> Path:
+    """``DEST/<host>/<the run's absolute path on the box>``, absolute, each part made safe."""
+    parts = [_UNSAFE_CHARS.sub("_", p) for p in abs_run_dir.split("/") if p not in ("", ".")]
+    return Path(dest_dir).expanduser().resolve().joinpath(
+        _UNSAFE_CHARS.sub("_", host_label), *[p if p != ".." else "__" for p in parts])
+
+
+def existing_defaults(transport: Transport, run_dir: str) -> tuple[str, ...]:
+    """Which of ``DEFAULT_FILES`` the run has; a one-line error when neither."""
+    found = tuple(n for n in DEFAULT_FILES if transport.stat(remote_path(run_dir, n)))
+    if not found:
+        raise TransportError(f"no weights/best.pt or weights/last.pt in {run_dir} on "
+                             f"{transport.label}")
+    return found
+
+
 def pull_weights(transport: Transport, run_dir: str, dest_dir: str | os.PathLike[str],
-                 files: tuple[str, ...] = ("best.pt",),
+                 files: tuple[str, ...] | None = None,
                  progress: PullProgress | None = None) -> list[PulledFile]:
-    """Download ``files`` of the run into ``dest_dir``, verify each against the box's
-    sha256 and record it in the pull ledger. A file already in ``dest_dir`` with the right
-    hash is not downloaded again. Raises ``TransportError`` (one line) when a file is
-    missing on the box or cannot be verified, ``ValueError`` for a bad name."""
-    dest = Path(dest_dir).expanduser()
-    dest.mkdir(parents=True, exist_ok=True)
+    """Download ``files`` of the run (default: ``best.pt`` and ``last.pt``, those that
+    exist) under ``dest_for(dest_dir, ...)``, verify each against the box's sha256 and
+    record it in the pull ledger. A file already there with the right hash is not
+    downloaded again. Raises ``TransportError`` (one line) when a file is missing on the
+    box or cannot be verified, ``ValueError`` for a bad name."""
+    for name in files or ():
+        remote_path(run_dir, name)  # bad names fail before anything is fetched
+    abs_run = box_run_dir(transport, run_dir)
+    files = files or existing_defaults(transport, abs_run)
+    dest = dest_for(dest_dir, transport.label, abs_run)
     pulled = []
     for name in files:
-        source = remote_path(run_dir, name)
-        target = dest / Path(name).name
+        source = remote_path(abs_run, name)
+        target = dest / source[len(abs_run) + 1:]
+        target.parent.mkdir(parents=True, exist_ok=True)
         sha, size = _pull_one(transport, source, target, name, progress)
         item = PulledFile(name=name, local_path=str(target), sha256=sha, size=size)
-        record(transport.label, run_dir, item)
+        record(transport.label, abs_run, source, item)
         pulled.append(item)
     return pulled
 
@@ -138,38 +180,61 @@ def _pull_one(transport: Transport, source: str, target: Path, name: str,
                          f"after two tries (is it being rewritten?)")
 
 
-def record(host_label: str, run_dir: str, item: PulledFile) -> None:
-    """Append one verified pull to the ledger."""
+def record(host_label: str, abs_run_dir: str, source: str, item: PulledFile) -> None:
+    """Append one verified pull to the ledger, with the local copy's identity."""
     path = ledger_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    line = json.dumps({"host": host_label, "run_dir": run_dir, "file": item.name,
-                       "sha256": item.sha256, "size": item.size,
-                       "local_path": item.local_path, "time": runfiles.utc_now_iso()})
+    st = os.stat(item.local_path)
+    line = json.dumps({"host": host_label, "run_dir": abs_run_dir, "remote_path": source,
+                       "file": item.name, "sha256": item.sha256, "size": item.size,
+                       "local_path": item.local_path, "inode": st.st_ino,
+                       "mtime_ns": st.st_mtime_ns, "time": runfiles.utc_now_iso()})
     with open(path, "a", encoding="utf-8") as fh:
         fh.write(line + "\n")
 
 
-def pulled_hashes(host_label: str, run_dir: str) -> set[str]:
-    """The sha256 of every file of this run that the ledger says is on the laptop and
-    still there with that size (a deleted local copy does not count)."""
-    hashes: set[str] = set()
+def ledger_entries(host_label: str) -> list[dict]:
+    """The ledger's lines for box ``host_label``, newest first (unreadable lines, and
+    lines without an absolute local path, are skipped)."""
     try:
         text = ledger_path().read_text(encoding="utf-8", errors="replace")
     except OSError:
-        return hashes
-    for line in text.splitlines():
+        return []
+    out = []
+    for line in reversed(text.splitlines()):
         try:
             entry = json.loads(line)
         except ValueError:
             continue
-        if not isinstance(entry, dict) or entry.get("host") != host_label \
-                or entry.get("run_dir") != run_dir:
-            continue
-        local = entry.get("local_path")
-        try:
-            present = isinstance(local, str) and os.path.getsize(local) == entry.get("size")
-        except OSError:
-            present = False
-        if present and isinstance(entry.get("sha256"), str):
-            hashes.add(entry["sha256"])
-    return hashes
+        if isinstance(entry, dict) and entry.get("host") == host_label \
+                and isinstance(entry.get("local_path"), str) \
+                and os.path.isabs(entry["local_path"]):
+            out.append(entry)
+    return out
+
+
+def copy_is_intact(entry: dict) -> bool:
+    """Whether the local file of a ledger line is still what was pulled: the recorded
+    size, inode and mtime, or (when any differs) the recorded sha256, re-hashed."""
+    try:
+        st = os.stat(entry["local_path"])
+    except OSError:
+        return False
+    if st.st_size != entry.get("size"):
+        return False
+    if st.st_ino == entry.get("inode") and st.st_mtime_ns == entry.get("mtime_ns"):
+        return True
+    try:
+        return local_sha256(entry["local_path"]) == entry.get("sha256")
+    except OSError:
+        return False
+
+
+def verified_copy(entries: list[dict], remote_file: str, sha256: str) -> dict | None:
+    """The newest ledger line (of ``ledger_entries``) holding box file ``remote_file``
+    with content ``sha256`` whose local copy is intact, or ``None``."""
+    for entry in entries:
+        if entry.get("remote_path") == remote_file and entry.get("sha256") == sha256 \
+                and copy_is_intact(entry):
+            return entry
+    return None

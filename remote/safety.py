@@ -1,68 +1,189 @@
-"""Are a run's current best weights safe somewhere off the box?
+"""Are the weights on a box safe somewhere off it? The TUI's weights badge and the
+teardown gate ask here.
 
-Combines the box's Hub ledger (``trainer safe --json``) with this laptop's pull ledger
-(``remote.pull.pulled_hashes``): the TUI's weights badge and the teardown gate use it.
+What is at stake is every weight file of every run the box knows: the runs asked about,
+the runs of their projects, and every run launched on the box through gpurent (the
+box's registry). The box lists them (``trainer safe --json``): every ``*.pt`` under each
+run's ``weights/``, with the ones that must be off the box before a destroy marked
+(``best.pt``, and ``last.pt`` when it is newer) and hashed. A required file is safe when
+
+* this laptop holds a copy: a pull ledger line for that very file on that box with the
+  same sha256, whose local file is still intact (``remote.pull.verified_copy``); or
+* the Hub confirms it: a ``hub.json`` entry with the same sha256, and the Hub says the
+  file exists at the recorded commit with that LFS sha256 (``verify_pushed``). A Hub
+  that cannot be reached cannot confirm anything.
+
+Anything else (never pushed, pushed content that differs, a stale or forged ledger, an
+unreachable Hub, a deleted local copy) is not safe. See ``docs/WEIGHTS-SAFETY.md``.
 """
 
 from __future__ import annotations
 
+import posixpath
 import shlex
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from remote.fields import integer
-from remote.pull import pulled_hashes
+from remote.pull import ledger_entries, verified_copy
 from remote.push import last_json_object
 from remote.transport.base import Transport, TransportError
+from trainer.hub.client import read_token, verify_pushed
 from trainer.text import clean_text
 
-SAFE_TIMEOUT = 600.0  # hashing a multi-GB best.pt the first time takes a while
+SAFE_TIMEOUT = 600.0  # hashing a multi-GB checkpoint the first time takes a while
+#: At most this many unsafe files are named in one line (the rest are counted).
+NAMED = 4
+
+#: ``verify(ledger_entries, sha256, size) -> (confirmed, where or why)``.
+HubVerify = Callable[[Sequence[dict[str, Any]], str, int | None], tuple[bool, str]]
+
+
+@dataclass(frozen=True)
+class FileVerdict:
+    """One weight file that must be off the box: where it is safe, or why it is not."""
+
+    path: str
+    run_dir: str
+    safe: bool
+    where: str | None
+    detail: str
+
+    @property
+    def short(self) -> str:
+        """``RUN_NAME/weights/FILE``."""
+        return posixpath.join(posixpath.basename(self.run_dir), "weights",
+                              posixpath.basename(self.path))
 
 
 @dataclass(frozen=True)
 class Safety:
-    """Where the current ``best.pt`` is safe: ``where`` is ``"hub"``, ``"laptop"`` or
-    ``None`` (not safe, or nothing to lose when ``safe`` and no ``best_sha256``)."""
+    """The verdict on every run the box knows. ``safe``: every required weight file is
+    off the box (or there are no weight files at all: ``nothing``); ``where``: ``hub``,
+    ``laptop`` or ``hub+laptop`` when safe; ``epoch``: the asked run's best epoch."""
 
     safe: bool
     where: str | None
     epoch: int | None
     reason: str
-    best_sha256: str | None = None
+    files: tuple[FileVerdict, ...] = ()
+    weight_files: int = 0
+    runs: tuple[str, ...] = ()
     #: The box's ``trainer safe --json`` answer, as it came.
-    hub: dict[str, Any] | None = None
+    box: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def nothing(self) -> bool:
+        """No weight file on the box at all: nothing to lose."""
+        return self.weight_files == 0
+
+    @property
+    def unsafe(self) -> list[FileVerdict]:
+        """The required files that are not safe."""
+        return [f for f in self.files if not f.safe]
+
+    @property
+    def unsafe_names(self) -> str:
+        """The unsafe files, short (``exp1/weights/last.pt, ...``)."""
+        return _listed([f.short for f in self.unsafe])
 
 
-def hub_safety(transport: Transport, run_dir: str,
-               timeout: float = SAFE_TIMEOUT) -> dict[str, Any]:
-    """The box's ``trainer safe RUN --json`` answer. Raises ``TransportError``."""
-    command = f"{transport.trainer_prefix} -m trainer safe {shlex.quote(run_dir)} --json"
+def _listed(names: list[str]) -> str:
+    shown = ", ".join(names[:NAMED])
+    return shown + (f" and {len(names) - NAMED} more" if len(names) > NAMED else "")
+
+
+def box_inventory(transport: Transport, run_dirs: Iterable[str] = (),
+                  projects: Iterable[str] = (), registry: bool = True,
+                  timeout: float = SAFE_TIMEOUT) -> dict[str, Any]:
+    """The box's ``trainer safe --json`` answer for these runs and projects (and the
+    registry). Raises ``TransportError`` with the box's one-line reason, e.g. for a
+    path that is not a run directory."""
+    words = ["--json", *(f"--project={p}" for p in projects)]
+    words += ["--registry"] if registry else []
+    words += ["--", *run_dirs]
+    command = (f"{transport.trainer_prefix} -m trainer safe "
+               + " ".join(shlex.quote(w) for w in words))
     result = transport.run(command, timeout=timeout)
     answer = last_json_object(result.stdout)
-    if not result.ok or answer is None or "safe" not in answer:
+    if not result.ok or answer is None or not isinstance(answer.get("runs"), list):
         lines = result.stderr.decode("utf-8", errors="replace").strip().splitlines()
-        why = lines[-1] if lines else f"exit {result.rc}"
-        raise TransportError(f"cannot ask {transport.label} about {run_dir}: "
+        why = lines[-1].removeprefix("trainer safe: ") if lines else f"exit {result.rc}"
+        raise TransportError(f"cannot list the weights on {transport.label}: "
                              f"{clean_text(why)}")
     return answer
 
 
-def weights_safety(transport: Transport, run_dir: str) -> Safety:
-    """Whether ``run_dir``'s current ``best.pt`` is on the Hub or on this laptop."""
-    answer = hub_safety(transport, run_dir)
-    sha = answer.get("best_sha256")
-    reason = clean_text(str(answer.get("reason") or ""))
-    best_epoch = integer(answer.get("best_epoch"))
-    if not isinstance(answer.get("safe"), bool) or not isinstance(sha, str | None):
-        return Safety(False, None, best_epoch, "the box's answer is unreadable (a field "
-                      "has the wrong type); not counted as safe", None, answer)
-    if answer["safe"]:
-        if sha is None:
-            return Safety(True, None, None, reason, None, answer)
-        return Safety(True, "hub", integer(answer.get("epoch")), reason, sha, answer)
-    if sha and sha in pulled_hashes(transport.label, run_dir):
-        label = f"best.pt (epoch {best_epoch})" if best_epoch is not None else "best.pt"
-        return Safety(True, "laptop", best_epoch,
-                      f"{label} is on this laptop (pulled); Hub: {reason}", sha, answer)
-    return Safety(False, None, best_epoch, f"{reason}; not pulled to this laptop either",
-                  sha, answer)
+def laptop_verify() -> HubVerify:
+    """Hub verification with this laptop's token (``HF_TOKEN`` or the token store)."""
+    token = read_token(use_stdin=False)
+    return lambda entries, sha, size: verify_pushed(entries, sha, size, token=token)
+
+
+def judge(answer: dict[str, Any], host_label: str, verify: HubVerify) -> Safety:
+    """The verdict on a ``trainer safe --json`` answer (see the module docstring)."""
+    pulls = ledger_entries(host_label)
+    verdicts: list[FileVerdict] = []
+    count, epoch = 0, None
+    runs: list[str] = []
+    for run in answer["runs"]:
+        if not isinstance(run, dict) or not isinstance(run.get("files"), list):
+            continue
+        run_dir = clean_text(str(run.get("run_dir")))
+        runs.append(run_dir)
+        if "run" in (run.get("sources") or ()) and isinstance(run.get("best_epoch"), int):
+            epoch = run["best_epoch"]
+        for item in run["files"]:
+            count += 1
+            if isinstance(item, dict) and item.get("required"):
+                verdicts.append(_judge_file(item, run_dir, pulls, verify))
+    unsafe = [v for v in verdicts if not v.safe]
+    where = {v.where for v in verdicts if v.where}
+    if not runs:  # nothing was looked at: that is not "nothing to lose"
+        return Safety(False, None, None, "no run found on the box to check (name the run, "
+                      "or its project)", (), 0, (), answer)
+    if unsafe:
+        details = "; ".join(f"{v.path} ({v.detail})" for v in unsafe[:NAMED])
+        more = f"; and {len(unsafe) - NAMED} more" if len(unsafe) > NAMED else ""
+        return Safety(False, None, epoch, f"not safe: {details}{more}", tuple(verdicts),
+                      count, tuple(runs), answer)
+    if not count:
+        scope = f"{len(runs)} run{'s' if len(runs) != 1 else ''}"
+        return Safety(True, None, epoch, f"no weights yet ({scope}): nothing to lose",
+                      tuple(verdicts), 0, tuple(runs), answer)
+    names = _listed([f"{v.short} ({v.detail})" for v in verdicts])
+    return Safety(True, "+".join(sorted(where)) or None, epoch, names,
+                  tuple(verdicts), count, tuple(runs), answer)
+
+
+def _judge_file(item: dict[str, Any], run_dir: str, pulls: list[dict],
+                verify: HubVerify) -> FileVerdict:
+    path = clean_text(str(item.get("path")))
+    sha = item.get("sha256")
+    if not isinstance(sha, str):
+        why = clean_text(str(item.get("error") or "not hashed"))
+        return FileVerdict(path, run_dir, False, None, f"unknown: {why}")
+    copy = verified_copy(pulls, str(item.get("path")), sha)
+    if copy is not None:
+        return FileVerdict(path, run_dir, True, "laptop",
+                           f"pulled to {clean_text(copy['local_path'])}")
+    hits = [e for e in item.get("hub") or () if isinstance(e, dict)]
+    size = item.get("size") if isinstance(item.get("size"), int) else None
+    ok, why = verify(hits, sha, size)
+    if ok:
+        return FileVerdict(path, run_dir, True, "hub", f"on the Hub: {clean_text(why)}")
+    return FileVerdict(path, run_dir, False, None,
+                       f"{clean_text(why)}; not pulled to this laptop")
+
+
+def weights_safety(transport: Transport, run_dir: str | None = None,
+                   projects: Sequence[str] = (), *, registry: bool = True,
+                   verify: HubVerify | None = None) -> Safety:
+    """Whether every required weight file of the runs the box knows is off the box: the
+    run ``run_dir`` (refused when it is not a run directory), its project, ``projects``
+    and (``registry``) the box's registry. Raises ``TransportError`` (one line)."""
+    runs = [run_dir] if run_dir else []
+    scopes = list(dict.fromkeys([*(posixpath.dirname(run_dir.rstrip("/")) or "."
+                                   for run_dir in runs), *projects]))
+    answer = box_inventory(transport, runs, scopes, registry)
+    return judge(answer, transport.label, verify or laptop_verify())

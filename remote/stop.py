@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import signal
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
+from remote.procs import StalePid, send, signal_checked, why_not
 from remote.runs import read_status
 from remote.transport.base import Transport
 from trainer.text import clean_text
@@ -17,18 +20,12 @@ KILL_WAIT_SECONDS = 5.0
 
 @dataclass(frozen=True)
 class StopResult:
-    """``outcome``: ``stopped`` (ended after SIGTERM), ``killed`` (SIGKILL was needed) or
-    ``not-running``; ``detail``: one line for the user."""
+    """``outcome``: ``stopped`` (ended after SIGTERM), ``killed`` (SIGKILL was needed),
+    ``not-running``, or ``not-signalled`` (the recorded pid is stale: another process has
+    it now); ``detail``: one line for the user."""
 
     outcome: str
     detail: str
-
-
-def _signal(transport: Transport, pid: int, sig: int) -> None:
-    """Signal the run's process group; a run started without its own group (e.g. by
-    hand) gets the signal on its pid alone."""
-    if not transport.signal_group(pid, sig):
-        transport.run(f"kill -{int(sig)} {int(pid)}", timeout=15.0)
 
 
 def _read_state(transport: Transport, run_dir: str) -> str:
@@ -36,10 +33,12 @@ def _read_state(transport: Transport, run_dir: str) -> str:
     return clean_text(str(read.get("state"))) if read.ok else "unreadable"
 
 
-def _wait_gone(transport: Transport, pid: int, seconds: float, poll: float) -> bool:
+def _wait_gone(transport: Transport, pid: int, record: Mapping[str, Any], seconds: float,
+               poll: float) -> bool:
+    """Wait until the recorded process is gone (its pid dead, or someone else's now)."""
     deadline = time.monotonic() + seconds
     while True:
-        if not transport.pid_alive(pid):
+        if why_not(transport, pid, record) is not None:
             return True
         if time.monotonic() >= deadline:
             return False
@@ -49,6 +48,8 @@ def _wait_gone(transport: Transport, pid: int, seconds: float, poll: float) -> b
 def stop_run(transport: Transport, run_dir: str, timeout: float = 30.0,
              poll: float = 0.25) -> StopResult:
     """Stop the run in ``run_dir`` gracefully, or by force after ``timeout`` seconds.
+    Its pid is signalled only while it is the process status.json records
+    (``remote.procs``).
 
     Raises ``ValueError`` when the status cannot be read or names no pid to signal."""
     read = read_status(transport, run_dir)
@@ -60,16 +61,24 @@ def stop_run(transport: Transport, run_dir: str, timeout: float = 30.0,
     pid = read.get("pid")
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 1:
         raise ValueError("status.json names no pid to signal; stop the run on the box")
-    if not transport.pid_alive(pid):
+    record = read.fields or {}
+    why = why_not(transport, pid, record)
+    if why == "no such process":
         return StopResult("not-running", f"pid {pid} is gone; the run died without "
                                          "closing its status")
+    if why is not None:
+        return StopResult("not-signalled", f"stale pid {pid}: not signalling ({why})")
     started = time.monotonic()
-    _signal(transport, pid, signal.SIGTERM)
-    if _wait_gone(transport, pid, timeout, poll):
+    send(transport, pid, signal.SIGTERM)
+    if _wait_gone(transport, pid, record, timeout, poll):
         return StopResult("stopped", f"pid {pid} ended {time.monotonic() - started:.1f}s "
                                      f"after SIGTERM; state {_read_state(transport, run_dir)}")
-    _signal(transport, pid, signal.SIGKILL)
-    gone = _wait_gone(transport, pid, KILL_WAIT_SECONDS, poll)
+    try:
+        signal_checked(transport, pid, signal.SIGKILL, record)
+    except StalePid:  # it ended just now (or its pid is already someone else's)
+        return StopResult("stopped", f"pid {pid} ended {time.monotonic() - started:.1f}s "
+                                     f"after SIGTERM; state {_read_state(transport, run_dir)}")
+    gone = _wait_gone(transport, pid, record, KILL_WAIT_SECONDS, poll)
     tail = "" if gone else f"; pid {pid} is still there {KILL_WAIT_SECONDS:g}s later"
     return StopResult("killed", f"pid {pid} ignored SIGTERM for {timeout:g}s and was "
                                 f"killed (SIGKILL){tail}; state "

@@ -33,8 +33,10 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "remote.target": ("remote", "remote.billing", "remote.transport", "trainer.runfiles"),
     "remote.billing": ("remote", "trainer.runfiles", "trainer.providers"),
     "remote.commands": ("remote", "trainer.runfiles", "trainer.providers"),
+    # trainer.procid: the laptop reads a box pid's start time before signalling it.
     "remote": ("remote.transport", "trainer.runfiles", "trainer.providers",
-               "trainer.guard.state", "trainer.hub.client", "trainer.version"),
+               "trainer.guard.state", "trainer.hub.client", "trainer.version",
+               "trainer.procid"),
     "trainer": ("trainer._exports", "trainer.version"),
     "trainer.__main__": ("trainer.version",),
     "trainer._exports": (),
@@ -42,16 +44,17 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "trainer.text": (),
     "trainer.smi": (),
     "trainer.runfiles": (),
+    "trainer.procid": (),
     "trainer.follow": ("trainer.runfiles", "trainer.smi"),
     "trainer.providers": (),
     "trainer.hub": ("trainer.runfiles", "trainer._exports"),
     "trainer.guard": ("trainer.runfiles", "trainer.providers", "trainer.hub.safe",
-                      "trainer.smi", "trainer._exports"),
+                      "trainer.smi", "trainer._exports", "trainer.procid"),
     "trainer.checks": ("trainer.datasets.layout", "trainer.smi", "trainer._exports"),
     "trainer.datasets": ("trainer._exports",),
     "trainer.detector": ("trainer._exports",),
     "trainer.engine": ("trainer.runfiles", "trainer.datasets", "trainer.detector",
-                       "trainer.hub.uploader", "trainer._exports"),
+                       "trainer.hub.uploader", "trainer._exports", "trainer.procid"),
     "trainer.profiler": ("trainer.runfiles", "trainer.engine", "trainer.datasets",
                          "trainer.detector", "trainer._exports"),
 }
@@ -147,6 +150,6 @@ def test_planted_forbidden_imports_are_reported(tmp_path: Path) -> None:
         "trainer._exports)",
         "remote.pull:1 imports trainer.hub.push (remote may import remote.transport, "
         "trainer.runfiles, trainer.providers, trainer.guard.state, trainer.hub.client, "
-        "trainer.version)",
+        "trainer.version, trainer.procid)",
         "tui.app:2 imports torch (never under tui)",
     ])

@@ -17,10 +17,11 @@ import pytest
 
 from remote.guard import GuardError, arm_guard, disarm_guard, read_guard
 from remote.transport.local import LocalTransport
-from trainer import runfiles
+from tests.fixtures.hub_standin import VALID_TOKEN, HubStandin
+from tests.fixtures.hub_standin import record_push as hub_record_push  # what a push leaves
+from trainer import procid, runfiles
 from trainer.guard.state import GuardError as BoxGuardError
 from trainer.guard.state import parse_when
-from trainer.hub.ledger import append_entries, file_identity, sha256_file
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST = ["--poll", "0.1", "--confirm-timeout", "10"]
@@ -62,13 +63,12 @@ def finish_run(writer: runfiles.RunWriter, pid: int, state: str = "completed") -
                          "completed_epochs": 3, "best_epoch": 3})
 
 
-def record_push(run_dir: Path) -> None:
-    """What a successful push leaves behind: a ledger entry for the current best.pt."""
-    best = run_dir / runfiles.WEIGHTS_DIR / "best.pt"
-    append_entries(run_dir, [{"file": "best.pt", "path_in_repo": "best.pt",
-                              "sha256": sha256_file(best), "size": best.stat().st_size,
-                              "repo": "org/run", "commit": "c" * 40, "epoch": 3,
-                              "time": runfiles.utc_now_iso(), **file_identity(best)}])
+def ask_hub(hub: HubStandin, monkeypatch: pytest.MonkeyPatch, hf_home: Path) -> None:
+    """Guards started after this (they inherit the environment) ask ``hub``, with a
+    token, whether a push in hub.json is there."""
+    monkeypatch.setenv("HF_ENDPOINT", hub.url)
+    monkeypatch.setenv("HF_TOKEN", VALID_TOKEN)
+    monkeypatch.setenv("HF_HOME", str(hf_home))
 
 
 def start_guard(run_dir: Path, standin, iid: str, *args: str,
@@ -103,10 +103,12 @@ def assert_no_secret(run_dir: Path, key: str) -> None:
             assert key not in path.read_text()
 
 
-def test_run_completes_final_push_then_destroy(tmp_path, vast_standin, trainer_pid):
+def test_run_completes_final_push_then_destroy(tmp_path, vast_standin, trainer_pid,
+                                               hub_standin, monkeypatch):
     iid = vast_standin.add_instance()
     run_dir = tmp_path / "run"
     writer = make_run(run_dir, trainer_pid.pid)
+    ask_hub(hub_standin, monkeypatch, tmp_path / "hf")
     proc = start_guard(run_dir, vast_standin, iid, "--when", "done", "--then", "destroy",
                        "--push-wait", "60")
     wait_for("armed", lambda: guard_state(run_dir).get("state") == "armed")
@@ -115,7 +117,7 @@ def test_run_completes_final_push_then_destroy(tmp_path, vast_standin, trainer_p
     wait_for("waiting for the push",
              lambda: guard_state(run_dir).get("state") == "waiting-for-push")
     assert not vast_standin.calls("DELETE")
-    record_push(run_dir)
+    hub_record_push(hub_standin, run_dir, epoch=3)
     rc, err = finished(proc)
     assert rc == 0, err
     assert len(vast_standin.calls("DELETE")) == 1 and iid not in vast_standin.instances
@@ -151,6 +153,27 @@ def test_dead_run_with_unsaved_weights_is_stopped_not_destroyed(tmp_path, runpod
     state = guard_state(run_dir)
     assert state["outcome"]["action"] == "stop" and state["outcome"]["confirmed"] is True
     assert state["outcome"]["trigger"] == "dead"
+
+
+def test_a_ledger_the_hub_does_not_confirm_is_stopped_not_destroyed(
+        tmp_path, vast_standin, hub_standin, monkeypatch):
+    iid = vast_standin.add_instance()
+    run_dir = tmp_path / "run"
+    writer = make_run(run_dir, 999_999_999)
+    finish_run(writer, 999_999_999)
+    ask_hub(hub_standin, monkeypatch, tmp_path / "hf")
+    hub_record_push(hub_standin, run_dir)
+    hub_standin.delete_repo("org/run")  # the ledger now claims what the Hub lacks
+    proc = start_guard(run_dir, vast_standin, iid, "--when", "done", "--then", "destroy",
+                       "--push-wait", "1")
+    rc, err = finished(proc)
+    assert rc == 0, err
+    assert not vast_standin.calls("DELETE")
+    assert [r.body for r in vast_standin.calls("PUT")] == [{"state": "stopped"}]
+    log = (run_dir / "guard.log").read_text()
+    assert "NOT destroying" in log and "not on the Hub" in log
+    assert str(run_dir / "weights" / "best.pt") in log
+    assert hub_standin.routes("paths_info")
 
 
 def test_max_hours_fires_on_a_run_that_never_ends(tmp_path, lambda_standin, trainer_pid):
@@ -270,6 +293,7 @@ def test_arm_and_disarm_through_a_transport(tmp_path, vast_standin, trainer_pid)
     state = arm_guard(box, str(run_dir), "done", "destroy", 12.0, "vast", iid,
                       vast_standin.key, base_url=vast_standin.base_url, poll=0.1)
     assert state.watching and state.when == "done" and state.max_hours == 12.0
+    assert state.pid_start == procid.start_ticks(state.pid)  # checked before the disarm
     assert state.summary() == "guard armed: when done then destroy, hard limit 12 h"
     with pytest.raises(GuardError, match="already armed"):
         arm_guard(box, str(run_dir), "done", "stop", None, "vast", iid, vast_standin.key,
@@ -283,14 +307,16 @@ def test_arm_and_disarm_through_a_transport(tmp_path, vast_standin, trainer_pid)
 
 def test_guard_over_ssh_on_the_test_box(sshd, tmp_path, runpod_standin):
     """Armed over SSH with the key on stdin, the guard runs with the box's plain
-    python3 (only the uploaded ``trainer`` package) and destroys a finished, pushed run."""
+    python3 (only the uploaded ``trainer`` package) and destroys a finished run without
+    weights (its plain python3 has no huggingface_hub to confirm a push with)."""
     from remote.bootstrap import bootstrap
 
     pid = runpod_standin.add_instance()
     run_dir = tmp_path / "run"
-    writer = make_run(run_dir, 999_999_999)
+    writer = make_run(run_dir, 999_999_999, best=False)
     finish_run(writer, 999_999_999)
-    record_push(run_dir)
+    # Runs other tests launched on this shared test box are not this test's.
+    (Path(sshd.home) / runfiles.RUN_REGISTRY).unlink(missing_ok=True)
     os.chmod(tmp_path, 0o755)
     box = sshd.connect()
     try:

@@ -24,7 +24,8 @@ from tests.fixtures.guard_kit import (
     stop_guard,
     wait_until,
 )
-from tests.test_guard import finish_run, make_run, record_push
+from tests.fixtures.hub_standin import record_push
+from tests.test_guard import ask_hub, finish_run, make_run
 from trainer import runfiles
 
 
@@ -117,7 +118,9 @@ def test_an_api_outage_is_outlasted_and_the_instance_stopped_when_it_recovers(
 
 
 def test_an_ignored_destroy_is_resent_then_stopped_with_an_alarm(runs, shapes_data,
-                                                                 provider_standin, capsys):
+                                                                 provider_standin, capsys,
+                                                                 hub_standin, monkeypatch,
+                                                                 tmp_path):
     """Done and safe, --then destroy; the provider accepts the destroy and ignores it.
     The guard re-sends it, then stops the instance (the full price ends), raises an
     alarm that stays in guard.json, gpurent status and the TUI until acknowledged."""
@@ -128,7 +131,8 @@ def test_an_ignored_destroy_is_resent_then_stopped_with_an_alarm(runs, shapes_da
     assert proc.wait(timeout=300) == 0
     run_dir = runs / "runs" / "ignored"
     assert runfiles.read_status(run_dir).get("state") == "completed"
-    record_push(run_dir)  # best.pt is on the Hub: a destroy is allowed
+    ask_hub(hub_standin, monkeypatch, tmp_path / "hf")  # the guard confirms with the Hub
+    record_push(hub_standin, run_dir, ("best.pt", "last.pt"))  # safe: a destroy is allowed
     safe_at = time.monotonic()
     state = arm_guard(LocalTransport(), str(run_dir), "done", "destroy", None, "vast", iid,
                       vast.key, base_url=vast.base_url, poll=0.2, confirm_timeout=1.0)

@@ -199,11 +199,10 @@ def test_push_from_box_reports_failure_in_one_line(hub_standin: HubStandin,
 def test_safe_follows_best_pt_by_content(hub_standin: HubStandin, tmp_path: Path,
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     run = tmp_path / "run1"
-    assert hub_safe.safety(run.parent / "absent")["safe"]  # nothing to lose
     sha = write_run(run, best_epoch=2)
-    before = hub_safe.safety(run)
-    assert not before["safe"] and before["best_sha256"] == sha and before["commit"] is None
-    assert "never pushed" in before["reason"]
+    [listed] = hub_safe.inventory([run])["runs"]
+    [best] = listed["files"]
+    assert best["required"] and best["sha256"] == sha and best["hub"] == []
     env = hub_env(hub_standin, tmp_path / "hf", HF_TOKEN=VALID_TOKEN)
     for _ in range(2):  # the second push changes nothing: no new commit, same answer
         subprocess.run(trainer_cmd("push", str(run), "--repo", "org/m", "--json"), env=env,
@@ -214,28 +213,25 @@ def test_safe_follows_best_pt_by_content(hub_standin: HubStandin, tmp_path: Path
     result = subprocess.run([sys.executable, "-S", "-m", "trainer", "safe", str(run),
                              "--json"], cwd=ROOT, env=env, capture_output=True, text=True,
                             timeout=60)
-    after = json.loads(result.stdout)
-    assert after["safe"] and after["epoch"] == 2 and after["best_sha256"] == sha
-    assert after["commit"] == hub_standin.repo("org/m").head and after["repo"] == "org/m"
-    assert after["stale_seconds"] == 0
-    # Through the laptop side too.
+    [after] = json.loads(result.stdout)["runs"][0]["files"]
+    assert after["sha256"] == sha and after["hub"][0]["epoch"] == 2
+    assert after["hub"][0]["commit"] == hub_standin.repo("org/m").head
+    # Through the laptop side too, which asks the Hub whether the push is there.
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     safety = weights_safety(LocalTransport(), str(run))
     assert safety.safe and safety.where == "hub" and safety.epoch == 2
-    # A new best replaces the file: no longer safe, and the old push is what is reported.
+    assert [r.route for r in hub_standin.requests][-1] == "paths_info"
+    # A new best replaces the file: no longer safe, and the old push is not a copy of it.
     new_sha = write_checkpoint(run / "weights" / "best.pt", 4096)
-    changed = hub_safe.safety(run)
-    assert not changed["safe"] and changed["best_sha256"] == new_sha != sha
-    assert changed["epoch"] == 2 and changed["stale_seconds"] >= 0
-    assert "not on the Hub" in changed["reason"]
-    monkeypatch.setenv("GPURENT_DATA_DIR", str(tmp_path / "laptop-data"))
+    [changed] = hub_safe.inventory([run])["runs"][0]["files"]
+    assert changed["sha256"] == new_sha != sha and changed["hub"] == []
     safety = weights_safety(LocalTransport(), str(run))
-    assert not safety.safe and safety.where is None
+    assert not safety.safe and safety.where is None and "never pushed" in safety.reason
     # Pulled to this laptop (verified, in the pull ledger): safe there.
     pull_weights(LocalTransport(), str(run), tmp_path / "pulled")
     safety = weights_safety(LocalTransport(), str(run))
-    assert safety.safe and safety.where == "laptop" and safety.best_sha256 == new_sha
+    assert safety.safe and safety.where == "laptop"
 
 
 def test_gpurent_push_local_cli(hub_standin: HubStandin, tmp_path: Path) -> None:

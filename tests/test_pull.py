@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from remote.pull import pull_weights, pulled_hashes
+from remote.pull import dest_for, ledger_entries, pull_weights, verified_copy
 from remote.transport.base import TransportError
 from tests.fixtures.sshd import SSHServer
 
@@ -31,24 +31,50 @@ def test_pull_resumes_a_partial_file_and_records_it(sshd, run_dir, tmp_path, dat
     data = os.urandom(3_000_000)
     (run_dir / "weights" / "best.pt").write_bytes(data)
     dest = tmp_path / "dest"
-    dest.mkdir()
-    (dest / "best.pt.part").write_bytes(data[:1_000_000])
     seen: list[tuple[str, int, int]] = []
     with sshd.connect() as box:
-        [got] = pull_weights(box, str(run_dir), dest, progress=lambda *a: seen.append(a))
         label = box.label
+        target = dest_for(dest, label, str(run_dir.resolve())) / "weights" / "best.pt"
+        target.parent.mkdir(parents=True)
+        (target.parent / "best.pt.part").write_bytes(data[:1_000_000])
+        [got] = pull_weights(box, str(run_dir), dest, files=("best.pt",),
+                             progress=lambda *a: seen.append(a))
     sha = hashlib.sha256(data).hexdigest()
     assert (got.name, got.sha256, got.size) == ("best.pt", sha, len(data))
-    assert (dest / "best.pt").read_bytes() == data and not (dest / "best.pt.part").exists()
+    assert got.local_path == str(target) and target.read_bytes() == data
+    assert str(target).startswith(str(dest / label.replace(":", "_")))
+    assert not (target.parent / "best.pt.part").exists()
     assert seen[0] == ("best.pt", 1_000_000, len(data)) and seen[-1][1] == len(data)
     [line] = (data_dir / "pulls.jsonl").read_text().splitlines()
     entry = json.loads(line)
-    assert entry["sha256"] == sha and entry["run_dir"] == str(run_dir) and entry["host"] == label
-    assert entry["file"] == "best.pt" and entry["local_path"] == str(dest / "best.pt")
-    assert pulled_hashes(label, str(run_dir)) == {sha}
-    assert pulled_hashes(label, "/elsewhere") == set()
-    (dest / "best.pt").unlink()
-    assert pulled_hashes(label, str(run_dir)) == set()  # a deleted copy is not safe
+    remote = str(run_dir.resolve() / "weights" / "best.pt")
+    assert entry["sha256"] == sha and entry["run_dir"] == str(run_dir.resolve())
+    assert entry["host"] == label and entry["remote_path"] == remote
+    assert entry["file"] == "best.pt" and entry["local_path"] == str(target)
+    assert (entry["inode"], entry["mtime_ns"]) == (target.stat().st_ino,
+                                                   target.stat().st_mtime_ns)
+    entries = ledger_entries(label)
+    assert verified_copy(entries, remote, sha) == entry
+    assert verified_copy(entries, remote, "0" * 64) is None  # other content
+    assert ledger_entries("someone@else:22") == []
+    target.unlink()
+    assert verified_copy(entries, remote, sha) is None  # a deleted copy is not safe
+
+
+def test_both_weights_by_default_each_run_in_its_own_folder(sshd, run_dir, tmp_path) -> None:
+    (run_dir / "weights" / "best.pt").write_bytes(b"best")
+    (run_dir / "weights" / "last.pt").write_bytes(b"last")
+    twin = run_dir.parent / "elsewhere" / run_dir.name
+    (twin / "weights").mkdir(parents=True)
+    (twin / "weights" / "best.pt").write_bytes(b"other best")
+    with sshd.connect() as box:
+        got = pull_weights(box, str(run_dir), tmp_path / "dest")
+        [other] = pull_weights(box, str(twin), tmp_path / "dest")
+    assert [g.name for g in got] == ["best.pt", "last.pt"]
+    assert Path(got[0].local_path).parent == Path(got[1].local_path).parent
+    assert Path(got[0].local_path).read_bytes() == b"best"
+    assert other.local_path != got[0].local_path  # same run name, another run
+    assert Path(other.local_path).read_bytes() == b"other best"
 
 
 def test_a_corrupt_partial_file_is_detected_and_redone(sshd, run_dir, tmp_path) -> None:
@@ -56,19 +82,24 @@ def test_a_corrupt_partial_file_is_detected_and_redone(sshd, run_dir, tmp_path) 
     (run_dir / "weights" / "last.pt").write_bytes(data)
     (run_dir / "weights" / "best.pt").write_bytes(data[::-1])
     dest = tmp_path / "dest"
-    dest.mkdir()
-    (dest / "last.pt.part").write_bytes(b"\0" * 100_000)  # not a prefix of the file
     with sshd.connect() as box:
+        weights = dest_for(dest, box.label, str(run_dir.resolve())) / "weights"
+        weights.mkdir(parents=True)
+        (weights / "last.pt.part").write_bytes(b"\0" * 100_000)  # not a prefix of the file
         got = pull_weights(box, str(run_dir), dest, files=("last.pt", "weights/best.pt"))
     assert [g.name for g in got] == ["last.pt", "weights/best.pt"]
-    assert (dest / "last.pt").read_bytes() == data
-    assert (dest / "best.pt").read_bytes() == data[::-1]
+    assert (weights / "last.pt").read_bytes() == data
+    assert (weights / "best.pt").read_bytes() == data[::-1]
 
 
 def test_missing_files_and_bad_names(sshd, run_dir, tmp_path, data_dir) -> None:
     with sshd.connect() as box:
-        with pytest.raises(TransportError, match="does not exist"):
+        with pytest.raises(TransportError, match="no weights/best.pt or weights/last.pt"):
             pull_weights(box, str(run_dir), tmp_path / "d")
+        with pytest.raises(TransportError, match="does not exist"):
+            pull_weights(box, str(run_dir), tmp_path / "d", files=("best.pt",))
+        with pytest.raises(TransportError, match="is not a directory"):
+            pull_weights(box, str(run_dir / "nope"), tmp_path / "d")
         for bad in ("../secret", "/etc/passwd", "weights/../../x", ""):
             with pytest.raises(ValueError):
                 pull_weights(box, str(run_dir), tmp_path / "d", files=(bad,))
@@ -93,6 +124,7 @@ def test_gpurent_pull_through_an_ssh_config_alias(sshd, run_dir, tmp_path, data_
     assert main(["pull", f"thebox:{run_dir}", str(tmp_path / "got"), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["ok"] and out["files"][0]["sha256"] == hashlib.sha256(data).hexdigest()
-    assert (tmp_path / "got" / "best.pt").read_bytes() == data
+    assert Path(out["files"][0]["local_path"]).read_bytes() == data
+    assert out["files"][0]["local_path"].startswith(str(tmp_path / "got"))
     assert main(["pull", f"thebox:{run_dir}", str(tmp_path / "got"), "--file", "../x"]) == 2
     assert "bad file name" in capsys.readouterr().err

@@ -1,5 +1,7 @@
 """The teardown gate, ``gpurent instance`` against provider stand-ins with a real run
-directory checked by ``trainer safe`` on this machine, and the laptop's key/config rules."""
+directory checked by ``trainer safe`` on this machine (and its Hub ledger by the Hub
+stand-in), and the laptop's key/config rules. The gate's attack cases are in
+``tests/test_weights_gate.py``."""
 
 from __future__ import annotations
 
@@ -15,8 +17,8 @@ from remote.billing import teardown
 from remote.billing.providers import ConfigError, load_config, resolve_api_key, resolve_instance
 from remote.cli import main as gpurent
 from remote.transport.base import TransportError
+from tests.fixtures.hub_standin import VALID_TOKEN, HubStandin, record_push
 from trainer import runfiles
-from trainer.hub.ledger import append_entries, file_identity, sha256_file
 from trainer.providers import get_provider
 
 
@@ -35,21 +37,29 @@ def laptop(tmp_path, monkeypatch):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     monkeypatch.setenv("GPURENT_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     return tmp_path
 
 
-def make_run(run_dir: Path, *, pushed: bool) -> Path:
+def make_run(run_dir: Path, *, pushed: HubStandin | None = None) -> Path:
+    """A finished run with best.pt; ``pushed`` to that Hub stand-in (which the laptop
+    then asks) when given."""
     writer = runfiles.RunWriter(run_dir)
     writer.write_status({"state": "completed", "pid": 999_999_999, "total_epochs": 3,
                          "completed_epochs": 3, "best_epoch": 2})
     best = writer.weights_dir / "best.pt"
     runfiles.atomic_write_bytes(best, os.urandom(2048))
-    if pushed:
-        append_entries(run_dir, [{"file": "best.pt", "path_in_repo": "best.pt",
-                                  "sha256": sha256_file(best), "size": best.stat().st_size,
-                                  "repo": "org/run", "commit": "a" * 40, "epoch": 2,
-                                  "time": runfiles.utc_now_iso(), **file_identity(best)}])
+    if pushed is not None:
+        record_push(pushed, run_dir)
     return run_dir
+
+
+@pytest.fixture
+def hub(hub_standin, monkeypatch) -> HubStandin:
+    """The Hub stand-in, as this laptop's Hub (with a valid token)."""
+    monkeypatch.setenv("HF_ENDPOINT", hub_standin.url)
+    monkeypatch.setenv("HF_TOKEN", VALID_TOKEN)
+    return hub_standin
 
 
 def instance_cmd(standin, iid, action, *extra):
@@ -113,7 +123,7 @@ def test_warnings_say_what_keeps_billing(vast_standin, lambda_standin):
 def test_cli_refuses_destroy_of_unsafe_weights(laptop, vast_standin, monkeypatch, capsys):
     monkeypatch.setenv("VAST_API_KEY", vast_standin.key)
     iid = vast_standin.add_instance()
-    run_dir = make_run(laptop / "run", pushed=False)
+    run_dir = make_run(laptop / "run")
     rc = gpurent(instance_cmd(vast_standin, iid, "destroy", "--run", str(run_dir), "--yes"))
     err = capsys.readouterr().err
     assert rc == 1 and "refusing to destroy" in err and "never pushed" in err
@@ -128,7 +138,7 @@ def test_cli_refuses_destroy_of_unsafe_weights(laptop, vast_standin, monkeypatch
 def test_cli_override_needs_the_typed_id(laptop, runpod_standin, monkeypatch, capsys):
     monkeypatch.setenv("RUNPOD_API_KEY", runpod_standin.key)
     pid = runpod_standin.add_instance()
-    run_dir = make_run(laptop / "run", pushed=False)
+    run_dir = make_run(laptop / "run")
     args = instance_cmd(runpod_standin, pid, "destroy", "--run", str(run_dir),
                         "--override-unsafe", "--json")
     monkeypatch.setattr("sys.stdin", io.StringIO("not-it\n"))
@@ -143,10 +153,10 @@ def test_cli_override_needs_the_typed_id(laptop, runpod_standin, monkeypatch, ca
     assert len(runpod_standin.calls("DELETE")) == 1
 
 
-def test_cli_destroys_safe_weights(laptop, lambda_standin, monkeypatch, capsys):
+def test_cli_destroys_safe_weights(laptop, lambda_standin, hub, monkeypatch, capsys):
     monkeypatch.setenv("LAMBDA_API_KEY", lambda_standin.key)
     iid = lambda_standin.add_instance()
-    run_dir = make_run(laptop / "run", pushed=True)
+    run_dir = make_run(laptop / "run", pushed=hub)
     rc = gpurent(instance_cmd(lambda_standin, iid, "destroy", "--run", str(run_dir),
                               "--yes", "--json"))
     data = json.loads(capsys.readouterr().out)
@@ -156,11 +166,12 @@ def test_cli_destroys_safe_weights(laptop, lambda_standin, monkeypatch, capsys):
     assert lambda_standin.instances[iid]["status"] == "terminated"
 
 
-def test_cli_destroy_still_billing_is_an_alarm(laptop, vast_standin, monkeypatch, capsys):
+def test_cli_destroy_still_billing_is_an_alarm(laptop, vast_standin, hub, monkeypatch,
+                                               capsys):
     monkeypatch.setenv("VAST_API_KEY", vast_standin.key)
     iid = vast_standin.add_instance()
     vast_standin.never_gone(iid)
-    run_dir = make_run(laptop / "run", pushed=True)
+    run_dir = make_run(laptop / "run", pushed=hub)
     rc = gpurent(["instance", "local", "destroy", "--provider", "vast", "--instance", iid,
                   "--base-url", vast_standin.base_url, "--interval", "0.05", "--timeout",
                   "0.5", "--run", str(run_dir), "--yes"])

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from trainer import procid
 from trainer.runfiles import judge_health, parse_metrics, read_status
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -190,6 +191,9 @@ def test_sigterm_stops_gracefully_and_resume_finishes(shapes_data: Path, in_tmp:
         # Epoch 1 has ended when its status is written; epoch 2's 8 steps are under way.
         wait_for(lambda: read_status(run).get("completed_epochs") == 1, 90,
                  "the end of epoch 1", proc)
+        # What `gpurent stop` checks before it signals: the pid's start time and boot.
+        assert {k: read_status(run).get(k) for k in ("pid", "pid_start", "boot_id")} == \
+            {"pid": proc.pid, **procid.identity(proc.pid)}
         os.killpg(proc.pid, signal.SIGTERM)
         out, _ = proc.communicate(timeout=60)
     finally:

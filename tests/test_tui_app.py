@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from textual.widgets import Button, Checkbox, Input
 
+from remote.pull import dest_for
 from tui.app import GpurentApp
 from tui.box.view import BoxView
 from tui.dialogs.base import Dialog
@@ -175,12 +176,30 @@ async def test_pull_makes_the_weights_safe(run_factory, tmp_path):
     app = local_app(run.parent)
     async with app.run_test(size=SIZE) as pilot:
         box = await connected(app, pilot)
-        await until(pilot, lambda: box.query_one(WeightsBadge).safe_now is False)
+        badge = box.query_one(WeightsBadge)
+        await until(pilot, lambda: badge.safe_now is False)
+        assert "not safe: exp1/weights/best.pt" in badge.content.plain  # names the file
         await pilot.press("w")
         await until(pilot, lambda: any(m.startswith("pulled best.pt") for m in messages(app)))
-        pulled = tmp_path / "weights" / "local" / "exp1" / "best.pt"
-        assert pulled.read_bytes() == (run / "weights" / "best.pt").read_bytes()
-        await until(pilot, lambda: box.query_one(WeightsBadge).safe_now is True)
+        pulled = dest_for(tmp_path / "weights", "local", str(run.resolve()))
+        assert (pulled / "weights" / "best.pt").read_bytes() == \
+            (run / "weights" / "best.pt").read_bytes()
+        await until(pilot, lambda: badge.safe_now is True)
+        assert "weights safe" in badge.content.plain and "laptop" in badge.content.plain
+
+
+async def test_no_weights_yet_only_without_any_weight_file(run_factory):
+    run = run_factory("exp1", done=1, total=3, state="completed")
+    app = local_app(run.parent)
+    async with app.run_test(size=SIZE) as pilot:
+        box = await connected(app, pilot)
+        badge = box.query_one(WeightsBadge)
+        await until(pilot, lambda: badge.safe_now is True)
+        assert badge.content.plain == "no weights yet"
+        (run / "weights" / "last.pt").write_bytes(b"epoch 1")  # LibreYOLO: no best.pt yet
+        box.refresh_safety()
+        await until(pilot, lambda: badge.safe_now is False)
+        assert "not safe: exp1/weights/last.pt" in badge.content.plain
 
 
 async def test_push_dialog_cancel_no_token_and_failure_rings(run_factory, monkeypatch):
@@ -259,6 +278,7 @@ async def test_destroy_needs_the_id_and_safe_weights(run_factory, vast_standin, 
                     and app.focused is not None)
         dialog = app.screen
         assert not dialog.weights_safe and app.focused.id == "cancel"
+        assert dialog.unsafe == "exp1/weights/best.pt"  # names what would be lost
         destroy = dialog.query_one("#destroy", Button)
         dialog.query_one("#typed", Input).value = iid
         await pilot.pause(0.1)

@@ -19,7 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "profile": ("trainer.profiler.command", "time real training steps and say what bounds them"),
     "stage": ("trainer.hub.stage", "download a dataset tar from the Hub and extract it safely"),
     "push": ("trainer.hub.push", "push a run's weights to the Hub and append hub.json"),
-    "safe": ("trainer.hub.safe", "say whether the current best.pt is safely on the Hub"),
+    "safe": ("trainer.hub.safe", "list the weight files on the box and what left it"),
     "guard": ("trainer.guard.command", "stop or destroy this instance once the run is over"),
 }
 

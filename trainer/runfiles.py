@@ -35,6 +35,11 @@ SUMMARY_FILE = "summary.json"
 LOG_FILE = "train.log"
 HUB_FILE = "hub.json"
 WEIGHTS_DIR = "weights"
+#: The launcher's pid (and start time) in a run that may not have a status.json yet.
+LAUNCH_PID_FILE = "launch.pid"
+#: Runs launched through gpurent, one absolute path a line, under the box's home.
+RUN_REGISTRY = ".cache/gpurent/runs.txt"
+RUN_REGISTRY_ENV = "GPURENT_RUN_REGISTRY"
 
 #: A status.json larger than this is refused: the real one is a few hundred bytes.
 MAX_STATUS_BYTES = 4 * 1024 * 1024
@@ -84,6 +89,8 @@ STATUS_TYPES: dict[str, tuple[type, ...]] = {
     "checkpoints": _OBJ,
     "error": (dict, str),
     # Our additions; readers tolerate their absence.
+    "pid_start": _INT,
+    "boot_id": _STR,
     "host": (dict, str),
     "batch": _INT,
     "imgsz": (int, list),

@@ -1,22 +1,26 @@
 """The teardown gate: stop, start or destroy an instance, refusing to destroy unsaved
-weights.
+weights or to act on an instance that is not the box.
 
-Destroy is refused while the run's current ``best.pt`` is not safe (on the Hub by
-sha256, or pulled to this laptop and verified: ``remote.safety.weights_safety``), unless
-the user overrides it explicitly: ``override`` *and* the instance id typed back. When the
-weights cannot be checked at all (no run given, box unreachable) they count as unsafe.
-Stop warns that the GPUs are released (they may be gone at restart) and that the disk
-keeps billing. Outcomes are confirmed by polling the provider's API
-(``trainer.providers.confirm``).
+Destroy is refused while any weight file the box must not lose is not safe off it (every
+run the box knows; on the Hub as confirmed by the Hub, or pulled to this laptop and still
+intact: ``remote.safety.weights_safety``, ``docs/WEIGHTS-SAFETY.md``), unless the user
+overrides it explicitly: ``override`` *and* the instance id typed back. When the weights
+cannot be checked at all (no run given, box unreachable, Hub unreachable) they count as
+unsafe. The weights are checked again at the moment of acting, whatever was shown
+before. Stop and destroy also check that the provider's address for the instance is the
+box's (``remote.billing.identity``). Stop warns that the GPUs are released (they may be
+gone at restart) and that the disk keeps billing. Outcomes are confirmed by polling the
+provider's API (``trainer.providers.confirm``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from remote.billing.cost import rate
+from remote.billing.identity import BoxAddress, check_instance
 from remote.transport.base import Transport, TransportError
 from trainer.providers import Instance, Provider
 from trainer.providers.confirm import (
@@ -87,11 +91,13 @@ def resolve_safety(source: SafetySource) -> SafetyLike:
     return source
 
 
-def run_safety(transport: Transport, run_dir: str) -> Callable[[], SafetyLike]:
-    """The gate's safety source for a run on a box: ``remote.safety.weights_safety``."""
+def run_safety(transport: Transport, run_dir: str | None,
+               projects: Sequence[str] = ()) -> Callable[[], SafetyLike]:
+    """The gate's safety source for a box: ``remote.safety.weights_safety`` of the run,
+    its project, ``projects`` and the box's registry, asked anew at each call."""
     from remote.safety import weights_safety
 
-    return lambda: weights_safety(transport, run_dir)
+    return lambda: weights_safety(transport, run_dir, projects)
 
 
 def check_destroy(safety: SafetyLike, instance_id: str, *, override: bool = False,
@@ -100,19 +106,20 @@ def check_destroy(safety: SafetyLike, instance_id: str, *, override: bool = Fals
     ``override`` and ``typed_id`` equal to ``instance_id``."""
     reason = clean_text(str(safety.reason or ""))
     if safety.safe:
-        return GateDecision(True, f"best.pt is safe: {reason}" if reason else "safe",
+        return GateDecision(True, f"weights safe: {reason}" if reason else "weights safe",
                             safe=True)
     if not override:
-        return GateDecision(False, f"refusing to destroy instance {instance_id}: best.pt is "
-                                   f"not safe ({reason}); push it to the Hub or pull it "
-                                   "first, or override by typing the instance id")
+        return GateDecision(False, f"refusing to destroy instance {instance_id}: the "
+                                   f"weights are not safe ({reason}); push them to the Hub "
+                                   "or pull them first, or override by typing the instance "
+                                   "id")
     typed = (typed_id or "").strip()
     if typed != str(instance_id).strip():
         shown = clean_text(typed)[:40] or "nothing"
         return GateDecision(False, f"the typed id ({shown}) is not {instance_id}: nothing "
                                    "destroyed")
-    return GateDecision(True, f"OVERRIDE: destroying instance {instance_id} although "
-                              f"best.pt is not safe ({reason})", overridden=True)
+    return GateDecision(True, f"OVERRIDE: destroying instance {instance_id} although the "
+                              f"weights are not safe ({reason})", overridden=True)
 
 
 def stop_warning(provider: Provider, instance: Instance | None) -> str:
@@ -147,16 +154,22 @@ def warning_for(action: str, provider: Provider, instance: Instance | None) -> s
 
 def teardown(provider: Provider, instance_id: str, action: str, *,
              safety: SafetySource = None, override: bool = False,
-             typed_id: str | None = None, timeout: float = DEFAULT_CONFIRM_TIMEOUT,
+             typed_id: str | None = None, box: BoxAddress | None = None,
+             timeout: float = DEFAULT_CONFIRM_TIMEOUT,
              interval: float = DEFAULT_POLL_INTERVAL,
              sleep: Callable[[float], None] | None = None) -> ActionOutcome:
-    """Run ``action`` through the gate and confirm it by polling.
+    """Run ``action`` through the gate and confirm it by polling. ``safety`` is asked
+    now (pass a callable, so that it is the state at this moment); ``box`` is where the
+    instance must be for a stop or destroy (``None``: not checked).
 
     Raises ``GateRefused`` for an unsafe destroy without a valid override,
+    ``WrongInstance`` when the instance is not the box,
     ``trainer.providers.confirm.StillBilling`` when a destroy is not confirmed, and
     ``ProviderError`` for API failures (all with one-line messages)."""
     if action not in ACTIONS:
         raise ValueError(f"unknown action {action!r}; choose one of {', '.join(ACTIONS)}")
+    if box is not None and action in ("stop", "destroy"):
+        check_instance(provider, provider.get_instance(instance_id), box, action)
     if action == "destroy":
         decision = check_destroy(resolve_safety(safety), instance_id, override=override,
                                  typed_id=typed_id)

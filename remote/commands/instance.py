@@ -1,9 +1,10 @@
 """``gpurent instance HOST info|stop|start|destroy``: the instance through the provider's
-API, with the teardown gate (destroy is refused while the run's best.pt is not safe).
+API, with the teardown gate (destroy is refused while any weight file on the box is not
+safe off it; stop and destroy are refused when the instance is not the box HOST).
 
 HOST is the box (``user@host``, an ``~/.ssh/config`` alias, or ``local``); it is reached
 only when needed: to detect the instance (no ``--provider``/``--instance`` and nothing in
-the config) and to check the weights of ``--run`` before a destroy.
+the config) and to check the weights of ``--run``/``--project`` before a destroy.
 """
 
 from __future__ import annotations
@@ -15,7 +16,13 @@ from typing import Any
 
 from remote.billing import teardown
 from remote.billing.cost import cost_report, format_report, rate
-from remote.billing.providers import ConfigError, provider_for, resolve_instance
+from remote.billing.identity import WrongInstance, box_address
+from remote.billing.providers import (
+    ConfigError,
+    provider_for,
+    resolve_instance,
+    split_instance_target,
+)
 from remote.target import add_connection_options, host_target, open_transport
 from remote.transport.base import Transport, TransportError
 from trainer.providers import Instance, NotFoundError, ProviderError
@@ -34,8 +41,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Act on the instance behind HOST through the provider's API (Vast.ai, "
         "RunPod, Lambda Cloud; `manual` prints what to do in the console). Outcomes are "
         "confirmed by polling the API; an instance still there after a destroy is an "
-        "ALARM. destroy is refused while --run's best.pt is not on the Hub or pulled to "
-        "this laptop, unless --override-unsafe and the instance id is typed back. "
+        "ALARM. destroy is refused while any weight file of the box's runs (--run, its "
+        "project, --project, and every run launched through gpurent) that must be kept "
+        "(best.pt, and last.pt when newer) is neither confirmed on the Hub nor pulled to "
+        "this laptop and intact, unless --override-unsafe and the instance id is typed "
+        "back; the weights are checked again just before the destroy. stop and destroy "
+        "are refused when the provider's SSH address for the instance is not HOST's. "
         "API keys: VAST_API_KEY, RUNPOD_API_KEY, LAMBDA_API_KEY or "
         "~/.config/gpurent/config.toml (mode 600). "
         "Exit 0 done, 1 refused/failed/alarm, 2 bad input.",
@@ -45,12 +56,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--provider", choices=("vast", "runpod", "lambda", "manual"),
                    help="default: [hosts.\"HOST\"] in the config, else detected on the box")
     p.add_argument("--instance", metavar="ID", help="default: as for --provider")
-    p.add_argument("--run", metavar="RUN", help="the run directory on the box whose best.pt "
-                   "must be safe before a destroy")
+    p.add_argument("--run", metavar="RUN", help="a run directory on the box; it and the "
+                   "other runs of its project must have their weights safe before a destroy")
+    p.add_argument("--project", action="append", default=[], metavar="DIR",
+                   help="also check every run directly under DIR on the box (repeatable)")
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     p.add_argument("--override-unsafe", action="store_true",
-                   help="destroy although best.pt is not safe (the instance id must still "
-                   "be typed: at the prompt, or as the first line of stdin)")
+                   help="destroy although the weights are not safe (the instance id must "
+                   "still be typed: at the prompt, or as the first line of stdin)")
     p.add_argument("--base-url", metavar="URL", help="provider API base URL (testing)")
     p.add_argument("--timeout", type=float, default=180.0, metavar="S",
                    help="how long to poll the API for the outcome (default 180)")
@@ -129,6 +142,8 @@ def run(args: argparse.Namespace) -> int:
     except ProviderError as exc:
         code = EXIT_USAGE if exc.kind in ("bad_input", "auth") else EXIT_FAILED
         return finish(code, str(exc))
+    except WrongInstance as exc:
+        return finish(EXIT_FAILED, str(exc))
     finally:
         box.close()
 
@@ -158,15 +173,17 @@ def _run(args: argparse.Namespace, box: _Box, out: dict[str, Any], say: Any,
     out["warning"] = warning
     say(f"{provider.title} instance {ref.instance} is {inst.state}: {warning}")
     override, typed = False, None
+    source: Any = None
     if args.action == "destroy":
-        source = teardown.run_safety(box.get(), args.run) if args.run else None
+        if args.run or args.project:
+            source = teardown.run_safety(box.get(), args.run, args.project)
         safety = teardown.resolve_safety(source)
         decision = teardown.check_destroy(safety, ref.instance)
         if not decision.safe:
             if not args.override_unsafe:
                 out["gate"] = decision.to_dict()
                 return finish(EXIT_FAILED, decision.reason)
-            say(f"WARNING: best.pt is not safe: {clean_text(safety.reason)}")
+            say(f"WARNING: the weights are not safe: {clean_text(safety.reason)}")
             override = True
             typed = _ask(f"type the instance id ({ref.instance}) to destroy it with the "
                          "unsaved weights: ")
@@ -178,20 +195,22 @@ def _run(args: argparse.Namespace, box: _Box, out: dict[str, Any], say: Any,
         else:
             out["gate"] = decision.to_dict()
             say(decision.reason)
-        safety_source: Any = safety
-    else:
-        safety_source = None
     if not args.yes and not (args.action == "destroy" and override):
         if not sys.stdin.isatty():
             return finish(EXIT_USAGE, f"{args.action} needs confirmation: pass --yes")
         if _ask(f"{args.action} {provider.title} instance {ref.instance}? [y/N] ") \
                 .strip().lower() not in ("y", "yes"):
             return finish(EXIT_FAILED, "cancelled; nothing changed")
-    try:
-        outcome = teardown.teardown(provider, ref.instance, args.action, safety=safety_source,
-                                    override=override, typed_id=typed, timeout=args.timeout,
-                                    interval=args.interval)
+    # An instance target names the instance itself, and the box is reached at the
+    # address its API gives: there is no other box to mistake it for.
+    named = split_instance_target(args.host) if args.host else None
+    address = None if named is not None else box_address(args.host, args.port, box.transport)
+    try:  # the weights and the instance are checked again now, after any prompt
+        outcome = teardown.teardown(provider, ref.instance, args.action, safety=source,
+                                    override=override, typed_id=typed, box=address,
+                                    timeout=args.timeout, interval=args.interval)
     except teardown.GateRefused as exc:
+        out["gate"] = exc.decision.to_dict()
         return finish(EXIT_FAILED, str(exc))
     except StillBilling as exc:
         out["outcome"] = exc.outcome.to_dict()

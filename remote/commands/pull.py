@@ -17,17 +17,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "pull",
         help="copy a run's weights here (resumable, sha256-checked, recorded in the ledger)",
-        description="Download weights/best.pt (or --file NAME, repeatable) of RUN into "
-        "DEST over SFTP, resuming a partial NAME.part, check the sha256 against the box's "
-        "and record the pull in the local ledger (pulls.jsonl) that the teardown gate "
-        "reads. RUN is HOST:RUN_DIR or a local run directory. Exit 0 pulled, 1 the box "
-        "could not be reached or a check failed, 2 bad input.",
+        description="Download weights/best.pt and weights/last.pt (those that exist; or "
+        "--file NAME, repeatable) of RUN over SFTP into DEST/<host>/<the run's absolute "
+        "path on the box>/, resuming a partial NAME.part, check the sha256 against the "
+        "box's and record the pull in the local ledger (pulls.jsonl, absolute paths and "
+        "the copy's identity) that the teardown gate reads. RUN is HOST:RUN_DIR or a local "
+        "run directory. Exit 0 pulled, 1 the box could not be reached or a check failed, "
+        "2 bad input.",
     )
     p.add_argument("run", metavar="[HOST:]RUN")
     p.add_argument("dest", metavar="DEST", help="local directory for the files")
     p.add_argument("--file", action="append", dest="files", metavar="NAME",
                    help="file to pull: a name under weights/ or a path in the run "
-                   "(default best.pt)")
+                   "(default best.pt and last.pt)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     add_connection_options(p)
     p.set_defaults(func=run)
@@ -45,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         pulled = pull_weights(transport, target.path, args.dest,
-                              files=tuple(args.files or ("best.pt",)), progress=show)
+                              files=tuple(args.files) if args.files else None,
+                              progress=show)
     except OSError as exc:  # writing here: a full disk, a read-only DEST
         return fail("pull", exc, 1, args.json)
     finally:

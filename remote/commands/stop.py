@@ -18,9 +18,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="stop a run: SIGTERM to its process group, SIGKILL after a timeout",
         description="Send SIGTERM to the run's process group (the trainer saves and writes "
         "state 'stopped'), wait up to --timeout seconds for it to exit, then SIGKILL. "
-        "Prints which happened. RUN is a local run directory or HOST:RUN_DIR. Exit 0 "
-        "stopped, killed or not running; 1 the box could not be reached; 2 bad input or "
-        "an unreadable status.",
+        "Prints which happened. The pid is signalled only while it is the process "
+        "status.json records (same start time). RUN is a local run directory or "
+        "HOST:RUN_DIR. Exit 0 stopped, killed or not running; 1 the box could not be "
+        "reached, or the pid is stale (not signalled); 2 bad input or an unreadable "
+        "status.",
     )
     p.add_argument("run", metavar="[HOST:]RUN")
     p.add_argument("--timeout", type=float, default=30.0,
@@ -40,9 +42,10 @@ def run(args: argparse.Namespace) -> int:
         result = stop_run(transport, target.path, timeout=args.timeout)
     finally:
         transport.close()
+    ok = result.outcome != "not-signalled"
     if args.json:
-        print(json.dumps({"ok": True, "outcome": result.outcome, "detail": result.detail,
+        print(json.dumps({"ok": ok, "outcome": result.outcome, "detail": result.detail,
                           "run_dir": target.label}))
     else:
         print(f"{result.outcome}: {clean_text(result.detail)}")
-    return 0
+    return 0 if ok else 1

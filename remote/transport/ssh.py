@@ -37,11 +37,11 @@ import paramiko
 from remote.transport import hostpolicy, openssh
 from remote.transport.base import (
     FileStat,
-    LineTooLong,
     Progress,
     RunResult,
     TransportError,
 )
+from remote.transport.channel import SSHStream, SSHTimeout, errors, watchdog
 from remote.transport.handshake import (
     MAX_PACKET_SIZE,
     WINDOW_SIZE,
@@ -56,7 +56,6 @@ from remote.transport.hostkeys import (
     HostKeyUnknown,
 )
 from remote.transport.sshconfig import HostSpec
-from trainer.text import one_line
 
 __all__ = ["HostKeyChanged", "HostKeyRevoked", "HostKeyUnknown", "SSHTimeout", "SSHTransport",
            "connect"]
@@ -71,10 +70,6 @@ COPY_CHUNK = 1 << 20
 # one-line error. So its logger is off unless someone configured it (to debug, say).
 if logging.getLogger("paramiko").level == logging.NOTSET:
     logging.getLogger("paramiko").setLevel(logging.CRITICAL + 1)
-
-
-class SSHTimeout(TransportError, TimeoutError):
-    """A command or transfer on the box did not finish within its timeout."""
 
 
 def connect(target: str, *, port: int | None = None, accept_new: bool = False,
@@ -117,100 +112,6 @@ def connect(target: str, *, port: int | None = None, accept_new: bool = False,
     return SSHTransport(transport, spec, timeout=timeout, hops=hops)
 
 
-@contextlib.contextmanager
-def _watchdog(chan: paramiko.Channel, timeout: float, what: str) -> Iterator[None]:
-    """Bound a channel request that paramiko waits on without a timeout (exec, subsystem):
-    when ``timeout`` passes, the channel is closed and ``SSHTimeout`` raised."""
-    fired = threading.Event()
-
-    def expire() -> None:
-        fired.set()
-        chan.close()
-
-    timer = threading.Timer(timeout, expire)
-    timer.daemon = True
-    timer.start()
-    try:
-        yield
-    except Exception:
-        if fired.is_set():
-            raise SSHTimeout(f"{what}: no answer within {timeout:g}s") from None
-        raise
-    finally:
-        timer.cancel()
-
-
-@contextlib.contextmanager
-def _errors(what: str) -> Iterator[None]:
-    """Turn paramiko and socket failures into a one-line ``TransportError``."""
-    try:
-        yield
-    except TransportError:
-        raise
-    except TimeoutError:
-        raise SSHTimeout(f"{what}: timed out") from None
-    except (paramiko.SSHException, EOFError, OSError) as exc:
-        raise TransportError(f"{what}: {one_line(exc)}") from None
-
-
-class SSHStream:
-    """A command's stdout read line by line over one exec channel."""
-
-    def __init__(self, channel: paramiko.Channel) -> None:
-        self._channel = channel
-
-    def lines(self, timeout: float, max_line: int | None = None) -> Iterator[bytes]:
-        """Yield stdout lines (without the newline) as they arrive; a last unterminated
-        line is yielded at EOF. Raises ``TimeoutError`` when nothing arrived for
-        ``timeout`` seconds, ``LineTooLong`` past ``max_line`` bytes without a newline and
-        ``TransportError`` when the connection broke."""
-        chan = self._channel
-        buf = bytearray()
-        scanned = 0  # bytes of buf already known to hold no newline
-        last = time.monotonic()
-        while True:
-            nl = buf.find(b"\n", scanned)
-            if nl >= 0:
-                line = bytes(buf[:nl])
-                del buf[:nl + 1]
-                scanned = 0
-                yield line
-                continue
-            scanned = len(buf)
-            if max_line is not None and scanned > max_line:
-                raise LineTooLong(f"the box sent a line over {max_line} bytes")
-            got = False
-            with _errors("reading from the box"):
-                while chan.recv_stderr_ready():
-                    # Drained, so that a chatty stderr cannot fill the channel's window.
-                    chan.recv_stderr(65536)
-                    got = True
-                if chan.recv_ready():
-                    data = chan.recv(65536)
-                    if not data:
-                        break
-                    buf += data
-                    got = True
-                elif chan.eof_received or chan.closed:
-                    break
-            now = time.monotonic()
-            if got:
-                last = now
-                continue
-            if not chan.get_transport() or not chan.get_transport().is_active():
-                raise TransportError("the connection to the box was lost")
-            if now - last >= timeout:
-                raise TimeoutError(f"nothing from the box for {timeout:g}s")
-            select.select([chan], [], [], min(timeout - (now - last), 1.0))
-        if buf:
-            yield bytes(buf)
-
-    def close(self) -> None:
-        """Close the channel (the command on the box gets EOF/SIGPIPE). Idempotent."""
-        with contextlib.suppress(Exception):
-            self._channel.close()
-
-
 class SSHTransport:
     """``remote.transport.base.Transport`` over one authenticated paramiko connection.
 
@@ -232,12 +133,22 @@ class SSHTransport:
     # ---------------------------------------------------------------- commands
 
     @property
+    def peer_ip(self) -> str | None:
+        """The IP address this connection reached (``None`` through a jump host or a
+        proxy command, where the socket's peer is not the box)."""
+        if self._hops or self.spec.proxy_command:
+            return None
+        with contextlib.suppress(Exception):
+            return str(self._transport.getpeername()[0])
+        return None
+
+    @property
     def is_active(self) -> bool:
         """Whether the SSH connection is still up (as far as paramiko knows)."""
         return self._transport.is_active()
 
     def _channel(self, timeout: float) -> paramiko.Channel:
-        with _errors(f"opening a channel to {self.label}"):
+        with errors(f"opening a channel to {self.label}"):
             if not self._transport.is_active():
                 raise TransportError(f"the connection to {self.label} is closed")
             return self._transport.open_session(timeout=timeout)
@@ -249,9 +160,9 @@ class SSHTransport:
         deadline = time.monotonic() + timeout
         chan = self._channel(min(timeout, self.timeout))
         try:
-            with _errors(f"running a command on {self.label}"):
+            with errors(f"running a command on {self.label}"):
                 chan.settimeout(max(0.1, deadline - time.monotonic()))
-                with _watchdog(chan, min(timeout, self.timeout), "starting a command"):
+                with watchdog(chan, min(timeout, self.timeout), "starting a command"):
                     chan.exec_command(command)
                 if stdin:
                     chan.sendall(stdin)
@@ -303,9 +214,9 @@ class SSHTransport:
         """Start ``command``; its stdout comes back as lines (see ``SSHStream.lines``)."""
         chan = self._channel(self.timeout)
         try:
-            with _errors(f"starting a command on {self.label}"):
+            with errors(f"starting a command on {self.label}"):
                 chan.settimeout(self.timeout)
-                with _watchdog(chan, self.timeout, "starting a command"):
+                with watchdog(chan, self.timeout, "starting a command"):
                     chan.exec_command(command)
                 if stdin:
                     chan.sendall(stdin)
@@ -316,7 +227,10 @@ class SSHTransport:
         return SSHStream(chan)
 
     def signal_group(self, pgid: int, sig: int) -> bool:
-        """``kill -s SIG -- -PGID`` on the box; ``False`` when there is no such group."""
+        """``kill -s SIG -- -PGID`` on the box; ``False`` when there is no such group (and
+        for a pgid <= 1: ``kill -- -1`` would reach every process we may signal)."""
+        if int(pgid) <= 1:
+            return False
         name = signal.Signals(sig).name.removeprefix("SIG")
         result = self.run(f"kill -s {name} -- -{int(pgid)}", timeout=self.timeout)
         return result.ok
@@ -351,7 +265,7 @@ class SSHTransport:
     # ---------------------------------------------------------------- files
 
     def _new_sftp(self) -> paramiko.SFTPClient:
-        with _errors(f"opening SFTP on {self.label}"):
+        with errors(f"opening SFTP on {self.label}"):
             if not self._transport.is_active():
                 raise TransportError(f"the connection to {self.label} is closed")
             chan = self._transport.open_session(timeout=self.timeout,
@@ -359,7 +273,7 @@ class SSHTransport:
                                                 max_packet_size=MAX_PACKET_SIZE)
             chan.settimeout(self.timeout)
             try:
-                with _watchdog(chan, self.timeout, "starting SFTP"):
+                with watchdog(chan, self.timeout, "starting SFTP"):
                     chan.invoke_subsystem("sftp")
                     return paramiko.SFTPClient(chan)
             except BaseException:
@@ -371,7 +285,7 @@ class SSHTransport:
         with self._sftp_lock:
             if self._sftp is None or self._sftp.sock.closed:
                 self._sftp = self._new_sftp()
-            with _errors(f"{what} on {self.label}"):
+            with errors(f"{what} on {self.label}"):
                 yield self._sftp
 
     def stat(self, path: str) -> FileStat | None:
@@ -414,7 +328,7 @@ class SSHTransport:
         tmp = f"{remote}.{uuid.uuid4().hex[:8]}.part"
         sftp = self._new_sftp()
         try:
-            with _errors(f"uploading to {remote} on {self.label}"):
+            with errors(f"uploading to {remote} on {self.label}"):
                 try:
                     with open(local, "rb") as src, sftp.open(tmp, "wb") as dst:
                         dst.set_pipelined(True)
@@ -444,7 +358,7 @@ class SSHTransport:
         remote = self.expand(remote)
         sftp = self._new_sftp()
         try:
-            with _errors(f"downloading {remote} from {self.label}"):
+            with errors(f"downloading {remote} from {self.label}"):
                 try:
                     size = sftp.stat(remote).st_size or 0
                 except FileNotFoundError:

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from trainer import procid
 from trainer.datasets.loader import make_loader
 from trainer.detector.bbox import postprocess
 from trainer.detector.evaluate import DetectionEvaluator
@@ -185,8 +186,9 @@ def run(plan: Plan, group: Group | None = None) -> int:
                  f"; dropped {dropped} metrics rows written after that checkpoint"
                  if dropped else "")
     uploader = None  # created in the try block below, so that its failure fails the run
+    pid = world.launcher_pid or os.getpid()
     report = RunReport(writer, {
-        "pid": world.launcher_pid or os.getpid(), "model_family": FAMILY,
+        "pid": pid, **procid.identity(pid), "model_family": FAMILY,
         "model_size": plan.size, "task": "detect",
         "save_dir": str(run_dir.resolve()), "total_epochs": args.epochs,
         "start_epoch": start_epoch, "host": host_info(caps), "batch": args.batch,

@@ -12,8 +12,9 @@ Triggers (``--when``):
 * ``--max-hours H`` in any case: a hard lifetime, like a serverless timeout.
 
 After a trigger (not after ``--max-hours``) it waits up to ``--push-wait`` seconds for
-the final push (``trainer.hub.safe``: ``best.pt`` on the Hub by sha256), as long as
-someone may still push (the trainer lives, or a push process runs). It never destroys
+the final push (``trainer.hub.safe.verified_safety``: the newest weights of every run this
+box knows, confirmed by the Hub at the recorded commit, by sha256), as long as someone
+may still push (the trainer lives, or a push process runs). It never destroys
 unsafe weights: it stops the instance instead and says so (on a provider without stop it
 leaves the instance running and raises an alarm). It does not give up while the instance
 may bill (``trainer.guard.act``): API failures are retried with a backoff doubling from

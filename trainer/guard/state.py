@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from trainer import runfiles
+from trainer import procid, runfiles
 from trainer.text import one_line
 
 GUARD_FILE = "guard.json"
@@ -53,7 +53,8 @@ def parse_when(text: str) -> tuple[str, float | None]:
 
 
 def read_guard(run_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
-    """``RUN/guard.json`` with ``alive`` added (whether its pid runs here), or ``None``."""
+    """``RUN/guard.json`` with ``alive`` added (whether its pid runs here and is still the
+    guard that wrote it: ``trainer.procid``), or ``None``."""
     path = Path(run_dir) / GUARD_FILE
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -62,7 +63,8 @@ def read_guard(run_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
     if not isinstance(data, dict):
         return None
     pid = data.get("pid")
-    data["alive"] = runfiles.local_pid_alive(pid) if isinstance(pid, int) else False
+    started = runfiles.parse_iso(str(data.get("started_at") or ""))
+    data["alive"] = isinstance(pid, int) and procid.same_process(pid, data, started)
     return data
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainer import runfiles, smi
+from trainer import procid, runfiles, smi
 from trainer.guard.act import Ending, Policy, end_billing
 from trainer.guard.notify import Notifier, Target
 from trainer.guard.state import ACTIVE_STATES, GUARD_FILE
@@ -99,6 +99,7 @@ class Guard:
         self.started_at = runfiles.utc_now_iso()
         self.ended_at: float | None = None
         self.run_verdict: str | None = None
+        self.identity = procid.identity(os.getpid())  # what `disarm` checks before a signal
         self.state: dict[str, Any] = {}
         self.notifier = Notifier(notify or [], self._notified)
 
@@ -117,6 +118,7 @@ class Guard:
                 "schema_version": 1, "state": state, "armed": state in ACTIVE_STATES,
                 "when": cfg.when_text, "then": cfg.then, "max_hours": cfg.max_hours,
                 "started_at": self.started_at, "deadline_at": deadline, "pid": os.getpid(),
+                **self.identity,
                 "pgid": os.getpgid(0), "provider": cfg.provider, "instance": cfg.instance,
                 "last_decision": decision, "decided_at": runfiles.utc_now_iso(),
                 "outcome": old.get("outcome"), "alarm": old.get("alarm"),
@@ -278,11 +280,12 @@ class Guard:
                 return None
 
     def safety(self) -> dict[str, Any]:
-        """``trainer safe``'s answer for the run (unsafe when it cannot be read)."""
-        from trainer.hub.safe import safety
+        """Whether every run's newest weights on this box are confirmed by the Hub
+        (``trainer.hub.safe.verified_safety``); unsafe when that cannot be told."""
+        from trainer.hub.safe import verified_safety
 
         try:
-            return safety(self.cfg.run_dir)
+            return verified_safety(self.cfg.run_dir)
         except (OSError, ValueError) as exc:
             return {"safe": False, "reason": f"cannot check the weights: {one_line(exc)}"}
 

@@ -6,7 +6,7 @@ from trainer._exports import lazy_exports
 __all__, __getattr__ = lazy_exports(__name__, {
     "client": ["HubError", "read_token", "check_repo_id", "import_hub"],
     "ledger": ["read_ledger", "append_entries", "file_identity", "sha256_file"],
-    "safe": ["safety"],
+    "safe": ["inventory", "verified_safety"],
     "push": ["push_run"],
     "stage": ["stage", "extract_archive", "UnsafeArchive"],
     "uploader": ["MilestoneUploader"],

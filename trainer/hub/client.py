@@ -10,8 +10,9 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Sequence
 from types import ModuleType
-from typing import TextIO
+from typing import Any, TextIO
 
 from trainer.text import one_line
 
@@ -20,6 +21,7 @@ CONNECT_TIMEOUT = 20.0
 IO_TIMEOUT = 120.0
 
 REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
+COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 
 
 class HubError(Exception):
@@ -91,3 +93,46 @@ def describe_error(exc: BaseException) -> str:
     return one_line(f"{name}: {exc}" if str(exc) else name)
 
 
+
+
+def verify_pushed(entries: Sequence[dict[str, Any]], sha256: str, size: int | None = None,
+                  *, token: str | None = None,
+                  endpoint: str | None = None) -> tuple[bool, str]:
+    """Ask the Hub whether a ledger entry for a file with content ``sha256`` is true: the
+    file exists at the entry's commit and its LFS sha256 (and size) match. One request
+    (``paths-info`` at that commit) per entry tried, newest first, until one is confirmed.
+
+    Returns ``(True, "ORG/NAME at COMMIT12")`` or ``(False, why)``; an unreachable Hub is
+    ``(False, "cannot verify ...")``: unknown counts as unsafe."""
+    if not entries:
+        return False, "never pushed"
+    try:
+        hub = import_hub(progress_bars=False)
+    except HubError as exc:
+        return False, f"cannot verify: {exc}"
+    api = hub.HfApi(endpoint=endpoint or os.environ.get("HF_ENDPOINT") or None, token=token)
+    why = ""
+    for entry in entries:
+        repo, commit = entry.get("repo"), entry.get("commit")
+        path = entry.get("path_in_repo") or entry.get("file")
+        if not (isinstance(repo, str) and REPO_RE.match(repo) and isinstance(commit, str)
+                and COMMIT_RE.match(commit) and isinstance(path, str) and path):
+            why = why or "its ledger entry is malformed"
+            continue
+        where = f"{repo} at {commit[:12]}"
+        try:
+            infos = api.get_paths_info(repo, [path], revision=commit)
+        except Exception as exc:  # any failure to confirm is "not safe"; say which
+            status = getattr(getattr(exc, "response", None), "status_code", None)
+            verb = "not on the Hub" if status == 404 else "cannot verify"
+            why = why or f"{verb} ({where}): {describe_error(exc)}"
+            continue
+        lfs = next((getattr(i, "lfs", None) for i in infos if getattr(i, "path", "") == path),
+                   None)
+        if not any(getattr(i, "path", "") == path for i in infos):
+            why = why or f"not on the Hub: {one_line(path, 80)} is not in {where}"
+        elif lfs is None or lfs.sha256 != sha256 or (size is not None and lfs.size != size):
+            why = why or f"the Hub holds other content as {one_line(path, 80)} in {where}"
+        else:
+            return True, where
+    return False, why  # why the newest claim failed

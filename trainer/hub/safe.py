@@ -1,20 +1,29 @@
-"""``python3 -m trainer safe RUN_DIR --json``: is the current ``weights/best.pt`` on the
-Hub? Standard library only.
+"""``python3 -m trainer safe [RUN_DIR ...] [--project DIR ...] [--registry] --json``: the
+weight files on this box, and what the Hub ledger says about the ones that matter.
 
-The answer compares the sha256 of ``best.pt`` with the ledger ``RUN/hub.json``. Hashing a
-multi-GB checkpoint on every question would be slow, so the file's identity (size, inode,
-mtime) is matched first: against the ledger (a pushed file is recorded with the identity
-it had) and against a one-entry cache ``RUN/.hub-hash-cache.json``.
+A destroy loses the whole disk, so the answer covers every run named, every run of the
+projects named, and with ``--registry`` every run launched on this box through gpurent
+(``~/.cache/gpurent/runs.txt``, appended at each launch). For each run it lists every
+``*.pt`` under ``weights/`` and marks the ones that must be off the box before a destroy
+(``required``): ``best.pt``, and ``last.pt`` when it is newer than ``best.pt`` or there is
+no ``best.pt``; a run with neither needs its newest ``*.pt``. Required files are hashed
+(sha256; an unchanged file is known by its size, inode and mtime, from the ledger or the
+cache ``RUN/.hub-hash-cache.json``) and given the ledger entries (``RUN/hub.json``) that
+hold that content, newest first.
+
+This command only reads the box. Whether a ledger entry is true is asked of the Hub by
+the caller: the laptop's teardown gate, or the guard (``verified_safety``).
 
 Output (one JSON object)::
 
-    {"safe": bool, "best_sha256": str | None, "epoch": int | None, "repo", "commit",
-     "pushed_at", "stale_seconds": float | None, "reason": str, "best_epoch": int | None}
+    {"schema": "gpurent.safe/2", "runs": [{"run_dir": "/abs", "sources": ["run"|"project"|
+     "registry"], "best_epoch": int | None, "error": str | None, "files": [{"file":
+     "best.pt", "path": "/abs/weights/best.pt", "size", "mtime_ns", "required": bool,
+     "sha256": str (required files), "hub": [ledger entries]}]}]}
 
-``epoch``/``repo``/``commit``/``pushed_at`` describe the matching push when safe, else the
-newest push of ``best.pt`` (an older best). ``stale_seconds`` is 0 when safe, else the age
-of that newest push, or (never pushed) how long the current ``best.pt`` has existed.
-No ``best.pt`` at all counts as safe: there is nothing to lose.
+Standard library only. A RUN_DIR that is not a run directory (no status.json,
+metrics.jsonl, results.csv or launch.pid: a project folder, ``weights/``) is refused
+(exit 2, one line), as is a ``--project`` that is not a directory.
 """
 
 from __future__ import annotations
@@ -22,97 +31,209 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
-import time
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from trainer import runfiles
-from trainer.hub.ledger import (
-    LedgerError,
-    file_identity,
-    latest_entry,
-    read_ledger,
-    sha256_file,
-)
-from trainer.text import format_duration
+from trainer.hub.ledger import LedgerError, file_identity, read_ledger, sha256_file
 
-BEST = "best.pt"
+SCHEMA = "gpurent.safe/2"
 HASH_CACHE = ".hub-hash-cache.json"
+#: Files whose presence makes a directory a run directory.
+RUN_MARKERS = (runfiles.STATUS_FILE, runfiles.METRICS_FILE, runfiles.RESULTS_FILE,
+               runfiles.LAUNCH_PID_FILE)
 _IDENTITY_KEYS = ("size", "inode", "mtime_ns")
 
+#: ``verify(ledger_entries, sha256, size) -> (confirmed, where or why)``.
+Verify = Callable[[Sequence[dict[str, Any]], str, Optional[int]], tuple[bool, str]]
 
-def _same_file(record: dict[str, Any], identity: dict[str, int]) -> bool:
-    return all(record.get(k) == identity[k] for k in _IDENTITY_KEYS)
+
+class NotARun(ValueError):
+    """A path named as a run is not a run directory; the message is one line."""
 
 
-def best_sha256(run_dir: Path, entries: list[dict[str, Any]]) -> str:
-    """The sha256 of ``weights/best.pt``, hashed only when no record knows the file."""
-    path = run_dir / runfiles.WEIGHTS_DIR / BEST
+def is_run_dir(path: Path) -> bool:
+    """Whether ``path`` holds a run (one of ``RUN_MARKERS``)."""
+    return path.is_dir() and any((path / name).is_file() for name in RUN_MARKERS)
+
+
+def registry_path() -> Path:
+    """The box's list of runs launched through gpurent."""
+    override = os.environ.get(runfiles.RUN_REGISTRY_ENV)
+    return Path(override) if override else Path.home() / runfiles.RUN_REGISTRY
+
+
+def registered_runs() -> list[Path]:
+    """The registered run directories that still exist, oldest first, once each."""
+    try:
+        lines = registry_path().read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return []
+    return [Path(p) for p in dict.fromkeys(ln.strip() for ln in lines)
+            if p.startswith("/") and Path(p).is_dir()]
+
+
+def find_runs(run_dirs: Iterable[str | os.PathLike[str]] = (),
+              projects: Iterable[str | os.PathLike[str]] = (),
+              registry: bool = False) -> dict[Path, list[str]]:
+    """Every run to look at (absolute, symlinks resolved) and why it is included.
+
+    Raises ``NotARun`` for a named run that is not a run directory, or a project that
+    is not a directory."""
+    found: dict[Path, list[str]] = {}
+
+    def add(path: Path, source: str) -> None:
+        sources = found.setdefault(path.resolve(), [])
+        if source not in sources:
+            sources.append(source)
+
+    for item in run_dirs:
+        path = Path(item)
+        if not is_run_dir(path):
+            what = "does not exist" if not path.exists() else "is not a run directory"
+            raise NotARun(f"{path} {what} (no {', '.join(RUN_MARKERS)}): name the run "
+                          "itself, not its project or weights/ folder")
+        add(path, "run")
+    for item in projects:
+        project = Path(item)
+        if not project.is_dir():
+            raise NotARun(f"project {project} is not a directory")
+        for child in sorted(project.iterdir()):
+            if is_run_dir(child):
+                add(child, "project")
+    if registry:
+        for path in registered_runs():
+            add(path, "registry")
+    return found
+
+
+def weight_files(run_dir: Path) -> list[tuple[str, os.stat_result]]:
+    """``(name, stat)`` of every ``*.pt`` file in ``RUN/weights/``, by name."""
+    out = []
+    weights = run_dir / runfiles.WEIGHTS_DIR
+    with contextlib.suppress(OSError):
+        for path in sorted(weights.iterdir()):
+            if path.name.endswith(".pt") and path.is_file():
+                with contextlib.suppress(OSError):
+                    out.append((path.name, path.stat()))
+    return out
+
+
+def required_names(files: Sequence[tuple[str, os.stat_result]]) -> set[str]:
+    """The files that must be off the box: ``best.pt``; ``last.pt`` when newer than
+    ``best.pt`` (or there is none); without either, the newest file."""
+    stats = dict(files)
+    best, last = stats.get("best.pt"), stats.get("last.pt")
+    need = set()
+    if best is not None:
+        need.add("best.pt")
+    if last is not None and (best is None or last.st_mtime_ns > best.st_mtime_ns):
+        need.add("last.pt")
+    if not need and files:
+        need.add(max(files, key=lambda item: item[1].st_mtime_ns)[0])
+    return need
+
+
+def _same_file(record: Any, identity: dict[str, int]) -> bool:
+    return isinstance(record, dict) and all(record.get(k) == identity[k]
+                                            for k in _IDENTITY_KEYS)
+
+
+def file_sha256(run_dir: Path, name: str, entries: Sequence[dict[str, Any]]) -> str:
+    """The sha256 of ``weights/NAME``, hashed only when neither the ledger nor the cache
+    knows the file by its identity (size, inode, mtime)."""
+    path = run_dir / runfiles.WEIGHTS_DIR / name
     identity = file_identity(path)
     for entry in reversed(entries):
-        if entry.get("file") == BEST and isinstance(entry.get("sha256"), str) \
+        if entry.get("file") == name and isinstance(entry.get("sha256"), str) \
                 and _same_file(entry, identity):
-            return entry["sha256"]
-    cache = run_dir / HASH_CACHE
+            return str(entry["sha256"])
+    cache_path = run_dir / HASH_CACHE
+    cache: dict[str, Any] = {}
     with contextlib.suppress(OSError, ValueError):
-        cached = json.loads(cache.read_text(encoding="utf-8"))
-        if isinstance(cached, dict) and isinstance(cached.get("sha256"), str) \
-                and _same_file(cached, identity):
-            return cached["sha256"]
+        loaded = json.loads(cache_path.read_text(encoding="utf-8"))
+        if isinstance(loaded, dict) and isinstance(loaded.get("files"), dict):
+            cache = loaded["files"]
+    if _same_file(cache.get(name), identity) and isinstance(cache[name].get("sha256"), str):
+        return str(cache[name]["sha256"])
     digest = sha256_file(path)
     if file_identity(path) == identity:  # not replaced while we read it
+        cache[name] = {**identity, "sha256": digest}
         with contextlib.suppress(OSError):
-            runfiles.atomic_write_json(cache, {"file": BEST, **identity, "sha256": digest})
+            runfiles.atomic_write_json(cache_path, {"files": cache})
     return digest
 
 
-def _ago(seconds: float) -> str:
-    return f"{format_duration(max(0.0, seconds))} ago"
-
-
-def safety(run_dir: Path, now: float | None = None) -> dict[str, Any]:
-    """The ``--json`` object for ``run_dir`` (see the module docstring)."""
-    now = time.time() if now is None else now
-    best_epoch = runfiles.read_status(run_dir).get("best_epoch")
-    answer: dict[str, Any] = {"safe": False, "best_sha256": None, "epoch": None,
-                              "repo": None, "commit": None, "pushed_at": None,
-                              "stale_seconds": None, "reason": "", "best_epoch": best_epoch}
-    path = run_dir / runfiles.WEIGHTS_DIR / BEST
+def describe_run(run_dir: Path, sources: list[str]) -> dict[str, Any]:
+    """One run's entry of the answer (see the module docstring)."""
+    run: dict[str, Any] = {"run_dir": str(run_dir), "sources": sources, "error": None,
+                           "best_epoch": runfiles.read_status(run_dir).get("best_epoch"),
+                           "files": []}
     try:
         entries = read_ledger(run_dir)
     except LedgerError as exc:
-        entries, answer["reason"] = [], f"{exc}; "
-    try:
-        sha = best_sha256(run_dir, entries)
-        mtime = path.stat().st_mtime
-    except FileNotFoundError:
-        answer.update(safe=True, reason=answer["reason"] + f"no {runfiles.WEIGHTS_DIR}/{BEST} "
-                                                           "yet: nothing to lose")
-        return answer
-    answer["best_sha256"] = sha
-    hit = latest_entry(entries, BEST, sha)
-    shown = hit or latest_entry(entries, BEST)
-    if shown is not None:
-        answer.update(epoch=shown.get("epoch"), repo=shown.get("repo"),
-                      commit=shown.get("commit"), pushed_at=shown.get("time"))
-    label = f"{BEST} (epoch {best_epoch})" if best_epoch is not None else BEST
-    if hit is not None:
-        pushed = runfiles.parse_iso(str(hit.get("time") or ""))
-        when = f", pushed {_ago(now - pushed)}" if pushed is not None else ""
-        answer.update(safe=True, stale_seconds=0.0)
-        answer["reason"] += (f"{label} is on the Hub: {hit.get('repo')} at "
-                             f"{str(hit.get('commit'))[:12]}{when}")
-        return answer
-    pushed = runfiles.parse_iso(str(shown.get("time") or "")) if shown else None
-    if shown is not None and pushed is not None:
-        answer["stale_seconds"] = max(0.0, now - pushed)
-        answer["reason"] += (f"{label} is not on the Hub; the last push holds epoch "
-                             f"{shown.get('epoch')}, {_ago(now - pushed)}")
-    else:
-        answer["stale_seconds"] = max(0.0, now - mtime)
-        answer["reason"] += f"{label} was never pushed (written {_ago(now - mtime)})"
-    return answer
+        entries, run["error"] = [], str(exc)
+    found = weight_files(run_dir)
+    need = required_names(found)
+    for name, st in found:
+        item: dict[str, Any] = {"file": name, "size": st.st_size, "mtime_ns": st.st_mtime_ns,
+                                "path": str(run_dir / runfiles.WEIGHTS_DIR / name),
+                                "required": name in need}
+        if name in need:
+            try:
+                sha = file_sha256(run_dir, name, entries)
+            except OSError as exc:  # replaced or removed while we looked: unknown
+                item["error"] = f"cannot read it: {exc.strerror or exc}"
+            else:
+                item["sha256"] = sha
+                item["hub"] = [e for e in reversed(entries)
+                               if e.get("file") == name and e.get("sha256") == sha]
+        run["files"].append(item)
+    return run
+
+
+def inventory(run_dirs: Iterable[str | os.PathLike[str]] = (),
+              projects: Iterable[str | os.PathLike[str]] = (),
+              registry: bool = False) -> dict[str, Any]:
+    """The ``--json`` answer. Raises ``NotARun`` (see ``find_runs``)."""
+    runs = find_runs(run_dirs, projects, registry)
+    return {"schema": SCHEMA,
+            "runs": [describe_run(path, sources) for path, sources in runs.items()]}
+
+
+def verified_safety(run_dir: Path, verify: Verify | None = None) -> dict[str, Any]:
+    """``{"safe": bool, "reason": str}`` for every run the guard's box knows (the run, its
+    project, the registry): safe when each required file's Hub ledger entry is confirmed
+    by the Hub (``trainer.hub.client.verify_pushed``, with the box's token if any)."""
+    if verify is None:
+        from trainer.hub.client import read_token, verify_pushed
+
+        token = read_token(use_stdin=False)
+
+        def verify(entries: Sequence[dict[str, Any]], sha: str,
+                   size: int | None) -> tuple[bool, str]:
+            return verify_pushed(entries, sha, size, token=token)
+
+    answer = inventory([run_dir], [run_dir.parent], registry=True)
+    unsafe, safe, count = [], [], 0
+    for run in answer["runs"]:
+        for item in run["files"]:
+            count += 1
+            if not item["required"]:
+                continue
+            if "sha256" not in item:
+                unsafe.append(f"{item['path']} ({item.get('error')})")
+                continue
+            ok, why = verify(item["hub"], item["sha256"], item["size"])
+            (safe if ok else unsafe).append(f"{item['path']} ({why})")
+    if unsafe:
+        return {"safe": False, "reason": "not safe: " + "; ".join(unsafe)}
+    if not count:
+        return {"safe": True, "reason": "no weights yet: nothing to lose"}
+    return {"safe": True, "reason": "on the Hub: " + "; ".join(safe)}
 
 
 def push_in_flight(run_dir: Path) -> bool:
@@ -128,26 +249,31 @@ def push_in_flight(run_dir: Path) -> bool:
 
 
 def main(argv: list[str]) -> int:
-    """Run ``trainer safe``; exit 0 with an answer (safe or not), 2 for a bad RUN_DIR."""
+    """Run ``trainer safe``; exit 0 with an answer, 2 for a RUN_DIR that is not a run."""
     p = argparse.ArgumentParser(
         prog="python3 -m trainer safe",
-        description="Say whether the current weights/best.pt is on the Hub, by sha256, "
-        "according to the ledger RUN_DIR/hub.json.",
-    )
-    p.add_argument("run_dir", metavar="RUN_DIR")
+        description="List the weight files of the runs on this box, which of them must be "
+        "off the box before a destroy, their sha256 and the Hub ledger entries holding "
+        "that content (the Hub itself is asked by the caller).")
+    p.add_argument("run_dirs", nargs="*", metavar="RUN_DIR")
+    p.add_argument("--project", action="append", default=[], metavar="DIR",
+                   help="also every run directly under DIR (repeatable)")
+    p.add_argument("--registry", action="store_true",
+                   help="also every run launched here through gpurent")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     args = p.parse_args(argv)
-    run_dir = Path(args.run_dir)
-    if not run_dir.is_dir():
-        print(f"trainer safe: {run_dir} is not a directory", file=sys.stderr)
-        return 2
     try:
-        answer = safety(run_dir)
-    except OSError as exc:
-        print(f"trainer safe: cannot read {run_dir}: {exc.strerror or exc}", file=sys.stderr)
+        answer = inventory(args.run_dirs, args.project, args.registry)
+    except (NotARun, OSError) as exc:
+        print(f"trainer safe: {exc}", file=sys.stderr)
         return 2
     if args.json:
         print(runfiles.dumps(answer))
-    else:
-        print(f"{'safe' if answer['safe'] else 'NOT SAFE'}: {answer['reason']}")
+        return 0
+    for run in answer["runs"]:
+        for item in run["files"]:
+            mark = "must leave" if item["required"] else "also here"
+            pushed = "in the Hub ledger" if item.get("hub") else "not in the Hub ledger"
+            print(f"{mark}: {item['path']} ({item['size']} bytes"
+                  + (f", {pushed})" if item["required"] else ")"))
     return 0

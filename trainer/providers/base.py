@@ -262,13 +262,18 @@ class Provider:
         gone; use ``trainer.providers.confirm.destroy_and_confirm`` to know)."""
         raise NotImplementedError
 
+    def ssh_addresses(self, instance: Instance) -> list[SshAddress]:
+        """Every address at which the provider says the instance's SSH server answers,
+        the one to connect to first (``[]`` when it gives none: not running, no public
+        address). What a stop or destroy compares with the box connected to. Subclasses
+        read their own shape from ``instance.raw``."""
+        found = ssh_address(instance.ssh_host, instance.ssh_port, "root")
+        return [found] if found is not None else []
+
     def ssh_address(self, instance: Instance) -> SshAddress | None:
-        """Where the instance's SSH server answers now, from the provider's own object
-        (``instance.raw``); ``None`` when the provider gives it none (not running, no
-        public address). Subclasses read their shape."""
-        if not instance.ssh_host or not instance.ssh_port:
-            return None
-        return ssh_address(instance.ssh_host, instance.ssh_port, "root")
+        """Where to connect to the instance now: the first of :meth:`ssh_addresses`."""
+        found = self.ssh_addresses(instance)
+        return found[0] if found else None
 
     def console_hint(self, action: str, instance_id: str) -> str:
         """What a person would do in the provider's web console instead."""

@@ -94,9 +94,10 @@ class LambdaProvider(Provider):
             raw_state=one_line(status, 40),
         )
 
-    def ssh_address(self, instance: Instance) -> SshAddress | None:
+    def ssh_addresses(self, instance: Instance) -> list[SshAddress]:
         """See ``lambda_ssh_address``."""
-        return lambda_ssh_address(instance.raw)
+        address = lambda_ssh_address(instance.raw)
+        return [address] if address is not None else []
 
     def _no_stop(self, action: str) -> ProviderError:
         return ProviderError(f"Lambda Cloud has no {action}: an instance can only be "

@@ -122,9 +122,10 @@ class RunPodProvider(Provider):
             storage_per_gb_month=STOPPED_VOLUME_PER_GB_MONTH,
         )
 
-    def ssh_address(self, instance: Instance) -> SshAddress | None:
+    def ssh_addresses(self, instance: Instance) -> list[SshAddress]:
         """See ``runpod_ssh_address``."""
-        return runpod_ssh_address(instance.raw)
+        address = runpod_ssh_address(instance.raw)
+        return [address] if address is not None else []
 
     def _action(self, pid: str, action: str) -> None:
         self.request("POST", f"/pods/{pid}/action", body={"action": action},

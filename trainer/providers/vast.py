@@ -66,19 +66,20 @@ def running_price(raw: dict[str, Any]) -> float | None:
     return None
 
 
-def vast_ssh_address(raw: Any) -> SshAddress | None:
+def vast_ssh_addresses(raw: Any) -> list[SshAddress]:
     """The direct address (``public_ipaddr`` and the host port of ``22/tcp``) when Vast
-    reports one, else its SSH proxy (``ssh_host``/``ssh_port``); ``None`` without either."""
+    reports one, then its SSH proxy (``ssh_host``/``ssh_port``)."""
     if not isinstance(raw, dict):
-        return None
+        return []
+    found: list[SshAddress | None] = []
     ports = raw.get("ports")
     mapped = ports.get("22/tcp") if isinstance(ports, dict) else None
     for binding in mapped if isinstance(mapped, list) else []:
         if isinstance(binding, dict) and ":" not in str(binding.get("HostIp") or ""):
-            direct = ssh_address(raw.get("public_ipaddr"), binding.get("HostPort"), "root")
-            if direct is not None:
-                return direct
-    return ssh_address(raw.get("ssh_host"), raw.get("ssh_port"), "root")
+            found.append(ssh_address(raw.get("public_ipaddr"), binding.get("HostPort"),
+                                     "root"))
+    found.append(ssh_address(raw.get("ssh_host"), raw.get("ssh_port"), "root"))
+    return [address for address in found if address is not None]
 
 
 class VastProvider(Provider):
@@ -126,7 +127,8 @@ class VastProvider(Provider):
         gpus = integer(raw.get("num_gpus"))
         name = text_or_none(raw.get("gpu_name"))
         gpu = f"{gpus}x {name}" if name and gpus else name
-        address = vast_ssh_address(raw)
+        addresses = vast_ssh_addresses(raw)
+        address = addresses[0] if addresses else None
         return Instance(
             state=vast_state(raw.get("actual_status"), raw.get("intended_status")),
             price_per_hour=running_price(raw),
@@ -142,9 +144,9 @@ class VastProvider(Provider):
             storage_per_gb_month=number(raw.get("storage_cost")),
         )
 
-    def ssh_address(self, instance: Instance) -> SshAddress | None:
-        """See ``vast_ssh_address``."""
-        return vast_ssh_address(instance.raw)
+    def ssh_addresses(self, instance: Instance) -> list[SshAddress]:
+        """See ``vast_ssh_addresses``."""
+        return vast_ssh_addresses(instance.raw)
 
     def _put_state(self, iid: str, state: str, what: str) -> None:
         data = self.json_of(self.request("PUT", f"/instances/{iid}/", body={"state": state},

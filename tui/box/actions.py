@@ -15,13 +15,13 @@ from textual import work
 
 from remote import checks, fields
 from remote.billing.cost import money, rate
+from remote.billing.identity import box_address
 from remote.billing.providers import provider_for
-from remote.billing.teardown import run_safety, teardown, warning_for
+from remote.billing.teardown import resolve_safety, run_safety, teardown, warning_for
 from remote.guard import read_guard
 from remote.launch import LaunchSpec, build_command, launch
 from remote.pull import pull_weights
 from remote.push import laptop_token, push_from_box
-from remote.safety import weights_safety
 from remote.stop import stop_run
 from remote.transport.base import Transport
 from trainer.runfiles import parse_iso
@@ -159,16 +159,33 @@ class BoxActions(GuardActions):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="safety")
     def refresh_safety(self) -> None:
-        """Ask where best.pt is safe (Hub or laptop) and show it on the badge."""
-        if self.transport is None or self.run_dir is None:
+        """Ask whether the weights of every run the box knows are safe off it (Hub or
+        laptop) and show it on the badge."""
+        if self.transport is None:
             return
-        safety = weights_safety(self.transport, self.run_dir)
+        safety = resolve_safety(self.safety_source())
         self.app.call_from_thread(self._show_safety, safety)
+
+    def safety_source(self) -> Any:
+        """``remote.safety.weights_safety`` for the watched run, its project (the box's
+        project when no run is watched and it exists) and the box's registry, as a
+        callable for the gate: blocking, asked anew at each call."""
+        transport, run_dir, project = self.need_transport(), self.run_dir, self.project
+
+        def ask() -> Any:
+            has_project = run_dir is None and transport.stat(project) is not None
+            return run_safety(transport, run_dir, (project,) if has_project else ())()
+
+        return ask
 
     def _show_safety(self, safety: Any) -> None:
         self.safety = safety
-        self.query_one(WeightsBadge).show(safety.safe, safety.where, safety.epoch,
-                                          safety.reason)
+        known = bool(getattr(safety, "runs", True))  # no run to check: unknown, not unsafe
+        self.query_one(WeightsBadge).show(safety.safe if known else None,
+                                          getattr(safety, "where", None),
+                                          getattr(safety, "epoch", None), safety.reason,
+                                          nothing=bool(getattr(safety, "nothing", False)),
+                                          unsafe=getattr(safety, "unsafe_names", ""))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="instance")
     def refresh_instance(self) -> None:
@@ -334,15 +351,16 @@ class BoxActions(GuardActions):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="pull")
     def pull(self) -> None:
-        """Pull best.pt (verified by sha256) into ./weights/<host>/<run>/."""
+        """Pull best.pt and last.pt (verified by sha256) into
+        ./weights/<host>/<the run's path on the box>/weights/."""
         transport, run_dir = self.need_transport(), self.need_run()
-        host = "".join(c if c.isalnum() or c in "-_." else "_" for c in transport.label)
-        dest = os.path.join(os.getcwd(), "weights", host, run_dir.rstrip("/").rsplit("/")[-1])
-        self.app.call_from_thread(self.app.notify, f"pulling best.pt into {dest}…",
+        dest = os.path.join(os.getcwd(), "weights")
+        self.app.call_from_thread(self.app.notify, f"pulling the weights into {dest}…",
                                   title=self.spec.title)
         pulled = pull_weights(transport, run_dir, dest)
         names = ", ".join(f"{p.name} ({p.size / 1e6:.1f} MB)" for p in pulled)
-        self.app.call_from_thread(self.app.notify, f"pulled {names} into {dest}",
+        where = os.path.dirname(pulled[-1].local_path) if pulled else dest
+        self.app.call_from_thread(self.app.notify, f"pulled {names} into {where}",
                                   title=self.spec.title)
         self.refresh_safety()
 
@@ -390,8 +408,8 @@ class BoxActions(GuardActions):
         provider = self.provider()
         instance = provider.get_instance(self.spec.instance)
         safety = None
-        if self.transport is not None and self.run_dir is not None:
-            safety = weights_safety(self.transport, self.run_dir)
+        if what == "destroy":
+            safety = resolve_safety(self.safety_source() if self.transport else None)
         self.app.call_from_thread(self._ask_instance, what, provider, instance, safety)
 
     def _ask_instance(self, what: str, provider: Any, instance: Any, safety: Any) -> None:
@@ -407,20 +425,23 @@ class BoxActions(GuardActions):
                                  lambda yes: self.instance_call("stop") if yes else None)
             return
         weights_safe = bool(safety is not None and safety.safe)
-        dialog = DestroyDialog(str(self.spec.instance), weights_safe, detail)
+        unsafe = getattr(safety, "unsafe_names", "") or getattr(safety, "reason", "")
+        dialog = DestroyDialog(str(self.spec.instance), weights_safe, detail, unsafe)
         self.app.push_screen(
             dialog, lambda answer: self.instance_call("destroy", *answer) if answer else None)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="instance-call")
     def instance_call(self, what: str, override: bool = False, typed_id: str = "") -> None:
         """Stop or destroy through ``remote.billing.teardown``'s gate (a destroy re-checks the
-        weights on the box), then confirm by polling the provider."""
+        weights on the box; both check that the instance is this box), then confirm by
+        polling the provider."""
         provider = self.provider()
-        safety = None
-        if self.transport is not None and self.run_dir is not None:
-            safety = run_safety(self.transport, self.run_dir)
-        outcome = teardown(provider, str(self.spec.instance), what, safety=safety,
-                           override=override, typed_id=typed_id, interval=1.0)
+        transport = self.need_transport()
+        address = box_address(None if self.spec.kind == "local" else self.spec.target,
+                              self.spec.port, transport)
+        outcome = teardown(provider, str(self.spec.instance), what,
+                           safety=self.safety_source(), override=override,
+                           typed_id=typed_id, box=address, interval=1.0)
         self.app.call_from_thread(self.app.notify, outcome.message or
                                   f"instance {self.spec.instance}: {outcome.state}",
                                   title=self.spec.title,

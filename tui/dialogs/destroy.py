@@ -16,11 +16,14 @@ class DestroyDialog(Dialog[tuple[bool, str] | None]):
     only when the typed id matches and the weights are safe (or the override is ticked).
     Dismisses ``(override, typed id)`` for ``remote.billing.teardown``'s gate, or ``None``."""
 
-    def __init__(self, instance_id: str, weights_safe: bool, detail: Text) -> None:
+    def __init__(self, instance_id: str, weights_safe: bool, detail: Text,
+                 unsafe: str = "") -> None:
         super().__init__("Destroy instance")
         self.instance_id = instance_id
         self.weights_safe = weights_safe
         self.detail = detail
+        #: What is not safe (file names from the box, or why nothing could be checked).
+        self.unsafe = unsafe
 
     def compose_body(self) -> ComposeResult:
         """The consequences, the weights verdict, the id box and the override."""
@@ -31,9 +34,14 @@ class DestroyDialog(Dialog[tuple[bool, str] | None]):
         body.append_text(self.detail)
         yield Static(body, classes="body")
         if not self.weights_safe:
-            yield Static(Text("The weights are NOT safe: no copy of best.pt is on the Hub "
-                              "or this laptop. Push (u) or pull (w) first.",
-                              style="bold red"), classes="body")
+            if self.unsafe:
+                warning = Text("The weights are NOT safe off the box: ", style="bold red")
+                warning.append_text(safe(self.unsafe, 200, "bold red"))
+                warning.append(". Push (u) or pull (w) first.", style="bold red")
+            else:
+                warning = Text("The weights are NOT safe: no copy of best.pt is on the Hub "
+                               "or this laptop. Push (u) or pull (w) first.", style="bold red")
+            yield Static(warning, classes="body")
             yield Checkbox("destroy anyway and lose the weights", id="override")
         yield Static(Text("Type the instance id to confirm:"))
         yield Input(placeholder=self.instance_id, id="typed")

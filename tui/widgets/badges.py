@@ -56,7 +56,9 @@ class ConnectionBadge(Static):
 
 
 class WeightsBadge(Static):
-    """Whether a copy of best.pt is off the box (on the Hub or the laptop)."""
+    """Whether the weights on the box are safe off it (on the Hub or the laptop): "no
+    weights yet" only when the box has no weight file at all; when not safe, which
+    files are not."""
 
     DEFAULT_CSS = "WeightsBadge { width: auto; padding: 0 1; }"
 
@@ -65,10 +67,13 @@ class WeightsBadge(Static):
         self.safe_now: bool | None = None
 
     def show(self, safe_now: bool | None, where: str | None, epoch: int | None,
-             reason: str = "") -> None:
-        """Show the verdict of ``remote.safety.weights_safety``."""
+             reason: str = "", *, nothing: bool = False, unsafe: str = "") -> None:
+        """Show the verdict of ``remote.safety.weights_safety``: ``nothing`` when there
+        are no weight files; ``unsafe`` names the files that are not safe."""
         self.safe_now = safe_now
-        if safe_now:
+        if safe_now and nothing:
+            text = Text("no weights yet", style="dim")
+        elif safe_now:
             at = f" at epoch {epoch}" if epoch is not None else ""
             text = safe(f"⛨ weights safe{at}", 40, "bold green")
             if where:
@@ -76,6 +81,9 @@ class WeightsBadge(Static):
         elif safe_now is None:
             text = Text("weights: ?", style="dim")
             reason = reason or "not checked yet"
+        elif unsafe:
+            text = Text("⚠ not safe: ", style="bold red")
+            text.append_text(safe(unsafe, 80, "bold red"))
         else:
             text = Text("⚠ weights not safe", style="bold red")
         if reason and not safe_now:  # why it is not safe, or why it is unknown

@@ -1,0 +1,114 @@
+"""One SSH channel's discipline: a bounded wait for requests paramiko would wait on
+forever, paramiko's errors as one-line ``TransportError``s, and a command's stdout read
+as lines with a cap (``SSHStream``)."""
+
+from __future__ import annotations
+
+import contextlib
+import select
+import threading
+import time
+from collections.abc import Iterator
+
+import paramiko
+
+from remote.transport.base import LineTooLong, TransportError
+from trainer.text import one_line
+
+
+class SSHTimeout(TransportError, TimeoutError):
+    """A command or transfer on the box did not finish within its timeout."""
+
+
+@contextlib.contextmanager
+def watchdog(chan: paramiko.Channel, timeout: float, what: str) -> Iterator[None]:
+    """Bound a channel request that paramiko waits on without a timeout (exec, subsystem):
+    when ``timeout`` passes, the channel is closed and ``SSHTimeout`` raised."""
+    fired = threading.Event()
+
+    def expire() -> None:
+        fired.set()
+        chan.close()
+
+    timer = threading.Timer(timeout, expire)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    except Exception:
+        if fired.is_set():
+            raise SSHTimeout(f"{what}: no answer within {timeout:g}s") from None
+        raise
+    finally:
+        timer.cancel()
+
+
+@contextlib.contextmanager
+def errors(what: str) -> Iterator[None]:
+    """Turn paramiko and socket failures into a one-line ``TransportError``."""
+    try:
+        yield
+    except TransportError:
+        raise
+    except TimeoutError:
+        raise SSHTimeout(f"{what}: timed out") from None
+    except (paramiko.SSHException, EOFError, OSError) as exc:
+        raise TransportError(f"{what}: {one_line(exc)}") from None
+
+
+class SSHStream:
+    """A command's stdout read line by line over one exec channel."""
+
+    def __init__(self, channel: paramiko.Channel) -> None:
+        self._channel = channel
+
+    def lines(self, timeout: float, max_line: int | None = None) -> Iterator[bytes]:
+        """Yield stdout lines (without the newline) as they arrive; a last unterminated
+        line is yielded at EOF. Raises ``TimeoutError`` when nothing arrived for
+        ``timeout`` seconds, ``LineTooLong`` past ``max_line`` bytes without a newline and
+        ``TransportError`` when the connection broke."""
+        chan = self._channel
+        buf = bytearray()
+        scanned = 0  # bytes of buf already known to hold no newline
+        last = time.monotonic()
+        while True:
+            nl = buf.find(b"\n", scanned)
+            if nl >= 0:
+                line = bytes(buf[:nl])
+                del buf[:nl + 1]
+                scanned = 0
+                yield line
+                continue
+            scanned = len(buf)
+            if max_line is not None and scanned > max_line:
+                raise LineTooLong(f"the box sent a line over {max_line} bytes")
+            got = False
+            with errors("reading from the box"):
+                while chan.recv_stderr_ready():
+                    # Drained, so that a chatty stderr cannot fill the channel's window.
+                    chan.recv_stderr(65536)
+                    got = True
+                if chan.recv_ready():
+                    data = chan.recv(65536)
+                    if not data:
+                        break
+                    buf += data
+                    got = True
+                elif chan.eof_received or chan.closed:
+                    break
+            now = time.monotonic()
+            if got:
+                last = now
+                continue
+            if not chan.get_transport() or not chan.get_transport().is_active():
+                raise TransportError("the connection to the box was lost")
+            if now - last >= timeout:
+                raise TimeoutError(f"nothing from the box for {timeout:g}s")
+            select.select([chan], [], [], min(timeout - (now - last), 1.0))
+        if buf:
+            yield bytes(buf)
+
+    def close(self) -> None:
+        """Close the channel (the command on the box gets EOF/SIGPIPE). Idempotent."""
+        with contextlib.suppress(Exception):
+            self._channel.close()

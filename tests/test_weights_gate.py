@@ -1,0 +1,380 @@
+"""The teardown gate cannot be fooled (issue 14): ``gpurent instance HOST destroy``
+against the provider stand-ins and the Hub stand-in, with the box on this machine
+(``local``, the box side run for real as ``python -m trainer safe``).
+
+Each attack is refused, the provider stand-in sees no DELETE, and the message names the
+file that is not safe; the honest cases (pushed and confirmed by the Hub, pulled and
+intact, the typed override) still destroy.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from remote.cli import main as gpurent
+from remote.launch import LaunchResult, record_launch
+from remote.pull import ledger_path, pull_weights
+from remote.safety import weights_safety
+from remote.transport.local import LocalTransport
+from tests.fixtures.hub_standin import VALID_TOKEN, record_push
+from trainer import procid, runfiles
+from trainer.hub import safe as box_safe
+from trainer.hub.ledger import append_entries, file_identity, sha256_file
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def laptop(tmp_path, monkeypatch, hub_standin):
+    """A laptop with no keys or config, a Hub token, and the Hub stand-in as its Hub."""
+    for var in ("VAST_API_KEY", "RUNPOD_API_KEY", "LAMBDA_API_KEY", "CONTAINER_ID",
+                "VAST_CONTAINERLABEL", "RUNPOD_POD_ID"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setenv("HF_ENDPOINT", hub_standin.url)
+    monkeypatch.setenv("HF_TOKEN", VALID_TOKEN)
+    return tmp_path
+
+
+@pytest.fixture
+def vast(vast_standin, monkeypatch):
+    monkeypatch.setenv("VAST_API_KEY", vast_standin.key)
+    return vast_standin
+
+
+def weights(run: Path, name: str, size: int = 2048, mtime_s: int | None = None) -> Path:
+    """Write ``weights/NAME`` atomically, with a chosen mtime (so "newer" is exact)."""
+    path = run / "weights" / name
+    runfiles.atomic_write_bytes(path, os.urandom(size))
+    if mtime_s is not None:
+        os.utime(path, ns=(mtime_s * 10**9, mtime_s * 10**9))
+    return path
+
+
+def our_run(run: Path, *, best: bool = True, last: bool = False) -> Path:
+    """A finished run of our trainer: status.json, best.pt (epoch 2), maybe last.pt
+    written before it (so not newer)."""
+    runfiles.RunWriter(run).write_status({"state": "completed", "total_epochs": 3,
+                                          "completed_epochs": 3, "best_epoch": 2})
+    if last:
+        weights(run, "last.pt", mtime_s=1_700_000_000)
+    if best:
+        weights(run, "best.pt", mtime_s=1_700_000_100)
+    return run
+
+
+def libreyolo_run(run: Path) -> Path:
+    """A LibreYOLO 1.6 run trained with val=False: its status keys, no pid_start, and
+    only weights/last.pt (best.pt is written on a validated improvement only)."""
+    (run / "weights").mkdir(parents=True)
+    (run / "status.json").write_text(json.dumps({
+        "schema_version": 1, "state": "completed", "model_family": "yolo9",
+        "save_dir": str(run), "total_epochs": 5, "completed_epochs": 5, "validated": False,
+        "started_at": "2026-07-31T09:00:00Z", "updated_at": "2026-07-31T10:00:00Z",
+        "checkpoints": {"best": None, "last": str(run / "weights" / "last.pt")}}))
+    (run / "results.csv").write_text("epoch,time\n1,1.0\n")
+    weights(run, "last.pt")
+    return run
+
+
+def destroy(standin, iid: str, *extra: str) -> int:
+    return gpurent(["instance", "local", "destroy", "--provider", standin.provider,
+                    "--instance", iid, "--base-url", standin.base_url, "--interval", "0",
+                    "--timeout", "10", *extra])
+
+
+def refused(capsys, standin, *names: str) -> str:
+    """The one-line refusal (naming ``names``); nothing was deleted."""
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert "refusing to destroy" in err or "not a run directory" in err \
+        or "does not exist" in err, err
+    for name in names:
+        assert name in err, (name, err)
+    assert not standin.calls("DELETE")
+    return err
+
+
+# ---------------------------------------------------------------------- what is at stake
+
+
+def test_a_path_that_is_not_a_run_is_refused(laptop, vast, capsys):
+    iid = vast.add_instance()
+    project = laptop / "proj"
+    our_run(project / "exp1")
+    for wrong in (project, project / "exp1" / "weights", project / "nope"):
+        assert destroy(vast, iid, "--run", str(wrong), "--yes") == 1
+        refused(capsys, vast, str(wrong))
+    assert box_safe.is_run_dir(project / "exp1") and not box_safe.is_run_dir(project)
+
+
+def test_a_libreyolo_run_with_only_last_pt_is_unsafe(laptop, vast, hub_standin, capsys):
+    iid = vast.add_instance()
+    run = libreyolo_run(laptop / "proj" / "exp1")
+    assert destroy(vast, iid, "--run", str(run), "--yes") == 1
+    err = refused(capsys, vast, str(run / "weights" / "last.pt"), "never pushed")
+    assert "nothing to lose" not in err
+    record_push(hub_standin, run, ("last.pt",))
+    assert destroy(vast, iid, "--run", str(run), "--yes") == 0
+    assert len(vast.calls("DELETE")) == 1
+
+
+def test_one_unsafe_run_makes_the_project_unsafe(laptop, vast, hub_standin, capsys):
+    iid = vast.add_instance()
+    safe_run = our_run(laptop / "proj" / "exp1")
+    other = our_run(laptop / "proj" / "exp2")
+    record_push(hub_standin, safe_run)
+    assert destroy(vast, iid, "--run", str(safe_run), "--yes") == 1
+    err = refused(capsys, vast, str(other / "weights" / "best.pt"))
+    assert str(safe_run / "weights" / "best.pt") not in err  # only what is not safe
+    record_push(hub_standin, other, repo="org/other")
+    hub_standin.requests.clear()
+    assert destroy(vast, iid, "--run", str(safe_run), "--yes", "--json") == 0
+    gate = json.loads(capsys.readouterr().out)["gate"]
+    assert gate["safe"] and "exp1/weights/best.pt" in gate["reason"] \
+        and "exp2/weights/best.pt" in gate["reason"]
+    # one paths-info request per file at its recorded commit, at each of the two checks
+    asked = [r.path.rsplit("/", 3)[-3] for r in hub_standin.routes("paths_info")]
+    assert sorted(asked) == ["other", "other", "run", "run"]
+    assert len(vast.calls("DELETE")) == 1
+
+
+def test_last_pt_newer_than_best_pt_must_be_safe_too(laptop, vast, hub_standin, capsys):
+    iid = vast.add_instance()
+    run = our_run(laptop / "exp1", last=True)  # last.pt older: best.pt alone matters
+    record_push(hub_standin, run)
+    assert weights_safety(LocalTransport(), str(run), registry=False).safe
+    weights(run, "last.pt", mtime_s=1_700_000_200)  # a later epoch without improvement
+    weights(run, "epoch_3.pt", mtime_s=1_700_000_200)  # snapshots: listed, not required
+    assert destroy(vast, iid, "--run", str(run), "--yes") == 1
+    err = refused(capsys, vast, str(run / "weights" / "last.pt"))
+    assert "epoch_3.pt" not in err and str(run / "weights" / "best.pt") not in err
+    safety = weights_safety(LocalTransport(), str(run), registry=False)
+    assert safety.weight_files == 3 and safety.unsafe_names == "exp1/weights/last.pt"
+
+
+def test_runs_launched_through_gpurent_elsewhere_are_at_stake(laptop, vast, hub_standin,
+                                                              capsys):
+    iid = vast.add_instance()
+    run = our_run(laptop / "proj" / "exp1")
+    record_push(hub_standin, run)
+    elsewhere = our_run(laptop / "scratch" / "try3")
+    proc = subprocess.Popen(["sleep", "60"])
+    try:  # what remote.launch.launch does after starting a run
+        record_launch(LocalTransport(), LaunchResult(proc.pid, "", str(elsewhere)))
+        identity = (proc.pid, procid.start_ticks(proc.pid), procid.boot_id())
+    finally:
+        proc.kill()
+        proc.wait()
+    registry = Path(os.environ[runfiles.RUN_REGISTRY_ENV]).read_text().splitlines()
+    assert registry == [str(elsewhere.resolve())]
+    pid, start, boot = (elsewhere / "launch.pid").read_text().split()
+    assert (int(pid), int(start), boot) == identity
+    assert destroy(vast, iid, "--run", str(run), "--yes") == 1
+    refused(capsys, vast, str(elsewhere / "weights" / "best.pt"))
+
+
+def test_a_box_with_no_weights_has_nothing_to_lose(laptop, vast, capsys):
+    iid = vast.add_instance()
+    run = our_run(laptop / "exp1", best=False)
+    safety = weights_safety(LocalTransport(), str(run))
+    assert safety.safe and safety.nothing and "no weights yet" in safety.reason
+    assert destroy(vast, iid, "--run", str(run), "--yes") == 0
+
+
+# ---------------------------------------------------------------------- the pull ledger
+
+
+def test_an_older_pulled_best_pt_is_not_a_copy_of_the_new_one(laptop, vast, capsys):
+    """Issue 20: any pulled file of the run counted as a safe copy, whatever its sha."""
+    iid = vast.add_instance()
+    run = our_run(laptop / "exp1")
+    pull_weights(LocalTransport(), str(run), laptop / "pulled")
+    assert weights_safety(LocalTransport(), str(run)).where == "laptop"
+    weights(run, "best.pt")  # a new best after the pull
+    assert destroy(vast, iid, "--run", str(run), "--yes") == 1
+    refused(capsys, vast, str(run / "weights" / "best.pt"), "not pulled")
+    pull_weights(LocalTransport(), str(run), laptop / "pulled")
+    assert destroy(vast, iid, "--run", str(run), "--yes", "--json") == 0
+    gate = json.loads(capsys.readouterr().out)["gate"]
+    assert gate["safe"] and "pulled to" in gate["reason"]
+
+
+def test_pulls_of_two_runs_never_share_a_destination(laptop, vast, capsys):
+    iid = vast.add_instance()
+    one, two = our_run(laptop / "p1" / "exp1"), our_run(laptop / "p2" / "exp1")
+    box = LocalTransport()
+    [a] = pull_weights(box, str(one), laptop / "dest")
+    [b] = pull_weights(box, str(two), laptop / "dest")
+    assert a.local_path != b.local_path
+    assert a.local_path.endswith(f"local{one}/weights/best.pt".replace("/", os.sep))
+    assert Path(a.local_path).read_bytes() == (one / "weights" / "best.pt").read_bytes()
+    assert weights_safety(box, str(one), registry=False).safe
+    assert weights_safety(box, str(two), registry=False).safe
+    # The copy of run one is overwritten with other bytes of the same size: re-hashed.
+    Path(a.local_path).write_bytes(os.urandom(2048))
+    assert destroy(vast, iid, "--run", str(one), "--yes") == 1
+    refused(capsys, vast, str(one / "weights" / "best.pt"))
+
+
+def test_the_pull_ledger_holds_absolute_paths_and_the_copies_identity(
+        laptop, vast, capsys, monkeypatch):
+    iid = vast.add_instance()
+    run = our_run(laptop / "exp1")
+    (laptop / "here").mkdir()
+    (laptop / "there").mkdir()
+    monkeypatch.chdir(laptop / "here")
+    [got] = pull_weights(LocalTransport(), str(run), "dest")  # a relative DEST
+    entry = json.loads(ledger_path().read_text().splitlines()[-1])
+    assert os.path.isabs(entry["local_path"]) and entry["local_path"] == got.local_path
+    assert entry["remote_path"] == str((run / "weights" / "best.pt").resolve())
+    assert {"inode", "mtime_ns", "size", "sha256"} <= set(entry)
+    monkeypatch.chdir(laptop / "there")  # standing elsewhere changes nothing
+    assert weights_safety(LocalTransport(), str(run)).safe
+    copy = Path(got.local_path)
+    shutil.copyfile(copy, copy.with_suffix(".tmp"))  # same bytes, new inode and mtime
+    os.replace(copy.with_suffix(".tmp"), copy)
+    assert weights_safety(LocalTransport(), str(run)).safe
+    # An old-style line with a relative path, even to a right copy, counts for nothing.
+    shutil.copyfile(copy, laptop / "there" / "best.pt")
+    with open(ledger_path(), "a") as fh:
+        fh.write(json.dumps({**entry, "local_path": "best.pt"}) + "\n")
+    copy.unlink()
+    assert destroy(vast, iid, "--run", str(run), "--yes") == 1
+    refused(capsys, vast, str(run / "weights" / "best.pt"))
+
+
+# ---------------------------------------------------------------------- the Hub ledger
+
+
+def test_pushed_and_confirmed_by_the_hub_is_safe_until_the_repo_goes(laptop, vast,
+                                                                     hub_standin, capsys):
+    iid = vast.add_instance()
+    run = our_run(laptop / "exp1")
+    commit = record_push(hub_standin, run)
+    safety = weights_safety(LocalTransport(), str(run))
+    assert safety.safe and safety.where == "hub" and commit[:12] in safety.reason
+    hub_standin.delete_repo("org/run")  # deleted (or renamed) on the Hub since
+    assert destroy(vast, iid, "--run", str(run), "--yes") == 1
+    refused(capsys, vast, str(run / "weights" / "best.pt"), "not on the Hub")
+
+
+def test_a_forged_or_stale_hub_ledger_is_not_believed(laptop, vast, hub_standin, capsys):
+    iid = vast.add_instance()
+    run = our_run(laptop / "exp1")
+    best = run / "weights" / "best.pt"
+    entry = {"file": "best.pt", "path_in_repo": "best.pt", "sha256": sha256_file(best),
+             "size": best.stat().st_size, "repo": "org/run", "commit": "f" * 40,
+             "epoch": 2, "time": runfiles.utc_now_iso(), **file_identity(best)}
+    append_entries(run, [entry])  # a commit the Hub never had
+    assert destroy(vast, iid, "--run", str(run), "--yes") == 1
+    refused(capsys, vast, str(best))
+    # A real commit, but of other bytes under that name: the LFS sha256 disagrees.
+    shutil.copyfile(best, laptop / "kept.pt")
+    weights(run, "best.pt")
+    commit = record_push(hub_standin, run)
+    shutil.copyfile(laptop / "kept.pt", best)
+    append_entries(run, [{**entry, "commit": commit, **file_identity(best)}])
+    assert destroy(vast, iid, "--run", str(run), "--yes") == 1
+    refused(capsys, vast, str(best), "other content")
+
+
+def test_an_unreachable_hub_cannot_verify_and_the_override_still_works(
+        laptop, runpod_standin, hub_standin, monkeypatch, capsys):
+    monkeypatch.setenv("RUNPOD_API_KEY", runpod_standin.key)
+    pod = runpod_standin.add_instance()
+    run = our_run(laptop / "exp1")
+    record_push(hub_standin, run)
+    hub_standin.fail("paths_info")  # 500 on every check
+    assert destroy(runpod_standin, pod, "--run", str(run), "--yes") == 1
+    refused(capsys, runpod_standin, str(run / "weights" / "best.pt"), "cannot verify")
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens there
+    assert destroy(runpod_standin, pod, "--run", str(run), "--yes") == 1
+    refused(capsys, runpod_standin, "cannot verify")
+    monkeypatch.setattr("sys.stdin", io.StringIO(f"{pod}\n"))
+    assert destroy(runpod_standin, pod, "--run", str(run), "--override-unsafe",
+                   "--json") == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["gate"]["overridden"] and data["outcome"]["state"] == "destroyed"
+    assert len(runpod_standin.calls("DELETE")) == 1
+
+
+# ---------------------------------------------------------------------- the moment of acting
+
+
+class Terminal(io.StringIO):
+    """A terminal whose user answers the prompt after ``meanwhile`` ran."""
+
+    def __init__(self, answer: str, meanwhile) -> None:
+        super().__init__(answer)
+        self.meanwhile = meanwhile
+
+    def isatty(self) -> bool:
+        return True
+
+    def readline(self, *args) -> str:
+        self.meanwhile()
+        return super().readline(*args)
+
+
+def test_the_cli_checks_again_after_the_prompt(laptop, vast, hub_standin, monkeypatch,
+                                               capsys):
+    iid = vast.add_instance()
+    run = our_run(laptop / "exp1")
+    record_push(hub_standin, run)
+    monkeypatch.setattr("sys.stdin", Terminal("y\n", lambda: weights(run, "best.pt")))
+    assert destroy(vast, iid, "--run", str(run)) == 1  # best.pt replaced at the prompt
+    err = capsys.readouterr().err
+    assert "not safe" in err and str(run / "weights" / "best.pt") in err
+    assert not vast.calls("DELETE")
+    record_push(hub_standin, run)
+    monkeypatch.setattr("sys.stdin", Terminal("y\n", lambda: None))
+    assert destroy(vast, iid, "--run", str(run)) == 0
+    assert len(vast.calls("DELETE")) == 1
+
+
+# ---------------------------------------------------------------------- the box side
+
+
+def test_trainer_safe_lists_every_weight_file_stdlib_only(laptop, hub_standin):
+    run = our_run(laptop / "proj" / "exp1", last=True)
+    weights(run, "epoch_2.pt", mtime_s=1_699_000_000)
+    commit = record_push(hub_standin, run, ("best.pt", "last.pt"))
+    result = subprocess.run([sys.executable, "-S", "-m", "trainer", "safe", "--json",
+                             "--project", str(laptop / "proj")], cwd=ROOT,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    [listed] = json.loads(result.stdout)["runs"]
+    files = {f["file"]: f for f in listed["files"]}
+    assert sorted(files) == ["best.pt", "epoch_2.pt", "last.pt"]
+    assert files["best.pt"]["required"] and not files["last.pt"]["required"]
+    assert not files["epoch_2.pt"]["required"] and "sha256" not in files["epoch_2.pt"]
+    assert files["best.pt"]["sha256"] == sha256_file(run / "weights" / "best.pt")
+    assert [e["commit"] for e in files["best.pt"]["hub"]] == [commit]
+    bad = subprocess.run([sys.executable, "-m", "trainer", "safe", str(laptop / "proj")],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+    assert "is not a run directory" in bad.stderr
+
+
+def test_which_files_must_leave_the_box(tmp_path):
+    def need(*names_mtimes: tuple[str, int]) -> set[str]:
+        run = tmp_path / f"r{len(list(tmp_path.iterdir()))}"
+        for name, mtime in names_mtimes:
+            weights(run, name, 16, mtime)
+        return box_safe.required_names(box_safe.weight_files(run))
+
+    assert need(("best.pt", 2), ("last.pt", 1)) == {"best.pt"}
+    assert need(("best.pt", 1), ("last.pt", 2)) == {"best.pt", "last.pt"}
+    assert need(("last.pt", 1), ("epoch_5.pt", 3)) == {"last.pt"}
+    assert need(("epoch_5.pt", 3), ("epoch_4.pt", 2)) == {"epoch_5.pt"}
+    assert need() == set()
