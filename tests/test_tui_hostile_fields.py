@@ -129,7 +129,8 @@ async def test_every_box_field_reaches_the_terminal_inert(tmp_path: Path) -> Non
         box._show_safety(weights_safety(LocalTransport(), str(run)))
         box._show_guard(GuardState.from_dict(GUARD, alive=True))
         await pilot.pause(0.3)
-        main = assert_inert(app, expect=("[@click=app.quit]q[/]", "weights safe"))
+        # A ledger entry the Hub cannot confirm (its repo and commit are hostile) is unsafe.
+        main = assert_inert(app, expect=("[@click=app.quit]q[/]", "not safe"))
         assert "guard armed: when [@click=app.quit]q[/]" in main
 
         for report in (PREFLIGHT, DOCTOR, DOCTOR_LIST):

@@ -86,7 +86,7 @@ class WeightsBadge(Static):
             text.append_text(safe(unsafe, 80, "bold red"))
         else:
             text = Text("⚠ weights not safe", style="bold red")
-        if reason and not safe_now:  # why it is not safe, or why it is unknown
+        if reason and not safe_now and not unsafe:  # why unknown, or unsafe unnamed
             text.append("  ")
             text.append_text(safe(reason, 80, "dim"))
         self.update(text)
