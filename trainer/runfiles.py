@@ -118,7 +118,7 @@ def finite_json(value: Any) -> Any:
         return value if math.isfinite(value) else None
     if isinstance(value, Mapping):
         return {str(k): finite_json(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
+    if isinstance(value, (list, tuple)):
         return [finite_json(v) for v in value]
     return value
 
@@ -204,7 +204,7 @@ class RunWriter:
             self._csv_columns = _existing_csv_columns(path)
         new_file = self._csv_columns is None
         if new_file:
-            keys = [k for k in row if not isinstance(row[k], dict | list)]
+            keys = [k for k in row if not isinstance(row[k], (dict, list))]
             self._csv_columns = ["epoch", *[k for k in keys if k != "epoch"]]
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
@@ -395,7 +395,7 @@ def local_pid_alive(pid: int) -> bool:
 def last_growth(log_history: Sequence[tuple[float, int]]) -> float | None:
     """The time of the last observed growth in ``(time, size)`` samples, oldest first."""
     grown = None
-    for (_, before), (when, after) in zip(log_history, log_history[1:], strict=False):
+    for (_, before), (when, after) in zip(log_history, log_history[1:]):
         if after != before:
             grown = when
     return grown
