@@ -17,6 +17,8 @@ class StatusEvent:
     health: Health
     pid_alive: bool | None
     received_at: float
+    #: The end of console.log while the run has no status.json (``""`` otherwise).
+    console: str = ""
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,10 @@ def add_connection_options(parser: argparse.ArgumentParser) -> None:
                         help="SSH port of the box (default: from ~/.ssh/config, else 22)")
     parser.add_argument("--accept-new", action="store_true",
                         help="accept and save an unknown host key (never a changed one)")
+    parser.add_argument("--python", metavar="PATH", default=None,
+                        help="the python on the box to run the trainer with (default: "
+                        "[hosts.\"HOST\"] python in the config file, else the one that "
+                        "has torch)")
 
 
 def _ask_on_terminal(host: str, key_type: str, fingerprint: str) -> bool:
@@ -76,6 +80,7 @@ def connector(target: Target, args: argparse.Namespace, *, bootstrap: bool = Fal
     return Connector(target.host, port=getattr(args, "port", None),
                      accept_new=getattr(args, "accept_new", False),
                      ask_unknown=_ask_on_terminal, bootstrap=bootstrap, strict=strict,
+                     python=getattr(args, "python", None),
                      **({"note": note} if note else {}))
 
 

@@ -33,10 +33,10 @@ from remote.events import (
     StatusEvent,
     WatchEvent,
 )
-from remote.runs import read_status
+from remote.runs import read_launch, read_status
 from remote.transport.base import Stream, Transport, TransportError
 from trainer import runfiles
-from trainer.text import clean_text, one_line
+from trainer.text import clean_text, console_tail, one_line
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +97,7 @@ class Watcher:
         self._stream: Stream | None = None
         self._thread: threading.Thread | None = None
         self._status = runfiles.StatusRead(None, "no status received yet")
+        self._launch: runfiles.LaunchRead | None = None
         self._status_received = False
         self._pid_alive: bool | None = None
         self._log_history: deque[tuple[float, int]] = deque(maxlen=32)
@@ -287,13 +288,19 @@ class Watcher:
         self._rejudge()
 
     def _on_status(self, message: dict[str, Any]) -> None:
-        body, reason = message["status"], message.get("reason")
+        body, reason, launch = message["status"], message.get("reason"), message.get("launch")
         if isinstance(body, dict):
             read = runfiles.parse_status(json.dumps(body).encode("utf-8"))
         elif body is None and isinstance(reason, str):
-            read = runfiles.StatusRead(None, clean_text(reason))
+            read = runfiles.StatusRead(None, clean_text(reason), missing=launch is not None)
         else:
             raise ValueError("status is neither an object nor null with a reason")
+        self._launch = None
+        if isinstance(launch, dict):
+            pid = launch.get("pid")
+            self._launch = runfiles.LaunchRead(
+                pid if isinstance(pid, int) and not isinstance(pid, bool) else None,
+                console_tail(str(launch.get("console") or "")))
         alive = message.get("pid_alive")
         self._set_status(read, alive if isinstance(alive, bool) else None)
         key = message.get("key")
@@ -301,7 +308,8 @@ class Watcher:
 
     def _on_pid(self, message: dict[str, Any]) -> None:
         alive = message["alive"]
-        if message["pid"] == self._status.get("pid") and isinstance(alive, bool):
+        pid = self._status.get("pid") if self._launch is None else self._launch.pid
+        if message["pid"] == pid and isinstance(alive, bool):
             self._pid_alive = alive
 
     def _on_log(self, message: dict[str, Any]) -> None:
@@ -363,14 +371,18 @@ class Watcher:
         self._pid_alive = pid_alive
         health = self._judge()
         self._verdict = (health.verdict, self._pid_alive)
-        self._emit(StatusEvent(read, health, self._pid_alive, time.time()))
+        self._emit(self._status_event(health))
+
+    def _status_event(self, health: runfiles.Health) -> StatusEvent:
+        console = "" if self._launch is None else self._launch.console
+        return StatusEvent(self._status, health, self._pid_alive, time.time(), console)
 
     def _judge(self) -> runfiles.Health:
         alive = self._pid_alive
         return runfiles.judge_health(
             self._status, now=self._now(),
             pid_alive=None if alive is None else (lambda _pid: alive),
-            log_history=list(self._log_history))
+            log_history=list(self._log_history), launch=self._launch)
 
     def _rejudge(self) -> None:
         """Send the status again when its health verdict or pid liveness changed."""
@@ -379,7 +391,7 @@ class Watcher:
         health = self._judge()
         if (health.verdict, self._pid_alive) != self._verdict:
             self._verdict = (health.verdict, self._pid_alive)
-            self._emit(StatusEvent(self._status, health, self._pid_alive, time.time()))
+            self._emit(self._status_event(health))
 
     # ----------------------------------------------------------------- polling
 
@@ -395,10 +407,15 @@ class Watcher:
         next_pid_check = 0.0
         while not self._kick.is_set():
             st = transport.stat(status_path)
-            sig = None if st is None else (st.size, st.mtime)
+            if st is None:
+                st = transport.stat(posixpath.join(self.run_dir, runfiles.CONSOLE_FILE))
+                sig: object = None if st is None else ("console", st.size)
+            else:
+                sig = (st.size, st.mtime)
             if sig != seen_status:
                 seen_status = sig
                 read = read_status(transport, self.run_dir)
+                self._launch = read_launch(transport, self.run_dir) if read.missing else None
                 self._set_status(read, self._ask_pid(transport, read))
                 next_pid_check = time.monotonic() + POLL_PID_SECONDS
             elif time.monotonic() >= next_pid_check:
@@ -411,9 +428,8 @@ class Watcher:
             if self._wait(self.poll_interval):
                 return
 
-    @staticmethod
-    def _ask_pid(transport: Transport, read: runfiles.StatusRead) -> bool | None:
-        pid = read.get("pid")
+    def _ask_pid(self, transport: Transport, read: runfiles.StatusRead) -> bool | None:
+        pid = read.get("pid") if self._launch is None else self._launch.pid
         if not isinstance(pid, int) or isinstance(pid, bool):
             return None
         return transport.pid_alive(pid)

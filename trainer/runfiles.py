@@ -35,13 +35,18 @@ SUMMARY_FILE = "summary.json"
 LOG_FILE = "train.log"
 HUB_FILE = "hub.json"
 WEIGHTS_DIR = "weights"
+#: Written by the launcher beside the run's own files: the pid it started (first word),
+#: and the run's stdout and stderr, where an error before status.json ends up.
+LAUNCH_PID_FILE = "launch.pid"
+CONSOLE_FILE = "console.log"
 
 #: A status.json larger than this is refused: the real one is a few hundred bytes.
 MAX_STATUS_BYTES = 4 * 1024 * 1024
 
 #: Health verdicts, from best to worst news.
 HEALTH_VERDICTS = (
-    "live", "slow", "stalled", "dead", "completed", "failed", "stopped", "unreadable",
+    "live", "starting", "slow", "stalled", "dead", "completed", "failed", "stopped",
+    "unreadable",
 )
 
 LOG_FORMAT = "%(asctime)s | %(levelname)-8s | %(message)s"
@@ -245,6 +250,8 @@ class StatusRead:
 
     fields: dict[str, Any] | None
     reason: str = ""
+    #: No status.json at all (as opposed to one that cannot be read).
+    missing: bool = False
 
     @property
     def ok(self) -> bool:
@@ -299,7 +306,7 @@ def read_status(run_dir: str | os.PathLike[str]) -> StatusRead:
         with open(path, "rb") as fh:
             data = fh.read(MAX_STATUS_BYTES + 1)
     except FileNotFoundError:
-        return StatusRead(None, f"no status.json in {path.parent}")
+        return StatusRead(None, f"no status.json in {path.parent}", missing=True)
     except OSError as exc:
         return StatusRead(None, f"cannot read {path}: {exc.strerror or exc}")
     return parse_status(data)
@@ -401,6 +408,20 @@ def last_growth(log_history: Sequence[tuple[float, int]]) -> float | None:
     return grown
 
 
+@dataclass(frozen=True)
+class LaunchRead:
+    """A launched run before its status.json: ``launch.pid`` and ``console.log``'s end."""
+
+    pid: int | None
+    console: str = ""
+
+
+def parse_launch_pid(data: bytes) -> int | None:
+    """The pid in the bytes of ``launch.pid``: its first word (more may follow)."""
+    words = data.split()
+    return int(words[0]) if words and words[0].isdigit() and int(words[0]) > 0 else None
+
+
 def judge_health(
     read: StatusRead,
     *,
@@ -411,6 +432,7 @@ def judge_health(
     stall_epochs: int = 3,
     grace_seconds: float = 30.0,
     first_epoch_stall_seconds: float = 1800.0,
+    launch: LaunchRead | None = None,
 ) -> Health:
     """Judge a run's health. Liveness is derived, never trusted: a run killed with SIGKILL
     leaves ``state: running`` forever, so the state is combined with the age of
@@ -419,8 +441,12 @@ def judge_health(
 
     ``slow``: the epoch is overdue (older than ``slow_factor`` epochs plus a grace).
     ``stalled``: alive but no epoch for ``stall_epochs`` epochs and the log is not growing.
+    Without status.json, a ``launch`` record makes it a run all the same: ``starting``
+    while its pid lives, ``failed`` (the console's last lines the reason) once it is gone.
     """
     if not read.ok:
+        if launch is not None and read.missing and launch.pid is not None:
+            return _judge_start(launch, None if pid_alive is None else pid_alive(launch.pid))
         return Health("unreadable", read.reason)
     state = read.get("state")
     if state in ("completed", "failed", "stopped"):
@@ -466,27 +492,9 @@ def _ending_reason(read: StatusRead) -> str:
     return str(state)
 
 
-def status_summary(read: StatusRead, health: Health,
-                   pid_alive: bool | None = None) -> dict[str, Any]:
-    """The stable summary object of ``gpurent status --json`` (unknown keys left out)."""
-    return {
-        "state": read.get("state"),
-        "health": health.verdict,
-        "reason": health.reason,
-        "epoch": read.get("completed_epochs"),
-        "total_epochs": read.get("total_epochs"),
-        "progress": read.get("progress"),
-        "eta_seconds": read.get("eta_seconds"),
-        "elapsed_seconds": read.get("elapsed_seconds"),
-        "best_metric": read.get("best_metric"),
-        "best_metric_name": read.get("best_metric_name"),
-        "best_epoch": read.get("best_epoch"),
-        "current_metric": read.get("current_metric"),
-        "current_metric_name": read.get("current_metric_name"),
-        "train_loss": read.get("train_loss"),
-        "updated_at": read.get("updated_at"),
-        "pid": read.get("pid"),
-        "pid_alive": pid_alive,
-        "error": read.get("error"),
-        "hub": read.get("hub"),
-    }
+def _judge_start(launch: LaunchRead, alive: bool | None) -> Health:
+    last = one_line(" | ".join(launch.console.splitlines()[-3:]), 10_000)
+    if alive is False:
+        return Health("failed", f"failed to start: {last[-400:] or 'no output'}")
+    said = f": {last.rsplit(' | ', 1)[-1][-200:]}" if last else ""
+    return Health("starting", f"pid {launch.pid} started, no status.json yet{said}")

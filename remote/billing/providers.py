@@ -18,13 +18,13 @@ can access it.
 from __future__ import annotations
 
 import os
-import stat
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+# ConfigError and load_config are part of this module's face (callers catch and test them).
+from remote.config import ConfigError as ConfigError
+from remote.config import config_path, load_config, section
 from remote.transport.base import Transport, TransportError
 from trainer.providers import PROVIDERS, Provider, ProviderError
 from trainer.providers import get_provider as _get_provider
@@ -32,46 +32,6 @@ from trainer.providers.detect import instance_from_env, parse_probe, shell_probe
 
 #: Laptop environment variable holding each provider's API key.
 KEY_ENV = {"vast": "VAST_API_KEY", "runpod": "RUNPOD_API_KEY", "lambda": "LAMBDA_API_KEY"}
-
-
-class ConfigError(ValueError):
-    """The config file cannot be used; the message is one line that says how to fix it."""
-
-
-def config_path(env: Mapping[str, str] | None = None) -> Path:
-    """Where the config file lives."""
-    env = os.environ if env is None else env
-    base = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return Path(base) / "gpurent" / "config.toml"
-
-
-def load_config(path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
-    """The config file as a dict (``{}`` when there is none). Raises ``ConfigError`` when
-    group or others can access it, or when it is not valid TOML."""
-    target = Path(path) if path is not None else config_path()
-    try:
-        with open(target, "rb") as fh:
-            mode = os.fstat(fh.fileno()).st_mode
-            if mode & (stat.S_IRWXG | stat.S_IRWXO):
-                raise ConfigError(f"refusing to read {target}: it holds API keys and is "
-                                  f"readable by group or others (mode "
-                                  f"{stat.S_IMODE(mode):o}); run: chmod 600 {target}")
-            data = fh.read(1 << 20)
-    except FileNotFoundError:
-        return {}
-    except OSError as exc:
-        raise ConfigError(f"cannot read {target}: {exc.strerror or exc}") from None
-    try:
-        return tomllib.loads(data.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{target} is not valid TOML: {' '.join(str(exc).split())}") from None
-
-
-def _section(config: Mapping[str, Any], *keys: str) -> Mapping[str, Any]:
-    for key in keys:
-        value = config.get(key) if isinstance(config, Mapping) else None
-        config = value if isinstance(value, Mapping) else {}
-    return config
 
 
 def resolve_api_key(provider: str, *, env: Mapping[str, str] | None = None,
@@ -84,7 +44,7 @@ def resolve_api_key(provider: str, *, env: Mapping[str, str] | None = None,
         return None
     if env.get(var):
         return env[var].strip()
-    key = _section(load_config(path), provider).get("api_key")
+    key = section(load_config(path), provider).get("api_key")
     return key.strip() if isinstance(key, str) and key.strip() else None
 
 
@@ -142,7 +102,7 @@ def resolve_instance(host: str | None, *, provider: str | None = None,
     if provider and instance:
         return InstanceRef(provider, instance, "flags")
     if host:
-        entry = _section(load_config(path), "hosts", host)
+        entry = section(load_config(path), "hosts", host)
         p, i = entry.get("provider"), entry.get("instance")
         if isinstance(p, str) and i is not None and (not provider or provider == p):
             return InstanceRef(p, str(i), "config")

@@ -63,7 +63,11 @@ def format_summary(s: dict[str, Any]) -> str:
         rows.append(("error", f"{s['error'].get('type')}: {s['error'].get('message')}"))
     if s.get("guard"):
         rows.append(("guard", s["guard"]["summary"]))
-    return "\n".join(f"{k:<6} {clean_text(str(v))}" for k, v in rows)
+    lines = [f"{k:<6} {clean_text(str(v))}" for k, v in rows]
+    if s.get("console"):
+        lines.append("console.log (last lines; no status.json yet):")
+        lines += [f"  {clean_text(line)}" for line in str(s["console"]).splitlines()]
+    return "\n".join(lines)
 
 
 def remote_summary(args: argparse.Namespace, target: Target) -> dict[str, Any]:

@@ -40,6 +40,7 @@ from remote.transport.hostkeys import (
     AskUnknown,
     HostKeyChanged,
     HostKeyUnknown,
+    fingerprint,
 )
 from remote.transport.sshconfig import HostSpec, load_config, resolve
 from trainer.text import one_line
@@ -201,6 +202,12 @@ class SSHTransport:
         self._home: str | None = None
 
     # ---------------------------------------------------------------- commands
+
+    @property
+    def box_id(self) -> str:
+        """``user@`` and the box's host key fingerprint: the same box at whatever address
+        or port it is reached (what the laptop remembers a box by)."""
+        return f"{self.spec.user}@{fingerprint(self._transport.get_remote_server_key())}"
 
     @property
     def is_active(self) -> bool:

@@ -18,10 +18,11 @@ from remote.billing.cost import money
 from remote.billing.providers import provider_for, resolve_api_key
 from remote.billing.teardown import run_safety, teardown, warning_for
 from remote.guard import arm_guard, disarm_guard, read_guard
-from remote.launch import LaunchSpec, build_command, launch
+from remote.launch import LaunchSpec, RunIsLive, build_command
 from remote.pull import pull_weights
 from remote.push import laptop_token, push_from_box
 from remote.safety import weights_safety
+from remote.startup import CannotStart, start_run
 from remote.stop import stop_run
 from remote.transport.base import Transport
 from tui.dialogs.confirm import ConfirmDialog
@@ -257,12 +258,21 @@ class BoxActions:
                 raise ActionRefused("a Hub repo needs a Hugging Face token: set HF_TOKEN "
                                     "or run `hf auth login`")
             stdin = token.encode()
-        result = launch(transport, self.launch_spec(request), stdin=stdin)
-        self.app.call_from_thread(self._launched, result)
+        try:
+            started = start_run(transport, self.launch_spec(request), stdin=stdin)
+        except (CannotStart, RunIsLive) as exc:
+            raise ActionRefused(str(exc)) from None
+        self.app.call_from_thread(self._launched, started)
 
-    def _launched(self, result: Any) -> None:
-        self.app.notify(f"launched {result.run_dir} (pid {result.pid})",
-                        title=self.spec.title)
+    def _launched(self, started: Any) -> None:
+        """Watch the new run; one that died in setup is watched too (its console.log
+        fills the log pane) and rings the bell with its error."""
+        result = started.result
+        if started.failed:
+            self.app.alert(started.error, self.spec.title)
+        else:
+            self.app.notify(f"launched {result.run_dir} (pid {result.pid})",
+                            title=self.spec.title)
         self.watch_run(result.run_dir)
         self.refresh_runs()
 

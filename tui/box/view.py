@@ -120,7 +120,7 @@ class BoxView(BoxActions, Vertical):
         self.connector = Connector(
             None if spec.kind == "local" else spec.target, port=spec.port,
             accept_new=spec.accept_new, ask_unknown=self.ask_host_key,
-            ssh_options=dict(spec.ssh_options))
+            ssh_options=dict(spec.ssh_options), python=spec.python)
         self.project = spec.project
         self.run_dir: str | None = None
         self.status: StatusEvent | None = None
@@ -261,7 +261,7 @@ class BoxView(BoxActions, Vertical):
             chosen = next((r.run_dir for r in runs if r.name == message.run),
                           _join(message.project, message.run))
         elif runs:
-            live = [r for r in runs if r.health in ("live", "slow", "stalled")]
+            live = [r for r in runs if r.health in ("live", "starting", "slow", "stalled")]
             chosen = (live or runs)[0].run_dir
         self.query_one(RunsList).show_runs(runs, chosen)
         if chosen is None:
@@ -332,6 +332,8 @@ class BoxView(BoxActions, Vertical):
         """A new status: header, money, bell on bad news, safety after each epoch."""
         self.status = ev
         self.header.show_status(ev)
+        if ev.console:
+            self.log_pane.show_console(ev.console)
         self.header.show_money(self.money_text())
         verdict = ev.health.verdict
         if verdict != self._last_verdict:
