@@ -78,15 +78,24 @@ def test_a_run_that_died_in_setup_is_listed_and_read_as_failed(tmp_path: Path) -
     assert summary["console"] == TRACEBACK.strip()  # control characters removed
 
 
-def test_the_follower_and_watcher_see_a_start_fail(tmp_path: Path) -> None:
-    """A real follower on a real process: starting while it lives (its console resent
-    as it grows), failed with the console's last lines once it exits."""
+@pytest.mark.parametrize("python", [True, False], ids=["follower", "polling"])
+def test_the_follower_and_watcher_see_a_start_fail(tmp_path: Path, python: bool) -> None:
+    """A real follower on a real process (or, on a box without python, the watcher's
+    polling): starting while it lives (its console resent as it grows), failed with the
+    console's last lines once it exits."""
+
+    def connect() -> LocalTransport:
+        transport = LocalTransport()
+        if not python:
+            transport.trainer_prefix = str(tmp_path / "no" / "python3")
+        return transport
+
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"],
                             start_new_session=True)
     try:
         run = launched(tmp_path / "r", proc.pid, "loading the dataset\n")
         events = Collector()
-        watcher = Watcher(LocalTransport, str(run), events, poll_interval=0.1)
+        watcher = Watcher(connect, str(run), events, poll_interval=0.1)
         watcher.start()
 
         def statuses() -> list[StatusEvent]:
@@ -105,6 +114,7 @@ def test_the_follower_and_watcher_see_a_start_fail(tmp_path: Path) -> None:
     finally:
         if proc.poll() is None:
             proc.kill()
+    assert watcher.polling is not python
     last = statuses()[-1]
     assert last.health.reason.endswith("ModuleNotFoundError: No module named 'numpy'")
     assert last.console.splitlines()[0] == "loading the dataset" and last.pid_alive is False
