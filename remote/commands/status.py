@@ -44,7 +44,7 @@ def summarise(transport: Transport, run_dir: str) -> dict[str, Any]:
 
 def format_summary(s: dict[str, Any]) -> str:
     """The human-readable lines for a summary object."""
-    rows = [("run", s["run_dir"]), ("state", f"{s['state']}  health: {s['health']}"),
+    rows = [("run", s["run_dir"]), ("state", f"{s['state'] or '-'}  health: {s['health']}"),
             ("why", s["reason"])]
     if s["total_epochs"]:
         pct = f"  ({100 * s['progress']:.0f}%)" if s["progress"] is not None else ""
