@@ -1,18 +1,22 @@
 """Getting a box ready to run ``python3 -m trainer``: once per trainer version.
 
-1. find a python3 (>= 3.11) on the box: ``python3`` on PATH, then the usual places;
+1. find the python that can train (``remote.boxpython``: the candidates of rented images,
+   the one with torch preferred; ``--python`` or the config file overrides; the choice
+   is remembered per box on the laptop, see ``remote.config``);
 2. upload this ``trainer`` package over SFTP, as one tarball, into
    ``~/.cache/gpurent/trainer-<version>-<content hash>/trainer`` (skipped when that
-   directory is complete: its ``.complete`` marker is written last);
-3. check for ``psutil`` and ``huggingface_hub`` and, only when missing, try
-   ``python3 -m pip install --user`` (a failure is noted, not fatal);
-4. point ``transport.trainer_prefix`` at the uploaded copy (``PYTHONPATH=DIR PY -P``;
-   ``-P`` keeps the working directory off ``sys.path`` so a ``trainer/`` folder in a
-   project cannot shadow ours);
+   directory is complete: its ``.complete`` marker is written last), with
+   ``gpurent_main.py`` beside it;
+3. check for ``psutil`` and ``huggingface_hub`` and, only when missing, install them with
+   ``pip install --target`` into ``deps-X.Y`` of that directory, which works for a
+   virtualenv's python and the system's alike (``--user`` fails in a venv). A box
+   without pip or network gets one note, and is not asked again for that version;
+4. point ``transport.trainer_prefix`` at the uploaded copy:
+   ``PYTHONPATH=DIR PY DIR/gpurent_main.py``, to which commands add ``-m trainer ...``;
 5. run ``trainer preflight --json`` (unless asked not to).
 
 Works on any ``remote.transport.base.Transport``; the remote side needs only ``sh``, ``tar``
-and the python it finds.
+and a python >= 3.9.
 """
 
 from __future__ import annotations
@@ -31,20 +35,35 @@ from pathlib import Path
 from typing import Any
 
 import trainer.version
+from remote import config
+from remote.boxpython import BoxPython, choose, parse_probe, probe_script
 from remote.transport.base import Transport, TransportError
 
-#: Where python is looked for, in order (the first one >= MIN_PYTHON wins).
-PYTHON_CANDIDATES = ("python3", "/usr/bin/python3", "/usr/local/bin/python3",
-                     "/opt/conda/bin/python3", "/opt/conda/bin/python", "/usr/bin/python",
-                     "python")
-#: ``trainer.runfiles`` uses ``datetime.UTC`` (3.11).
-MIN_PYTHON = (3, 11)
 #: Pure-Python needs of the box-side tools, by import name -> pip name.
 NEEDS = {"psutil": "psutil", "huggingface_hub": "huggingface_hub"}
 CACHE_DIR = ".cache/gpurent"
 MARKER = ".complete"
 PIP_TIMEOUT = 600.0
 PREFLIGHT_TIMEOUT = 300.0
+#: The entry point uploaded beside ``trainer/``: ``python DIR/gpurent_main.py -m trainer
+#: ARGS`` is ``python -m trainer ARGS`` with DIR, not the working directory, first on
+#: sys.path (what ``-P`` does from 3.11 on: a ``trainer/`` folder in a project cannot
+#: shadow ours), and the needs pip installed into ``DIR/deps-X.Y`` last, after the
+#: python's own site-packages, so they fill gaps without shadowing torch's.
+LAUNCHER_NAME = "gpurent_main.py"
+LAUNCHER = b'''"""python gpurent_main.py -m trainer ARGS: see remote/bootstrap.py."""
+import os
+import runpy
+import sys
+
+here = os.path.dirname(os.path.abspath(__file__))
+deps = os.path.join(here, "deps-%d.%d" % sys.version_info[:2])
+if os.path.isdir(deps):
+    sys.path.append(deps)
+if sys.argv[1:3] == ["-m", "trainer"]:
+    del sys.argv[1:3]
+runpy.run_module("trainer", run_name="__main__", alter_sys=True)
+'''
 
 #: ``progress("one line")`` for each step.
 StepProgress = Callable[[str], None]
@@ -67,16 +86,19 @@ class BootstrapResult:
     python_version: str = ""
     #: Whether the trainer package was uploaded (``False``: that version was there).
     uploaded: bool = False
+    #: torch's version in that python (``"?"`` present without metadata, ``""`` absent).
+    torch: str = ""
 
 
 def package_files() -> list[tuple[str, bytes]]:
-    """The ``trainer`` package as ``(relative path, content)``, sorted, without caches."""
+    """What is uploaded: the ``trainer`` package as ``(relative path, content)``, sorted,
+    without caches, and the entry point beside it."""
     files = []
     for path in sorted(_PACKAGE_DIR.rglob("*")):
         rel = path.relative_to(_PACKAGE_DIR.parent).as_posix()
         if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
             files.append((rel, path.read_bytes()))
-    return files
+    return [*files, (LAUNCHER_NAME, LAUNCHER)]
 
 
 def content_hash(files: list[tuple[str, bytes]]) -> str:
@@ -98,39 +120,36 @@ def make_tarball(files: list[tuple[str, bytes]]) -> bytes:
     return buf.getvalue()
 
 
-def _probe_script(dir_name: str) -> str:
-    """One round trip: $HOME, whether the version is complete, every python candidate."""
-    cands = " ".join(shlex.quote(c) for c in PYTHON_CANDIDATES)
-    marker = f'"$HOME"/{CACHE_DIR}/{dir_name}/{MARKER}'
+def _probe_script(dir_name: str, forced: str | None) -> str:
+    """One round trip: $HOME, whether the version is complete, which needs failed to
+    install before, and every python candidate (``forced`` first)."""
+    base = f'"$HOME"/{CACHE_DIR}/{dir_name}'
     return (
         f'printf "home\\t%s\\n" "$HOME"; mkdir -p "$HOME"/{CACHE_DIR}; '
-        f'if [ -f {marker} ]; then printf "marker\\t%s\\n" "$(cat {marker})"; fi; '
-        f"for p in {cands}; do "
-        'path=$(command -v "$p" 2>/dev/null) || continue; '
-        "v=$(\"$path\" -c 'import sys; print(\"%d.%d.%d\" % sys.version_info[:3])' "
-        "2>/dev/null) || continue; "
-        'printf "python\\t%s\\t%s\\n" "$path" "$v"; done'
+        f'if [ -f {base}/{MARKER} ]; then printf "marker\\t%s\\n" "$(cat {base}/{MARKER})"; fi; '
+        f'for f in {base}/deps-*.failed; do [ -f "$f" ] && '
+        'printf "depsfailed\\t%s\\n" "${f##*/}"; done; '
+        + probe_script((forced,) if forced else ())
     )
 
 
-def _parse_probe(out: str) -> tuple[str, str | None, list[tuple[str, str]]]:
-    home, marker, pythons = "", None, []
+def _parse_probe(out: str) -> tuple[str, str | None, set[str], list[BoxPython]]:
+    home, marker, failed = "", None, set()
     for line in out.splitlines():
         parts = line.split("\t")
         if parts[0] == "home" and len(parts) == 2:
             home = parts[1]
         elif parts[0] == "marker" and len(parts) == 2:
             marker = parts[1].strip()
-        elif parts[0] == "python" and len(parts) == 3 and (parts[1], parts[2]) not in pythons:
-            pythons.append((parts[1], parts[2]))
-    return home, marker, pythons
+        elif parts[0] == "depsfailed" and len(parts) == 2:
+            failed.add(parts[1].strip())
+    return home, marker, failed, parse_probe(out.splitlines())
 
 
-def _version(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(x) for x in text.split("."))
-    except ValueError:
-        return ()
+def box_id(transport: Transport) -> str:
+    """What the laptop remembers a box by: its host key where the transport knows it
+    (the same box whatever address it is reached at), else its label."""
+    return getattr(transport, "box_id", None) or transport.label
 
 
 def bootstrap(transport: Transport, progress: StepProgress | None = None, *,
@@ -138,21 +157,29 @@ def bootstrap(transport: Transport, progress: StepProgress | None = None, *,
               install: bool = True) -> BootstrapResult:
     """Make ``transport``'s box ready (see the module doc) and set its ``trainer_prefix``.
 
-    ``python`` forces an interpreter (a path on the box) instead of searching. Raises
+    ``python`` forces an interpreter (a path on the box) instead of choosing one. Raises
     ``TransportError`` with one line when no usable python exists or the upload fails."""
     say = progress or (lambda _msg: None)
     files = package_files()
     digest = content_hash(files)
     dir_name = f"trainer-{trainer.version.__version__}-{digest}"
-    say("looking for python3 on the box")
-    probe = transport.run(_probe_script(dir_name), timeout=60.0)
-    home, marker, found = _parse_probe(probe.stdout.decode("utf-8", errors="replace"))
+    say("looking for python on the box")
+    probe = transport.run(_probe_script(dir_name, python), timeout=120.0)
+    home, marker, failed, found = _parse_probe(probe.stdout.decode("utf-8", errors="replace"))
     if not home.startswith("/"):
         raise TransportError(f"cannot find the home directory on {transport.label}")
     notes: list[str] = []
-    chosen = _choose_python(transport, python, found, notes)
-    py, version = chosen
-    say(f"using python {version} at {py}")
+    memory = box_id(transport)
+    remembered = None if python else config.remembered(memory).get("python")
+    chosen = choose(found, transport.label, forced=python,
+                    remembered=remembered if isinstance(remembered, str) else None,
+                    notes=notes)
+    say(f"using {chosen.describe()}")
+    if not python and chosen.path != remembered:
+        try:
+            config.remember(memory, python=chosen.path)
+        except OSError as exc:  # a read-only laptop home: choose again next time
+            notes.append(f"could not remember the python choice: {exc.strerror or exc}")
     base = f"{home}/{CACHE_DIR}/{dir_name}"
 
     uploaded = False
@@ -164,33 +191,16 @@ def bootstrap(transport: Transport, progress: StepProgress | None = None, *,
         uploaded = True
 
     if install:
-        _ensure_needs(transport, py, notes, say)
-    dash_p = " -P" if _version(version) >= (3, 11) else ""
-    transport.trainer_prefix = f"PYTHONPATH={shlex.quote(base)} {shlex.quote(py)}{dash_p}"
-    result = BootstrapResult(python=py, trainer_dir=base, preflight=None, notes=notes,
-                             python_version=version, uploaded=uploaded)
+        _ensure_needs(transport, chosen, base, failed, notes, say)
+    q = shlex.quote
+    transport.trainer_prefix = (f"PYTHONPATH={q(base)} {q(chosen.path)} "
+                                f"{q(f'{base}/{LAUNCHER_NAME}')}")
+    result = BootstrapResult(python=chosen.path, trainer_dir=base, preflight=None,
+                             notes=notes, python_version=chosen.version, uploaded=uploaded,
+                             torch=chosen.torch)
     if preflight:
         result.preflight = _preflight(transport, notes, say)
     return result
-
-
-def _choose_python(transport: Transport, forced: str | None,
-                   found: list[tuple[str, str]], notes: list[str]) -> tuple[str, str]:
-    if forced:
-        res = transport.run(f"{shlex.quote(forced)} -c 'import sys; "
-                            "print(\"%d.%d.%d\" % sys.version_info[:3])'", timeout=60.0)
-        version = res.stdout.decode().strip()
-        if not res.ok or _version(version) < MIN_PYTHON:
-            raise TransportError(f"{forced} on {transport.label} is not a python "
-                                 f">= {'.'.join(map(str, MIN_PYTHON))}")
-        return forced, version
-    for path, version in found:
-        if _version(version) >= MIN_PYTHON:
-            return path, version
-        notes.append(f"skipped python {version} at {path} (too old)")
-    need = ".".join(map(str, MIN_PYTHON))
-    seen = ", ".join(f"{p} ({v})" for p, v in found) or "none"
-    raise TransportError(f"no python >= {need} on {transport.label} (found: {seen})")
 
 
 def _upload(transport: Transport, files: list[tuple[str, bytes]], base: str,
@@ -222,34 +232,53 @@ def _upload(transport: Transport, files: list[tuple[str, bytes]], base: str,
                              f"{_last_line(res.stderr)}")
 
 
-def _ensure_needs(transport: Transport, py: str, notes: list[str],
-                  say: StepProgress) -> None:
+def _ensure_needs(transport: Transport, py: BoxPython, base: str, failed: set[str],
+                  notes: list[str], say: StepProgress) -> None:
+    """Install the missing needs into ``base/deps-X.Y`` with ``pip --target``; a failure
+    is one note, and a marker beside the directory keeps later connections from
+    retrying (and repeating it) for this trainer version."""
+    deps = f"{base}/deps-{'.'.join(py.version.split('.')[:2])}"
+    q = shlex.quote
     names = sorted(NEEDS)
-    check = (f"{shlex.quote(py)} -c 'import importlib.util as u, json, sys; "
-             f"print(json.dumps([m for m in sys.argv[1:] if u.find_spec(m) is None]))' "
-             + " ".join(names))
+    check = (f"{q(py.path)} -c 'import importlib.util as u, json, sys; "
+             "sys.path.append(sys.argv[1]); "
+             "print(json.dumps([m for m in sys.argv[2:] if u.find_spec(m) is None]))' "
+             f"{q(deps)} " + " ".join(names))
     res = transport.run(check, timeout=60.0)
     try:
         missing = json.loads(res.stdout.decode())
     except ValueError:
         notes.append(f"could not check for {', '.join(names)}: {_last_line(res.stderr)}")
         return
-    if not missing:
+    if not missing or f"{deps.rsplit('/', 1)[-1]}.failed" in failed:
         return
     pkgs = [NEEDS[m] for m in missing]
-    say(f"installing {', '.join(pkgs)} with pip --user")
-    cmd = (f"{shlex.quote(py)} -m pip install --user --disable-pip-version-check "
-           f"--no-input -q " + " ".join(shlex.quote(p) for p in pkgs))
+    say(f"installing {', '.join(pkgs)} into {deps} (pip --target)")
+    cmd = (f"{q(py.path)} -m pip install --target {q(deps)} --disable-pip-version-check "
+           "--no-input -q --retries 1 --timeout 20 " + " ".join(q(p) for p in pkgs))
     try:
         res = transport.run(cmd, timeout=PIP_TIMEOUT)
+        why = "" if res.ok else _pip_failure(res.stderr)
     except TransportError as exc:
-        notes.append(f"could not install {', '.join(pkgs)}: {exc}")
+        why = str(exc)
+    if not why:
+        notes.append(f"installed {', '.join(pkgs)} into {deps} (pip --target)")
         return
-    if res.ok:
-        notes.append(f"installed {', '.join(pkgs)} with pip --user")
-    else:
-        notes.append(f"could not install {', '.join(pkgs)} (pip: {_last_line(res.stderr)}); "
-                     "GPU stats and Hub pushes may not work")
+    note = (f"could not install {', '.join(pkgs)} ({why}); GPU stats and Hub pushes will "
+            f"not work until they are installed for {py.path}")
+    notes.append(note)
+    transport.run(f"printf '%s\\n' {q(note)} > {q(deps + '.failed')}", timeout=60.0)
+
+
+def _pip_failure(stderr: bytes) -> str:
+    """Why pip failed, in a few words."""
+    text = stderr.decode("utf-8", errors="replace")
+    if "No module named pip" in text:
+        return "this python has no pip"
+    if any(m in text for m in ("No matching distribution", "NewConnectionError",
+                               "Temporary failure in name resolution", "Network is unreachable")):
+        return "no network to the package index"
+    return f"pip: {_last_line(stderr)}"
 
 
 def _preflight(transport: Transport, notes: list[str], say: StepProgress) -> dict | None:

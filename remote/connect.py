@@ -43,6 +43,9 @@ class Connector:
     timeout: float = 15.0
     #: Where each step is reported when ``open`` is given no ``progress``.
     note: Callable[[str], None] = _quiet
+    #: The python to run the trainer with on the box (``--python``); else the config
+    #: file's ``[hosts."HOST"] python``, else bootstrap chooses.
+    python: str | None = None
     #: Set by the first successful connection (``None`` until then).
     trainer_prefix: str | None = None
     locate: Locate | None = None
@@ -76,11 +79,13 @@ class Connector:
         if not self.bootstrap:
             return transport
         from remote.bootstrap import bootstrap
+        from remote.config import host_python
 
         try:
+            python = self.python or host_python(self.host)
             # Preflight (torch, a CUDA kernel) takes seconds: callers run it later.
-            result = bootstrap(transport, progress=say, preflight=False)
-        except TransportError as exc:
+            result = bootstrap(transport, progress=say, preflight=False, python=python)
+        except (TransportError, ValueError) as exc:  # ValueError: a bad config file
             if self.strict:
                 transport.close()
                 raise

@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainer.runfiles import Health, StatusRead
+from trainer.health import Health
+from trainer.runfiles import StatusRead
 
 
 @dataclass(frozen=True)
@@ -17,6 +18,8 @@ class StatusEvent:
     health: Health
     pid_alive: bool | None
     received_at: float
+    #: The end of console.log while the run has no status.json (``""`` otherwise).
+    console: str = ""
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from remote.runs import read_status
 from remote.transport.base import Transport, TransportError
 from trainer import runfiles
+from trainer.health import judge_health
 from trainer.text import clean_text
 
 ENGINES = ("trainer", "libreyolo")
@@ -141,7 +142,7 @@ def check_run_dir(transport: Transport, spec: LaunchSpec, now: float | None = No
                                 f"{read.get('total_epochs') or '?'}); stop it or pick "
                                 "another name")
         else:
-            health = runfiles.judge_health(read, now=time.time() if now is None else now)
+            health = judge_health(read, now=time.time() if now is None else now)
             if health.verdict in ("live", "slow"):
                 raise RunIsLive(f"{where} holds a run that looks live ({health.reason}; "
                                 "its status names no pid to check); stop it or pick "

@@ -101,6 +101,10 @@ def add_connection_options(parser: argparse.ArgumentParser) -> None:
                         help="private key file to log in with, as `ssh -i` (repeatable)")
     parser.add_argument("--accept-new", action="store_true",
                         help="accept and save an unknown host key (never a changed one)")
+    parser.add_argument("--python", metavar="PATH", default=None,
+                        help="the python on the box to run the trainer with (default: "
+                        "[hosts.\"HOST\"] python in the config file, else the one that "
+                        "has torch)")
 
 
 def _ask_on_terminal(host: str, key_type: str, fingerprint: str) -> bool:
@@ -139,6 +143,7 @@ def connector(target: Target, args: argparse.Namespace, *, bootstrap: bool = Fal
                      ask_unknown=_ask_on_terminal, bootstrap=bootstrap, strict=strict,
                      ssh_options={"identity_files": keys} if keys else {},
                      locate=Locator(target.instance) if target.instance else None,
+                     python=getattr(args, "python", None),
                      **({"note": note} if note else {}))
 
 

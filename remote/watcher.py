@@ -5,7 +5,7 @@ A thread with a stop Event runs ``python3 -m trainer follow`` on the box through
 follower sends a heartbeat every second), reconnects with a capped backoff and resumes
 from the byte offsets and inodes of what it has delivered, so the callback sees every
 byte of ``train.log`` and every ``metrics.jsonl`` row exactly once. Health is judged here
-with ``trainer.runfiles.judge_health`` from the status, the pid liveness the follower
+with ``trainer.judge_health`` from the status, the pid liveness the follower
 reports from the box and the growth of the log. Where the box has no usable python the
 watcher falls back to polling the files with ``transport.stat``/``read`` (SFTP).
 """
@@ -16,7 +16,6 @@ import base64
 import contextlib
 import json
 import logging
-import posixpath
 import shlex
 import threading
 import time
@@ -42,10 +41,11 @@ from remote.messages import (
     RateCap,
     decode_message,
 )
-from remote.runs import read_status
+from remote.polling import FilePolling
 from remote.transport.base import LineTooLong, Stream, Transport, TransportError
 from trainer import runfiles
-from trainer.text import clean_text, one_line
+from trainer.health import Health, LaunchRead, judge_health
+from trainer.text import clean_text, console_tail, one_line
 
 log = logging.getLogger(__name__)
 
@@ -53,16 +53,9 @@ BACKOFF_FIRST = 0.5
 #: Kept short so that the watcher is back within a few seconds of a long outage's end
 #: (an attempt that times out during the outage is followed by at most this wait).
 BACKOFF_MAX = 2.0
-#: Largest read of a file per poll in the polling fallback.
-POLL_READ_BYTES = 1 << 20
-#: How often the polling fallback asks whether the status pid is alive.
-POLL_PID_SECONDS = 2.0
 #: Output of a follow command that failed to start which means "no usable python".
 NO_PYTHON_MARKERS = ("no module named", "not found", "no such file", "permission denied",
                      "syntaxerror", "can't open", "cannot import name", "importerror")
-
-
-_NEVER = object()
 
 
 class _Dropped(Exception):
@@ -73,7 +66,7 @@ class _StartFailed(Exception):
     """The follow command ended without saying hello."""
 
 
-class Watcher:
+class Watcher(FilePolling):
     """Watches ``run_dir`` on the box that ``connect()`` reaches; see the module doc.
 
     ``on_event`` is called from the watcher thread. ``connect`` is called again after a
@@ -106,6 +99,7 @@ class Watcher:
         self._stream: Stream | None = None
         self._thread: threading.Thread | None = None
         self._status = runfiles.StatusRead(None, "no status received yet")
+        self._launch: LaunchRead | None = None
         self._status_received = False
         self._pid_alive: bool | None = None
         self._log_history: deque[tuple[float, int]] = deque(maxlen=32)
@@ -316,13 +310,19 @@ class Watcher:
         self._rejudge()
 
     def _on_status(self, message: dict[str, Any]) -> None:
-        body, reason = message["status"], message.get("reason")
+        body, reason, launch = message["status"], message.get("reason"), message.get("launch")
         if isinstance(body, dict):
             read = runfiles.parse_status(json.dumps(body).encode("utf-8"))
         elif body is None and isinstance(reason, str):
-            read = runfiles.StatusRead(None, clean_text(reason))
+            read = runfiles.StatusRead(None, clean_text(reason), missing=launch is not None)
         else:
             raise ValueError("status is neither an object nor null with a reason")
+        self._launch = None
+        if isinstance(launch, dict):
+            pid = launch.get("pid")
+            self._launch = LaunchRead(
+                pid if isinstance(pid, int) and not isinstance(pid, bool) else None,
+                console_tail(str(launch.get("console") or "")))
         alive = message.get("pid_alive")
         self._set_status(read, alive if isinstance(alive, bool) else None)
         key = message.get("key")
@@ -330,7 +330,8 @@ class Watcher:
 
     def _on_pid(self, message: dict[str, Any]) -> None:
         alive = message["alive"]
-        if message["pid"] == self._status.get("pid") and isinstance(alive, bool):
+        pid = self._status.get("pid") if self._launch is None else self._launch.pid
+        if message["pid"] == pid and isinstance(alive, bool):
             self._pid_alive = alive
 
     def _on_log(self, message: dict[str, Any]) -> None:
@@ -392,14 +393,18 @@ class Watcher:
         self._pid_alive = pid_alive
         health = self._judge()
         self._verdict = (health.verdict, self._pid_alive)
-        self._emit(StatusEvent(read, health, self._pid_alive, time.time()))
+        self._emit(self._status_event(health))
 
-    def _judge(self) -> runfiles.Health:
+    def _status_event(self, health: Health) -> StatusEvent:
+        console = "" if self._launch is None else self._launch.console
+        return StatusEvent(self._status, health, self._pid_alive, time.time(), console)
+
+    def _judge(self) -> Health:
         alive = self._pid_alive
-        return runfiles.judge_health(
+        return judge_health(
             self._status, now=self._now(),
             pid_alive=None if alive is None else (lambda _pid: alive),
-            log_history=list(self._log_history))
+            log_history=list(self._log_history), launch=self._launch)
 
     def _rejudge(self) -> None:
         """Send the status again when its health verdict or pid liveness changed."""
@@ -408,70 +413,7 @@ class Watcher:
         health = self._judge()
         if (health.verdict, self._pid_alive) != self._verdict:
             self._verdict = (health.verdict, self._pid_alive)
-            self._emit(StatusEvent(self._status, health, self._pid_alive, time.time()))
-
-    # ----------------------------------------------------------------- polling
-
-    def _poll_files(self, transport: Transport) -> None:
-        """The fallback without python on the box: stat and read the files each poll."""
-        self._emit(ConnectionEvent("polling", f"no usable python on the box "
-                                   f"({self._poll_reason}); reading the run's files"))
-        status_path = posixpath.join(self.run_dir, runfiles.STATUS_FILE)
-        log_path = posixpath.join(self.run_dir, runfiles.LOG_FILE)
-        metrics_path = posixpath.join(self.run_dir, runfiles.METRICS_FILE)
-        seen_status: object = _NEVER
-        seen_metrics = -1
-        next_pid_check = 0.0
-        while not self._kick.is_set():
-            st = transport.stat(status_path)
-            sig = None if st is None else (st.size, st.mtime)
-            if sig != seen_status:
-                seen_status = sig
-                read = read_status(transport, self.run_dir)
-                self._set_status(read, self._ask_pid(transport, read))
-                next_pid_check = time.monotonic() + POLL_PID_SECONDS
-            elif time.monotonic() >= next_pid_check:
-                self._pid_alive = self._ask_pid(transport, self._status)
-                next_pid_check = time.monotonic() + POLL_PID_SECONDS
-            self._poll_log(transport, log_path)
-            seen_metrics = self._poll_metrics(transport, metrics_path, seen_metrics)
-            self._rejudge()
-            self._went_live = True
-            if self._wait(self.poll_interval):
-                return
-
-    @staticmethod
-    def _ask_pid(transport: Transport, read: runfiles.StatusRead) -> bool | None:
-        pid = read.get("pid")
-        if not isinstance(pid, int) or isinstance(pid, bool):
-            return None
-        return transport.pid_alive(pid)
-
-    def _poll_log(self, transport: Transport, path: str) -> None:
-        st = transport.stat(path)
-        if st is None:
-            return
-        if st.size < self.log_offset:
-            self._on_reset({"file": "log"})
-        if st.size > self.log_offset:
-            data = transport.read(path, self.log_offset, POLL_READ_BYTES)
-            if data:
-                self._emit(LogEvent(data, self.log_offset))
-                self.log_offset += len(data)
-                self._log_history.append((self._now(), self.log_offset))
-
-    def _poll_metrics(self, transport: Transport, path: str, seen: int) -> int:
-        st = transport.stat(path)
-        if st is None or st.size == seen:
-            return seen
-        if st.size < self.metrics_offset:
-            self._on_reset({"file": "metrics"})
-        data = transport.read(path, self.metrics_offset, POLL_READ_BYTES)
-        chunk = runfiles.parse_metrics(data, self.metrics_offset)
-        if chunk.next_offset > self.metrics_offset:
-            self._emit(MetricsEvent(chunk.rows, chunk.next_offset, chunk.skipped))
-            self.metrics_offset = chunk.next_offset
-        return st.size
+            self._emit(self._status_event(health))
 
     # ----------------------------------------------------------------- delivery
 

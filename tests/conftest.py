@@ -1,5 +1,10 @@
 """Shared pytest configuration: harness plugins live in ``tests/fixtures/``."""
 
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
 import pytest
 
 pytest_plugins: list[str] = [
@@ -9,6 +14,7 @@ pytest_plugins: list[str] = [
     "tests.fixtures.hub_standin",
     "tests.fixtures.tui_runs",
     "tests.fixtures.shapes",
+    "tests.fixtures.boxes",
 ]
 
 
@@ -20,3 +26,16 @@ def _private_ledgers(tmp_path_factory: pytest.TempPathFactory,
     where = tmp_path_factory.mktemp("ledgers")
     monkeypatch.setenv("GPURENT_RUN_REGISTRY", str(where / "runs.txt"))
     monkeypatch.setenv("GPURENT_DATA_DIR", str(where / "laptop-data"))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _laptop_state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """What the laptop remembers about boxes (``remote.config.state_path``) goes to a
+    throwaway directory, never to the real home; subprocesses inherit it."""
+    before = os.environ.get("XDG_STATE_HOME")
+    os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("laptop-state"))
+    yield
+    if before is None:
+        os.environ.pop("XDG_STATE_HOME", None)
+    else:
+        os.environ["XDG_STATE_HOME"] = before

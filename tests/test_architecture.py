@@ -26,15 +26,16 @@ BASE = ("trainer.text",)
 #: everything under it. Imports inside a part are always allowed (the cycle check keeps
 #: them honest).
 MAY_IMPORT: dict[str, tuple[str, ...]] = {
-    "tui": ("remote", "trainer.runfiles"),
-    "remote.transport": ("trainer.runfiles",),
+    "tui": ("remote", "trainer.runfiles", "trainer.health"),
+    "remote.transport": ("trainer.runfiles", "trainer.health"),
     "remote.cli": ("remote.commands", "remote.transport", "trainer.version"),
     # Target parsing is the commands' glue: `vast:ID` is located through the provider.
-    "remote.target": ("remote", "remote.billing", "remote.transport", "trainer.runfiles"),
-    "remote.billing": ("remote", "trainer.runfiles", "trainer.providers"),
-    "remote.commands": ("remote", "trainer.runfiles", "trainer.providers"),
+    "remote.target": ("remote", "remote.billing", "remote.transport", "trainer.runfiles",
+                      "trainer.health"),
+    "remote.billing": ("remote", "trainer.runfiles", "trainer.health", "trainer.providers"),
+    "remote.commands": ("remote", "trainer.runfiles", "trainer.health", "trainer.providers"),
     # trainer.procid: the laptop reads a box pid's start time before signalling it.
-    "remote": ("remote.transport", "trainer.runfiles", "trainer.providers",
+    "remote": ("remote.transport", "trainer.runfiles", "trainer.health", "trainer.providers",
                "trainer.guard.state", "trainer.hub.client", "trainer.version",
                "trainer.procid"),
     "trainer": ("trainer._exports", "trainer.version"),
@@ -44,19 +45,21 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "trainer.text": (),
     "trainer.smi": (),
     "trainer.runfiles": (),
+    "trainer.health": ("trainer.runfiles",),
     "trainer.procid": (),
-    "trainer.follow": ("trainer.runfiles", "trainer.smi"),
+    "trainer.follow": ("trainer.runfiles", "trainer.health", "trainer.smi"),
     "trainer.providers": (),
-    "trainer.hub": ("trainer.runfiles", "trainer._exports"),
-    "trainer.guard": ("trainer.runfiles", "trainer.providers", "trainer.hub.safe",
-                      "trainer.smi", "trainer._exports", "trainer.procid"),
+    "trainer.hub": ("trainer.runfiles", "trainer.health", "trainer._exports"),
+    "trainer.guard": ("trainer.runfiles", "trainer.health", "trainer.providers",
+                      "trainer.hub.safe", "trainer.smi", "trainer._exports", "trainer.procid"),
     "trainer.checks": ("trainer.datasets.layout", "trainer.smi", "trainer._exports"),
     "trainer.datasets": ("trainer._exports",),
     "trainer.detector": ("trainer._exports",),
-    "trainer.engine": ("trainer.runfiles", "trainer.datasets", "trainer.detector",
-                       "trainer.hub.uploader", "trainer._exports", "trainer.procid"),
-    "trainer.profiler": ("trainer.runfiles", "trainer.engine", "trainer.datasets",
-                         "trainer.detector", "trainer._exports"),
+    "trainer.engine": ("trainer.runfiles", "trainer.health", "trainer.datasets",
+                       "trainer.detector", "trainer.hub.uploader", "trainer._exports",
+                       "trainer.procid"),
+    "trainer.profiler": ("trainer.runfiles", "trainer.health", "trainer.engine",
+                         "trainer.datasets", "trainer.detector", "trainer._exports"),
 }
 
 #: Third-party packages a part must never import, not even inside a function.

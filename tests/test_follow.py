@@ -20,6 +20,7 @@ import pytest
 from tests.fixtures.run_sim import main as run_sim_main
 from trainer import runfiles
 from trainer.follow import encode_bytes, parse_gpu_line
+from trainer.health import local_pid_alive
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -279,7 +280,7 @@ def test_ends_when_stdout_closes_or_parent_dies(tmp_path: Path) -> None:
         time.sleep(0.05)
     parent.send_signal(signal.SIGKILL)
     parent.wait()
-    while runfiles.local_pid_alive(child):
+    while local_pid_alive(child):
         assert time.monotonic() < deadline, "the follower outlived its parent"
         time.sleep(0.05)
 

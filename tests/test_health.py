@@ -11,14 +11,8 @@ import textwrap
 import time
 from pathlib import Path
 
-from trainer.runfiles import (
-    StatusRead,
-    judge_health,
-    local_pid_alive,
-    parse_status,
-    read_status,
-    utc_now_iso,
-)
+from trainer.health import judge_health, local_pid_alive
+from trainer.runfiles import StatusRead, parse_status, read_status, utc_now_iso
 
 ROOT = Path(__file__).resolve().parents[1]
 NOW = 1_800_000_000.0

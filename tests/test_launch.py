@@ -20,6 +20,7 @@ from remote.runs import list_runs
 from remote.stop import stop_run
 from remote.transport.local import LocalTransport
 from trainer import runfiles
+from trainer.health import local_pid_alive
 
 ROOT = Path(__file__).resolve().parents[1]
 SIM = ROOT / "tests" / "fixtures" / "run_sim.py"
@@ -44,7 +45,7 @@ def wait_for(path: Path, timeout: float = 30.0) -> dict:
 
 def wait_gone(pid: int, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
-    while runfiles.local_pid_alive(pid):
+    while local_pid_alive(pid):
         assert time.monotonic() < deadline, f"pid {pid} did not end"
         time.sleep(0.05)
 
@@ -180,10 +181,10 @@ def test_stop_run_graceful_then_forced(tmp_path: Path) -> None:
     result = stop_run(transport, str(tmp_path / "polite"), timeout=20)
     assert result.outcome == "stopped", result.detail
     assert "state stopped" in result.detail
-    assert not runfiles.local_pid_alive(graceful.pid)
+    assert not local_pid_alive(graceful.pid)
     result = stop_run(transport, str(tmp_path / "stubborn"), timeout=0.5)
     assert result.outcome == "killed", result.detail
-    assert not runfiles.local_pid_alive(stubborn.pid)
+    assert not local_pid_alive(stubborn.pid)
     assert runfiles.read_status(tmp_path / "stubborn").get("state") == "running"
     again = stop_run(transport, str(tmp_path / "stubborn"))
     assert again.outcome == "not-running" and "gone" in again.detail
@@ -231,7 +232,7 @@ def test_real_trainer_launched_watched_and_stopped(shapes_data: Path, tmp_path: 
             time.sleep(0.05)
     finally:
         watcher.stop()
-        if runfiles.local_pid_alive(result.pid):
+        if local_pid_alive(result.pid):
             os.killpg(result.pid, signal.SIGKILL)
     status = runfiles.read_status(tmp_path / "real")
     assert status.get("state") == "stopped" and status.get("pid") == result.pid

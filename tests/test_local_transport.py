@@ -12,7 +12,7 @@ import pytest
 from remote.target import parse_target
 from remote.transport.base import TransportError
 from remote.transport.local import LocalTransport
-from trainer import runfiles
+from trainer.health import local_pid_alive
 
 
 def test_spawn_detached_is_its_own_session_with_stdin_once(tmp_path: Path) -> None:
@@ -80,7 +80,7 @@ def test_files(tmp_path: Path) -> None:
     with pytest.raises(TransportError, match="cannot read"):
         t.read(str(tmp_path / "nope"))
     assert t.pid_alive(os.getpid()) and not t.pid_alive(0)
-    assert runfiles.local_pid_alive(os.getpid())
+    assert local_pid_alive(os.getpid())
 
 
 @pytest.mark.parametrize(("text", "host", "path"), [

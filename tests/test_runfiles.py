@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from trainer import runfiles
+from trainer.health import judge_health
 from trainer.runfiles import RunWriter, parse_status, read_metrics, read_status
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -110,7 +111,7 @@ def test_hostile_status_is_unreadable_with_one_line_reason(tmp_path: Path, name:
     read = read_status(tmp_path)
     assert not read.ok
     assert read.reason and "\n" not in read.reason and len(read.reason) < 300
-    health = runfiles.judge_health(read, now=time.time(), pid_alive=lambda _pid: True)
+    health = judge_health(read, now=time.time(), pid_alive=lambda _pid: True)
     assert health.verdict == "unreadable"
     assert health.reason == read.reason
 
@@ -124,7 +125,7 @@ def test_unknown_state_and_extra_keys_are_tolerated() -> None:
     read = parse_status(b'{"state": "paused", "vendor_key": {"x": 1}, "pid": null}')
     assert read.ok
     assert read.get("state") == "paused" and read.get("vendor_key") == {"x": 1}
-    health = runfiles.judge_health(read, now=time.time())
+    health = judge_health(read, now=time.time())
     assert health.verdict == "live" and "paused" in health.reason
 
 

@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 
 from trainer import procid
-from trainer.runfiles import judge_health, parse_metrics, read_status
+from trainer.health import judge_health
+from trainer.runfiles import parse_metrics, read_status
 
 ROOT = Path(__file__).resolve().parents[1]
 LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \| (INFO|WARNING|ERROR) +\| ")

@@ -11,7 +11,7 @@ import pytest
 
 from tests.test_tui_app import until
 from tests.test_tui_main import specs
-from trainer import runfiles
+from trainer.health import local_pid_alive
 from tui.app import GpurentApp
 from tui.box.view import BoxView
 
@@ -40,7 +40,7 @@ async def test_demo_generates_data_launches_and_shows_the_run(monkeypatch, tmp_p
         data = tmp_path / "cache" / "gpurent" / "demo" / "shapes" / "data.yaml"
         assert data.is_file()
         # Quitting the app detaches: the run keeps going.
-        assert isinstance(pid, int) and runfiles.local_pid_alive(pid)
+        assert isinstance(pid, int) and local_pid_alive(pid)
     finally:
         # The launcher records every run's pid (its process group), even one that failed
         # before writing status.json.

@@ -22,7 +22,7 @@ from tests.fixtures.tui_runs import FROZEN_NOW, frozen_status
 from trainer import runfiles
 from trainer.hub.ledger import sha256_file
 from tui.app import GpurentApp
-from tui.box.actions import findings_text
+from tui.box.reports import findings_text
 from tui.box.view import BoxView
 from tui.dialogs.confirm import ConfirmDialog
 from tui.dialogs.launch import LaunchForm

@@ -5,7 +5,7 @@ directories written with RunWriter, a frozen clock, no connection; update with
 from __future__ import annotations
 
 from tests.fixtures.tui_scenes import PROFILE, destroy_costs, scene_app, show_scene
-from tui.box.actions import instance_costs
+from tui.box.reports import instance_costs
 from tui.dialogs.destroy import DestroyDialog
 from tui.dialogs.profile import ProfileCard
 

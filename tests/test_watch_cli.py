@@ -20,6 +20,7 @@ import pytest
 from remote.cli import main as cli_main
 from tests.fixtures.sshd import SSHServer
 from trainer import runfiles
+from trainer.health import local_pid_alive
 
 ROOT = Path(__file__).resolve().parents[1]
 GPURENT = Path(sys.executable).with_name("gpurent")
@@ -108,7 +109,7 @@ def test_launch_follow_runs_stop_on_this_machine(tmp_path: Path,
     stopped = gpurent("stop", str(project / "r2"), "--timeout", "20", "--json")
     assert stopped.returncode == 0, stopped.stderr
     assert json.loads(stopped.stdout)["outcome"] == "stopped"
-    assert not runfiles.local_pid_alive(pid)
+    assert not local_pid_alive(pid)
 
     listed = gpurent("runs", str(project), "--json")
     assert listed.returncode == 0, listed.stderr

@@ -15,6 +15,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("trainer.engine.command", "train a detector, writing the run directory contract"),
     "shapes": ("trainer.datasets.shapes", "write a synthetic YOLO dataset of coloured shapes"),
     "preflight": ("trainer.checks.preflight", "check the box: torch, CUDA, driver, disk, HF_HOME"),
+    "ready": ("trainer.checks.ready", "say whether this python can start a run (stdlib only)"),
     "doctor": ("trainer.checks.doctor", "check a YOLO dataset (data.yaml) without modifying it"),
     "profile": ("trainer.profiler.command", "time real training steps and say what bounds them"),
     "stage": ("trainer.hub.stage", "download a dataset tar from the Hub and extract it safely"),

@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from trainer import runfiles, smi
+from trainer.health import LaunchRead, local_pid_alive, parse_launch_pid
+from trainer.text import console_tail
 
 PROTOCOL_VERSION = 1
 
@@ -209,35 +211,64 @@ class StatusFollower:
         self.pid: int | None = None
         self.alive: bool | None = None
         self._sent_once = key is not None
+        self._sent_at = 0.0
 
     def poll(self) -> Iterator[dict[str, Any]]:
-        """A ``status`` message when the file changed, a ``pid`` one when liveness did."""
+        """A ``status`` message when the file changed, a ``pid`` one when liveness did.
+        Without status.json the console's growth counts as a change (once a second)."""
         try:
             st = os.stat(self.path)
             key = f"{st.st_ino}:{st.st_mtime_ns}:{st.st_size}"
         except OSError:
             st, key = None, "missing"
+            with contextlib.suppress(OSError):
+                console = os.stat(self.path.with_name(runfiles.CONSOLE_FILE))
+                if time.monotonic() - self._sent_at >= 1.0 or not self._sent_once:
+                    key = f"missing:{console.st_ino}:{console.st_size}"
+                elif self.key is not None:
+                    key = self.key
         if key != self.key or not self._sent_once:
+            self._sent_at = time.monotonic()
             self.key, self._sent_once = key, True
             yield self._status_message(st)
         elif self.pid is not None:
-            alive = runfiles.local_pid_alive(self.pid)
+            alive = local_pid_alive(self.pid)
             if alive != self.alive:
                 self.alive = alive
                 yield {"t": "pid", "pid": self.pid, "alive": alive}
 
     def _status_message(self, st: os.stat_result | None) -> dict[str, Any]:
         read = runfiles.read_status(self.path)
-        pid = read.get("pid")
+        launch = read_launch(self.path.parent) if read.missing else None
+        pid = read.get("pid") if launch is None else launch.pid
         self.pid = pid if isinstance(pid, int) and not isinstance(pid, bool) else None
-        self.alive = None if self.pid is None else runfiles.local_pid_alive(self.pid)
+        self.alive = None if self.pid is None else local_pid_alive(self.pid)
         message: dict[str, Any] = {"t": "status", "key": self.key,
                                    "mtime": None if st is None else st.st_mtime,
                                    "status": runfiles.finite_json(read.fields),
                                    "pid_alive": self.alive}
         if not read.ok:
             message["reason"] = read.reason
+        if launch is not None:
+            message["launch"] = {"pid": launch.pid, "console": launch.console}
         return message
+
+
+def read_launch(run_dir: Path, tail_bytes: int = 8192) -> LaunchRead | None:
+    """``launch.pid`` and the end of ``console.log`` (``None`` when neither exists)."""
+    try:
+        pid = parse_launch_pid((run_dir / runfiles.LAUNCH_PID_FILE).read_bytes())
+    except OSError:
+        pid = None
+    try:
+        with open(run_dir / runfiles.CONSOLE_FILE, "rb") as fh:
+            fh.seek(max(0, os.fstat(fh.fileno()).st_size - tail_bytes))
+            console: bytes | None = fh.read(tail_bytes)
+    except OSError:
+        console = None
+    if pid is None and console is None:
+        return None
+    return LaunchRead(pid, console_tail(console or b""))
 
 
 # --------------------------------------------------------------------------- GPU

@@ -18,13 +18,13 @@ import math
 import os
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from trainer.text import format_duration, one_line
+from trainer.text import one_line
 
 SCHEMA_VERSION = 1
 
@@ -35,19 +35,17 @@ SUMMARY_FILE = "summary.json"
 LOG_FILE = "train.log"
 HUB_FILE = "hub.json"
 WEIGHTS_DIR = "weights"
-#: The launcher's pid (and start time) in a run that may not have a status.json yet.
+#: Written by the launcher beside the run's own files: the pid it started (first word,
+#: then its start time), and the run's stdout and stderr, where an error before
+#: status.json ends up.
 LAUNCH_PID_FILE = "launch.pid"
+CONSOLE_FILE = "console.log"
 #: Runs launched through gpurent, one absolute path a line, under the box's home.
 RUN_REGISTRY = ".cache/gpurent/runs.txt"
 RUN_REGISTRY_ENV = "GPURENT_RUN_REGISTRY"
 
 #: A status.json larger than this is refused: the real one is a few hundred bytes.
 MAX_STATUS_BYTES = 4 * 1024 * 1024
-
-#: Health verdicts, from best to worst news.
-HEALTH_VERDICTS = (
-    "live", "slow", "stalled", "dead", "completed", "failed", "stopped", "unreadable",
-)
 
 LOG_FORMAT = "%(asctime)s | %(levelname)-8s | %(message)s"
 LOG_DATEFMT = "%Y-%m-%d %H:%M:%S"
@@ -125,7 +123,7 @@ def finite_json(value: Any) -> Any:
         return value if math.isfinite(value) else None
     if isinstance(value, Mapping):
         return {str(k): finite_json(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
+    if isinstance(value, (list, tuple)):
         return [finite_json(v) for v in value]
     return value
 
@@ -211,7 +209,7 @@ class RunWriter:
             self._csv_columns = _existing_csv_columns(path)
         new_file = self._csv_columns is None
         if new_file:
-            keys = [k for k in row if not isinstance(row[k], dict | list)]
+            keys = [k for k in row if not isinstance(row[k], (dict, list))]
             self._csv_columns = ["epoch", *[k for k in keys if k != "epoch"]]
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
@@ -252,6 +250,8 @@ class StatusRead:
 
     fields: dict[str, Any] | None
     reason: str = ""
+    #: No status.json at all (as opposed to one that cannot be read).
+    missing: bool = False
 
     @property
     def ok(self) -> bool:
@@ -306,7 +306,7 @@ def read_status(run_dir: str | os.PathLike[str]) -> StatusRead:
         with open(path, "rb") as fh:
             data = fh.read(MAX_STATUS_BYTES + 1)
     except FileNotFoundError:
-        return StatusRead(None, f"no status.json in {path.parent}")
+        return StatusRead(None, f"no status.json in {path.parent}", missing=True)
     except OSError as exc:
         return StatusRead(None, f"cannot read {path}: {exc.strerror or exc}")
     return parse_status(data)
@@ -371,129 +371,3 @@ def read_metrics(run_dir: str | os.PathLike[str], offset: int = 0,
 
 
 # --------------------------------------------------------------------------- health
-
-
-@dataclass(frozen=True)
-class Health:
-    """A liveness verdict (one of ``HEALTH_VERDICTS``) and a one-line reason."""
-
-    verdict: str
-    reason: str
-
-
-def local_pid_alive(pid: int) -> bool:
-    """Whether process ``pid`` exists on this machine and is not a zombie."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            fields = fh.read().rsplit(b")", 1)[-1].split()
-    except OSError:
-        return True
-    return not (fields and fields[0] in (b"Z", b"X"))
-
-
-def last_growth(log_history: Sequence[tuple[float, int]]) -> float | None:
-    """The time of the last observed growth in ``(time, size)`` samples, oldest first."""
-    grown = None
-    for (_, before), (when, after) in zip(log_history, log_history[1:], strict=False):
-        if after != before:
-            grown = when
-    return grown
-
-
-def judge_health(
-    read: StatusRead,
-    *,
-    now: float,
-    pid_alive: Callable[[int], bool] | None = None,
-    log_history: Sequence[tuple[float, int]] = (),
-    slow_factor: float = 1.5,
-    stall_epochs: int = 3,
-    grace_seconds: float = 30.0,
-    first_epoch_stall_seconds: float = 1800.0,
-) -> Health:
-    """Judge a run's health. Liveness is derived, never trusted: a run killed with SIGKILL
-    leaves ``state: running`` forever, so the state is combined with the age of
-    ``updated_at`` against ``mean_epoch_seconds``, whether ``pid`` is alive (``pid_alive``,
-    ``None`` when it cannot be asked) and the growth of the log (``log_history``).
-
-    ``slow``: the epoch is overdue (older than ``slow_factor`` epochs plus a grace).
-    ``stalled``: alive but no epoch for ``stall_epochs`` epochs and the log is not growing.
-    """
-    if not read.ok:
-        return Health("unreadable", read.reason)
-    state = read.get("state")
-    if state in ("completed", "failed", "stopped"):
-        return Health(state, _ending_reason(read))
-    label = f"state {state!r}" if state != "running" else "state 'running'"
-    pid = read.get("pid")
-    if pid_alive is not None and isinstance(pid, int) and not pid_alive(pid):
-        return Health("dead", f"pid {pid} is gone but {label} was never closed")
-    updated = parse_iso(read.get("updated_at") or "")
-    if updated is None:
-        return Health("live", f"{label}, no updated_at to judge progress by")
-    age = max(0.0, now - updated)
-    grew = last_growth(log_history)
-    log_quiet_for = None if grew is None else now - grew
-    log_growing = grew is not None and now - grew < max(grace_seconds, 60.0)
-    epoch = read.get("mean_epoch_seconds") or read.get("epoch_seconds")
-    if not epoch or epoch <= 0:
-        if age > first_epoch_stall_seconds and not log_growing:
-            return Health("stalled", f"no update for {format_duration(age)} in the first epoch")
-        return Health("live", f"{label}, first epoch in progress ({format_duration(age)})")
-    if age > stall_epochs * epoch + grace_seconds and not log_growing:
-        quiet = ("" if log_quiet_for is None
-                 else f", log quiet for {format_duration(log_quiet_for)}")
-        return Health("stalled", f"no epoch for {format_duration(age)} (~{age / epoch:.0f} "
-                                 f"epochs of {format_duration(epoch)}){quiet}")
-    if age > slow_factor * epoch + grace_seconds:
-        return Health("slow", f"epoch overdue: last update {format_duration(age)} ago, an epoch "
-                              f"takes ~{format_duration(epoch)}")
-    return Health("live", f"updated {format_duration(age)} ago, an epoch takes "
-                          f"~{format_duration(epoch)}")
-
-
-def _ending_reason(read: StatusRead) -> str:
-    state = read.get("state")
-    if state == "failed":
-        err = read.get("error")
-        if isinstance(err, dict):
-            return f"{err.get('type') or 'error'}: {err.get('message') or ''}".strip()
-        return str(err or "failed without an error message")
-    done, total = read.get("completed_epochs"), read.get("total_epochs")
-    if done is not None and total is not None:
-        return f"{state} after {done}/{total} epochs"
-    return str(state)
-
-
-def status_summary(read: StatusRead, health: Health,
-                   pid_alive: bool | None = None) -> dict[str, Any]:
-    """The stable summary object of ``gpurent status --json`` (unknown keys left out)."""
-    return {
-        "state": read.get("state"),
-        "health": health.verdict,
-        "reason": health.reason,
-        "epoch": read.get("completed_epochs"),
-        "total_epochs": read.get("total_epochs"),
-        "progress": read.get("progress"),
-        "eta_seconds": read.get("eta_seconds"),
-        "elapsed_seconds": read.get("elapsed_seconds"),
-        "best_metric": read.get("best_metric"),
-        "best_metric_name": read.get("best_metric_name"),
-        "best_epoch": read.get("best_epoch"),
-        "current_metric": read.get("current_metric"),
-        "current_metric_name": read.get("current_metric_name"),
-        "train_loss": read.get("train_loss"),
-        "updated_at": read.get("updated_at"),
-        "pid": read.get("pid"),
-        "pid_alive": pid_alive,
-        "error": read.get("error"),
-        "hub": read.get("hub"),
-    }

@@ -53,6 +53,12 @@ def one_line(value: object, limit: int = 300) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
+def console_tail(data: bytes | str, lines: int = 20) -> str:
+    """The last ``lines`` non-empty lines of console output, cleaned for people."""
+    kept = [ln.rstrip() for ln in clean_text(data, keep_newlines=True).splitlines()]
+    return "\n".join([ln for ln in kept if ln.strip()][-lines:])
+
+
 def format_duration(seconds: float | None) -> str:
     """``42s``, ``12m05s``, ``3h07m`` or ``2d04h``; ``-`` when unknown."""
     if seconds is None or not math.isfinite(seconds) or seconds < 0:

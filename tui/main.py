@@ -45,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="price per hour (default: from the provider's API)")
     parser.add_argument("--accept-new", action="store_true",
                         help="trust an unknown host key (like StrictHostKeyChecking=accept-new)")
+    parser.add_argument("--python", metavar="PATH",
+                        help="the python on the box to train with (default: [hosts.\"HOST\"] "
+                        "python in the config file, else the one that has torch)")
     parser.add_argument("--local", nargs="?", const=".", default=None, metavar="PROJECT_OR_RUN",
                         help="watch runs on this machine (a project or a run directory)")
     parser.add_argument("--demo", action="store_true",
@@ -70,6 +73,10 @@ def specs_from_args(args: argparse.Namespace,
         parser.error("--price must be a number of US dollars per hour, 0 to 10000")
     if args.port is not None and not (0 < args.port < 65536):
         parser.error("--port must be 1 to 65535")
+    if args.python is not None and not args.python.startswith("/"):
+        parser.error("--python must be an absolute path on the box")
+    if args.python is not None and not args.hosts:
+        parser.error("--python applies to a HOST")
     if args.run is not None and (not args.run or "/" in args.run or args.run in (".", "..")):
         parser.error("--run must be a run name, not a path")
     keys = _identity_files(args.identity or [], parser)
@@ -85,7 +92,7 @@ def specs_from_args(args: argparse.Namespace,
         return [BoxSpec("local", "local", project=project, **{**common, "run": run})]
     options = (("identity_files", keys),) if keys else ()
     return [BoxSpec("ssh", host, port=args.port, project=args.project or "runs/train",
-                    accept_new=args.accept_new, ssh_options=options,
+                    accept_new=args.accept_new, ssh_options=options, python=args.python,
                     **{**common, **_named_instance(host, args, parser)})
             for host in args.hosts]
 

@@ -24,6 +24,8 @@ class BoxSpec:
     demo: bool = False
     #: The provider API's base URL (default: the provider's own; tests use a stand-in).
     provider_url: str | None = None
+    #: The python on the box to train with (``--python``; ``None``: bootstrap chooses).
+    python: str | None = None
     #: Extra keyword arguments for ``remote.transport.ssh.connect`` (known_hosts, identity_files).
     ssh_options: tuple[tuple[str, object], ...] = ()
 

@@ -26,13 +26,13 @@ can access it. It also holds the guard's webhooks (secrets too)::
 from __future__ import annotations
 
 import os
-import stat
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+# ConfigError and load_config are part of this module's face (callers catch and test them).
+from remote.config import ConfigError as ConfigError
+from remote.config import config_path, load_config, section
 from remote.transport.base import Transport, TransportError
 from trainer.providers import PROVIDERS, Provider, ProviderError
 from trainer.providers import get_provider as _get_provider
@@ -45,46 +45,6 @@ URL_ENV = {"vast": "GPURENT_VAST_URL", "runpod": "GPURENT_RUNPOD_URL",
            "lambda": "GPURENT_LAMBDA_URL"}
 
 
-class ConfigError(ValueError):
-    """The config file cannot be used; the message is one line that says how to fix it."""
-
-
-def config_path(env: Mapping[str, str] | None = None) -> Path:
-    """Where the config file lives."""
-    env = os.environ if env is None else env
-    base = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return Path(base) / "gpurent" / "config.toml"
-
-
-def load_config(path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
-    """The config file as a dict (``{}`` when there is none). Raises ``ConfigError`` when
-    group or others can access it, or when it is not valid TOML."""
-    target = Path(path) if path is not None else config_path()
-    try:
-        with open(target, "rb") as fh:
-            mode = os.fstat(fh.fileno()).st_mode
-            if mode & (stat.S_IRWXG | stat.S_IRWXO):
-                raise ConfigError(f"refusing to read {target}: it holds API keys and is "
-                                  f"readable by group or others (mode "
-                                  f"{stat.S_IMODE(mode):o}); run: chmod 600 {target}")
-            data = fh.read(1 << 20)
-    except FileNotFoundError:
-        return {}
-    except OSError as exc:
-        raise ConfigError(f"cannot read {target}: {exc.strerror or exc}") from None
-    try:
-        return tomllib.loads(data.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{target} is not valid TOML: {' '.join(str(exc).split())}") from None
-
-
-def _section(config: Mapping[str, Any], *keys: str) -> Mapping[str, Any]:
-    for key in keys:
-        value = config.get(key) if isinstance(config, Mapping) else None
-        config = value if isinstance(value, Mapping) else {}
-    return config
-
-
 def resolve_api_key(provider: str, *, env: Mapping[str, str] | None = None,
                     path: str | os.PathLike[str] | None = None) -> str | None:
     """The API key for ``provider`` from the environment, else the config file (read only
@@ -95,7 +55,7 @@ def resolve_api_key(provider: str, *, env: Mapping[str, str] | None = None,
         return None
     if env.get(var):
         return env[var].strip()
-    key = _section(load_config(path), provider).get("api_key")
+    key = section(load_config(path), provider).get("api_key")
     return key.strip() if isinstance(key, str) and key.strip() else None
 
 
@@ -103,8 +63,8 @@ def notify_config(path: str | os.PathLike[str] | None = None) -> tuple[list[str]
     """The webhook URLs and format under ``[notify]`` in the config file (``[]`` and
     ``None`` when it has none). Raises ``ConfigError`` for a malformed section; the
     message never repeats a URL."""
-    section = _section(load_config(path), "notify")
-    urls, fmt = section.get("urls", []), section.get("format")
+    found = section(load_config(path), "notify")
+    urls, fmt = found.get("urls", []), found.get("format")
     if isinstance(urls, str):
         urls = [urls]
     if not isinstance(urls, list) or not all(isinstance(u, str) for u in urls):
@@ -127,7 +87,7 @@ def resolve_base_url(provider: str, *, env: Mapping[str, str] | None = None,
     url = env.get(var, "").strip()
     where = var
     if not url:
-        found = _section(load_config(path), provider).get("base_url")
+        found = section(load_config(path), provider).get("base_url")
         url = found.strip() if isinstance(found, str) else ""
         where = f"base_url under [{provider}] in {path or config_path(env)}"
     if url and not url.startswith(("https://", "http://")):
@@ -247,7 +207,7 @@ def resolve_instance(host: str | None, *, provider: str | None = None,
     if provider and instance:
         return InstanceRef(provider, instance, "flags")
     if host:
-        entry = _section(load_config(path), "hosts", host)
+        entry = section(load_config(path), "hosts", host)
         p, i = entry.get("provider"), entry.get("instance")
         if isinstance(p, str) and i is not None and (not provider or provider == p):
             return InstanceRef(p, str(i), "config")

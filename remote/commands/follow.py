@@ -59,7 +59,8 @@ def event_json(event: WatchEvent) -> dict[str, Any]:
     if isinstance(event, StatusEvent):
         return {"event": "status", "health": event.health.verdict,
                 "reason": event.health.reason, "pid_alive": event.pid_alive,
-                "status": event.read.fields, "received_at": event.received_at}
+                "status": event.read.fields, "received_at": event.received_at,
+                "console": event.console}
     if isinstance(event, MetricsEvent):
         return {"event": "metrics", "rows": event.rows, "next_offset": event.next_offset,
                 "skipped": event.skipped, "reset": event.reset}
@@ -104,6 +105,9 @@ class Printer:
                 parts.insert(2, f"epoch {s.get('completed_epochs') or 0}/"
                                 f"{s.get('total_epochs')}")
             self.note(" · ".join(str(p) for p in parts))
+            if event.health.verdict == "failed" and event.console:
+                for line in event.console.splitlines():
+                    self.note(f"console.log: {line}")
         elif isinstance(event, MetricsEvent):
             for row in event.rows:
                 shown = " ".join(f"{k} {v:.4g}" for k, v in row.items()

@@ -7,10 +7,11 @@ import json
 import sys
 
 from remote.commands.errors import fail
-from remote.launch import ENGINES, LaunchSpec, RunIsLive, launch
+from remote.launch import ENGINES, LaunchSpec, RunIsLive
 from remote.push import laptop_token
+from remote.startup import START_WAIT, CannotStart, start_run
 from remote.target import add_connection_options, open_transport, parse_target
-from trainer.text import clean_text
+from trainer.text import clean_text, one_line
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -23,8 +24,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "of `libreyolo train`; name= names the run directory PROJECT/NAME. Prints the "
         "exact command, then the pid. The Hugging Face token (HF_TOKEN or the "
         "huggingface_hub token store) is sent over stdin with --hf-token or hub=. "
-        "Options go before PROJECT or after the last KEY=VALUE. "
-        "Exit 0 started, 1 refused (a live run) or failed, 2 bad input.",
+        "Options go before PROJECT or after the last KEY=VALUE. Before starting, the box "
+        "is asked whether its python can train (torch, numpy, pillow, pyyaml; for "
+        "--engine libreyolo, whether libreyolo is on PATH); after starting, launch waits "
+        "up to --wait seconds for the run's first status, and a run that dies in that "
+        "time is reported with the end of its console.log. "
+        "Exit 0 started, 1 refused (a live run, a python without torch) or failed to "
+        "start, 2 bad input.",
     )
     p.add_argument("project", metavar="[HOST:]PROJECT")
     p.add_argument("args", nargs="*", metavar="KEY=VALUE")
@@ -32,6 +38,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--hf-token", action="store_true",
                    help="give the run the Hugging Face token (over stdin, never argv)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--wait", type=float, default=START_WAIT, metavar="SECONDS",
+                   help="wait this long for the run's first status (default %(default)g; "
+                   "0: do not wait)")
     add_connection_options(p)
     p.set_defaults(func=run)
 
@@ -54,6 +63,8 @@ def run(args: argparse.Namespace) -> int:
     name = pairs.pop("name", "")
     if not name:
         raise ValueError("name=RUN is required (the run directory is PROJECT/RUN)")
+    if not 0 <= args.wait <= 600:
+        raise ValueError("--wait must be 0 to 600 seconds")
     spec = LaunchSpec(args.engine, target.path, name, pairs)
     secret = None
     if args.hf_token or pairs.get("hub"):
@@ -68,16 +79,28 @@ def run(args: argparse.Namespace) -> int:
 
     transport = open_transport(target, args, bootstrap=args.engine == "trainer", note=note)
     try:
-        result = launch(transport, spec, stdin=secret)
-    except RunIsLive as exc:
+        started = start_run(transport, spec, stdin=secret, wait=args.wait)
+    except (RunIsLive, CannotStart) as exc:
         return fail("launch", exc, 1, args.json)
     finally:
         transport.close()
+    result = started.result
     where = result.run_dir if target.host is None else f"{target.host}:{result.run_dir}"
+    health = None if started.run is None else started.run.health.verdict
+    if started.failed:
+        if args.json:
+            print(json.dumps({"ok": False, "error": started.error, "pid": result.pid,
+                              "command": result.command, "run_dir": result.run_dir,
+                              "target": where, "health": health}))
+        print(f"gpurent launch: {one_line(started.error, 600)}", file=sys.stderr)
+        return 1
     if args.json:
         print(json.dumps({"ok": True, "pid": result.pid, "command": result.command,
-                          "run_dir": result.run_dir, "target": where}))
+                          "run_dir": result.run_dir, "target": where, "health": health}))
     else:
         print(f"$ {result.command}")
         print(f"pid {result.pid}  run {clean_text(where)}")
+    if health == "starting":
+        note(f"still starting after {args.wait:g}s (no status.json yet); watch it with "
+             f"gpurent follow {where}")
     return 0

@@ -45,7 +45,7 @@ def summarise(transport: Transport, run_dir: str) -> dict[str, Any]:
 
 def format_summary(s: dict[str, Any]) -> str:
     """The human-readable lines for a summary object."""
-    rows = [("run", s["run_dir"]), ("state", f"{s['state']}  health: {s['health']}"),
+    rows = [("run", s["run_dir"]), ("state", f"{s['state'] or '-'}  health: {s['health']}"),
             ("why", s["reason"])]
     if s["total_epochs"]:
         pct = f"  ({100 * s['progress']:.0f}%)" if s["progress"] is not None else ""
@@ -68,7 +68,11 @@ def format_summary(s: dict[str, Any]) -> str:
         if guard.get("alarm_active"):  # first, where nobody can miss it
             rows.insert(0, ("ALARM", f"{guard['alarm'].get('message')} (acknowledge: "
                                      "gpurent guard RUN ack)"))
-    return "\n".join(f"{k:<6} {clean_text(str(v))}" for k, v in rows)
+    lines = [f"{k:<6} {clean_text(str(v))}" for k, v in rows]
+    if s.get("console"):
+        lines.append("console.log (last lines; no status.json yet):")
+        lines += [f"  {clean_text(line)}" for line in str(s["console"]).splitlines()]
+    return "\n".join(lines)
 
 
 def remote_summary(args: argparse.Namespace, target: Target) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from remote.transport.base import (
     TransportError,
 )
 from trainer import runfiles
+from trainer.health import local_pid_alive
 
 #: The directory that holds the ``trainer`` package (the repository root).
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -218,7 +219,7 @@ class LocalTransport:
 
     def pid_alive(self, pid: int) -> bool:
         """Whether ``pid`` is a live, non-zombie process here."""
-        return runfiles.local_pid_alive(pid)
+        return local_pid_alive(pid)
 
     def upload(self, local: str, remote: str, progress: Progress | None = None) -> None:
         """Copy ``local`` to ``remote`` atomically (temp name, then rename)."""

@@ -54,6 +54,7 @@ from remote.transport.hostkeys import (
     HostKeyChanged,
     HostKeyRevoked,
     HostKeyUnknown,
+    fingerprint,
 )
 from remote.transport.sshconfig import HostSpec
 
@@ -141,6 +142,10 @@ class SSHTransport:
         with contextlib.suppress(Exception):
             return str(self._transport.getpeername()[0])
         return None
+    def box_id(self) -> str:
+        """``user@`` and the box's host key fingerprint: the same box at whatever address
+        or port it is reached (what the laptop remembers a box by)."""
+        return f"{self.spec.user}@{fingerprint(self._transport.get_remote_server_key())}"
 
     @property
     def is_active(self) -> bool:

@@ -271,7 +271,7 @@ def examine(spec: DataSpec, workers: int | None = None) -> dict[str, Any]:
 
     all_images = sorted({p for imgs in split_images.values() for p in imgs})
     with ThreadPoolExecutor(max_workers=workers or min(8, os.cpu_count() or 1)) as pool:
-        image_results = dict(zip(all_images, pool.map(_read_image, all_images), strict=True))
+        image_results = dict(zip(all_images, pool.map(_read_image, all_images)))
 
     instances: dict[str, Counter[int]] = {}
     images_with: dict[str, Counter[int]] = {}

@@ -50,7 +50,7 @@ def check_row(tokens: list[str], line: int, nc: int) -> tuple[int | None, RowPro
     if n != 5:
         return None, RowProblem("field_count", line, f"{n} fields; expected 5 (class cx cy w h)")
     values = [_number(t) for t in tokens]
-    bad = [t for t, v in zip(tokens, values, strict=True) if v is None]
+    bad = [t for t, v in zip(tokens, values) if v is None]
     if bad:
         return None, RowProblem("not_a_number", line, f"not a number: {bad[0][:20]!r}")
     cls = values[0]

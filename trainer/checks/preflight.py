@@ -200,8 +200,8 @@ def check_host(report: Report, args: argparse.Namespace) -> None:
 def run_preflight(args: argparse.Namespace) -> dict[str, Any]:
     """Run every check and return the report (see docs/SCHEMAS.md)."""
     report = Report()
-    report.body.update(python=platform.python_version(), hostname=socket.gethostname(),
-                       project=os.path.abspath(args.project))
+    report.body.update(python=platform.python_version(), executable=sys.executable,
+                       hostname=socket.gethostname(), project=os.path.abspath(args.project))
     check_torch_and_gpus(report, args.require_gpu)
     check_host(report, args)
     return report.finish()
@@ -209,7 +209,8 @@ def run_preflight(args: argparse.Namespace) -> dict[str, Any]:
 
 def render(report: dict[str, Any]) -> str:
     """The readable form of a report."""
-    lines = [f"preflight on {report['hostname']} (python {report['python']})"]
+    lines = [f"preflight on {report['hostname']} (python {report['python']} at "
+             f"{report.get('executable') or '?'})"]
     width = max(len(c["name"]) for c in report["checks"])
     for c in report["checks"]:
         lines.append(f"  {c['status']:<5} {c['name']:<{width}}  {c['message']}")

@@ -172,7 +172,7 @@ def hsv_jitter(pixels: np.ndarray, rng: np.random.Generator, *, hue: float = 0.0
               np.clip(levels * gains[1], 0, 255).astype(np.uint8),
               np.clip(levels * gains[2], 0, 255).astype(np.uint8))
     channels = Image.fromarray(pixels).convert("HSV").split()
-    jittered = [c.point(t.tolist()) for c, t in zip(channels, tables, strict=True)]
+    jittered = [c.point(t.tolist()) for c, t in zip(channels, tables)]
     return np.asarray(Image.merge("HSV", jittered).convert("RGB"))
 
 

@@ -44,7 +44,7 @@ def make_anchors(sizes: list[tuple[int, int]], strides: list[int], *,
     """Anchor points (cell centres, pixels) ``(A, 2)`` and their strides ``(A, 1)`` for
     feature maps of ``(height, width)`` ``sizes``, level by level, row-major."""
     points, stride_col = [], []
-    for (h, w), stride in zip(sizes, strides, strict=True):
+    for (h, w), stride in zip(sizes, strides):
         ys = (torch.arange(h, device=device, dtype=dtype) + 0.5) * stride
         xs = (torch.arange(w, device=device, dtype=dtype) + 0.5) * stride
         grid_y, grid_x = torch.meshgrid(ys, xs, indexing="ij")
@@ -97,7 +97,7 @@ def postprocess(boxes: Tensor, scores: Tensor, *, conf: float = 0.001, iou: floa
     ``boxes`` ``(B, A, 4)`` xyxy pixels and ``scores`` ``(B, A, C)`` probabilities; each
     anchor proposes its best class."""
     results = []
-    for img_boxes, img_scores in zip(boxes, scores, strict=True):
+    for img_boxes, img_scores in zip(boxes, scores):
         best, cls = img_scores.max(dim=1)
         mask = best > conf
         img_boxes, best, cls = img_boxes[mask], best[mask], cls[mask]

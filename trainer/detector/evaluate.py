@@ -86,7 +86,7 @@ class DetectionEvaluator:
 
     def merge(self, other: DetectionEvaluator) -> None:
         """Add the images another evaluator saw (a validation shard of another rank)."""
-        for mine, theirs in zip(self._classes, other._classes, strict=True):
+        for mine, theirs in zip(self._classes, other._classes):
             mine.scores.extend(theirs.scores)
             mine.hits.extend(theirs.hits)
             mine.n_gt += theirs.n_gt

@@ -99,14 +99,14 @@ class Head(nn.Module):
 
     def init_biases(self, imgsz: int = 640) -> None:
         """Start with few confident cells and boxes about two strides from their centre."""
-        for box, cls, stride in zip(self.box, self.cls, STRIDES, strict=True):
+        for box, cls, stride in zip(self.box, self.cls, STRIDES):
             nn.init.constant_(box[-1].bias, math.log(math.expm1(2.0)))
             nn.init.constant_(cls[-1].bias, math.log(5 / self.nc / (imgsz / stride) ** 2))
 
     def forward(self, feats: list[Tensor]) -> tuple[Tensor, Tensor]:
         """Flattened ``(B, A, nc)`` logits and ``(B, A, 4)`` raw distances, level by level."""
-        logits = [cls(f).flatten(2) for cls, f in zip(self.cls, feats, strict=True)]
-        dists = [box(f).flatten(2) for box, f in zip(self.box, feats, strict=True)]
+        logits = [cls(f).flatten(2) for cls, f in zip(self.cls, feats)]
+        dists = [box(f).flatten(2) for box, f in zip(self.box, feats)]
         return torch.cat(logits, 2).transpose(1, 2), torch.cat(dists, 2).transpose(1, 2)
 
 

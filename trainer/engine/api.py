@@ -60,7 +60,7 @@ class TrainResult:
 
 
 def _text(value: Any) -> str:
-    if isinstance(value, str | os.PathLike):
+    if isinstance(value, (str, os.PathLike)):
         return os.fspath(value)
     if isinstance(value, Sequence):
         return ",".join(str(v) for v in value)

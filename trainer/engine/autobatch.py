@@ -14,7 +14,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Optional, Protocol
 
 import torch
 
@@ -24,7 +24,7 @@ CPU_DEFAULT_BATCH = 16
 MAX_BATCH = 1024
 
 #: batch -> peak bytes of a training step at that batch, or ``None`` when it ran out of memory.
-Measure = Callable[[int], int | None]
+Measure = Callable[[int], Optional[int]]
 
 _GIB = 2**30
 

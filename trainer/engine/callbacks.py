@@ -85,7 +85,7 @@ class Callbacks:
     def add_mapping(self, mapping: dict[str, Callback | Iterable[Callback]]) -> None:
         """Register ``{event: callable or list of callables}``."""
         for event, value in mapping.items():
-            for callback in (value if isinstance(value, list | tuple) else [value]):
+            for callback in (value if isinstance(value, (list, tuple)) else [value]):
                 self.add(event, callback)
 
     def __bool__(self) -> bool:

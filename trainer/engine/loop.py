@@ -385,7 +385,7 @@ def run(plan: Plan, group: Group | None = None) -> int:
                                    "time": round(time.monotonic() - epoch_start, 3),
                                    "train/loss": train_loss}
             row.update({f"train/{part}_loss": value
-                        for part, value in zip(LOSS_PARTS, losses, strict=True)})
+                        for part, value in zip(LOSS_PARTS, losses)})
             for key in ("precision", "recall", "mAP50", "mAP50-95"):
                 row[f"metrics/{key}"] = metrics.get(key) if validated else None
             row.update({f"lr/pg{i}": group_["lr"]
@@ -397,7 +397,7 @@ def run(plan: Plan, group: Group | None = None) -> int:
             report.epoch_end(row, epoch=epoch, metrics=metrics, train_loss=train_loss)
             log.info("epoch %d/%d: loss %.4f (%s)%s, %.1fs%s", epoch, args.epochs,
                      train_loss, ", ".join(f"{p} {v:.4f}" for p, v in
-                                           zip(LOSS_PARTS, losses, strict=True)),
+                                           zip(LOSS_PARTS, losses)),
                      "" if not validated else ", " + ", ".join(
                          f"{k} {v:.4f}" for k, v in metrics.items()),
                      row["time"], ", new best" if is_best else "")

@@ -17,6 +17,7 @@ import json
 import os
 from pathlib import Path
 
+from trainer.health import local_pid_alive
 from trainer.runfiles import (
     METRICS_FILE,
     RESULTS_FILE,
@@ -24,7 +25,6 @@ from trainer.runfiles import (
     SUMMARY_FILE,
     WEIGHTS_DIR,
     atomic_write_bytes,
-    local_pid_alive,
     read_status,
 )
 

@@ -20,6 +20,7 @@ from trainer import procid, runfiles, smi
 from trainer.guard.act import Ending, Policy, end_billing
 from trainer.guard.notify import Notifier, Target
 from trainer.guard.state import ACTIVE_STATES, GUARD_FILE
+from trainer.health import judge_health, local_pid_alive
 from trainer.providers.base import Provider
 from trainer.text import format_duration, money, one_line, rate
 
@@ -83,7 +84,7 @@ class Guard:
 
     def __init__(self, cfg: GuardConfig, provider: Provider, log: logging.Logger, *,
                  gpu_util: Callable[[], list[int] | None] = gpu_utilisation,
-                 pid_alive: Callable[[int], bool] = runfiles.local_pid_alive,
+                 pid_alive: Callable[[int], bool] = local_pid_alive,
                  notify: list[Target] | None = None,
                  price_per_hour: float | None = None) -> None:
         self.cfg = cfg
@@ -243,7 +244,7 @@ class Guard:
             size = log_path.stat().st_size if log_path.exists() else 0
             history = [*history[-20:], (now, size)]
             read = runfiles.read_status(cfg.run_dir)
-            health = runfiles.judge_health(read, now=now, pid_alive=self.pid_alive,
+            health = judge_health(read, now=now, pid_alive=self.pid_alive,
                                            log_history=history)
             verdict, reason = health.verdict, health.reason
             stalled_since = (stalled_since or time.monotonic()) if verdict == "stalled" \

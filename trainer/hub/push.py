@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer import runfiles
+from trainer.health import local_pid_alive
 from trainer.hub.client import (
     HubError,
     check_repo_id,
@@ -163,7 +164,7 @@ def clean_stale_snapshots(run_dir: Path) -> None:
     """Remove snapshot directories left by pushes whose process is gone (killed)."""
     for entry in run_dir.glob(f"{SNAPSHOT_PREFIX}*"):
         match = SNAPSHOT_RE.match(entry.name)
-        if match and entry.is_dir() and not runfiles.local_pid_alive(int(match.group(1))):
+        if match and entry.is_dir() and not local_pid_alive(int(match.group(1))):
             shutil.rmtree(entry, ignore_errors=True)
 
 

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from trainer import runfiles
+from trainer.health import local_pid_alive
 from trainer.hub.ledger import LedgerError, file_identity, read_ledger, sha256_file
 
 SCHEMA = "gpurent.safe/2"
@@ -243,7 +244,7 @@ def push_in_flight(run_dir: Path) -> bool:
 
     for entry in Path(run_dir).glob(f"{SNAPSHOT_PREFIX}*"):
         match = SNAPSHOT_RE.match(entry.name)
-        if match and entry.is_dir() and runfiles.local_pid_alive(int(match.group(1))):
+        if match and entry.is_dir() and local_pid_alive(int(match.group(1))):
             return True
     return False
 

@@ -48,7 +48,7 @@ class StepTiming:
 
 def batch_len(batch: Any) -> int:
     """Images in a batch: the first dimension of the batch (or of its first element)."""
-    first = batch[0] if isinstance(batch, list | tuple) else batch
+    first = batch[0] if isinstance(batch, (list, tuple)) else batch
     shape = getattr(first, "shape", None)
     return int(shape[0]) if shape else len(first)
 

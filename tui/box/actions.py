@@ -19,14 +19,16 @@ from remote.billing.identity import box_address
 from remote.billing.providers import provider_for
 from remote.billing.teardown import resolve_safety, run_safety, teardown, warning_for
 from remote.guard import read_guard
-from remote.launch import LaunchSpec, build_command, launch
+from remote.launch import LaunchSpec, RunIsLive, build_command
 from remote.pull import pull_weights
 from remote.push import laptop_token, push_from_box
+from remote.startup import CannotStart, start_run
 from remote.stop import stop_run
 from remote.transport.base import Transport
 from trainer.runfiles import parse_iso
 from trainer.text import format_duration
 from tui.box.guard import GuardActions
+from tui.box.reports import findings_text, instance_costs
 from tui.dialogs.confirm import ConfirmDialog
 from tui.dialogs.destroy import DestroyDialog
 from tui.dialogs.launch import LaunchForm, LaunchRequest
@@ -41,35 +43,6 @@ RUN_OVER = ("completed", "failed", "stopped", "dead")
 
 class ActionRefused(Exception):
     """An action cannot run now; the message says why in one line."""
-
-
-def findings_text(title: str, report: dict[str, Any] | None) -> Text:
-    """Preflight checks or doctor findings as coloured lines (a wrongly typed field is
-    shown as unreadable)."""
-    text = Text()
-    text.append_text(safe(title, 60, "bold"))
-    if report is None:
-        text.append("  (not run)\n", style="dim")
-        return text
-    ok = report.get("ok") is True
-    text.append("  ok\n" if ok else "  problems found\n", style="green" if ok else "bold red")
-    styles = {"ok": "green", "info": "dim", "warn": "yellow", "warning": "yellow",
-              "fail": "bold red", "error": "bold red"}
-    for check in fields.objs(report.get("checks")):
-        status = fields.text(check.get("status"))
-        if status == "ok":
-            continue
-        text.append_text(safe(f"  {status:<5} ", 20, styles.get(status, "")))
-        text.append_text(safe(f"{fields.text(check.get('name'))}: "
-                              f"{fields.text(check.get('message'))}", 160))
-        text.append("\n")
-    for finding in fields.objs(report.get("findings")):
-        sev = fields.text(finding.get("severity"))
-        text.append_text(safe(f"  {sev:<7} ", 20, styles.get(sev, "")))
-        text.append_text(safe(f"{fields.text(finding.get('kind'))}: "
-                              f"{fields.text(finding.get('message'))}", 160))
-        text.append("\n")
-    return text
 
 
 class BoxActions(GuardActions):
@@ -296,12 +269,21 @@ class BoxActions(GuardActions):
                 raise ActionRefused("a Hub repo needs a Hugging Face token: set HF_TOKEN "
                                     "or run `hf auth login`")
             stdin = token.encode()
-        result = launch(transport, self.launch_spec(request), stdin=stdin)
-        self.app.call_from_thread(self._launched, result)
+        try:
+            started = start_run(transport, self.launch_spec(request), stdin=stdin)
+        except (CannotStart, RunIsLive) as exc:
+            raise ActionRefused(str(exc)) from None
+        self.app.call_from_thread(self._launched, started)
 
-    def _launched(self, result: Any) -> None:
-        self.app.notify(f"launched {result.run_dir} (pid {result.pid})",
-                        title=self.spec.title)
+    def _launched(self, started: Any) -> None:
+        """Watch the new run; one that died in setup is watched too (its console.log
+        fills the log pane) and rings the bell with its error."""
+        result = started.result
+        if started.failed:
+            self.app.alert(started.error, self.spec.title)
+        else:
+            self.app.notify(f"launched {result.run_dir} (pid {result.pid})",
+                            title=self.spec.title)
         self.watch_run(result.run_dir)
         self.refresh_runs()
 
@@ -470,27 +452,3 @@ class BoxActions(GuardActions):
                                   title=self.spec.title)
         report = checks.profile(transport, args)
         self.app.call_from_thread(self.app.push_screen, ProfileCard(report))
-
-
-def instance_costs(report: Any, what: str) -> Text:
-    """What stopping or destroying keeps billing, in dollars (a ``CostReport``); no stop
-    advice for a provider that cannot stop."""
-    text = Text()
-    text.append(f"Running now costs {money(report.price_per_hour)}/h. ")
-    if not report.can_stop:
-        text.append(f"{report.provider_title or 'This provider'} cannot stop an instance: "
-                    "destroying (terminating) is the only way to end its billing. ")
-    if what == "stop" and report.can_stop:
-        text.append(f"Stopped it costs {money(report.stopped_per_hour)}/h for its disk")
-        if report.disk_gb is not None:
-            text.append(f" ({report.disk_gb:.0f} GB)")
-        text.append(".\n")
-        if report.break_even_hours is not None:
-            text.append(f"Stopping is cheaper than destroying for pauses under "
-                        f"{report.break_even_hours:.1f} h (a rebuild costs about "
-                        f"{money(report.rebuild_usd)}).\n")
-        text.append("Stopping releases the GPUs: a restart can fail if they are gone.",
-                    style="bold yellow")
-    else:
-        text.append("Destroyed it costs nothing, and everything on it is gone.")
-    return text

@@ -126,7 +126,7 @@ class BoxView(BoxActions, ResumeActions, Vertical):
         self.connector = Connector(
             None if spec.kind == "local" else spec.target, port=spec.port,
             accept_new=spec.accept_new, ask_unknown=self.ask_host_key,
-            ssh_options=dict(spec.ssh_options),
+            ssh_options=dict(spec.ssh_options), python=spec.python,
             locate=Locator(named, base_url=spec.provider_url) if named else None)
         self.project = spec.project
         self.run_dir: str | None = None
@@ -269,7 +269,7 @@ class BoxView(BoxActions, ResumeActions, Vertical):
             chosen = next((r.run_dir for r in runs if r.name == message.run),
                           _join(message.project, message.run))
         elif runs:
-            live = [r for r in runs if r.health in ("live", "slow", "stalled")]
+            live = [r for r in runs if r.health in ("live", "starting", "slow", "stalled")]
             chosen = (live or runs)[0].run_dir
         self.query_one(RunsList).show_runs(runs, chosen)
         if chosen is None:
@@ -342,6 +342,8 @@ class BoxView(BoxActions, ResumeActions, Vertical):
         """A new status: header, money, bell on bad news, safety after each epoch."""
         self.status = ev
         self.header.show_status(ev)
+        if ev.console:
+            self.log_pane.show_console(ev.console)
         self.header.show_money(self.money_text())
         verdict = ev.health.verdict
         if verdict != self._last_verdict:

@@ -19,6 +19,7 @@ from tui.widgets.textline import TextLine
 #: Health verdict -> (badge label, style).
 HEALTH_STYLES = {
     "live": ("● live", "bold green"),
+    "starting": ("◔ starting", "bold blue"),
     "slow": ("◐ slow", "bold yellow"),
     "stalled": ("◌ stalled", "bold dark_orange"),
     "dead": ("✖ dead", "bold white on red"),

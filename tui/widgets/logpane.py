@@ -29,6 +29,8 @@ MAX_LINES = 5000
 MAX_PARTIAL = 64 * 1024
 #: How often the UI takes the lines that arrived (seconds).
 DRAIN_INTERVAL = 0.1
+#: The pane's title: the run's log, or its console output before there is one.
+LOG_TITLE, CONSOLE_TITLE = "train.log", "console.log (no train.log yet)"
 
 
 class LogFeed:
@@ -110,7 +112,7 @@ class LogPane(Vertical):
 
     def __init__(self, max_lines: int = MAX_LINES, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.border_title = "train.log"
+        self.border_title = LOG_TITLE
         self.feed = LogFeed(max_lines)
         self.max_lines = max_lines
         self.all_lines: deque[str] = deque(maxlen=max_lines)
@@ -141,6 +143,8 @@ class LogPane(Vertical):
     def drain(self) -> int:
         """Move the lines that arrived into the pane; return how many were written."""
         reset, lines = self.feed.drain()
+        if lines and self.border_title != LOG_TITLE:
+            reset, self.border_title = True, LOG_TITLE  # train.log replaces the console
         if reset:
             self.all_lines.clear()
             self.log.clear()
@@ -160,9 +164,20 @@ class LogPane(Vertical):
     def clear(self) -> None:
         """Empty the pane (another run was chosen)."""
         self.feed.drain()
+        self.border_title = LOG_TITLE
         self.all_lines.clear()
         self.log.clear()
         self._draw_status()
+
+    def show_console(self, text: str) -> None:
+        """Show the end of console.log (cleaned) while the run has written no train.log:
+        it is starting, or it died before it could, and the reason is there."""
+        if self.feed.received_lines or not text:
+            return
+        self.border_title = CONSOLE_TITLE
+        self.all_lines.clear()
+        self.all_lines.extend(clean_text(text, keep_newlines=True).splitlines())
+        self.set_filter(self.filter_text)
 
     def toggle_follow(self) -> bool:
         """Follow on/off; returns the new state."""

@@ -1,0 +1,111 @@
+"""The laptop's config file and state file.
+
+The config file is ``$XDG_CONFIG_HOME/gpurent/config.toml`` (default
+``~/.config/gpurent/config.toml``): provider API keys (``[vast]`` ``api_key`` ...) and
+per-host entries (``[hosts."HOST"]``: ``provider``, ``instance``, ``python``). It holds
+keys, so it is refused while group or others can access it.
+
+The state file is ``$XDG_STATE_HOME/gpurent/boxes.json`` (default
+``~/.local/state/gpurent/boxes.json``): what the laptop remembers per box between
+connections (the python bootstrap chose there), keyed by the box's host key.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from trainer import runfiles
+
+
+class ConfigError(ValueError):
+    """The config file cannot be used; the message is one line that says how to fix it."""
+
+
+def config_path(env: Mapping[str, str] | None = None) -> Path:
+    """Where the config file lives."""
+    env = os.environ if env is None else env
+    base = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "gpurent" / "config.toml"
+
+
+def load_config(path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """The config file as a dict (``{}`` when there is none). Raises ``ConfigError`` when
+    group or others can access it, or when it is not valid TOML."""
+    target = Path(path) if path is not None else config_path()
+    try:
+        with open(target, "rb") as fh:
+            mode = os.fstat(fh.fileno()).st_mode
+            if mode & (stat.S_IRWXG | stat.S_IRWXO):
+                raise ConfigError(f"refusing to read {target}: it holds API keys and is "
+                                  f"readable by group or others (mode "
+                                  f"{stat.S_IMODE(mode):o}); run: chmod 600 {target}")
+            data = fh.read(1 << 20)
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise ConfigError(f"cannot read {target}: {exc.strerror or exc}") from None
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{target} is not valid TOML: {' '.join(str(exc).split())}") from None
+
+
+def section(config: Mapping[str, Any], *keys: str) -> Mapping[str, Any]:
+    """``config[k1][k2]...``, ``{}`` where a level is missing or not a table."""
+    for key in keys:
+        value = config.get(key) if isinstance(config, Mapping) else None
+        config = value if isinstance(value, Mapping) else {}
+    return config
+
+
+def host_python(host: str | None, path: str | os.PathLike[str] | None = None) -> str | None:
+    """``python`` under ``[hosts."HOST"]``: the interpreter to use on that box, or ``None``.
+    Raises ``ConfigError`` for a value that is not an absolute path."""
+    if not host:
+        return None
+    value = section(load_config(path), "hosts", host).get("python")
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.startswith("/"):
+        raise ConfigError(f"[hosts.\"{host}\"] python in {path or config_path()} must be an "
+                          "absolute path on the box, e.g. \"/opt/conda/bin/python\"")
+    return value
+
+
+def state_path(env: Mapping[str, str] | None = None) -> Path:
+    """Where the laptop's memory of boxes lives."""
+    env = os.environ if env is None else env
+    base = env.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local",
+                                                     "state")
+    return Path(base) / "gpurent" / "boxes.json"
+
+
+def remembered(box: str) -> dict[str, Any]:
+    """What was remembered about ``box`` (``{}`` when nothing, or the file is unreadable)."""
+    try:
+        data = json.loads(state_path().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    entry = data.get(box) if isinstance(data, dict) else None
+    return entry if isinstance(entry, dict) else {}
+
+
+def remember(box: str, **facts: Any) -> None:
+    """Merge ``facts`` into what is remembered about ``box`` (written atomically, 0600)."""
+    path = state_path()
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        data = {}
+    data = data if isinstance(data, dict) else {}
+    entry = data.get(box) if isinstance(data.get(box), dict) else {}
+    data[box] = {**entry, **facts}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    runfiles.atomic_write_json(path, data)
+    os.chmod(path, 0o600)

@@ -1,0 +1,105 @@
+"""Starting a run so that a failure shows at once, for ``gpurent launch`` and the TUI.
+
+Before anything starts, the box is asked whether it can run the engine at all (our
+trainer: ``trainer ready``, whether its python has torch, numpy, pillow, pyyaml;
+LibreYOLO: whether ``libreyolo`` is on PATH); a box that cannot is refused with the fix
+in one line and nothing is created. After :func:`remote.launch.launch` started the run,
+:func:`wait_for_start` watches it for a few seconds until it writes its first status or
+dies, so a run that dies in setup (a typo in ``data=``, an unknown model, a missing
+package) is reported with the last lines of its ``console.log``.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from remote.launch import LaunchResult, LaunchSpec, check_run_dir, launch, validate
+from remote.runs import RunRead, read_run
+from remote.transport.base import Transport, TransportError
+from trainer.text import clean_text, one_line
+
+#: How long a launch waits for the run's first status.json (or its death) by default.
+START_WAIT = 10.0
+#: Verdicts that mean the run is over before it began.
+FAILED = ("failed", "dead")
+
+
+class CannotStart(Exception):
+    """The box cannot run this engine; the message is one line with the fix."""
+
+
+@dataclass(frozen=True)
+class Started:
+    """A launched run and how it stood when the wait ended (``None``: not waited for)."""
+
+    result: LaunchResult
+    run: RunRead | None
+
+    @property
+    def failed(self) -> bool:
+        """Whether the run ended (failed or died) within the wait."""
+        return self.run is not None and self.run.health.verdict in FAILED
+
+    @property
+    def error(self) -> str:
+        """``failed to start: <the console's last lines, or the status error>``."""
+        if self.run is None or not self.failed:
+            return ""
+        reason = self.run.health.reason
+        return reason if reason.startswith("failed to start") else f"failed to start: {reason}"
+
+
+def require_engine(transport: Transport, spec: LaunchSpec) -> None:
+    """Raise ``CannotStart`` when the box cannot run ``spec``'s engine (nothing is
+    started or created either way); ``TransportError`` when the box cannot be asked."""
+    if spec.engine == "libreyolo":
+        found = transport.run("command -v libreyolo", timeout=30.0)
+        if not found.ok:
+            raise CannotStart(f"libreyolo is not on the PATH of {transport.label}: install it "
+                              "there (pip install libreyolo) or launch with --engine trainer")
+        return
+    res = transport.run(f"{transport.trainer_prefix} -m trainer ready --json", timeout=60.0)
+    text = res.stdout.decode("utf-8", errors="replace")
+    try:
+        report = json.loads(text[text.index("{"):])
+    except ValueError:
+        why = one_line(clean_text(res.stderr or res.stdout).strip().splitlines()[-1:] or "")
+        raise TransportError(f"cannot run the trainer on {transport.label}: "
+                             f"{why or f'exit {res.rc}'}") from None
+    missing = [str(m) for m in report.get("missing") or []]
+    if missing:
+        exe = clean_text(str(report.get("executable") or "the box's python"))
+        raise CannotStart(
+            f"{exe} (python {clean_text(str(report.get('python')))}) on {transport.label} "
+            f"cannot import {', '.join(missing)}: install them into it ({exe} -m pip install "
+            f"{shlex.join(missing)}) or choose a python that has them with --python PATH")
+
+
+def wait_for_start(transport: Transport, result: LaunchResult, timeout: float = START_WAIT,
+                   *, poll: float = 0.25,
+                   sleep: Callable[[float], None] = time.sleep) -> RunRead:
+    """Read the run until it wrote status.json, ended, or ``timeout`` s passed; the last
+    read (its verdict ``starting`` when it is still starting)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        run = read_run(transport, result.run_dir)
+        if run.health.verdict != "starting" or time.monotonic() >= deadline:
+            return run
+        sleep(poll)
+
+
+def start_run(transport: Transport, spec: LaunchSpec, stdin: bytes | None = None,
+              wait: float = START_WAIT) -> Started:
+    """Check the engine, launch ``spec`` detached, then wait up to ``wait`` s for its
+    start (0: do not wait). ``CannotStart``, ``RunIsLive``, ``ValueError`` and
+    ``TransportError`` come from the checks and the launch; a run that failed to start
+    is returned (``Started.failed``), since it exists and can be looked at."""
+    validate(spec)
+    check_run_dir(transport, spec)  # a live run there is the more useful refusal
+    require_engine(transport, spec)
+    result = launch(transport, spec, stdin=stdin)
+    return Started(result, wait_for_start(transport, result, wait) if wait > 0 else None)

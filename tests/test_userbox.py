@@ -1,0 +1,91 @@
+"""A box that logs in as a user without root (as Lambda's ``ubuntu``), its home in an
+unusual place, no write access outside it: bootstrap finds the venv with torch in
+``~/venv`` (PATH's python3 has none), and the whole cycle works: launch -> watch ->
+stop -> pull, with nothing written outside the home."""
+
+from __future__ import annotations
+
+import json
+import pwd
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from remote.bootstrap import bootstrap
+from remote.events import MetricsEvent, StatusEvent
+from remote.launch import LaunchSpec
+from remote.pull import local_sha256, pull_weights
+from remote.startup import start_run
+from remote.stop import stop_run
+from remote.watcher import Watcher
+from tests.fixtures.sshd import SSHServer
+from tests.fixtures.watch_log import Collector, wait_until
+from trainer import runfiles
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
+
+
+def test_a_non_root_box_runs_launch_watch_stop_pull(user_box: SSHServer, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPURENT_DATA_DIR", str(tmp_path / "laptop-data"))
+    home = Path(user_box.home)
+    before = tmp_path / "before"  # what the user writes after this counts
+    before.touch()
+    with user_box.connect() as box:
+        who = box.run("id -u; printf '%s\\n' \"$HOME\"; touch /opt/gpurent-probe", timeout=30)
+        uid, login_home = who.stdout.decode().split()[:2]
+        assert int(uid) == pwd.getpwnam(user_box.user).pw_uid != 0
+        assert login_home == str(home) and not who.ok  # /opt is not writable for it
+        result = bootstrap(box, preflight=False)
+        assert result.python == f"{home}/venv/bin/python" and result.torch
+        assert result.trainer_dir.startswith(f"{home}/.cache/gpurent/")
+        made = box.run(f"{box.trainer_prefix} -m trainer shapes data --train 8 --val 4 "
+                       "--imgsz 32", timeout=180)
+        assert made.ok, made.stderr
+        # Relative paths: the project lives in the login directory, the user's home.
+        spec = LaunchSpec("trainer", "runs", "r1", {
+            "data": f"{home}/data/data.yaml", "epochs": "500", "batch": "8", "imgsz": "32",
+            "workers": "0", "device": "cpu"})
+        started = start_run(box, spec, wait=60)
+        assert not started.failed, started.error
+        prefix = box.trainer_prefix
+    run_dir = home / "runs" / "r1"
+
+    def connect():
+        transport = user_box.connect()
+        transport.trainer_prefix = prefix
+        return transport
+
+    events = Collector()
+    watcher = Watcher(connect, started.result.run_dir, events)
+    watcher.start()
+    try:
+        assert wait_until(lambda: any(isinstance(e, MetricsEvent) and e.rows
+                                      for _, e in events.snapshot()), 240), \
+            (run_dir / runfiles.CONSOLE_FILE).read_text()[-2000:]
+        with user_box.connect() as box:
+            stopped = stop_run(box, started.result.run_dir, timeout=120)
+        assert stopped.outcome == "stopped", stopped.detail
+        assert wait_until(lambda: any(isinstance(e, StatusEvent)
+                                      and e.health.verdict == "stopped"
+                                      for _, e in events.snapshot()), 60)
+    finally:
+        watcher.stop()
+    with user_box.connect() as box:
+        pulled = pull_weights(box, started.result.run_dir, tmp_path / "pulled",
+                              files=("best.pt", "last.pt"))
+    for item in pulled:
+        assert local_sha256(item.local_path) == item.sha256 == \
+            local_sha256(run_dir / "weights" / item.name)
+    status = json.loads((run_dir / runfiles.STATUS_FILE).read_text())
+    assert status["state"] == "stopped"
+    owner = pwd.getpwnam(user_box.user).pw_uid
+    assert run_dir.stat().st_uid == owner
+    # torch keeps its own compile cache in /tmp/torchinductor_USER; nothing else of
+    # ours may land outside the home.
+    stray = subprocess.run(["find", "/tmp", "/var/tmp", "/dev/shm", "-xdev", "-user",
+                            user_box.user, "-newer", str(before), "-not", "-path", f"{home}*",
+                            "-not", "-path", f"/tmp/torchinductor_{user_box.user}*"],
+                           capture_output=True, text=True, timeout=120)
+    assert stray.stdout.split() == [], "the box user wrote outside its home"

@@ -1,0 +1,145 @@
+"""Is a run alive? Liveness is derived, never trusted: ``status.json`` (read by
+:mod:`trainer.runfiles`), whether its pid lives, and the growth of its log are combined
+into one verdict. Standard library only; the box's follower and the laptop share it."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from trainer.runfiles import StatusRead, parse_iso
+from trainer.text import format_duration, one_line
+
+#: Health verdicts, from best to worst news.
+HEALTH_VERDICTS = (
+    "live", "starting", "slow", "stalled", "dead", "completed", "failed", "stopped",
+    "unreadable",
+)
+
+
+@dataclass(frozen=True)
+class Health:
+    """A liveness verdict (one of ``HEALTH_VERDICTS``) and a one-line reason."""
+
+    verdict: str
+    reason: str
+
+
+def local_pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this machine and is not a zombie."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[-1].split()
+    except OSError:
+        return True
+    return not (fields and fields[0] in (b"Z", b"X"))
+
+
+def last_growth(log_history: Sequence[tuple[float, int]]) -> float | None:
+    """The time of the last observed growth in ``(time, size)`` samples, oldest first."""
+    grown = None
+    for (_, before), (when, after) in zip(log_history, log_history[1:]):
+        if after != before:
+            grown = when
+    return grown
+
+
+@dataclass(frozen=True)
+class LaunchRead:
+    """A launched run before its status.json: ``launch.pid`` and ``console.log``'s end."""
+
+    pid: int | None
+    console: str = ""
+
+
+def parse_launch_pid(data: bytes) -> int | None:
+    """The pid in the bytes of ``launch.pid``: its first word (more may follow)."""
+    words = data.split()
+    return int(words[0]) if words and words[0].isdigit() and int(words[0]) > 0 else None
+
+
+def judge_health(
+    read: StatusRead,
+    *,
+    now: float,
+    pid_alive: Callable[[int], bool] | None = None,
+    log_history: Sequence[tuple[float, int]] = (),
+    slow_factor: float = 1.5,
+    stall_epochs: int = 3,
+    grace_seconds: float = 30.0,
+    first_epoch_stall_seconds: float = 1800.0,
+    launch: LaunchRead | None = None,
+) -> Health:
+    """Judge a run's health. Liveness is derived, never trusted: a run killed with SIGKILL
+    leaves ``state: running`` forever, so the state is combined with the age of
+    ``updated_at`` against ``mean_epoch_seconds``, whether ``pid`` is alive (``pid_alive``,
+    ``None`` when it cannot be asked) and the growth of the log (``log_history``).
+
+    ``slow``: the epoch is overdue (older than ``slow_factor`` epochs plus a grace).
+    ``stalled``: alive but no epoch for ``stall_epochs`` epochs and the log is not growing.
+    Without status.json, a ``launch`` record makes it a run all the same: ``starting``
+    while its pid lives, ``failed`` (the console's last lines the reason) once it is gone.
+    """
+    if not read.ok:
+        if launch is not None and read.missing and launch.pid is not None:
+            return _judge_start(launch, None if pid_alive is None else pid_alive(launch.pid))
+        return Health("unreadable", read.reason)
+    state = read.get("state")
+    if state in ("completed", "failed", "stopped"):
+        return Health(state, _ending_reason(read))
+    label = f"state {state!r}" if state != "running" else "state 'running'"
+    pid = read.get("pid")
+    if pid_alive is not None and isinstance(pid, int) and not pid_alive(pid):
+        return Health("dead", f"pid {pid} is gone but {label} was never closed")
+    updated = parse_iso(read.get("updated_at") or "")
+    if updated is None:
+        return Health("live", f"{label}, no updated_at to judge progress by")
+    age = max(0.0, now - updated)
+    grew = last_growth(log_history)
+    log_quiet_for = None if grew is None else now - grew
+    log_growing = grew is not None and now - grew < max(grace_seconds, 60.0)
+    epoch = read.get("mean_epoch_seconds") or read.get("epoch_seconds")
+    if not epoch or epoch <= 0:
+        if age > first_epoch_stall_seconds and not log_growing:
+            return Health("stalled", f"no update for {format_duration(age)} in the first epoch")
+        return Health("live", f"{label}, first epoch in progress ({format_duration(age)})")
+    if age > stall_epochs * epoch + grace_seconds and not log_growing:
+        quiet = ("" if log_quiet_for is None
+                 else f", log quiet for {format_duration(log_quiet_for)}")
+        return Health("stalled", f"no epoch for {format_duration(age)} (~{age / epoch:.0f} "
+                                 f"epochs of {format_duration(epoch)}){quiet}")
+    if age > slow_factor * epoch + grace_seconds:
+        return Health("slow", f"epoch overdue: last update {format_duration(age)} ago, an epoch "
+                              f"takes ~{format_duration(epoch)}")
+    return Health("live", f"updated {format_duration(age)} ago, an epoch takes "
+                          f"~{format_duration(epoch)}")
+
+
+def _ending_reason(read: StatusRead) -> str:
+    state = read.get("state")
+    if state == "failed":
+        err = read.get("error")
+        if isinstance(err, dict):
+            return f"{err.get('type') or 'error'}: {err.get('message') or ''}".strip()
+        return str(err or "failed without an error message")
+    done, total = read.get("completed_epochs"), read.get("total_epochs")
+    if done is not None and total is not None:
+        return f"{state} after {done}/{total} epochs"
+    return str(state)
+
+
+def _judge_start(launch: LaunchRead, alive: bool | None) -> Health:
+    last = one_line(" | ".join(launch.console.splitlines()[-3:]), 10_000)
+    if alive is False:
+        return Health("failed", f"failed to start: {last[-400:] or 'no output'}")
+    said = f": {last.rsplit(' | ', 1)[-1][-200:]}" if last else ""
+    return Health("starting", f"pid {launch.pid} started, no status.json yet{said}")

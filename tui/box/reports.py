@@ -1,0 +1,66 @@
+"""Box reports as text for dialogs: preflight and doctor findings, and what stopping or
+destroying an instance keeps billing. Every value from the box goes through
+``remote.fields`` and ``tui.fmt.safe``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+
+from remote import fields
+from remote.billing.cost import money
+from tui.fmt import safe
+
+
+def findings_text(title: str, report: dict[str, Any] | None) -> Text:
+    """Preflight checks or doctor findings as coloured lines (a wrongly typed field is
+    shown as unreadable)."""
+    text = Text()
+    text.append_text(safe(title, 60, "bold"))
+    if report is None:
+        text.append("  (not run)\n", style="dim")
+        return text
+    ok = report.get("ok") is True
+    text.append("  ok\n" if ok else "  problems found\n", style="green" if ok else "bold red")
+    styles = {"ok": "green", "info": "dim", "warn": "yellow", "warning": "yellow",
+              "fail": "bold red", "error": "bold red"}
+    for check in fields.objs(report.get("checks")):
+        status = fields.text(check.get("status"))
+        if status == "ok":
+            continue
+        text.append_text(safe(f"  {status:<5} ", 20, styles.get(status, "")))
+        text.append_text(safe(f"{fields.text(check.get('name'))}: "
+                              f"{fields.text(check.get('message'))}", 160))
+        text.append("\n")
+    for finding in fields.objs(report.get("findings")):
+        sev = fields.text(finding.get("severity"))
+        text.append_text(safe(f"  {sev:<7} ", 20, styles.get(sev, "")))
+        text.append_text(safe(f"{fields.text(finding.get('kind'))}: "
+                              f"{fields.text(finding.get('message'))}", 160))
+        text.append("\n")
+    return text
+
+
+def instance_costs(report: Any, what: str) -> Text:
+    """What stopping or destroying keeps billing, in dollars (a ``CostReport``); no stop
+    advice for a provider that cannot stop."""
+    text = Text()
+    text.append(f"Running now costs {money(report.price_per_hour)}/h. ")
+    if not report.can_stop:
+        text.append(f"{report.provider_title or 'This provider'} cannot stop an instance: "
+                    "destroying (terminating) is the only way to end its billing. ")
+    if what == "stop" and report.can_stop:
+        text.append(f"Stopped it costs {money(report.stopped_per_hour)}/h for its disk")
+        if report.disk_gb is not None:
+            text.append(f" ({report.disk_gb:.0f} GB)")
+        text.append(".\n")
+        if report.break_even_hours is not None:
+            text.append(f"Stopping is cheaper than destroying for pauses under "
+                        f"{report.break_even_hours:.1f} h (a rebuild costs about "
+                        f"{money(report.rebuild_usd)}).\n")
+        text.append("Stopping releases the GPUs: a restart can fail if they are gone.",
+                    style="bold yellow")
+    else:
+        text.append("Destroyed it costs nothing, and everything on it is gone.")
+    return text
