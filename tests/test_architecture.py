@@ -150,9 +150,9 @@ def test_planted_forbidden_imports_are_reported(tmp_path: Path) -> None:
     assert sorted(found) == sorted([
         "trainer.runfiles:2 imports paramiko (never under trainer)",
         "trainer.hub.push:1 imports remote.pull (trainer.hub may import trainer.runfiles, "
-        "trainer._exports)",
+        "trainer.health, trainer._exports)",
         "remote.pull:1 imports trainer.hub.push (remote may import remote.transport, "
-        "trainer.runfiles, trainer.providers, trainer.guard.state, trainer.hub.client, "
-        "trainer.version, trainer.procid)",
+        "trainer.runfiles, trainer.health, trainer.providers, trainer.guard.state, "
+        "trainer.hub.client, trainer.version, trainer.procid)",
         "tui.app:2 imports torch (never under tui)",
     ])
