@@ -47,7 +47,11 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "trainer.runfiles": (),
     "trainer.health": ("trainer.runfiles",),
     "trainer.procid": (),
-    "trainer.follow": ("trainer.runfiles", "trainer.health", "trainer.smi"),
+    "trainer.follow": ("trainer.runfiles", "trainer.health", "trainer.watch"),
+    # What the follower and `trainer runs`/`trainer log` read; guard.state for the
+    # guard's file and liveness, streamed to the laptop.
+    "trainer.watch": ("trainer.runfiles", "trainer.health", "trainer.smi", "trainer.procid",
+                      "trainer.guard.state", "trainer.version"),
     "trainer.providers": (),
     "trainer.hub": ("trainer.runfiles", "trainer.health", "trainer._exports"),
     "trainer.guard": ("trainer.runfiles", "trainer.health", "trainer.providers",

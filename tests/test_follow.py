@@ -19,8 +19,9 @@ import pytest
 
 from tests.fixtures.run_sim import main as run_sim_main
 from trainer import runfiles
-from trainer.follow import encode_bytes, parse_gpu_line
+from trainer.follow import encode_bytes
 from trainer.health import local_pid_alive
+from trainer.watch.gpu import parse_gpu_line
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}

@@ -12,6 +12,8 @@ import sys
 #: command name -> (module, one-line description). Each module exposes ``main(argv)``.
 COMMANDS: dict[str, tuple[str, str]] = {
     "follow": ("trainer.follow", "stream a run directory as JSON lines (stdlib only)"),
+    "runs": ("trainer.watch.runs", "list a project's runs with their health (stdlib only)"),
+    "log": ("trainer.watch.logs", "read older parts of a run's log, or search it (stdlib only)"),
     "train": ("trainer.engine.command", "train a detector, writing the run directory contract"),
     "shapes": ("trainer.datasets.shapes", "write a synthetic YOLO dataset of coloured shapes"),
     "preflight": ("trainer.checks.preflight", "check the box: torch, CUDA, driver, disk, HF_HOME"),

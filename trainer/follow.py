@@ -17,17 +17,19 @@ import contextlib
 import json
 import os
 import select
-import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from trainer import runfiles, smi
-from trainer.health import LaunchRead, local_pid_alive, parse_launch_pid
-from trainer.text import console_tail
+from trainer import runfiles
+from trainer.health import local_pid_alive
+from trainer.watch.boxinfo import box_info
+from trainer.watch.gpu import GpuSampler
+from trainer.watch.logs import tail_start
+from trainer.watch.runs import RunScanner, choose, read_launch
+from trainer.watch.side import SideFiles
 
 PROTOCOL_VERSION = 1
 
@@ -35,12 +37,6 @@ PROTOCOL_VERSION = 1
 CHUNK_BYTES = 64 * 1024
 #: Most bytes of one file read in one poll, so that the other files get their turn.
 MAX_BYTES_PER_POLL = 1 << 20
-
-GPU_FIELDS = ("index", "name", "utilization.gpu", "memory.used", "memory.total",
-              "temperature.gpu", "power.draw")
-
-#: How long to wait before starting nvidia-smi again after it ended.
-GPU_RESTART_SECONDS = 30.0
 
 
 # --------------------------------------------------------------------------- output
@@ -254,134 +250,6 @@ class StatusFollower:
         return message
 
 
-def read_launch(run_dir: Path, tail_bytes: int = 8192) -> LaunchRead | None:
-    """``launch.pid`` and the end of ``console.log`` (``None`` when neither exists)."""
-    try:
-        pid = parse_launch_pid((run_dir / runfiles.LAUNCH_PID_FILE).read_bytes())
-    except OSError:
-        pid = None
-    try:
-        with open(run_dir / runfiles.CONSOLE_FILE, "rb") as fh:
-            fh.seek(max(0, os.fstat(fh.fileno()).st_size - tail_bytes))
-            console: bytes | None = fh.read(tail_bytes)
-    except OSError:
-        console = None
-    if pid is None and console is None:
-        return None
-    return LaunchRead(pid, console_tail(console or b""))
-
-
-# --------------------------------------------------------------------------- GPU
-
-
-def parse_gpu_line(line: str) -> list[Any] | None:
-    """One nvidia-smi line of :data:`GPU_FIELDS` as ``[index, name, util, mem_used,
-    mem_total, temp, power]``; ``None`` when it is not one. Fields nvidia-smi cannot
-    report (``[N/A]``) become ``None``."""
-    row = smi.parse_line(line, GPU_FIELDS)
-    return None if row is None else [row[field] for field in GPU_FIELDS]
-
-
-class GpuSampler:
-    """Runs ``nvidia-smi`` in its own loop mode (``-lms``), which costs far less than
-    starting it every interval, and hands its lines back as ``gpu`` messages."""
-
-    def __init__(self, interval: float, executable: str | None = None) -> None:
-        self.interval = interval
-        self.executable = executable or shutil.which("nvidia-smi")
-        self.proc: subprocess.Popen[bytes] | None = None
-        self._buffer = b""
-        self._pending: list[list[Any]] = []
-        self._next_start = 0.0
-        self._errors: list[str] = []
-        self._last_sent: list[list[Any]] | None = None
-
-    @property
-    def available(self) -> bool:
-        """Whether there is an ``nvidia-smi`` to ask."""
-        return bool(self.executable) and self.interval > 0
-
-    def fileno(self) -> int | None:
-        """The pipe to wait on, when nvidia-smi is running."""
-        if self.proc is None or self.proc.stdout is None:
-            return None
-        return self.proc.stdout.fileno()
-
-    def ensure_running(self, now: float) -> Iterator[dict[str, Any]]:
-        """Start nvidia-smi when it is not running and its restart delay has passed."""
-        if not self.available or self.proc is not None or now < self._next_start:
-            return
-        command = [*smi.query_command(str(self.executable), GPU_FIELDS), "-lms",
-                   str(max(100, int(self.interval * 1000)))]
-        try:
-            self.proc = subprocess.Popen(command, stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        except OSError as exc:
-            self._next_start = now + GPU_RESTART_SECONDS
-            yield {"t": "gpu", "error": f"cannot run nvidia-smi: {exc.strerror or exc}"}
-            return
-        os.set_blocking(self.proc.stdout.fileno(), False)  # type: ignore[union-attr]
-
-    def read(self, now: float) -> Iterator[dict[str, Any]]:
-        """Read what nvidia-smi printed; a message per complete sample."""
-        if self.proc is None or self.proc.stdout is None:
-            return
-        try:
-            data = os.read(self.proc.stdout.fileno(), 65536)
-        except BlockingIOError:
-            return
-        except OSError:
-            data = b""
-        if not data:
-            yield from self._ended(now)
-            return
-        self._buffer += data
-        *lines, self._buffer = self._buffer.split(b"\n")
-        for raw in lines:
-            text = raw.decode("utf-8", "replace").strip()
-            if not text:
-                continue
-            row = parse_gpu_line(text)
-            if row is None:
-                self._errors = (self._errors + [text])[-3:]
-            elif self._pending and row[0] <= self._pending[-1][0]:
-                yield from self._flush()
-                self._pending = [row]
-            else:
-                self._pending.append(row)
-        if self._pending and not self._buffer:
-            yield from self._flush()
-
-    def _flush(self) -> Iterator[dict[str, Any]]:
-        # An unchanged sample is not sent again: the reader keeps showing the last one.
-        if self._pending != self._last_sent:
-            self._last_sent = self._pending
-            yield {"t": "gpu", "gpus": self._pending}
-        self._pending = []
-
-    def _ended(self, now: float) -> Iterator[dict[str, Any]]:
-        self.stop()
-        self._last_sent = None
-        self._next_start = now + GPU_RESTART_SECONDS
-        detail = self._errors[-1] if self._errors else "nvidia-smi exited"
-        self._errors = []
-        yield {"t": "gpu", "error": detail[:300]}
-
-    def stop(self) -> None:
-        """Stop nvidia-smi."""
-        if self.proc is None:
-            return
-        with contextlib.suppress(OSError):
-            self.proc.kill()
-        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-            self.proc.wait(timeout=2)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-        self.proc = None
-        self._buffer = b""
-        self._pending = []
-
-
 # --------------------------------------------------------------------------- loop
 
 
@@ -394,12 +262,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python3 -m trainer follow",
         description="Stream a run directory's status, metrics rows, log bytes and GPU "
-        "stats as JSON lines on stdout, resuming from the given offsets.",
+        "stats as JSON lines on stdout, resuming from the given offsets. With --project, "
+        "also the project's runs (and, without RUN_DIR, the run to watch is chosen: the "
+        "newest going one, else the newest).",
     )
-    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("run_dir", metavar="RUN_DIR", nargs="?")
+    p.add_argument("--project", default=None, help="also list this project's runs")
     p.add_argument("--log-offset", type=int, default=0, help="resume train.log at this byte")
     p.add_argument("--log-ino", type=_parse_resume, default=None,
                    help="inode the log offset refers to (a different file means reset)")
+    p.add_argument("--log-tail", type=int, default=0, metavar="BYTES",
+                   help="a fresh start (no offset, no inode) sends only the log's last "
+                   "BYTES, from a line start (0: the whole log)")
     p.add_argument("--metrics-offset", type=int, default=0,
                    help="resume metrics.jsonl at this byte")
     p.add_argument("--metrics-ino", type=_parse_resume, default=None,
@@ -411,6 +285,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="send a heartbeat after this many idle seconds")
     p.add_argument("--gpu-interval", type=float, default=2.0,
                    help="seconds between nvidia-smi samples (0: none)")
+    p.add_argument("--runs-interval", type=float, default=15.0,
+                   help="seconds between looks at the project's runs")
+    p.add_argument("--needs", default="", help="comma-separated modules the box tools "
+                   "need; hello says which this python lacks")
     return p
 
 
@@ -419,40 +297,86 @@ class Follower:
 
     def __init__(self, args: argparse.Namespace, out: Output,
                  parent_alive: Callable[[], bool]) -> None:
-        run_dir = Path(args.run_dir).absolute()
-        self.run_dir = run_dir
         self.args = args
         self.out = out
         self.parent_alive = parent_alive
-        self.status = StatusFollower(run_dir / runfiles.STATUS_FILE, args.status_key)
-        self.log = LogFollower(Tail(run_dir / runfiles.LOG_FILE, args.log_offset,
-                                    args.log_ino))
-        self.metrics = MetricsFollower(Tail(run_dir / runfiles.METRICS_FILE,
-                                            args.metrics_offset, args.metrics_ino))
+        self.scanner = RunScanner(args.project) if args.project else None
+        self.runs = self.scanner.scan() if self.scanner else []
+        self._runs_sent: dict[str, dict[str, Any]] | None = None
+        self.run_arg = args.run_dir
+        if self.run_arg is None:
+            chosen = choose(self.runs)
+            self.run_arg = None if chosen is None else chosen["run_dir"]
+        self.run_dir = None if self.run_arg is None else Path(self.run_arg).absolute()
         self.gpu = GpuSampler(args.gpu_interval)
+        self.parts: list[Any] = []
+        if self.run_dir is not None:
+            log_path = self.run_dir / runfiles.LOG_FILE
+            offset = args.log_offset
+            if args.log_tail > 0 and offset == 0 and args.log_ino is None:
+                offset = tail_start(log_path, args.log_tail)
+            self.status = StatusFollower(self.run_dir / runfiles.STATUS_FILE, args.status_key)
+            self.log = LogFollower(Tail(log_path, offset, args.log_ino))
+            self.metrics = MetricsFollower(Tail(self.run_dir / runfiles.METRICS_FILE,
+                                                args.metrics_offset, args.metrics_ino))
+            self.side = SideFiles(self.run_dir)
+            self.parts = [self.status, self.metrics, self.log]
+
+    def hello(self) -> dict[str, Any]:
+        """The first message: who follows what, and this install (``box``)."""
+        message: dict[str, Any] = {
+            "t": "hello", "v": PROTOCOL_VERSION, "pid": os.getpid(), "now": time.time(),
+            "run_dir": None if self.run_dir is None else str(self.run_dir),
+            "run": self.run_arg, "project": self.args.project, "gpu": self.gpu.available,
+            "box": box_info([n for n in self.args.needs.split(",") if n])}
+        if self.parts:
+            message["log"] = [self.log.tail.offset, self.log.tail.ino]
+            message["metrics"] = [self.metrics.tail.offset, self.metrics.tail.ino]
+        return message
 
     def run(self) -> None:
         """Loop until the reader or the parent is gone (``BrokenPipeError`` ends it)."""
         poll = max(0.02, self.args.poll)
-        self.out.send({"t": "hello", "v": PROTOCOL_VERSION, "pid": os.getpid(),
-                       "now": time.time(), "run_dir": str(self.run_dir),
-                       "log": [self.log.tail.offset, self.log.tail.ino],
-                       "metrics": [self.metrics.tail.offset, self.metrics.tail.ino],
-                       "gpu": self.gpu.available})
+        self.out.send(self.hello())
+        if self.parts:
+            self._send_all(self.status.poll())  # the watched run first, then the list
+        next_scan = 0.0
         try:
             while self.parent_alive():
                 now = time.monotonic()
+                if self.scanner is not None and now >= next_scan:
+                    if self._runs_sent is not None:
+                        self.runs = self.scanner.scan()
+                    self._send_runs()
+                    next_scan = now + max(1.0, self.args.runs_interval)
                 self._send_all(self.gpu.ensure_running(now))
-                self._send_all(self.status.poll())
-                self._send_all(self.metrics.poll())
-                self._send_all(self.log.poll())
+                for part in self.parts:
+                    self._send_all(part.poll())
+                if self.parts:
+                    self._send_all(self.side.poll(now))
                 if time.monotonic() - self.out.last_write >= self.args.heartbeat:
                     self.out.send({"t": "hb"})
                 self._wait(poll)
         finally:
             self.gpu.stop()
-            self.log.tail.close()
-            self.metrics.tail.close()
+            if self.parts:
+                self.log.tail.close()
+                self.metrics.tail.close()
+
+    def _send_runs(self) -> None:
+        """A ``runs`` message: the whole list the first time, then what changed."""
+        current = {r["name"]: r for r in self.runs}
+        sent = self._runs_sent
+        if sent is None:
+            self.out.send({"t": "runs", "project": self.args.project, "full": True,
+                           "runs": self.runs, "gone": []})
+        else:
+            changed = [r for r in self.runs if sent.get(r["name"]) != r]
+            gone = sorted(set(sent) - set(current))
+            if changed or gone:
+                self.out.send({"t": "runs", "project": self.args.project, "full": False,
+                               "runs": changed, "gone": gone})
+        self._runs_sent = current
 
     def _send_all(self, messages: Iterator[dict[str, Any]]) -> None:
         for message in messages:
@@ -476,7 +400,10 @@ def _parent_watch() -> Callable[[], bool]:
 
 def main(argv: list[str]) -> int:
     """Run the follower until stdout or the parent goes away."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.run_dir is None and not args.project:
+        parser.error("give RUN_DIR, --project DIR, or both")
     out = Output(sys.stdout.buffer)
     try:
         Follower(args, out, _parent_watch()).run()

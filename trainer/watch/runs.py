@@ -1,0 +1,153 @@
+"""``python3 -m trainer runs PROJECT --json``: every run of a project, judged on the box.
+
+One exec lists a project of any size: each directory holding ``status.json``, or what the
+launcher writes before it (``launch.pid``, ``console.log``), is a run. Its health is
+judged here, where the pid and the log's mtime can be looked at directly, with the same
+rules as everywhere (``trainer.health.judge_health``). The follower uses the same
+scanner for its ``runs`` messages (``--project``), re-reading only the status files that
+changed. Standard library only; the document is ``gpurent.runs/1`` in
+``docs/SCHEMAS.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from trainer import runfiles
+from trainer.health import LaunchRead, judge_health, local_pid_alive, parse_launch_pid
+from trainer.text import console_tail
+
+SCHEMA = "gpurent.runs/1"
+#: A directory holding any of these is a run.
+RUN_FILES = (runfiles.STATUS_FILE, runfiles.LAUNCH_PID_FILE, runfiles.CONSOLE_FILE)
+#: Verdicts of a run that is (or may still be) going: chosen first.
+GOING = ("live", "starting", "slow", "stalled")
+CONSOLE_TAIL_BYTES = 8192
+
+
+def read_launch(run_dir: Path, tail_bytes: int = CONSOLE_TAIL_BYTES) -> LaunchRead | None:
+    """``launch.pid`` and the end of ``console.log`` (``None`` when neither exists)."""
+    try:
+        pid = parse_launch_pid((run_dir / runfiles.LAUNCH_PID_FILE).read_bytes()[:256])
+    except OSError:
+        pid = None
+    try:
+        with open(run_dir / runfiles.CONSOLE_FILE, "rb") as fh:
+            fh.seek(max(0, os.fstat(fh.fileno()).st_size - tail_bytes))
+            console: bytes | None = fh.read(tail_bytes)
+    except OSError:
+        console = None
+    if pid is None and console is None:
+        return None
+    return LaunchRead(pid, console_tail(console or b""))
+
+
+def _signature(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns, st.st_size
+
+
+class RunScanner:
+    """Lists the runs of ``project``; a status.json is parsed again only when its
+    (inode, mtime, size) changed, while pid liveness and health are judged at every scan."""
+
+    def __init__(self, project: str) -> None:
+        self.project = project
+        self._reads: dict[str, tuple[tuple[int, int, int] | None, runfiles.StatusRead]] = {}
+
+    def scan(self, now: float | None = None) -> list[dict[str, Any]]:
+        """The runs, newest first (``updated`` descending, then by name)."""
+        now = time.time() if now is None else now
+        try:
+            names = sorted(e.name for e in os.scandir(self.project) if e.is_dir())
+        except OSError:
+            names = []
+        runs = []
+        for name in names:
+            item = self._run(name, now)
+            if item is not None:
+                runs.append(item)
+        self._reads = {k: v for k, v in self._reads.items() if k in names}
+        runs.sort(key=lambda r: (-r["updated"], r["name"]))
+        return runs
+
+    def _status(self, name: str, path: Path) -> tuple[runfiles.StatusRead,
+                                                       tuple[int, int, int] | None]:
+        sig = _signature(path)
+        cached = self._reads.get(name)
+        if cached is not None and cached[0] == sig and sig is not None:
+            return cached[1], sig
+        read = runfiles.read_status(path)
+        self._reads[name] = (sig, read)
+        return read, sig
+
+    def _run(self, name: str, now: float) -> dict[str, Any] | None:
+        run_dir = Path(self.project) / name
+        read, sig = self._status(name, run_dir / runfiles.STATUS_FILE)
+        launch = None
+        if read.missing:
+            launch = read_launch(run_dir)
+            if launch is None:
+                return None  # not a run: none of RUN_FILES
+        pid = read.get("pid") if launch is None else launch.pid
+        alive = local_pid_alive(pid) if isinstance(pid, int) and \
+            not isinstance(pid, bool) else None
+        log = _signature(run_dir / runfiles.LOG_FILE)
+        # One look cannot see growth; the log's mtime says when it last grew.
+        history = [] if log is None else [(log[1] / 1e9 - 1.0, -1), (log[1] / 1e9, log[2])]
+        health = judge_health(read, now=now,
+                              pid_alive=None if alive is None else (lambda _p: alive),
+                              log_history=history, launch=launch)
+        mtime = sig[1] / 1e9 if sig else None
+        if mtime is None:
+            console = _signature(run_dir / runfiles.CONSOLE_FILE)
+            mtime = console[1] / 1e9 if console else None
+        updated = runfiles.parse_iso(read.get("updated_at") or "") or mtime or 0.0
+        return runfiles.finite_json({
+            "name": name, "run_dir": str(run_dir), "state": read.get("state"),
+            "health": health.verdict, "reason": health.reason,
+            "epoch": read.get("completed_epochs"), "total_epochs": read.get("total_epochs"),
+            "best_metric": read.get("best_metric"),
+            "best_metric_name": read.get("best_metric_name"),
+            "updated_at": read.get("updated_at"), "updated": updated, "pid_alive": alive})
+
+
+def choose(runs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The run to watch when none was named: the newest going one, else the newest."""
+    going = [r for r in runs if r["health"] in GOING]
+    return (going or runs or [None])[0]
+
+
+def document(project: str, runs: list[dict[str, Any]], now: float) -> dict[str, Any]:
+    """The ``gpurent.runs/1`` document."""
+    return {"schema": SCHEMA, "project": project, "exists": os.path.isdir(project),
+            "now": now, "runs": runs}
+
+
+def main(argv: list[str]) -> int:
+    """Print the runs of PROJECT (a JSON document with ``--json``, else a table)."""
+    p = argparse.ArgumentParser(prog="python3 -m trainer runs",
+                                description="List the runs of a project directory with "
+                                "their health, judged on this machine, newest first.")
+    p.add_argument("project", metavar="PROJECT")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    args = p.parse_args(argv)
+    now = time.time()
+    runs = RunScanner(args.project).scan(now)
+    if args.json:
+        sys.stdout.write(json.dumps(document(args.project, runs, now),
+                                    ensure_ascii=True, allow_nan=False) + "\n")
+        return 0
+    for run in runs:
+        epoch = f"{run['epoch'] or 0}/{run['total_epochs']}" if run["total_epochs"] else "-"
+        print(f"{run['name']}\t{run['state']}\t{run['health']}\t{epoch}")
+    return 0
