@@ -21,6 +21,7 @@ and a python >= 3.9.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -38,11 +39,14 @@ import trainer.version
 from remote import config
 from remote.boxpython import BoxPython, choose, parse_probe, probe_script
 from remote.transport.base import Transport, TransportError
+from trainer import runfiles
 
 #: Pure-Python needs of the box-side tools, by import name -> pip name.
 NEEDS = {"psutil": "psutil", "huggingface_hub": "huggingface_hub"}
 CACHE_DIR = ".cache/gpurent"
 MARKER = ".complete"
+#: The laptop's cache of the package hash (see ``package_digest``), in its state dir.
+DIGEST_CACHE = "package-digest.json"
 PIP_TIMEOUT = 600.0
 PREFLIGHT_TIMEOUT = 300.0
 #: The entry point uploaded beside ``trainer/``: ``python DIR/gpurent_main.py -m trainer
@@ -93,12 +97,41 @@ class BootstrapResult:
 def package_files() -> list[tuple[str, bytes]]:
     """What is uploaded: the ``trainer`` package as ``(relative path, content)``, sorted,
     without caches, and the entry point beside it."""
-    files = []
-    for path in sorted(_PACKAGE_DIR.rglob("*")):
-        rel = path.relative_to(_PACKAGE_DIR.parent).as_posix()
-        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
-            files.append((rel, path.read_bytes()))
+    files = [(path.relative_to(_PACKAGE_DIR.parent).as_posix(), path.read_bytes())
+             for path in _package_paths()]
     return [*files, (LAUNCHER_NAME, LAUNCHER)]
+
+
+def _package_paths() -> list[Path]:
+    return [path for path in sorted(_PACKAGE_DIR.rglob("*"))
+            if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"]
+
+
+def package_digest() -> str:
+    """``content_hash(package_files())``, computed once per install of this package: the
+    answer is kept in the laptop's state directory, keyed by every package file's path,
+    size and mtime, so a connection only stats the files."""
+    key = hashlib.sha256(LAUNCHER)
+    for path in _package_paths():
+        st = path.stat()
+        key.update(f"{path.relative_to(_PACKAGE_DIR)}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+    cache = config.state_path().with_name(DIGEST_CACHE)
+    try:
+        known = json.loads(cache.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        known = {}
+    if isinstance(known, dict) and isinstance(known.get(key.hexdigest()), str):
+        return known[key.hexdigest()]
+    digest = content_hash(package_files())
+    with contextlib.suppress(OSError):
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        runfiles.atomic_write_json(cache, {key.hexdigest(): digest})
+    return digest
+
+
+def install_name() -> str:
+    """``trainer-<version>-<content hash>``: the box directory of this package."""
+    return f"trainer-{trainer.version.__version__}-{package_digest()}"
 
 
 def content_hash(files: list[tuple[str, bytes]]) -> str:
@@ -127,7 +160,7 @@ def _probe_script(dir_name: str, forced: str | None) -> str:
     return (
         f'printf "home\\t%s\\n" "$HOME"; mkdir -p "$HOME"/{CACHE_DIR}; '
         f'if [ -f {base}/{MARKER} ]; then printf "marker\\t%s\\n" "$(cat {base}/{MARKER})"; fi; '
-        f'for f in {base}/deps-*.failed; do [ -f "$f" ] && '
+        f'for f in {base}/deps-*.failed {base}/deps-*.ok-*; do [ -f "$f" ] && '
         'printf "depsfailed\\t%s\\n" "${f##*/}"; done; '
         + probe_script((forced,) if forced else ())
     )
@@ -152,20 +185,28 @@ def box_id(transport: Transport) -> str:
     return getattr(transport, "box_id", None) or transport.label
 
 
+def boot_probe(python: str | None = None) -> str:
+    """The probe bootstrap runs (``bootstrap(probe=...)`` takes its output instead)."""
+    return _probe_script(install_name(), python)
+
+
 def bootstrap(transport: Transport, progress: StepProgress | None = None, *,
               python: str | None = None, preflight: bool = True,
-              install: bool = True) -> BootstrapResult:
+              install: bool = True, probe: str | None = None) -> BootstrapResult:
     """Make ``transport``'s box ready (see the module doc) and set its ``trainer_prefix``.
 
-    ``python`` forces an interpreter (a path on the box) instead of choosing one. Raises
-    ``TransportError`` with one line when no usable python exists or the upload fails."""
+    ``python`` forces an interpreter (a path on the box) instead of choosing one; ``probe``
+    is the output of ``boot_probe(python)`` when it already ran (the gate's answer,
+    ``remote.gate``), which saves its round trip. Raises ``TransportError`` with one line
+    when no usable python exists or the upload fails."""
     say = progress or (lambda _msg: None)
-    files = package_files()
-    digest = content_hash(files)
-    dir_name = f"trainer-{trainer.version.__version__}-{digest}"
-    say("looking for python on the box")
-    probe = transport.run(_probe_script(dir_name, python), timeout=120.0)
-    home, marker, failed, found = _parse_probe(probe.stdout.decode("utf-8", errors="replace"))
+    digest = package_digest()
+    dir_name = install_name()
+    if probe is None:
+        say("looking for python on the box")
+        probe = transport.run(_probe_script(dir_name, python), timeout=120.0).stdout.decode(
+            "utf-8", errors="replace")
+    home, marker, failed, found = _parse_probe(probe)
     if not home.startswith("/"):
         raise TransportError(f"cannot find the home directory on {transport.label}")
     notes: list[str] = []
@@ -175,20 +216,23 @@ def bootstrap(transport: Transport, progress: StepProgress | None = None, *,
                     remembered=remembered if isinstance(remembered, str) else None,
                     notes=notes)
     say(f"using {chosen.describe()}")
-    if not python and chosen.path != remembered:
-        try:
-            config.remember(memory, python=chosen.path)
-        except OSError as exc:  # a read-only laptop home: choose again next time
-            notes.append(f"could not remember the python choice: {exc.strerror or exc}")
     base = f"{home}/{CACHE_DIR}/{dir_name}"
 
     uploaded = False
     if marker == digest:
         say(f"trainer {trainer.version.__version__} ({digest}) is already on the box")
     else:
+        files = package_files()
         say(f"uploading trainer {trainer.version.__version__} ({len(files)} files)")
         _upload(transport, files, base, digest)
         uploaded = True
+    facts = {"trainer": dir_name} if python or chosen.path == remembered else \
+        {"trainer": dir_name, "python": chosen.path}
+    if config.remembered(memory).get("trainer") != dir_name or len(facts) > 1:
+        try:
+            config.remember(memory, **facts)
+        except OSError as exc:  # a read-only laptop home: choose again next time
+            notes.append(f"could not remember the python choice: {exc.strerror or exc}")
 
     if install:
         _ensure_needs(transport, chosen, base, failed, notes, say)
@@ -236,13 +280,19 @@ def _ensure_needs(transport: Transport, py: BoxPython, base: str, failed: set[st
                   notes: list[str], say: StepProgress) -> None:
     """Install the missing needs into ``base/deps-X.Y`` with ``pip --target``; a failure
     is one note, and a marker beside the directory keeps later connections from
-    retrying (and repeating it) for this trainer version."""
+    retrying (and repeating it) for this trainer version. ``failed`` holds the markers
+    the probe found (``deps-X.Y.failed``; ``deps-X.Y.ok-KEY``: nothing was missing for
+    the python ``python_key`` names)."""
     deps = f"{base}/deps-{'.'.join(py.version.split('.')[:2])}"
+    if f"{deps.rsplit('/', 1)[-1]}.ok-{python_key(py.path)}" in failed:
+        return  # this python had them all before, for this version (the box's cache)
     q = shlex.quote
     names = sorted(NEEDS)
-    check = (f"{q(py.path)} -c 'import importlib.util as u, json, sys; "
+    check = (f"{q(py.path)} -c 'import hashlib, importlib.util as u, json, sys; "
              "sys.path.append(sys.argv[1]); "
-             "print(json.dumps([m for m in sys.argv[2:] if u.find_spec(m) is None]))' "
+             "m = [m for m in sys.argv[2:] if u.find_spec(m) is None]; "
+             "k = hashlib.sha256(sys.executable.encode()).hexdigest()[:12]; "
+             "m or open(sys.argv[1] + \".ok-\" + k, \"w\").close(); print(json.dumps(m))' "
              f"{q(deps)} " + " ".join(names))
     res = transport.run(check, timeout=60.0)
     try:
@@ -252,9 +302,34 @@ def _ensure_needs(transport: Transport, py: BoxPython, base: str, failed: set[st
         return
     if not missing or f"{deps.rsplit('/', 1)[-1]}.failed" in failed:
         return
+    _pip_install(transport, py.path, deps, missing, notes, say)
+
+
+def python_key(path: str) -> str:
+    """What names a python in the box's needs cache (``deps-X.Y.ok-KEY``); the box side
+    computes the same from ``sys.executable`` (``trainer.watch.boxinfo``)."""
+    return hashlib.sha256(path.encode()).hexdigest()[:12]
+
+
+def install_needs(transport: Transport, box: dict[str, Any], notes: list[str],
+                  say: StepProgress) -> None:
+    """Install what the follower's ``hello`` said this install lacks (``box``: its
+    ``python``, ``python_version``, ``dir``, ``missing``, ``failed``), unless an install
+    failed before for this version; the needs check itself ran on the box."""
+    missing = [m for m in box.get("missing") or () if m in NEEDS]
+    version = str(box.get("python_version") or "")
+    if not missing or box.get("failed") or not version.count("."):
+        return
+    deps = f"{box['dir']}/deps-{'.'.join(version.split('.')[:2])}"
+    _pip_install(transport, str(box["python"]), deps, missing, notes, say)
+
+
+def _pip_install(transport: Transport, python: str, deps: str, missing: list[str],
+                 notes: list[str], say: StepProgress) -> None:
+    q = shlex.quote
     pkgs = [NEEDS[m] for m in missing]
     say(f"installing {', '.join(pkgs)} into {deps} (pip --target)")
-    cmd = (f"{q(py.path)} -m pip install --target {q(deps)} --disable-pip-version-check "
+    cmd = (f"{q(python)} -m pip install --target {q(deps)} --disable-pip-version-check "
            "--no-input -q --retries 1 --timeout 20 " + " ".join(q(p) for p in pkgs))
     try:
         res = transport.run(cmd, timeout=PIP_TIMEOUT)
@@ -265,7 +340,7 @@ def _ensure_needs(transport: Transport, py: BoxPython, base: str, failed: set[st
         notes.append(f"installed {', '.join(pkgs)} into {deps} (pip --target)")
         return
     note = (f"could not install {', '.join(pkgs)} ({why}); GPU stats and Hub pushes will "
-            f"not work until they are installed for {py.path}")
+            f"not work until they are installed for {python}")
     notes.append(note)
     transport.run(f"printf '%s\\n' {q(note)} > {q(deps + '.failed')}", timeout=60.0)
 

@@ -2,14 +2,23 @@
 machine), bootstrap our trainer on the first connection, and remember where it went so
 that reconnects (the watcher's, after a drop) skip the bootstrap. A box named by its
 instance (``vast:4242``) is located again on every connection: its address changes when
-it is stopped and started."""
+it is stopped and started.
+
+A ``lazy`` connector does not bootstrap when it opens: its first box-side tool goes
+through the gate (``remote.gate``: one exec that installs, checks and starts the tool)
+and the tool's answer (the follower's ``hello``) says where the trainer runs. That is how
+the TUI shows a run after one round trip on the link."""
 
 from __future__ import annotations
 
+import contextlib
+import shlex
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
-from remote.transport.base import Transport, TransportError
+from remote.transport.base import RunResult, Transport, TransportError
 
 #: ``ask(host, key_type, fingerprint) -> bool``: whether to trust an unknown host key.
 AskHostKey = Callable[[str, str, str], bool]
@@ -49,6 +58,11 @@ class Connector:
     #: Set by the first successful connection (``None`` until then).
     trainer_prefix: str | None = None
     locate: Locate | None = None
+    #: Leave bootstrapping to the first tool run through the gate (see the module doc).
+    lazy: bool = False
+    #: What the follower's ``hello`` said about the install (``trainer.watch.boxinfo``).
+    box: dict[str, Any] | None = None
+    _ready: threading.Event = field(default_factory=threading.Event, repr=False)
 
     def __call__(self) -> Transport:
         """A new connection (see :meth:`open`)."""
@@ -76,7 +90,7 @@ class Connector:
         if self.trainer_prefix is not None:
             transport.trainer_prefix = self.trainer_prefix
             return transport
-        if not self.bootstrap:
+        if not self.bootstrap or self.lazy:
             return transport
         from remote.bootstrap import bootstrap
         from remote.config import host_python
@@ -98,3 +112,111 @@ class Connector:
                     say(line)
         self.trainer_prefix = transport.trainer_prefix
         return transport
+
+    # ------------------------------------------------------------------ the gate
+
+    def gated(self) -> bool:
+        """Whether the next tool command goes through the gate."""
+        return self.host is not None and self.bootstrap and self.trainer_prefix is None
+
+    def command(self, transport: Transport, words: list[str], *,
+                merge_stderr: bool = False) -> tuple[str, bytes | None]:
+        """The command (and its stdin) that runs ``python -m trainer ...`` (``words``
+        start with ``-m``) on ``transport``'s box: plain once the prefix is known, else
+        the gate, with the package on stdin when this box is not remembered to hold it."""
+        if not self.gated():
+            prefix = self.trainer_prefix or transport.trainer_prefix
+            return f"{prefix} {shlex.join(words)}" + (" 2>&1" if merge_stderr else ""), None
+        from remote import config, gate
+        from remote.bootstrap import box_id
+
+        known = config.remembered(box_id(transport))
+        python = self.python or config.host_python(self.host) or known.get("python")
+        ship = known.get("trainer") != gate.install_name()
+        return (gate.script(words, python if isinstance(python, str) else None, ship=ship,
+                            merge_stderr=merge_stderr), gate.tarball() if ship else None)
+
+    def boot(self, transport: Transport, probe: str,
+             progress: Callable[[str], None] | None = None,
+             notes: list[str] | None = None) -> None:
+        """Bootstrap with the probe the gate printed (no exec of its own unless the
+        package must be uploaded); then tools run with the plain prefix. Raises
+        ``TransportError`` (no usable python, the upload failed) after telling whoever
+        waits in :meth:`wait_ready`."""
+        from remote.bootstrap import bootstrap
+        from remote.config import host_python
+
+        try:
+            result = bootstrap(transport, progress or self.note, preflight=False,
+                               install=False, probe=probe,
+                               python=self.python or host_python(self.host))
+        except (TransportError, ValueError):
+            self._ready.set()
+            raise
+        if notes is not None:
+            notes.extend(result.notes)
+        self.trainer_prefix = transport.trainer_prefix
+        self._ready.set()
+
+    def learned(self, transport: Transport, box: Any) -> None:
+        """The follower's ``hello`` named its install (``box``): remember it, and build
+        the prefix from it when none is known yet."""
+        if not isinstance(box, dict) or not all(isinstance(box.get(k), str) and
+                                                box[k].startswith("/")
+                                                for k in ("python", "dir")):
+            return
+        self.box = box
+        if self.trainer_prefix is None and self.host is not None:
+            from remote.bootstrap import LAUNCHER_NAME
+            from remote.config import host_python
+
+            q = shlex.quote
+            self.trainer_prefix = (f"PYTHONPATH={q(box['dir'])} {q(box['python'])} "
+                                   f"{q(box['dir'] + '/' + LAUNCHER_NAME)}")
+            forced = self.python or host_python(self.host)
+            self._remember(transport, **({} if forced else {"python": box["python"]}))
+        self._ready.set()
+
+    def give_up(self) -> None:
+        """No tool will learn the prefix (the box has no usable python): stop waiting."""
+        self._ready.set()
+
+    def wait_ready(self, timeout: float) -> bool:
+        """Wait until the prefix is known or known to be out of reach; whether it is."""
+        if self.host is None or not self.bootstrap:
+            return True
+        self._ready.wait(timeout)
+        return self.trainer_prefix is not None
+
+    def run_tool(self, transport: Transport, words: list[str], *,
+                 timeout: float = 120.0, stdin: bytes | None = None) -> RunResult:
+        """Run ``python -m trainer ...`` once through the gate (twice the first time a
+        box is met: the gate's probe, then the tool) and return its result."""
+        from remote import gate
+
+        shipped = self.gated()
+        command, payload = self.command(transport, words)
+        if payload is not None and stdin is not None:
+            raise ValueError("a tool with its own stdin cannot ship the package")
+        result = transport.run(command, stdin=payload or stdin, timeout=timeout)
+        probe = gate.booting(result.stdout) if shipped else None
+        if probe is not None:
+            self.boot(transport, probe)
+            command, _ = self.command(transport, words)
+            return transport.run(command, stdin=stdin, timeout=timeout)
+        if shipped and payload is not None:
+            self._remember(transport)
+        return result
+
+    @staticmethod
+    def _remember(transport: Transport, **facts: str) -> None:
+        """Remember that the box holds this install (and ``facts``), when news."""
+        from remote import config
+        from remote.bootstrap import box_id, install_name
+
+        memory = box_id(transport)
+        facts["trainer"] = install_name()
+        known = config.remembered(memory)
+        if any(known.get(k) != v for k, v in facts.items()):
+            with contextlib.suppress(OSError):  # read-only: the package ships again
+                config.remember(memory, **facts)

@@ -76,4 +76,55 @@ class ConnectionEvent:
     attempt: int = 0
 
 
-WatchEvent = StatusEvent | MetricsEvent | LogEvent | GpuEvent | ConnectionEvent
+@dataclass(frozen=True)
+class RunsEvent:
+    """The project's runs as the follower listed them (``remote.runs.RunInfo`` objects,
+    newest first): the whole list each time, after merging the follower's changes."""
+
+    project: str
+    runs: list[Any]
+
+
+@dataclass(frozen=True)
+class ChosenEvent:
+    """The box chose the run to follow (none was named); ``None``: the project has no run."""
+
+    run_dir: str | None
+
+
+@dataclass(frozen=True)
+class GuardEvent:
+    """``guard.json`` or its acknowledgement changed, or the guard process came or went:
+    the ``remote.guard.GuardState`` (``None``: no guard was ever armed for the run)."""
+
+    state: Any
+
+
+@dataclass(frozen=True)
+class WeightFile:
+    """One ``*.pt`` of the run's ``weights/`` as the box sees it."""
+
+    name: str
+    size: int
+    mtime_ns: int
+    ino: int
+
+
+@dataclass(frozen=True)
+class WeightsEvent:
+    """The run's weight files changed (added, removed, rewritten)."""
+
+    files: tuple[WeightFile, ...]
+
+
+@dataclass(frozen=True)
+class HubEvent:
+    """The run's ``hub.json`` changed: ``ledger`` is its JSON (``None``: missing or
+    unreadable, ``error`` says which)."""
+
+    ledger: Any
+    error: str = ""
+
+
+WatchEvent = (StatusEvent | MetricsEvent | LogEvent | GpuEvent | ConnectionEvent | RunsEvent
+              | ChosenEvent | GuardEvent | WeightsEvent | HubEvent)

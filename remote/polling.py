@@ -7,8 +7,9 @@ from __future__ import annotations
 import posixpath
 import time
 
-from remote.events import ConnectionEvent, LogEvent, MetricsEvent
-from remote.runs import read_launch, read_status
+from remote.events import ConnectionEvent, LogEvent, MetricsEvent, RunsEvent
+from remote.runlist import GOING
+from remote.runs import list_runs, read_launch, read_status
 from remote.transport.base import Transport
 from trainer import runfiles
 
@@ -27,6 +28,15 @@ class FilePolling:
         """The fallback without python on the box: stat and read the files each poll."""
         self._emit(ConnectionEvent("polling", f"no usable python on the box "
                                    f"({self._poll_reason}); reading the run's files"))
+        if self.project:
+            runs = list_runs(transport, self.project)
+            self._emit(RunsEvent(self.project, runs))
+            if self.run_dir is None:
+                going = [r for r in runs if r.health in GOING]
+                self.chose((going or runs)[0].run_dir if runs else None)
+        if self.run_dir is None:
+            self._wait(3600.0)  # no run to read until one is chosen (a new watcher)
+            return
         status_path = posixpath.join(self.run_dir, runfiles.STATUS_FILE)
         log_path = posixpath.join(self.run_dir, runfiles.LOG_FILE)
         metrics_path = posixpath.join(self.run_dir, runfiles.METRICS_FILE)

@@ -25,13 +25,12 @@ from typing import Any
 
 from remote.events import (
     ConnectionEvent,
-    GpuEvent,
-    GpuSample,
     LogEvent,
     MetricsEvent,
     StatusEvent,
     WatchEvent,
 )
+from remote.gate import MARK
 from remote.messages import (
     MAX_JSON_DEPTH,
     MAX_LINE_BYTES,
@@ -43,11 +42,13 @@ from remote.messages import (
 )
 from remote.polling import FilePolling
 from remote.transport.base import LineTooLong, Stream, Transport, TransportError
+from remote.watchside import SideMessages
 from trainer import runfiles
 from trainer.health import Health, LaunchRead, judge_health
 from trainer.text import clean_text, console_tail, one_line
 
 log = logging.getLogger(__name__)
+GATE_MARK = MARK.encode()
 
 BACKOFF_FIRST = 0.5
 #: Kept short so that the watcher is back within a few seconds of a long outage's end
@@ -66,19 +67,40 @@ class _StartFailed(Exception):
     """The follow command ended without saying hello."""
 
 
-class Watcher(FilePolling):
+class _NoPython(_StartFailed):
+    """The gate found no python that can run the follower: poll the files instead."""
+
+
+#: Bytes of train.log a fresh watch starts with (the pane keeps 5,000 lines); older
+#: parts are read on demand (``remote.logread``).
+LOG_TAIL_BYTES = 512 * 1024
+#: The box tools' needs, checked by the follower (``hello``'s ``box.missing``).
+NEEDS = ("psutil", "huggingface_hub")
+
+
+class Watcher(SideMessages, FilePolling):
     """Watches ``run_dir`` on the box that ``connect()`` reaches; see the module doc.
 
     ``on_event`` is called from the watcher thread. ``connect`` is called again after a
     drop; the watcher closes the transports it got (``close_transport=False`` leaves them
-    to whoever owns a shared one)."""
+    to whoever owns a shared one).
 
-    def __init__(self, connect: Callable[[], Transport], run_dir: str,
+    With ``project`` the follower also streams the project's runs (``RunsEvent``), and
+    ``run_dir`` may be ``None``: the box chooses the run (``ChosenEvent``). With ``gate``
+    (a ``remote.connect.Connector``) the follower starts through the gate, in one exec
+    whatever the box holds, and its ``hello`` teaches the connector the trainer's prefix.
+    ``log_tail``: a fresh start streams only that many bytes of the log's end."""
+
+    def __init__(self, connect: Callable[[], Transport], run_dir: str | None,
                  on_event: Callable[[WatchEvent], None], *, silence_timeout: float = 5.0,
                  poll_interval: float = 0.25, gpu_interval: float = 2.0,
-                 close_transport: bool = True) -> None:
+                 close_transport: bool = True, project: str | None = None,
+                 gate: Any = None, log_tail: int = 0) -> None:
         self.connect = connect
         self.run_dir = run_dir
+        self.project = project
+        self.gate = gate
+        self.log_tail = log_tail
         self.on_event = on_event
         self.silence_timeout = silence_timeout
         self.poll_interval = poll_interval
@@ -108,6 +130,7 @@ class Watcher(FilePolling):
         self._start_failures = 0
         self._went_live = False
         self._limits_said: set[str] = set()
+        self.init_side()
 
     # ----------------------------------------------------------------- control
 
@@ -189,7 +212,10 @@ class Watcher(FilePolling):
             reason = str(exc)
             self._start_failures += 1
             lowered = reason.lower()
-            if self._start_failures >= 2 or any(m in lowered for m in NO_PYTHON_MARKERS):
+            if isinstance(exc, _NoPython) or self._start_failures >= 2 or \
+                    any(m in lowered for m in NO_PYTHON_MARKERS):
+                if self.gate is not None:
+                    self.gate.give_up()
                 self.polling, self._poll_reason = True, reason
                 return 0, reason
         except _Dropped as exc:
@@ -211,40 +237,75 @@ class Watcher(FilePolling):
 
     # ----------------------------------------------------------------- follow
 
+    def follow_words(self) -> list[str]:
+        """``-m trainer follow ...``, resuming where delivery stands."""
+        words = ["-m", "trainer", "follow", *([self.run_dir] if self.run_dir else []),
+                 "--log-offset", str(self.log_offset),
+                 "--log-ino", "none" if self.log_ino is None else str(self.log_ino),
+                 "--metrics-offset", str(self.metrics_offset),
+                 "--metrics-ino", "none" if self.metrics_ino is None else str(self.metrics_ino),
+                 "--poll", f"{min(self.poll_interval, 1.0):g}",
+                 "--heartbeat", f"{max(0.2, min(1.0, self.silence_timeout / 3)):g}",
+                 "--gpu-interval", f"{self.gpu_interval:g}"]
+        if self.status_key is not None:
+            words += ["--status-key", self.status_key]
+        if self.project:
+            words += ["--project", self.project]
+        if self.log_tail > 0:
+            words += ["--log-tail", str(self.log_tail)]
+        if self.gate is not None:
+            words += ["--needs", ",".join(NEEDS)]
+        return words
+
     def follow_command(self, transport: Transport) -> str:
         """The shell command that starts the follower on the box, resuming where
         delivery stands. stderr joins stdout so that a failure to start can be told."""
-        words = [
-            "-m", "trainer", "follow", self.run_dir,
-            "--log-offset", str(self.log_offset),
-            "--log-ino", "none" if self.log_ino is None else str(self.log_ino),
-            "--metrics-offset", str(self.metrics_offset),
-            "--metrics-ino", "none" if self.metrics_ino is None else str(self.metrics_ino),
-            "--poll", f"{min(self.poll_interval, 1.0):g}",
-            "--heartbeat", f"{max(0.2, min(1.0, self.silence_timeout / 3)):g}",
-            "--gpu-interval", f"{self.gpu_interval:g}",
-        ]
-        if self.status_key is not None:
-            words += ["--status-key", self.status_key]
-        return f"{transport.trainer_prefix} {shlex.join(words)} 2>&1"
+        return f"{transport.trainer_prefix} {shlex.join(self.follow_words())} 2>&1"
 
     def _follow(self, transport: Transport) -> None:
-        stream = transport.stream(self.follow_command(transport))
+        """Follow through the gate (once more after a bootstrap), else plainly."""
+        if self.gate is None:
+            self._follow_once(transport, self.follow_command(transport), None)
+            return
+        for _ in range(2):
+            command, stdin = self.gate.command(transport, self.follow_words(),
+                                               merge_stderr=True)
+            probe = self._follow_once(transport, command, stdin)
+            if probe is None:
+                return
+            try:
+                self.gate.boot(transport, probe)
+            except (TransportError, ValueError) as exc:
+                raise _NoPython(one_line(exc)) from None
+            self._close_stream()
+        raise _StartFailed("the gate asked for a bootstrap twice")
+
+    def _follow_once(self, transport: Transport, command: str,
+                     stdin: bytes | None) -> str | None:
+        """Run the follower until it ends; the gate's probe when it could not start."""
+        stream = transport.stream(command, stdin=stdin)
         with self._lock:
             self._stream = stream
         if self._kick.is_set():
-            return
+            return None
         said_hello = False
+        probe: list[str] | None = None
         noise: list[str] = []
         lines = stream.lines(timeout=self.silence_timeout, max_line=MAX_LINE_BYTES)
         rate = RateCap(MAX_MESSAGES_PER_SECOND, RATE_WINDOW)
         try:
             for raw in lines:
                 if self._kick.is_set():
-                    return
+                    return None
                 if rate.over():
                     raise self._limited("rate", f"the box sent over {MAX_MESSAGES_PER_SECOND} "
                                         "messages a second; reconnecting")
+                if probe is not None:
+                    probe.append(raw.decode("utf-8", errors="replace"))
+                    continue
+                if not said_hello and raw.strip() == GATE_MARK:
+                    probe = []
+                    continue
                 message = decode_message(raw)
                 if message is None:
                     text = clean_text(raw[:1000]).strip()
@@ -257,7 +318,7 @@ class Watcher(FilePolling):
                     continue
                 if message.get("t") == "hello":
                     said_hello = True
-                    self._on_hello(message)
+                    self._on_hello(message, transport)
                     continue
                 self._handle(message)
         except LineTooLong:
@@ -265,7 +326,7 @@ class Watcher(FilePolling):
                                 "MiB without a newline; reconnecting") from None
         except TimeoutError:
             if self._kick.is_set():
-                return
+                return None
             self._emit(ConnectionEvent("stale", f"no data for {self.silence_timeout:g}s",
                                        silent_for=self.silence_timeout))
             raise _Dropped(f"no data for {self.silence_timeout:g}s") from None
@@ -274,7 +335,9 @@ class Watcher(FilePolling):
             if close is not None:
                 close()
         if self._kick.is_set():
-            return
+            return None
+        if probe is not None:
+            return "\n".join(probe) + "\n"
         if not said_hello:
             raise _StartFailed(noise[-1] if noise else "the follower ended without output")
         raise _Dropped("the follower ended")
@@ -287,10 +350,13 @@ class Watcher(FilePolling):
             self._emit(ConnectionEvent("limited", reason))
         return _Dropped(reason)
 
-    def _on_hello(self, message: dict[str, Any]) -> None:
+    def _on_hello(self, message: dict[str, Any], transport: Transport) -> None:
         box_now = message.get("now")
         if isinstance(box_now, int | float):
             self._skew = float(box_now) - time.time()
+        if self.gate is not None:
+            self.gate.learned(transport, message.get("box"))
+        self.chose(message.get("run"))
         self._start_failures = 0
         self._went_live = True
         gpu = " with GPU stats" if message.get("gpu") else ""
@@ -301,7 +367,7 @@ class Watcher(FilePolling):
         kind = message.get("t")
         handler = {"status": self._on_status, "pid": self._on_pid, "log": self._on_log,
                    "metrics": self._on_metrics, "reset": self._on_reset,
-                   "gpu": self._on_gpu}.get(kind)  # type: ignore[arg-type]
+                   "gpu": self._on_gpu, **self.side_handlers()}.get(kind)  # type: ignore[arg-type]
         try:
             if handler is not None:
                 handler(message)
@@ -374,14 +440,6 @@ class Watcher(FilePolling):
             self._emit(MetricsEvent([], 0, reset=True))
             self.metrics_offset, self.metrics_ino = 0, ino
 
-    def _on_gpu(self, message: dict[str, Any]) -> None:
-        rows = message.get("gpus")
-        if not isinstance(rows, list):
-            return  # an error report: nvidia-smi failed; nothing to show
-        gpus = [GpuSample(_int(r[0]), clean_text(str(r[1])), *(_num(v) for v in r[2:7]))
-                for r in rows]
-        self._emit(GpuEvent(gpus, time.time()))
-
     # ----------------------------------------------------------------- health
 
     def _now(self) -> float:
@@ -428,10 +486,3 @@ def _int(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(f"{value!r} is not an offset")
     return value
-
-
-def _num(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) \
-        else None
-
-

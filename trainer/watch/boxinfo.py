@@ -2,14 +2,16 @@
 the python and the directory the trainer runs from (so the laptop can build its command
 prefix without another round trip) and which of the box tools' needs this python lacks.
 
-The needs check is cached by version: once nothing is missing, ``deps-X.Y.ok`` beside
-the install says so and later starts skip the look-up; a failed install leaves
+The needs check is cached by version: once nothing is missing, ``deps-X.Y.ok-KEY``
+(KEY: a hash of the python's path) beside the install says so and later starts skip the
+look-up; a failed install leaves
 ``deps-X.Y.failed`` (written by the laptop), which is reported so that it is not retried.
 Standard library only."""
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib.util
 import sys
 from pathlib import Path
@@ -31,7 +33,8 @@ def deps_name() -> str:
 
 def missing_needs(names: list[str], install: Path = INSTALL_DIR) -> list[str]:
     """The import names in ``names`` this python cannot find (cached once none is)."""
-    ok = install / f"{deps_name()}.ok"
+    key = hashlib.sha256(sys.executable.encode()).hexdigest()[:12]
+    ok = install / f"{deps_name()}.ok-{key}"
     if not names or ok.exists():
         return []
     missing = [name for name in names if importlib.util.find_spec(name) is None]
