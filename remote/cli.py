@@ -32,8 +32,9 @@ COMMAND_MODULES: tuple[str, ...] = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The ``gpurent`` parser with every subcommand registered."""
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The ``gpurent`` parser with every subcommand registered (``only`` that one: a
+    command's start-up then imports its own module alone)."""
     parser = argparse.ArgumentParser(
         prog="gpurent",
         description="Train on a rented GPU without losing money or weights (headless).",
@@ -42,14 +43,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser.add_argument("-V", "--version", action="version", version=__version__)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
+    for name in COMMAND_MODULES if only not in COMMAND_MODULES else (only,):
         importlib.import_module(f"remote.commands.{name}").register(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run one ``gpurent`` subcommand and return its exit code."""
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv[0] if argv else None)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

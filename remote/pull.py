@@ -2,9 +2,10 @@
 
 Each file of box run ``/abs/RUN`` lands at ``DEST/<host>/abs/RUN/<path in the run>`` (so
 pulls of different runs, or of two boxes, never share a name). It is downloaded into
-``NAME.part`` (a partial one from an earlier attempt is resumed), its sha256 is compared
-with the one computed on the box (``sha256sum``, or the box's python), and only then
-renamed into place and appended to the pull ledger ``$GPURENT_DATA_DIR/pulls.jsonl``
+``NAME.part`` over several SFTP sessions at once, by ranges (``remote.transport.ranged``;
+a partial one from an earlier attempt is resumed), hashed on the way; its sha256 is
+compared with the one the box computes meanwhile (``sha256sum``, or the box's python),
+and only then renamed into place and appended to the pull ledger ``$GPURENT_DATA_DIR/pulls.jsonl``
 (default ``~/.local/share/gpurent/pulls.jsonl``), one JSON object per line: the box
 (``host``), the run and file as absolute paths on the box, the sha256, and the local
 copy's absolute path and identity (size, inode, mtime).
@@ -24,6 +25,7 @@ import os
 import re
 import shlex
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -160,24 +162,45 @@ def pull_weights(transport: Transport, run_dir: str, dest_dir: str | os.PathLike
 
 def _pull_one(transport: Transport, source: str, target: Path, name: str,
               progress: PullProgress | None) -> tuple[str, int]:
-    want, size = remote_sha256(transport, source)
-    if target.exists() and target.stat().st_size == size and local_sha256(target) == want:
-        if progress:
-            progress(name, size, size)
-        return want, size
     part = target.with_name(target.name + ".part")
     report = (lambda done, total: progress(name, done, total)) if progress else None
-    for attempt in range(2):
-        transport.download(source, str(part), progress=report, resume=attempt == 0)
-        got = local_sha256(part)
-        if got == want:
-            os.replace(part, target)
-            return want, os.path.getsize(target)
-        # Either the partial file was stale or the box replaced the file meanwhile.
+    if target.exists():  # pulled before: the same content is not fetched again
         want, size = remote_sha256(transport, source)
+        if target.stat().st_size == size and local_sha256(target) == want:
+            if progress:
+                progress(name, size, size)
+            return want, size
+    if not hasattr(transport, "download_ranges"):
+        return _pull_one_stream(transport, source, target, part, report)
+    for attempt in range(2):
+        # The box hashes while the file travels (both read it once, at the same time).
+        with ThreadPoolExecutor(1) as pool:
+            box_hash = pool.submit(remote_sha256, transport, source)
+            got, size, _streams = transport.download_ranges(  # type: ignore[attr-defined]
+                source, str(part), progress=report, resume=attempt == 0)
+            want, box_size = box_hash.result()
+        if got == want and size == box_size:
+            os.replace(part, target)
+            return want, size
+        # Either the partial file was stale or the box replaced the file meanwhile.
     part.unlink(missing_ok=True)
     raise TransportError(f"{name}: sha256 of the download does not match the box's "
                          f"after two tries (is it being rewritten?)")
+
+
+def _pull_one_stream(transport: Transport, source: str, target: Path, part: Path,
+                     report: Callable[[int, int], None] | None) -> tuple[str, int]:
+    """One stream (a transport without ranged downloads: this machine)."""
+    want, size = remote_sha256(transport, source)
+    for attempt in range(2):
+        transport.download(source, str(part), progress=report, resume=attempt == 0)
+        if local_sha256(part) == want:
+            os.replace(part, target)
+            return want, os.path.getsize(target)
+        want, size = remote_sha256(transport, source)
+    part.unlink(missing_ok=True)
+    raise TransportError(f"{target.name}: sha256 of the download does not match the "
+                         f"box's after two tries (is it being rewritten?)")
 
 
 def record(host_label: str, abs_run_dir: str, source: str, item: PulledFile) -> None:

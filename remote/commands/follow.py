@@ -17,14 +17,17 @@ from remote.commands.errors import fail
 from remote.events import (
     ConnectionEvent,
     GpuEvent,
+    GuardEvent,
+    HubEvent,
     LogEvent,
     MetricsEvent,
     StatusEvent,
     WatchEvent,
+    WeightsEvent,
 )
 from remote.target import add_connection_options, connector, parse_target
 from remote.transport.base import Transport
-from remote.watcher import Watcher
+from remote.watcher import LOG_TAIL_BYTES, Watcher
 from trainer.text import clean_text
 
 #: Health verdicts after which the run will not write more.
@@ -50,6 +53,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--gpu", action="store_true", help="also print GPU samples")
     p.add_argument("--silence", type=float, default=5.0,
                    help="seconds without data before reconnecting (default 5)")
+    p.add_argument("--from-start", action="store_true",
+                   help=f"the whole log (default: its last {LOG_TAIL_BYTES >> 10} KiB, from a "
+                   "line start, then what it gains)")
     add_connection_options(p)
     p.set_defaults(func=run)
 
@@ -72,9 +78,17 @@ def event_json(event: WatchEvent) -> dict[str, Any]:
         return {"event": "log", "offset": event.offset, "reset": event.reset, **body}
     if isinstance(event, GpuEvent):
         return {"event": "gpu", "gpus": [vars(g) for g in event.gpus]}
-    assert isinstance(event, ConnectionEvent)
-    return {"event": "connection", "state": event.state, "detail": event.detail,
-            "attempt": event.attempt, "silent_for": event.silent_for}
+    if isinstance(event, GuardEvent):
+        return {"event": "guard", "guard": None if event.state is None
+                else {**event.state.to_dict(), "summary": event.state.summary()}}
+    if isinstance(event, WeightsEvent):
+        return {"event": "weights", "files": [vars(f) for f in event.files]}
+    if isinstance(event, HubEvent):
+        return {"event": "hub", "hub": event.ledger, "error": event.error}
+    if isinstance(event, ConnectionEvent):
+        return {"event": "connection", "state": event.state, "detail": event.detail,
+                "attempt": event.attempt, "silent_for": event.silent_for}
+    return {"event": type(event).__name__.removesuffix("Event").lower()}
 
 
 class Printer:
@@ -121,6 +135,8 @@ class Printer:
                               f"{g.temperature_c}°C {g.power_w} W")
         elif isinstance(event, ConnectionEvent):
             self.note(f"[{event.state}] {event.detail}".rstrip())
+        elif isinstance(event, GuardEvent) and event.state is not None:
+            self.note(event.state.summary())
 
     @staticmethod
     def note(text: str) -> None:
@@ -139,17 +155,23 @@ def run(args: argparse.Namespace) -> int:
     if target.host is None and not Path(target.path).is_dir():
         return fail("follow", f"{target.path} is not a directory", 2)
     connect = connector(target, args, bootstrap=True, strict=False, note=Printer.note)
+    connect.lazy = True  # the follower starts through the gate: one exec
     return follow(connect, target.path, as_json=args.json, keep=args.keep, gpu=args.gpu,
-                  silence=args.silence)
+                  silence=args.silence, log_tail=0 if args.from_start else LOG_TAIL_BYTES,
+                  gate=connect)
 
 
 def follow(connect: Callable[[], Transport], run_dir: str, *, as_json: bool = False,
-           keep: bool = False, gpu: bool = False, silence: float = 5.0) -> int:
+           keep: bool = False, gpu: bool = False, silence: float = 5.0,
+           log_tail: int = 0, gate: Any = None) -> int:
     """Stream ``run_dir`` on the box ``connect()`` reaches until the run ends (or for
-    ever with ``keep``); the exit code: 0 completed or stopped, else 1."""
+    ever with ``keep``); the exit code: 0 completed or stopped, else 1. ``log_tail``: start
+    with only the log's last bytes; ``gate``: a ``Connector`` to start the follower with
+    (``remote.gate``)."""
     events: queue.Queue[WatchEvent] = queue.Queue()
     printer = Printer(gpu)
-    watcher = Watcher(connect, run_dir, events.put, silence_timeout=silence)
+    watcher = Watcher(connect, run_dir, events.put, silence_timeout=silence,
+                      log_tail=log_tail, gate=gate)
     watcher.start()
     verdict, last_data = None, time.monotonic()
     try:

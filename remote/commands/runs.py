@@ -6,8 +6,10 @@ import argparse
 import dataclasses
 import json
 
+from remote.runlist import box_runs
 from remote.runs import list_runs
-from remote.target import add_connection_options, open_transport, parse_target
+from remote.target import add_connection_options, connector, parse_target
+from remote.transport.local import LocalTransport
 from trainer.text import clean_text
 
 
@@ -16,10 +18,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "runs",
         help="list the runs under a project directory with their health",
-        description="List the run directories (those holding status.json) under PROJECT, "
-        "newest first, with state and health. PROJECT is a local path or HOST:PATH on a "
-        "box over SSH. Exit 0 listed (even none), 1 the box could not be reached, "
-        "2 bad input.",
+        description="List the run directories (those holding status.json, or launch.pid / "
+        "console.log before it) under PROJECT, newest first, with state and health. PROJECT "
+        "is a local path or HOST:PATH on a box over SSH (one exec of `trainer runs` there, "
+        "uploading the trainer first when the box lacks it). Exit 0 listed (even none), "
+        "1 the box could not be reached, 2 bad input.",
     )
     p.add_argument("project", metavar="[HOST:]PROJECT")
     p.add_argument("--json", action="store_true", help="print a JSON list")
@@ -30,11 +33,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """List the runs."""
     target = parse_target(args.project)
-    transport = open_transport(target, args)
-    try:
-        runs = list_runs(transport, target.path)
-    finally:
-        transport.close()
+    if target.host is None:
+        runs = list_runs(LocalTransport(), target.path)
+    else:
+        gate = connector(target, args, bootstrap=True)
+        gate.lazy = True  # `trainer runs` through the gate: one exec, any number of runs
+        transport = gate.open()
+        try:
+            runs = box_runs(transport, target.path, gate)
+        finally:
+            transport.close()
     if args.json:
         print(json.dumps([dataclasses.asdict(r) for r in runs]))
         return 0

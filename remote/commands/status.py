@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from remote.guard import read_guard
+from remote.quickstatus import quick_read
 from remote.runs import read_run
 from remote.target import Target, add_connection_options, open_transport, parse_target
 from remote.transport.base import Transport, TransportError
@@ -36,8 +37,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 def summarise(transport: Transport, run_dir: str) -> dict[str, Any]:
     """Read and judge a run on ``transport``'s machine; the ``--json`` object, with the
     guard's state (``None`` when no guard was ever armed for the run)."""
-    summary = read_run(transport, run_dir).summary()
-    guard = read_guard(transport, run_dir)
+    return _with_guard(read_run(transport, run_dir).summary(), read_guard(transport, run_dir))
+
+
+def _with_guard(summary: dict[str, Any], guard: Any) -> dict[str, Any]:
     summary["guard"] = None if guard is None else {
         **guard.to_dict(), "summary": guard.summary(), "alarm_active": guard.alarm_active}
     return summary
@@ -76,12 +79,13 @@ def format_summary(s: dict[str, Any]) -> str:
 
 
 def remote_summary(args: argparse.Namespace, target: Target) -> dict[str, Any]:
-    """Read and judge a run on a box over SSH (``HOST:RUN_DIR``)."""
+    """Read and judge a run on a box over SSH (``HOST:RUN_DIR``), in one exec."""
     transport = open_transport(target, args)
     try:
-        summary = summarise(transport, target.path)
+        run, guard = quick_read(transport, target.path)  # one exec, no bootstrap
     finally:
         transport.close()
+    summary = _with_guard(run.summary(), guard)
     summary["run_dir"] = target.label
     return summary
 

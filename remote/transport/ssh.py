@@ -34,7 +34,7 @@ from pathlib import Path
 
 import paramiko
 
-from remote.transport import hostpolicy, openssh
+from remote.transport import hostpolicy, openssh, ranged
 from remote.transport.base import (
     FileStat,
     Progress,
@@ -393,6 +393,16 @@ class SSHTransport:
                             progress(done, size)
         finally:
             sftp.close()
+
+    def download_ranges(self, remote: str, local: str, progress: Progress | None = None,
+                        resume: bool = True, streams: int = ranged.STREAMS
+                        ) -> tuple[str, int, int]:
+        """Copy ``remote`` into ``local`` over up to ``streams`` SFTP sessions at once, by
+        ranges, resuming a partial ``local`` (``remote.transport.ranged``); returns its
+        ``(sha256, size, sessions used)``."""
+        return ranged.ranged_download(self._new_sftp, self.expand(remote), local,
+                                      label=self.label, streams=streams, resume=resume,
+                                      progress=progress)
 
     def close(self) -> None:
         """Close SFTP, the connection and any jump hosts. Idempotent."""

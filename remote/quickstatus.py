@@ -1,0 +1,156 @@
+"""One run's status in one exec of ``sh`` on the box, with no bootstrap: as fast as
+``ssh HOST cat RUN/status.json``, and everything ``gpurent status`` shows.
+
+The script prints sections, each after a line holding a random boundary: the box's
+clock, ``status.json`` (or, without one, ``launch.pid`` and the end of ``console.log``),
+the size and mtime of ``train.log``, ``guard.json`` and its acknowledgement, and what
+``/proc`` says about every pid those files name (found with ``grep`` on the box; the
+laptop parses the JSON properly and uses the probe of the pid it finds, asking once more
+in the rare case the box's ``grep`` missed it). Health is judged here with the same rules
+as everywhere (``trainer.health.judge_health``), against the box's clock.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import shlex
+import time
+from typing import Any
+
+from remote.guard import GuardState
+from remote.procs import probe as probe_pid
+from remote.procs import started_at
+from remote.runs import CONSOLE_TAIL_BYTES, RunRead
+from remote.transport.base import Transport, TransportError
+from trainer import procid, runfiles
+from trainer.guard.state import GUARD_ACK, GUARD_FILE
+from trainer.health import LaunchRead, judge_health, parse_launch_pid
+from trainer.text import console_tail
+
+#: The guard's files are read up to this size.
+MAX_GUARD_BYTES = 1 << 20
+_PIDS = r'"pid"[[:space:]]*:[[:space:]]*[0-9][0-9]*'
+
+
+def script(run_dir: str, boundary: str) -> str:
+    """The shell script (see the module doc); each section starts with a line
+    ``BOUNDARY NAME`` after a newline of its own (dropped again when split)."""
+    d, b = shlex.quote(run_dir.rstrip("/") or "/"), boundary
+
+    def part(name: str, body: str) -> str:
+        return f'printf "\\n%s\\n" "{b} {name}"; {body}'
+
+    status, launch = f"{d}/{runfiles.STATUS_FILE}", f"{d}/{runfiles.LAUNCH_PID_FILE}"
+    return "; ".join([
+        f'[ -d {d} ] || {{ echo "{b} nodir"; exit 0; }}',
+        part("now", "date +%s"),
+        part("status", f"head -c {runfiles.MAX_STATUS_BYTES + 1} {status} 2>/dev/null || "
+             f'printf "\\n%s\\n" "{b} nostatus"'),
+        f"if [ ! -f {status} ]; then "
+        + part("launch", f"head -c 256 {launch} 2>/dev/null || "
+               f'printf "\\n%s\\n" "{b} nolaunch"') + "; "
+        + part("console", f"tail -c {CONSOLE_TAIL_BYTES} {d}/{runfiles.CONSOLE_FILE} "
+               f'2>/dev/null || printf "\\n%s\\n" "{b} noconsole"') + "; fi",
+        part("stat", f"stat -c '%s %Y %n' {d}/{runfiles.LOG_FILE} {status} "
+             f"{d}/{runfiles.CONSOLE_FILE} 2>/dev/null"),
+        part("guard", f"head -c {MAX_GUARD_BYTES} {d}/{GUARD_FILE} 2>/dev/null"),
+        part("ack", f"head -c {MAX_GUARD_BYTES} {d}/{GUARD_ACK} 2>/dev/null"),
+        part("boot", "cat /proc/sys/kernel/random/boot_id 2>/dev/null || echo -; "
+             "grep '^btime ' /proc/stat 2>/dev/null || echo -; "
+             "getconf CLK_TCK 2>/dev/null || echo -"),
+        f"lp=; [ -f {launch} ] && read -r lp _ < {launch}",
+        f"for p in $lp $(grep -ho '{_PIDS}' {status} {d}/{GUARD_FILE} 2>/dev/null | "
+        "grep -o '[0-9]*$'); do case $p in *[!0-9]*) continue;; esac; "
+        + part("proc $p", 'cat /proc/"$p"/stat 2>/dev/null || echo gone') + "; done",
+        f'printf "\\n%s\\n" "{b} end"',
+    ])
+
+
+def split_sections(out: bytes, boundary: str) -> dict[str, bytes]:
+    """``{name: bytes}`` of the script's output (the newline before each boundary, which
+    the script adds, is dropped again)."""
+    mark = b"\n" + boundary.encode() + b" "
+    sections: dict[str, bytes] = {}
+    chunks = (b"\n" + out).split(mark)
+    for chunk in chunks[1:]:
+        name, _, body = chunk.partition(b"\n")
+        sections[name.decode("ascii", "replace").strip()] = body
+    return sections
+
+
+def _json(data: bytes | None) -> dict[str, Any] | None:
+    try:
+        value = json.loads((data or b"").decode("utf-8"))
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _int(text: bytes | None) -> int | None:
+    words = (text or b"").split()
+    return int(words[0]) if words and words[0].isdigit() else None
+
+
+def quick_read(transport: Transport, run_dir: str) -> tuple[RunRead, GuardState | None]:
+    """The run's ``RunRead`` and its guard (``None``: none armed), in one exec. Raises
+    ``TransportError`` (one line) when the box cannot be reached or RUN_DIR is not a
+    directory there."""
+    boundary = f"--gpurent-{secrets.token_hex(8)}"
+    result = transport.run(script(run_dir, boundary), timeout=60.0)
+    parts = split_sections(result.stdout, boundary)
+    if "nodir" in parts:
+        raise TransportError(f"{run_dir} is not a directory on {transport.label}")
+    if "end" not in parts:
+        err = result.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise TransportError(f"reading {run_dir} on {transport.label} failed: "
+                             f"{err[-1] if err else f'exit {result.rc}'}")
+    boot = parts.get("boot", b"")
+    probes = {int(k.split()[1]): procid.parse_probe(v + b"\n" + boot)
+              for k, v in parts.items() if k.startswith("proc ") and k.split()[1].isdigit()}
+
+    def probe(pid: Any) -> procid.Probe | None:
+        if pid not in probes:  # a pid the box's grep did not see: ask for it alone
+            probes[pid] = probe_pid(transport, pid)
+        return probes[pid]
+
+    if "nostatus" in parts:
+        read = runfiles.StatusRead(None, f"no status.json in {run_dir}", missing=True)
+    else:
+        read = runfiles.parse_status(parts.get("status", b""))
+    launch = None
+    if read.missing and not ("nolaunch" in parts and "noconsole" in parts):
+        launch = LaunchRead(parse_launch_pid(parts.get("launch", b"")),
+                            console_tail(parts.get("console", b"")))
+    pid = read.get("pid") if launch is None else launch.pid
+    alive = None
+    if isinstance(pid, int) and not isinstance(pid, bool):
+        found = probe(pid) if pid > 0 else None
+        alive = found is not None and found.alive
+    stats = {}
+    for line in parts.get("stat", b"").splitlines():
+        words = line.split(b" ", 2)
+        if len(words) == 3 and words[0].isdigit() and words[1].isdigit():
+            stats[words[2].rsplit(b"/", 1)[-1].decode("utf-8", "replace")] = \
+                (int(words[0]), int(words[1]))
+    log = stats.get(runfiles.LOG_FILE)
+    history = [] if log is None else [(log[1] - 1.0, -1), (float(log[1]), log[0])]
+    now = _int(parts.get("now"))
+    health = judge_health(read, now=float(now) if now else time.time(),
+                          pid_alive=None if alive is None else (lambda _p: alive),
+                          log_history=history, launch=launch)
+    st = stats.get(runfiles.STATUS_FILE) or (stats.get(runfiles.CONSOLE_FILE)
+                                             if launch is not None else None)
+    run = RunRead(run_dir, read, health, alive, None if st is None else float(st[1]), launch)
+    return run, _guard(parts, probe)
+
+
+def _guard(parts: dict[str, bytes], probe: Any) -> GuardState | None:
+    data = _json(parts.get("guard"))
+    if data is None:
+        return None
+    pid = data.get("pid")
+    ok = isinstance(pid, int) and not isinstance(pid, bool) and pid > 1 and \
+        procid.mismatch(probe(pid), data, started_at(data)) is None
+    ack = _json(parts.get("ack")) if isinstance(data.get("alarm"), dict) else None
+    return GuardState.from_dict(data, ok, ack)
