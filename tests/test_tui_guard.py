@@ -12,7 +12,6 @@ import pytest
 from textual.widgets import Button, Select
 from textual.widgets._select import InvalidSelectValueError
 
-import tui.box.view
 from remote.guard import arm_guard
 from remote.transport.local import LocalTransport
 from tests.fixtures.guard_kit import guard_over, stop_guard, wait_until
@@ -31,13 +30,12 @@ SIZE = (150, 46)
 
 @pytest.fixture(autouse=True)
 def quiet_env(monkeypatch, tmp_path):
-    """No real keys or config; the guard badge is refreshed often."""
+    """No real keys or config."""
     for var in ("HF_TOKEN", "VAST_API_KEY", "RUNPOD_API_KEY", "LAMBDA_API_KEY"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     monkeypatch.setenv("GPURENT_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    monkeypatch.setattr(tui.box.view, "GUARD_REFRESH", 0.3)
     monkeypatch.chdir(tmp_path)
 
 

@@ -18,7 +18,6 @@ from remote.billing.cost import money, rate
 from remote.billing.identity import box_address
 from remote.billing.providers import provider_for
 from remote.billing.teardown import resolve_safety, run_safety, teardown, warning_for
-from remote.guard import read_guard
 from remote.launch import LaunchSpec, RunIsLive, build_command
 from remote.pull import pull_weights
 from remote.push import laptop_token, push_from_box
@@ -26,7 +25,7 @@ from remote.startup import CannotStart, start_run
 from remote.stop import stop_run
 from remote.transport.base import Transport
 from trainer.runfiles import parse_iso
-from trainer.text import format_duration
+from trainer.text import format_duration, one_line
 from tui.box.guard import GuardActions
 from tui.box.reports import findings_text, instance_costs
 from tui.dialogs.confirm import ConfirmDialog
@@ -160,13 +159,25 @@ class BoxActions(GuardActions):
                                           nothing=bool(getattr(safety, "nothing", False)),
                                           unsafe=getattr(safety, "unsafe_names", ""))
 
+    @work(thread=True, exclusive=True, exit_on_error=False, group="needs")
+    def install_needs(self) -> None:
+        """Install what the follower said the box tools lack (psutil, huggingface_hub),
+        in the background; what happened is one notification."""
+        box, transport = self.connector.box, self.transport
+        if not box or not box.get("missing") or transport is None:
+            return
+        from remote.bootstrap import install_needs
+
+        notes: list[str] = []
+        install_needs(transport, box, notes, lambda line: self.tell(self.Progress(line)))
+        for note in notes:
+            self.app.call_from_thread(self.app.notify, one_line(note), title=self.spec.title,
+                                      timeout=8)
+
     @work(thread=True, exclusive=True, exit_on_error=False, group="instance")
     def refresh_instance(self) -> None:
-        """Ask the provider about the instance (price, storage, state) and read the
-        guard's state on the box."""
-        if self.transport is not None and self.run_dir is not None:
-            guard = read_guard(self.transport, self.run_dir)
-            self.app.call_from_thread(self._show_guard, guard)
+        """Ask the provider about the instance (price, storage, state); the guard's
+        state on the box comes with the watcher's stream."""
         if not self.spec.provider or self.spec.provider == "manual" or not self.spec.instance:
             return
         instance = self.provider().get_instance(self.spec.instance)

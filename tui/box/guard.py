@@ -10,13 +10,10 @@ from textual import work
 from textual.widgets import Static
 
 from remote.billing.providers import can_stop, notify_config, resolve_api_key, resolve_base_url
-from remote.guard import acknowledge_alarm, arm_guard, disarm_guard, read_guard
+from remote.guard import acknowledge_alarm, arm_guard, disarm_guard
 from tui.dialogs.confirm import ConfirmDialog
 from tui.dialogs.guard import GuardDialog
 from tui.fmt import safe
-
-#: Seconds between looks at the guard's state on the box.
-GUARD_REFRESH = 10.0
 
 
 class GuardActions:
@@ -38,15 +35,8 @@ class GuardActions:
             return text
         return safe(guard.summary(), 100, "bold yellow" if guard.watching else "dim")
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="guard-read")
-    def refresh_guard(self) -> None:
-        """Read the guard's state on the box (periodically, and after actions)."""
-        if self.transport is None or self.run_dir is None:
-            return
-        guard = read_guard(self.transport, self.run_dir)
-        self.app.call_from_thread(self._show_guard, guard)
-
     def _show_guard(self, guard: Any) -> None:
+        """Show the guard's state (from the watcher's stream, or an action's answer)."""
         self.guard = guard
         self.query_one("#guard-badge", Static).update(self.guard_text())
         if guard is not None and guard.alarm_active and self._alarm_told != guard.alarm:

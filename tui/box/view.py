@@ -1,6 +1,13 @@
-"""One box tab: connects (with visible progress), finds the runs, watches one run with
+"""One box tab: connects (with visible progress), watches one run with
 ``remote.watcher.Watcher`` and feeds the panes. The actions on the box live in
-``tui.box.actions.BoxActions``; this module is the watching half."""
+``tui.box.actions.BoxActions``; this module is the watching half.
+
+Connecting costs one round trip once SSH is up: the watcher starts at once and its
+follower, started through the gate (``remote.gate``), chooses the run, sends its status
+first, then the project's runs, the log's tail, and from then on every change of the
+run's files, ``hub.json``, ``guard.json`` and the weights' identity (so the badges need
+no polling). The control connection for actions opens beside it and waits for the
+follower to say where the trainer runs."""
 
 from __future__ import annotations
 
@@ -20,19 +27,24 @@ from remote.billing.address import Locator
 from remote.billing.providers import parse_instance_target
 from remote.connect import Connector
 from remote.events import (
+    ChosenEvent,
     ConnectionEvent,
     GpuEvent,
+    GuardEvent,
+    HubEvent,
     LogEvent,
     MetricsEvent,
+    RunsEvent,
     StatusEvent,
     WatchEvent,
+    WeightsEvent,
 )
-from remote.runs import list_runs
+from remote.runlist import GOING, box_runs
 from remote.transport.base import Transport
-from remote.watcher import Watcher
+from remote.watcher import LOG_TAIL_BYTES, Watcher
 from trainer.text import one_line
 from tui.box.actions import BoxActions
-from tui.box.guard import GUARD_REFRESH
+from tui.box.logs import LogActions
 from tui.box.resume import ResumeActions
 from tui.dialogs.confirm import host_key_dialog
 from tui.spec import BoxSpec
@@ -46,11 +58,12 @@ from tui.widgets.runs import RunsList
 #: Health verdicts that ring the bell when a run reaches them.
 ALERT_VERDICTS = {"completed": "information", "failed": "error", "dead": "error",
                   "stalled": "warning"}
-#: Seconds between refreshes of the runs list.
-RUNS_REFRESH = 15.0
+#: How long the control connection waits for the follower to say where the trainer
+#: runs before bootstrapping by itself (a box the follower cannot start on).
+READY_TIMEOUT = 60.0
 
 
-class BoxView(BoxActions, ResumeActions, Vertical):
+class BoxView(BoxActions, ResumeActions, LogActions, Vertical):
     """Everything about one box. ``clock`` gives the time (injected for snapshots)."""
 
     DEFAULT_CSS = """
@@ -71,8 +84,17 @@ class BoxView(BoxActions, ResumeActions, Vertical):
             super().__init__()
             self.line = line
 
+    class Follow(Message):
+        """Start watching ``project`` (its run ``run``, else the one the box chooses)."""
+
+        def __init__(self, project: str, run: str | None) -> None:
+            super().__init__()
+            self.project = project
+            self.run = run
+
     class Connected(Message):
-        """The box is reachable; ``runs`` were listed in ``project``."""
+        """The control connection is up; ``runs`` were listed in ``project`` (``None``:
+        the watcher's follower lists them)."""
 
         def __init__(self, transport: Transport, project: str, runs: list[Any],
                      run: str | None, notes: list[str]) -> None:
@@ -126,7 +148,7 @@ class BoxView(BoxActions, ResumeActions, Vertical):
         self.connector = Connector(
             None if spec.kind == "local" else spec.target, port=spec.port,
             accept_new=spec.accept_new, ask_unknown=self.ask_host_key,
-            ssh_options=dict(spec.ssh_options), python=spec.python,
+            ssh_options=dict(spec.ssh_options), python=spec.python, lazy=True,
             locate=Locator(named, base_url=spec.provider_url) if named else None)
         self.project = spec.project
         self.run_dir: str | None = None
@@ -134,7 +156,10 @@ class BoxView(BoxActions, ResumeActions, Vertical):
         self.watcher: Any = None
         self.gen = 0
         self._accepted_keys: set[str] = set()
+        self._asking = threading.Lock()
+        self._weights: Any = None
         self.init_actions()
+        self.init_logs()
 
     # ------------------------------------------------------------------ layout
 
@@ -157,9 +182,9 @@ class BoxView(BoxActions, ResumeActions, Vertical):
         """Start connecting and the one-second tick."""
         self._app = self.app  # for threads Textual did not start (the watcher's)
         self.set_interval(1.0, self.tick)
-        self.set_interval(RUNS_REFRESH, self.refresh_runs)
-        self.set_interval(GUARD_REFRESH, self.refresh_guard)
         if self.autoconnect:
+            if not self.spec.demo:
+                self.watch_run(_join(self.project, self.spec.run) if self.spec.run else None)
             self.connect()
 
     def tell(self, message: Message) -> None:
@@ -192,8 +217,8 @@ class BoxView(BoxActions, ResumeActions, Vertical):
     @work(thread=True, exclusive=True, exit_on_error=False, group="connect",
           name="connect")
     def connect(self) -> None:
-        """Open the box (SSH + bootstrap, or this machine), list the runs, then hand
-        over to the UI thread, which starts watching."""
+        """Open the control connection (the watcher opens its own at the same time) and
+        hand it to the UI thread once the follower said where the trainer runs."""
         spec = self.spec
 
         def progress(line: str) -> None:
@@ -206,30 +231,45 @@ class BoxView(BoxActions, ResumeActions, Vertical):
                 from tui.demo import start_demo
 
                 project, run = start_demo(progress)
+                self.tell(self.Follow(project, run))
             transport = self.open_transport(progress, notes)
-            progress(f"listing runs in {project}")
-            runs = list_runs(transport, project)
+            if not self.connector.wait_ready(READY_TIMEOUT):
+                # The follower could not start (no python for it): bootstrap here.
+                from remote.bootstrap import bootstrap
+
+                bootstrap(transport, progress, preflight=False, python=spec.python)
+                self.connector.trainer_prefix = transport.trainer_prefix
+            transport.trainer_prefix = self.connector.trainer_prefix or \
+                transport.trainer_prefix
         except Exception as exc:  # noqa: BLE001 - any failure is shown, never raised
             self.tell(self.ConnectFailed(one_line(exc)))
             return
-        self.tell(self.Connected(transport, project, runs, run, notes))
+        self.tell(self.Connected(transport, project, None, run, notes))
+
+    def on_box_view_follow(self, message: Follow) -> None:
+        """Watch the demo's run once it started."""
+        self.project = message.project
+        self.watch_run(message.run and _join(message.project, message.run))
 
     def open_transport(self, progress: Callable[[str], None],
                        notes: list[str] | None = None) -> Transport:
-        """A new connection to the box, ready to run ``python3 -m trainer`` (worker
-        threads only: it blocks)."""
+        """A new connection to the box (worker threads only: it blocks); ready to run
+        ``python3 -m trainer`` once the connector knows where the trainer runs."""
         if self.spec.kind != "local":
             progress(f"connecting to {self.spec.title}")
-            if self.connector.trainer_prefix is None:
-                progress("bootstrapping the box (python, trainer upload)")
         return self.connector.open(progress, notes)
 
     def ask_host_key(self, host: str, key_type: str, fingerprint: str) -> bool:
         """Asked by the SSH worker thread about an unknown host key: shows the modal on
         the UI thread and waits for the answer. A key trusted once in this session is
-        trusted again on reconnect."""
-        if fingerprint in self._accepted_keys:
-            return True
+        trusted again on reconnect; the watcher's and the control connection's questions
+        about the same key are asked once."""
+        with self._asking:
+            if fingerprint in self._accepted_keys:
+                return True
+            return self._ask_host_key(host, key_type, fingerprint)
+
+    def _ask_host_key(self, host: str, key_type: str, fingerprint: str) -> bool:
         answered = threading.Event()
         answer: list[bool] = [False]
 
@@ -250,35 +290,34 @@ class BoxView(BoxActions, ResumeActions, Vertical):
         self.query_one(ConnectionBadge).show_progress(message.line)
 
     def on_box_view_connect_failed(self, message: ConnectFailed) -> None:
-        """Show why connecting failed; r tries again."""
+        """Show why connecting failed (and stop the watcher's retries); r tries again."""
+        self.stop_watcher()
         self.query_one(ConnectionBadge).show_error(message.error)
         self.app.notify(one_line(message.error), title=f"{self.spec.title}: cannot connect",
                         severity="error", timeout=10)
 
     def on_box_view_connected(self, message: Connected) -> None:
-        """Pick the run to watch and start the watcher."""
+        """The control connection is ready: actions may run, and the box is checked."""
         if self.transport is not None and self.transport is not message.transport:
             self.close_transport(self.transport)
         self.transport = message.transport
         self.project = message.project
         for note in message.notes:
             self.app.notify(one_line(note), title=self.spec.title, timeout=8)
-        runs = message.runs
-        chosen = None
-        if message.run:
-            chosen = next((r.run_dir for r in runs if r.name == message.run),
-                          _join(message.project, message.run))
-        elif runs:
-            live = [r for r in runs if r.health in ("live", "starting", "slow", "stalled")]
-            chosen = (live or runs)[0].run_dir
-        self.query_one(RunsList).show_runs(runs, chosen)
-        if chosen is None:
-            self.query_one(ConnectionBadge).show_progress(
-                f"connected; no runs in {message.project} yet (l: launch)")
-        elif chosen != self.run_dir:
-            self.watch_run(chosen)
+        if message.runs is not None:  # listed by the caller (resume): choose here
+            runs = message.runs
+            chosen = None
+            if message.run:
+                chosen = next((r.run_dir for r in runs if r.name == message.run),
+                              _join(message.project, message.run))
+            elif runs:
+                chosen = ([r for r in runs if r.health in GOING] or runs)[0].run_dir
+            self.query_one(RunsList).show_runs(runs, chosen)
+            if chosen is not None and chosen != self.run_dir:
+                self.watch_run(chosen)
         self.refresh_safety()
         self.refresh_instance()
+        self.install_needs()
         if self.preflight is None and self.spec.kind == "ssh":
             self.check_box()
 
@@ -289,22 +328,25 @@ class BoxView(BoxActions, ResumeActions, Vertical):
 
     # ------------------------------------------------------------------ watching
 
-    def watch_run(self, run_dir: str) -> None:
-        """Watch ``run_dir`` from now on (stops watching the previous run)."""
+    def watch_run(self, run_dir: str | None) -> None:
+        """Watch ``run_dir`` from now on (stops watching the previous run); ``None``: the
+        run the box chooses in the project (the newest going one, else the newest)."""
         self.stop_watcher()
         self.gen += 1
         gen = self.gen
         self.run_dir = run_dir
         self.status = None
         self._last_verdict: str | None = None
-        self._last_epoch: int | None = None
-        self.header.show_run(run_dir.rstrip("/").rsplit("/", 1)[-1])
+        self._weights = None
+        self.log_first = None
+        self.header.show_run(run_dir.rstrip("/").rsplit("/", 1)[-1] if run_dir else "")
         self.query_one(MetricsPane).clear()
         self.log_pane.clear()
         runs = self.query_one(RunsList)
         runs.show_runs(runs.runs, run_dir)
         self.watcher = Watcher(
-            self.watcher_connect, run_dir, lambda ev: self.on_watch_event(gen, ev))
+            self.watcher_connect, run_dir, lambda ev: self.on_watch_event(gen, ev),
+            project=self.project, gate=self.connector, log_tail=LOG_TAIL_BYTES)
         self.watcher.start()
 
     def watcher_connect(self) -> Transport:
@@ -317,6 +359,8 @@ class BoxView(BoxActions, ResumeActions, Vertical):
         if gen != self.gen:
             return
         if isinstance(event, LogEvent):
+            if event.reset or self.log_first is None:
+                self.log_first = event.offset  # older bytes are fetched on demand
             self.log_pane.feed.feed(event)
         else:
             self.tell(self.Watch(gen, event))
@@ -337,6 +381,35 @@ class BoxView(BoxActions, ResumeActions, Vertical):
             self.query_one(ConnectionBadge).show(ev)
             if ev.state == "limited":  # a cap on the box's stream tripped (said once)
                 self.app.notify(ev.detail, title=self.spec.title, severity="warning")
+        elif isinstance(ev, RunsEvent):
+            self.query_one(RunsList).show_runs(ev.runs, self.run_dir)
+        elif isinstance(ev, ChosenEvent):
+            self.on_chosen(ev.run_dir)
+        elif isinstance(ev, GuardEvent):
+            self._show_guard(ev.state)
+        elif isinstance(ev, WeightsEvent | HubEvent):
+            self.on_weights_changed(ev)
+
+    def on_chosen(self, run_dir: str | None) -> None:
+        """The box chose the run to watch (or found none in the project)."""
+        if run_dir is None:
+            self.query_one(ConnectionBadge).show_progress(
+                f"connected; no runs in {self.project} yet (l: launch)")
+            return
+        self.run_dir = run_dir
+        self.header.show_run(run_dir.rstrip("/").rsplit("/", 1)[-1])
+        runs = self.query_one(RunsList)
+        runs.show_runs(runs.runs, run_dir)
+
+    def on_weights_changed(self, ev: WeightsEvent | HubEvent) -> None:
+        """The run's weight files or its Hub ledger changed on the box: judge the
+        weights again (the only time the badge asks the box)."""
+        kind, value = ("weights", ev.files) if isinstance(ev, WeightsEvent) else \
+            ("hub", ev.ledger)
+        seen = self._weights or {}
+        if kind not in seen or seen[kind] != value:
+            self._weights = {**seen, kind: value}
+            self.refresh_safety()
 
     def on_status(self, ev: StatusEvent) -> None:
         """A new status: header, money, bell on bad news, safety after each epoch."""
@@ -350,15 +423,11 @@ class BoxView(BoxActions, ResumeActions, Vertical):
             if self._last_verdict is not None and verdict in ALERT_VERDICTS:
                 self.post_message(self.HealthChanged(self, verdict, ev.health.reason))
             self._last_verdict = verdict
-            self.refresh_runs()
-            self.refresh_guard()
-        epoch = ev.read.get("completed_epochs")
-        if epoch != self._last_epoch:
-            self._last_epoch = epoch
-            self.refresh_safety()
 
     def stop_watcher(self) -> None:
-        """Stop the current watcher in the background (it may take a moment)."""
+        """Stop the current watcher in the background (it may take a moment); what it
+        still says is not shown."""
+        self.gen += 1
         watcher, self.watcher = self.watcher, None
         if watcher is not None:
             self._stop_watcher(watcher)
@@ -385,11 +454,11 @@ class BoxView(BoxActions, ResumeActions, Vertical):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="runs")
     def refresh_runs(self) -> None:
-        """List the project's runs again."""
+        """List the project's runs again now (after a launch or a stop; otherwise the
+        follower sends what changes), in one exec on the box."""
         if self.transport is None:
             return
-        runs = list_runs(self.transport, self.project)
-        self.tell(self.RunsListed(runs))
+        self.tell(self.RunsListed(box_runs(self.transport, self.project)))
 
     def on_box_view_runs_listed(self, message: RunsListed) -> None:
         """Show the fresh list."""
@@ -403,6 +472,8 @@ class BoxView(BoxActions, ResumeActions, Vertical):
     def reconnect(self) -> None:
         """Reconnect now: the watcher at once, and the control connection too."""
         if self.transport is None:
+            if self.watcher is None and not self.spec.demo:
+                self.watch_run(self.run_dir)
             self.connect()
             return
         if self.watcher is not None:
@@ -413,10 +484,11 @@ class BoxView(BoxActions, ResumeActions, Vertical):
     def reconnect_control(self) -> None:
         """A fresh connection for actions (the old one may have died with the link)."""
         transport = self.open_transport(lambda line: self.tell(self.Progress(line)))
-        runs = list_runs(transport, self.project)
+        runs = box_runs(transport, self.project, self.connector)
         run = self.run_dir.rstrip("/").rsplit("/", 1)[-1] if self.run_dir else None
         self.tell(self.Connected(transport, self.project, runs, run, []))
 
 
 def _join(project: str, run: str) -> str:
+    """``project/run``."""
     return f"{project.rstrip('/')}/{run}"

@@ -11,11 +11,13 @@ from __future__ import annotations
 import re
 import threading
 from collections import deque
+from typing import Any
 
 from rich.highlighter import Highlighter
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.message import Message
 from textual.widgets import Input, Log
 
 from remote.events import LogEvent
@@ -45,11 +47,15 @@ class LogFeed:
         self._carry = b""
         self._reset = False
         self.received_lines = 0
+        #: Where the bytes held start in the file (the watch starts at the tail).
+        self.first_offset = 0
 
     def feed(self, event: LogEvent) -> None:
         """Take one ``LogEvent`` (any thread)."""
         data = event.data
         with self._lock:
+            if event.reset or not self.received_lines and not self._carry:
+                self.first_offset = event.offset
             if event.reset:
                 self._pending.clear()
                 self._carry = b""
@@ -66,6 +72,13 @@ class LogFeed:
         with self._lock:
             self._pending.extend(lines)
             self.received_lines += len(lines)
+
+    def restart(self) -> None:
+        """Forget everything: another run's log follows."""
+        with self._lock:
+            self._pending.clear()
+            self._carry, self._reset = b"", False
+            self.received_lines = self.first_offset = 0
 
     def drain(self) -> tuple[bool, list[str]]:
         """``(reset, lines)`` that arrived since the last drain (UI thread)."""
@@ -100,7 +113,19 @@ class SearchHighlighter(Highlighter):
 
 
 class LogPane(Vertical):
-    """``train.log`` of the watched run."""
+    """``train.log`` of the watched run. A watch starts at the log's tail: scrolled to its
+    top, the pane asks for what came before (``WantsOlder``); a search also asks the box
+    to search the whole file (``Searched``), whose count shows in the status line."""
+
+    class WantsOlder(Message):
+        """The pane is at its top and the log has older lines."""
+
+    class Searched(Message):
+        """The search term changed (``""``: cleared)."""
+
+        def __init__(self, term: str) -> None:
+            super().__init__()
+            self.term = term
 
     DEFAULT_CSS = """
     LogPane { border: round $primary; height: 1fr; }
@@ -121,6 +146,9 @@ class LogPane(Vertical):
         self.filter_text = ""
         self.follow = True
         self._editing: str | None = None
+        #: Older lines exist on the box above the first one held.
+        self.more_above = False
+        self.box_matches: Any = None
 
     def compose(self) -> ComposeResult:
         """The log, a one-line status and a hidden input for search and filter."""
@@ -131,9 +159,32 @@ class LogPane(Vertical):
         yield Input(id="log-input")
 
     def on_mount(self) -> None:
-        """Start draining the feed."""
+        """Start draining the feed; watch for the top being reached."""
         self.set_interval(DRAIN_INTERVAL, self.drain)
+        self.watch(self.log, "scroll_y", self._scrolled, init=False)
         self._draw_status()
+
+    def _scrolled(self, y: float) -> None:
+        if y <= 0 and self.more_above and not self.follow:
+            self.post_message(self.WantsOlder())
+
+    def show_older(self, data: bytes, more: bool) -> None:
+        """Put the log's bytes that came before the first line held above it (the
+        newest lines past ``max_lines`` drop off the bottom), staying where the reader
+        was; ``more``: still older ones on the box."""
+        older = clean_text(data.rstrip(b"\n"), keep_newlines=True).split("\n")
+        keep = list(self.all_lines)[:max(0, self.max_lines - len(older))]
+        self.more_above = more
+        self.all_lines.clear()
+        self.all_lines.extend([*older, *keep][:self.max_lines])
+        self.set_filter(self.filter_text)
+        self.log.scroll_to(y=len(older), animate=False)
+
+    def show_box_matches(self, found: Any) -> None:
+        """The box's count of the lines of the whole log holding the search term."""
+        if found.term == self.search:
+            self.box_matches = found
+            self._draw_status()
 
     @property
     def log(self) -> Log:
@@ -148,6 +199,8 @@ class LogPane(Vertical):
         if reset:
             self.all_lines.clear()
             self.log.clear()
+        if lines and not self.all_lines and not self.log.lines:
+            self.more_above = self.feed.first_offset > 0
         if not lines:
             if reset:
                 self._draw_status()
@@ -163,7 +216,8 @@ class LogPane(Vertical):
 
     def clear(self) -> None:
         """Empty the pane (another run was chosen)."""
-        self.feed.drain()
+        self.more_above, self.box_matches = False, None
+        self.feed.restart()
         self.border_title = LOG_TITLE
         self.all_lines.clear()
         self.log.clear()
@@ -221,8 +275,10 @@ class LogPane(Vertical):
             self.close_input()
 
     def set_search(self, term: str) -> None:
-        """Highlight ``term`` and jump to its last occurrence."""
-        self.search = term
+        """Highlight ``term`` and jump to its last occurrence; the box counts it in the
+        whole log."""
+        self.search, self.box_matches = term, None
+        self.post_message(self.Searched(term))
         self.highlighter.set_term(term)
         self.log.refresh()
         if term:
@@ -271,7 +327,13 @@ class LogPane(Vertical):
         if self.search:
             status.append("  search: ")
             status.append_text(safe(self.search, 40, "bold"))
-            status.append(f" ({len(self.matches())} lines)")
+            status.append(f" ({len(self.matches())} lines")
+            found = self.box_matches
+            if found is not None:
+                status.append(f", {found.total} in the whole log")
+                if found.matches:
+                    status.append(f" from line {found.matches[0].line}")
+            status.append(")")
         if self.filter_text:
             status.append("  filter: ")
             status.append_text(safe(self.filter_text, 40, "bold"))
