@@ -69,10 +69,11 @@ class Connector:
         return self.open()
 
     def open(self, progress: Callable[[str], None] | None = None,
-             notes: list[str] | None = None) -> Transport:
+             notes: list[str] | None = None, *, early: bool = True) -> Transport:
         """A new connection to the box; blocks, so call it from a worker thread.
         ``progress`` gets each step; what bootstrap found goes to ``notes`` when given,
-        else to ``progress``."""
+        else to ``progress``. ``early``: take the connection ``remote.headstart`` opened
+        for this box, if any."""
         say = progress or self.note
         if self.host is None:
             from remote.transport.local import LocalTransport
@@ -81,12 +82,21 @@ class Connector:
         from remote.transport import ssh  # paramiko loads only when a box is remote
 
         target, port, options = self.host, self.port, dict(self.ssh_options)
+        taken = None
         if self.locate is not None:
             target, port = self.locate(say)
             options.setdefault("host_key_alias", self.host)
-        transport = ssh.connect(target, port=port, accept_new=self.accept_new,
-                                ask_unknown=self.ask_unknown, timeout=self.timeout,
-                                progress=say, **options)
+        elif early:
+            from remote import headstart
+
+            taken = headstart.take(target, port)
+        try:
+            transport = taken or ssh.connect(
+                target, port=port, accept_new=self.accept_new, ask_unknown=self.ask_unknown,
+                timeout=self.timeout, progress=say, **options)
+        except BaseException:
+            self._ready.set()  # whoever waits for the prefix need not wait for this one
+            raise
         if self.trainer_prefix is not None:
             transport.trainer_prefix = self.trainer_prefix
             return transport
@@ -182,7 +192,8 @@ class Connector:
         self._ready.set()
 
     def wait_ready(self, timeout: float) -> bool:
-        """Wait until the prefix is known or known to be out of reach; whether it is."""
+        """Wait until the prefix is known, known to be out of reach, or a connection
+        failed; whether it is known."""
         if self.host is None or not self.bootstrap:
             return True
         self._ready.wait(timeout)

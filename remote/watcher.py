@@ -283,7 +283,10 @@ class Watcher(SideMessages, FilePolling):
     def _follow_once(self, transport: Transport, command: str,
                      stdin: bytes | None) -> str | None:
         """Run the follower until it ends; the gate's probe when it could not start."""
-        stream = transport.stream(command, stdin=stdin)
+        from remote import headstart
+
+        stream = headstart.take_stream(transport, command) or \
+            transport.stream(command, stdin=stdin)
         with self._lock:
             self._stream = stream
         if self._kick.is_set():

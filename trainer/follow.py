@@ -301,10 +301,11 @@ class Follower:
         self.out = out
         self.parent_alive = parent_alive
         self.scanner = RunScanner(args.project) if args.project else None
-        self.runs = self.scanner.scan() if self.scanner else []
+        self.runs: list[dict[str, Any]] = []
         self._runs_sent: dict[str, dict[str, Any]] | None = None
         self.run_arg = args.run_dir
-        if self.run_arg is None:
+        if self.run_arg is None and self.scanner is not None:
+            self.runs = self.scanner.scan()  # to choose; a named run is sent before this
             chosen = choose(self.runs)
             self.run_arg = None if chosen is None else chosen["run_dir"]
         self.run_dir = None if self.run_arg is None else Path(self.run_arg).absolute()
@@ -345,7 +346,7 @@ class Follower:
             while self.parent_alive():
                 now = time.monotonic()
                 if self.scanner is not None and now >= next_scan:
-                    if self._runs_sent is not None:
+                    if self._runs_sent is not None or not self.runs:
                         self.runs = self.scanner.scan()
                     self._send_runs()
                     next_scan = now + max(1.0, self.args.runs_interval)

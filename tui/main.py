@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 
 from tui.spec import BoxSpec
 
@@ -145,11 +146,35 @@ def _local_project(path: str, project: str | None, run: str | None) -> tuple[str
     return full, run
 
 
+def connect_early(specs: list[BoxSpec]) -> None:
+    """Start each box's SSH connection and its follower now, while the UI loads
+    (``remote.headstart``); the box's watcher adopts them."""
+    from remote import headstart
+
+    for spec in specs:
+        if spec.kind == "ssh" and not spec.instance:
+            headstart.start(spec.target, spec.port, dict(spec.ssh_options),
+                            accept_new=spec.accept_new, follow=_first_follow(spec))
+
+
+def _first_follow(spec: BoxSpec) -> Callable[[object], tuple[str, bytes | None]]:
+    """The command (and stdin) the box view's watcher starts with."""
+
+    def command(transport: object) -> tuple[str, bytes | None]:
+        from remote.headstart import first_command
+
+        return first_command(transport, spec.target, spec.port, spec.python, spec.project,
+                             spec.run)
+
+    return command
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run ``gpurent-tui`` and return its exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
     specs = specs_from_args(args, parser)
+    connect_early(specs)
     from tui.app import GpurentApp
 
     app = GpurentApp(specs)

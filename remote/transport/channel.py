@@ -43,6 +43,21 @@ def watchdog(chan: paramiko.Channel, timeout: float, what: str) -> Iterator[None
         timer.cancel()
 
 
+def exec_nowait(chan: paramiko.Channel, command: str) -> None:
+    """``chan.exec_command(command)`` without waiting for the server's answer, as
+    OpenSSH's client does: the output follows the answer anyway, and a refusal closes the
+    channel when paramiko handles it (the reader then sees the end). Saves one round trip
+    per command. Built from the same message ``exec_command`` sends."""
+    m = paramiko.Message()
+    m.add_byte(paramiko.common.cMSG_CHANNEL_REQUEST)
+    m.add_int(chan.remote_chanid)
+    m.add_string("exec")
+    m.add_boolean(True)
+    m.add_string(command)
+    chan._event_pending()
+    chan.transport._send_user_message(m)
+
+
 @contextlib.contextmanager
 def errors(what: str) -> Iterator[None]:
     """Turn paramiko and socket failures into a one-line ``TransportError``."""

@@ -41,7 +41,7 @@ from remote.transport.base import (
     RunResult,
     TransportError,
 )
-from remote.transport.channel import SSHStream, SSHTimeout, errors, watchdog
+from remote.transport.channel import SSHStream, SSHTimeout, errors, exec_nowait, watchdog
 from remote.transport.handshake import (
     MAX_PACKET_SIZE,
     WINDOW_SIZE,
@@ -169,8 +169,7 @@ class SSHTransport:
         try:
             with errors(f"running a command on {self.label}"):
                 chan.settimeout(max(0.1, deadline - time.monotonic()))
-                with watchdog(chan, min(timeout, self.timeout), "starting a command"):
-                    chan.exec_command(command)
+                exec_nowait(chan, command)
                 if stdin:
                     chan.sendall(stdin)
                 chan.shutdown_write()
@@ -180,7 +179,7 @@ class SSHTransport:
                         out += chan.recv(1 << 16)
                     while chan.recv_stderr_ready():
                         err += chan.recv_stderr(1 << 16)
-                    if chan.eof_received and not chan.recv_ready() \
+                    if (chan.eof_received or chan.closed) and not chan.recv_ready() \
                             and not chan.recv_stderr_ready():
                         break
                     if not self._transport.is_active():
@@ -189,6 +188,8 @@ class SSHTransport:
                     if remaining <= 0:
                         raise SSHTimeout(f"command on {self.label} timed out after {timeout:g}s")
                     select.select([chan], [], [], min(remaining, 1.0))
+                if chan.closed and not chan.eof_received and not chan.status_event.is_set():
+                    raise TransportError(f"{self.label} refused to run the command")
                 if not chan.status_event.wait(max(0.0, deadline - time.monotonic())):
                     raise SSHTimeout(f"command on {self.label} timed out after {timeout:g}s")
                 return RunResult(chan.exit_status, bytes(out), bytes(err))
@@ -223,8 +224,7 @@ class SSHTransport:
         try:
             with errors(f"starting a command on {self.label}"):
                 chan.settimeout(self.timeout)
-                with watchdog(chan, self.timeout, "starting a command"):
-                    chan.exec_command(command)
+                exec_nowait(chan, command)
                 if stdin:
                     chan.sendall(stdin)
                 chan.shutdown_write()

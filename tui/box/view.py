@@ -217,8 +217,8 @@ class BoxView(BoxActions, ResumeActions, LogActions, Vertical):
     @work(thread=True, exclusive=True, exit_on_error=False, group="connect",
           name="connect")
     def connect(self) -> None:
-        """Open the control connection (the watcher opens its own at the same time) and
-        hand it to the UI thread once the follower said where the trainer runs."""
+        """Open the control connection once the watcher's follower said where the
+        trainer runs (the run is on screen first), and hand it to the UI thread."""
         spec = self.spec
 
         def progress(line: str) -> None:
@@ -232,7 +232,8 @@ class BoxView(BoxActions, ResumeActions, LogActions, Vertical):
 
                 project, run = start_demo(progress)
                 self.tell(self.Follow(project, run))
-            transport = self.open_transport(progress, notes)
+            self.connector.wait_ready(READY_TIMEOUT)
+            transport = self.open_transport(progress, notes, early=False)
             if not self.connector.wait_ready(READY_TIMEOUT):
                 # The follower could not start (no python for it): bootstrap here.
                 from remote.bootstrap import bootstrap
@@ -252,12 +253,13 @@ class BoxView(BoxActions, ResumeActions, LogActions, Vertical):
         self.watch_run(message.run and _join(message.project, message.run))
 
     def open_transport(self, progress: Callable[[str], None],
-                       notes: list[str] | None = None) -> Transport:
+                       notes: list[str] | None = None, early: bool = True) -> Transport:
         """A new connection to the box (worker threads only: it blocks); ready to run
-        ``python3 -m trainer`` once the connector knows where the trainer runs."""
+        ``python3 -m trainer`` once the connector knows where the trainer runs.
+        ``early``: the connection opened while the app started, if any (the watcher's)."""
         if self.spec.kind != "local":
             progress(f"connecting to {self.spec.title}")
-        return self.connector.open(progress, notes)
+        return self.connector.open(progress, notes, early=early)
 
     def ask_host_key(self, host: str, key_type: str, fingerprint: str) -> bool:
         """Asked by the SSH worker thread about an unknown host key: shows the modal on
@@ -313,7 +315,7 @@ class BoxView(BoxActions, ResumeActions, LogActions, Vertical):
             elif runs:
                 chosen = ([r for r in runs if r.health in GOING] or runs)[0].run_dir
             self.query_one(RunsList).show_runs(runs, chosen)
-            if chosen is not None and chosen != self.run_dir:
+            if chosen is not None and (chosen != self.run_dir or self.watcher is None):
                 self.watch_run(chosen)
         self.refresh_safety()
         self.refresh_instance()

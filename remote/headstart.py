@@ -1,0 +1,94 @@
+"""Connecting while the app starts: ``gpurent-tui HOST`` opens SSH in a thread before it
+imports the UI, and starts the follower there (``follow``: a function of the connection
+that returns its command and stdin), so the round trips of the handshake and of the
+follower's start overlap with that work. The first ``Connector.open`` for the same box
+that accepts an early connection takes it (``take``), and the watcher adopts the stream
+when it would run the very same command (``take_stream``).
+
+Only what needs no question is done early: a host key that is not known yet fails the
+early attempt (quietly), and the normal path then asks about it. Boxes named by their
+instance are located through the provider's API first, so they start normally.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future
+from typing import Any
+
+_early: dict[tuple[str, int | None], Future[Any]] = {}
+_lock = threading.Lock()
+#: How long a taker waits for an early attempt still under way.
+TAKE_TIMEOUT = 30.0
+
+
+#: Streams started early: (transport, command) -> the stream.
+_streams: dict[tuple[int, str], Any] = {}
+
+
+def start(host: str, port: int | None, options: Mapping[str, object], *,
+          accept_new: bool = False, timeout: float = 15.0,
+          follow: Callable[[Any], tuple[str, bytes | None]] | None = None) -> None:
+    """Begin connecting to ``host`` in a daemon thread (see the module doc)."""
+    future: Future[Any] = Future()
+    with _lock:
+        if (host, port) in _early:
+            return
+        _early[(host, port)] = future
+
+    def run() -> None:
+        try:
+            from remote.transport import ssh
+
+            transport = ssh.connect(host, port=port, accept_new=accept_new,
+                                    ask_unknown=None, timeout=timeout, **options)
+        except BaseException as exc:  # noqa: BLE001 (the normal path reports it)
+            future.set_exception(exc)
+            return
+        if follow is not None:
+            with contextlib.suppress(Exception):  # else the watcher starts its own
+                command, stdin = follow(transport)
+                stream = transport.stream(command, stdin=stdin)
+                with _lock:
+                    _streams[(id(transport), command)] = stream
+        future.set_result(transport)
+
+    threading.Thread(target=run, name=f"early ssh {host}", daemon=True).start()
+
+
+def take(host: str, port: int | None) -> Any:
+    """The early connection to ``host`` (once), or ``None`` when there is none or it
+    failed (then connect as usual)."""
+    with _lock:
+        future = _early.pop((host, port), None)
+    if future is None:
+        return None
+    with contextlib.suppress(Exception):
+        transport = future.result(TAKE_TIMEOUT)
+        if transport.is_active:
+            return transport
+        transport.close()
+    return None
+
+
+def take_stream(transport: Any, command: str) -> Any:
+    """The stream started early on ``transport`` for exactly ``command``, or ``None``."""
+    with _lock:
+        return _streams.pop((id(transport), command), None)
+
+
+def first_command(transport: Any, host: str, port: int | None, python: str | None,
+                  project: str, run: str | None) -> tuple[str, bytes | None]:
+    """The command and stdin a TUI's first watch of ``project`` (its run ``run``, else
+    the box's choice) starts with, through the gate: the same words the box view's
+    ``Watcher`` builds, so that it adopts the early stream."""
+    from remote.connect import Connector
+    from remote.watcher import LOG_TAIL_BYTES, Watcher
+
+    gate = Connector(host, port=port, python=python, lazy=True)
+    watcher = Watcher(lambda: transport, f"{project.rstrip('/')}/{run}" if run else None,
+                      lambda _event: None, project=project, gate=gate,
+                      log_tail=LOG_TAIL_BYTES)
+    return gate.command(transport, watcher.follow_words(), merge_stderr=True)
