@@ -25,7 +25,7 @@ import os
 import re
 import shlex
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -173,12 +173,8 @@ def _pull_one(transport: Transport, source: str, target: Path, name: str,
     if not hasattr(transport, "download_ranges"):
         return _pull_one_stream(transport, source, target, part, report)
     for attempt in range(2):
-        # The box hashes while the file travels (both read it once, at the same time).
-        with ThreadPoolExecutor(1) as pool:
-            box_hash = pool.submit(remote_sha256, transport, source)
-            got, size, _streams = transport.download_ranges(  # type: ignore[attr-defined]
-                source, str(part), progress=report, resume=attempt == 0)
-            want, box_size = box_hash.result()
+        got, size, want, box_size = _download_hashed(transport, source, part, report,
+                                                     resume=attempt == 0)
         if got == want and size == box_size:
             os.replace(part, target)
             return want, size
@@ -186,6 +182,25 @@ def _pull_one(transport: Transport, source: str, target: Path, name: str,
     part.unlink(missing_ok=True)
     raise TransportError(f"{name}: sha256 of the download does not match the box's "
                          f"after two tries (is it being rewritten?)")
+
+
+def _download_hashed(transport: Transport, source: str, part: Path,
+                     report: Callable[[int, int], None] | None,
+                     resume: bool) -> tuple[str, int, str, int]:
+    """``(sha256, size)`` of the download and of the box's file. The box hashes while the
+    file travels (both read it once, at the same time), from when the download holds its
+    first session: a box that allows one session at a time then refuses the hash, which
+    runs again after the download."""
+    with ThreadPoolExecutor(1) as pool:
+        box_hash: list[Future[tuple[str, int]]] = []
+        got, size, _streams = transport.download_ranges(  # type: ignore[attr-defined]
+            source, str(part), progress=report, resume=resume,
+            opened=lambda: box_hash.append(pool.submit(remote_sha256, transport, source)))
+        try:
+            want, box_size = box_hash[0].result()
+        except TransportError:
+            want, box_size = remote_sha256(transport, source)
+    return got, size, want, box_size
 
 
 def _pull_one_stream(transport: Transport, source: str, target: Path, part: Path,

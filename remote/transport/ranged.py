@@ -125,6 +125,8 @@ class _Session:
         self.queue: deque[tuple[int, int, int]] = deque()
         self.completed: list[int] = []
         self.problem: TransportError | None = None
+        #: Blocks this session took.
+        self.fetched = 0
 
     def fetch(self, blocks: _Blocks) -> None:
         """Take blocks until none is left, keeping ``IN_FLIGHT`` requests out."""
@@ -134,6 +136,7 @@ class _Session:
                     index = blocks.next()
                     if index is None:
                         break
+                    self.fetched += 1
                     self._plan(index, blocks)
                 self._ask(*self.queue.popleft())
             if not self.pending:
@@ -194,11 +197,16 @@ class _Session:
 
 def ranged_download(open_sftp: Callable[[], paramiko.SFTPClient], remote: str, local: str,
                     *, label: str, streams: int = STREAMS, resume: bool = True,
-                    progress: Progress | None = None) -> tuple[str, int, int]:
+                    progress: Progress | None = None,
+                    opened: Callable[[], None] | None = None) -> tuple[str, int, int]:
     """Download ``remote`` into ``local`` over up to ``streams`` sessions from
-    ``open_sftp``; returns ``(sha256 of local, size, sessions used)``. Raises
-    ``TransportError`` (one line) when the file is missing, shrinks or a session fails."""
+    ``open_sftp``; returns ``(sha256 of local, size, sessions used)``. ``opened`` is
+    called once the first session is open (a box that allows one session at a time has
+    it then). Raises ``TransportError`` (one line) when the file is missing, shrinks or a
+    session fails."""
     first = open_sftp()
+    if opened is not None:
+        opened()
     try:
         with errors(f"downloading {remote} from {label}"):
             try:
@@ -232,6 +240,9 @@ def ranged_download(open_sftp: Callable[[], paramiko.SFTPClient], remote: str, l
                 progress(done_bytes, size)
         if progress and size == 0:
             progress(0, 0)
+    except BaseException as exc:
+        blocks.fail(exc)  # the streams stop taking blocks; what is done stays recorded
+        raise
     finally:
         if workers is not None:
             workers.join()  # before the file closes: no write may land elsewhere
@@ -247,7 +258,8 @@ def ranged_download(open_sftp: Callable[[], paramiko.SFTPClient], remote: str, l
 
 
 class _Workers:
-    """The download threads: ``count`` sessions opened, ``join`` waits for them."""
+    """The download threads: ``count`` sessions that fetched a block, ``join`` waits for
+    them."""
 
     def __init__(self) -> None:
         self.threads: list[threading.Thread] = []
@@ -268,18 +280,21 @@ def _run_streams(first: paramiko.SFTPClient, open_sftp: Callable[[], paramiko.SF
     def work(sftp: paramiko.SFTPClient | None) -> None:
         try:
             if sftp is None:
+                if not blocks.todo:
+                    return
                 try:
                     sftp = open_sftp()
                 except TransportError:
                     return  # the server limits sessions: the others carry on
             with errors(f"downloading {remote} from {label}"):
                 session = _Session(sftp, remote, fd, size)
-                with workers.lock:
-                    workers.count += 1
                 try:
                     session.fetch(blocks)
                 finally:
                     session.close()
+                if session.fetched:
+                    with workers.lock:
+                        workers.count += 1
         except BaseException as exc:  # noqa: BLE001 (reported by the caller, once)
             blocks.fail(exc)
             if sftp is not None:

@@ -29,7 +29,7 @@ import stat as stat_mod
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import paramiko
@@ -65,6 +65,8 @@ __all__ = ["HostKeyChanged", "HostKeyRevoked", "HostKeyUnknown", "SSHTimeout", "
 #: ~37 MB/s at 80 ms). More is slower: paramiko scans its prefetch buffers per read.
 PREFETCH_REQUESTS = 96
 COPY_CHUNK = 1 << 20
+#: Waits before asking again for a session the server refused (see ``_open_session``).
+SESSION_RETRIES = (0.05, 0.2)
 
 # Paramiko logs its transport thread's failures at ERROR, tracebacks included (23 lines
 # for a reset during the banner); each also reaches us as an exception that becomes a
@@ -154,11 +156,22 @@ class SSHTransport:
         """Whether the SSH connection is still up (as far as paramiko knows)."""
         return self._transport.is_active()
 
+    def _open_session(self, **kwargs: object) -> paramiko.Channel:
+        """``open_session``, asked up to three times when refused: a server that allows
+        few sessions at a time (``MaxSessions``) refuses a new one until it has finished
+        closing the last, a moment after the client closed it."""
+        for wait in SESSION_RETRIES:
+            try:
+                return self._transport.open_session(**kwargs)  # type: ignore[arg-type]
+            except paramiko.ChannelException:
+                time.sleep(wait)
+        return self._transport.open_session(**kwargs)  # type: ignore[arg-type]
+
     def _channel(self, timeout: float) -> paramiko.Channel:
         with errors(f"opening a channel to {self.label}"):
             if not self._transport.is_active():
                 raise TransportError(f"the connection to {self.label} is closed")
-            return self._transport.open_session(timeout=timeout)
+            return self._open_session(timeout=timeout)
 
     def run(self, command: str, *, stdin: bytes | None = None,
             timeout: float = 60.0) -> RunResult:
@@ -275,7 +288,7 @@ class SSHTransport:
         with errors(f"opening SFTP on {self.label}"):
             if not self._transport.is_active():
                 raise TransportError(f"the connection to {self.label} is closed")
-            chan = self._transport.open_session(timeout=self.timeout,
+            chan = self._open_session(timeout=self.timeout,
                                                 window_size=WINDOW_SIZE,
                                                 max_packet_size=MAX_PACKET_SIZE)
             chan.settimeout(self.timeout)
@@ -395,14 +408,15 @@ class SSHTransport:
             sftp.close()
 
     def download_ranges(self, remote: str, local: str, progress: Progress | None = None,
-                        resume: bool = True, streams: int = ranged.STREAMS
-                        ) -> tuple[str, int, int]:
+                        resume: bool = True, streams: int = ranged.STREAMS,
+                        opened: Callable[[], None] | None = None) -> tuple[str, int, int]:
         """Copy ``remote`` into ``local`` over up to ``streams`` SFTP sessions at once, by
         ranges, resuming a partial ``local`` (``remote.transport.ranged``); returns its
-        ``(sha256, size, sessions used)``."""
+        ``(sha256, size, sessions used)``. ``opened``: called once the first session is
+        open."""
         return ranged.ranged_download(self._new_sftp, self.expand(remote), local,
                                       label=self.label, streams=streams, resume=resume,
-                                      progress=progress)
+                                      progress=progress, opened=opened)
 
     def close(self) -> None:
         """Close SFTP, the connection and any jump hosts. Idempotent."""

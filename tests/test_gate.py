@@ -1,0 +1,201 @@
+"""The connect path over a real sshd (``remote.gate``, ``remote.connect``): a watch starts
+in one exec once the laptop knows the box (two the first time, the package on the
+exec's stdin and no SFTP), its first messages carry the chosen run's status and then the
+project's runs, the package hash is computed once per install, the box caches its needs
+check by version, and the early connection of ``gpurent-tui`` is adopted with its
+follower."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import remote.bootstrap
+from remote import config, headstart
+from remote.bootstrap import box_id, install_name, package_digest
+from remote.connect import Connector
+from remote.events import ChosenEvent, RunsEvent, StatusEvent
+from remote.watcher import LOG_TAIL_BYTES, Watcher
+from tests.fixtures.sshd import SSHServer
+from tests.fixtures.tui_runs import write_run
+from tests.test_watcher import Recorder
+from trainer.watch import boxinfo
+
+
+class Counting:
+    """A transport that counts what crosses the link: execs (``run``, ``stream``), the
+    bytes sent on their stdin, and SFTP operations."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.execs: list[str] = []
+        self.stdin_bytes = 0
+        self.sftp = 0
+
+    def run(self, command: str, **kw: Any) -> Any:
+        self.execs.append(command)
+        self.stdin_bytes += len(kw.get("stdin") or b"")
+        return self.inner.run(command, **kw)
+
+    def stream(self, command: str, **kw: Any) -> Any:
+        self.execs.append(command)
+        self.stdin_bytes += len(kw.get("stdin") or b"")
+        return self.inner.stream(command, **kw)
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("stat", "read", "listdir", "upload", "download"):
+            self.sftp += 1
+        return getattr(self.inner, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "trainer_prefix":
+            setattr(self.inner, name, value)
+        else:
+            object.__setattr__(self, name, value)
+
+
+def connector_for(server: SSHServer) -> Connector:
+    options = {"known_hosts": server.known_hosts, "identity_files": (server.key_path,),
+               "allow_agent": False, "ssh_config": server.ssh_config}
+    return Connector(f"{server.user}@{server.host}", port=server.port, ssh_options=options,
+                     lazy=True)
+
+
+def watch_once(server: SSHServer, project: Path) -> tuple[Counting, Recorder, Connector]:
+    """Watch ``project`` (the box chooses the run) until its status and its runs are in;
+    the transport it used, what it delivered, its connector."""
+    gate = connector_for(server)
+    opened: list[Counting] = []
+
+    def connect() -> Counting:
+        opened.append(Counting(gate.open()))
+        return opened[-1]
+
+    seen = Recorder()
+    watcher = Watcher(connect, None, seen, project=str(project), gate=gate,
+                      log_tail=LOG_TAIL_BYTES)
+    watcher.start()
+    try:
+        seen.wait(lambda ev: any(isinstance(e, RunsEvent) for e in ev) and
+                  any(isinstance(e, StatusEvent) for e in ev), what="status and runs")
+    finally:
+        watcher.stop()
+    assert len(opened) == 1
+    return opened[0], seen, gate
+
+
+@pytest.fixture
+def project(sshd: SSHServer, request: pytest.FixtureRequest) -> Path:
+    """Three runs, the middle one live (this process), on a box without our package."""
+    root = Path(sshd.home) / "gate" / request.node.name
+    write_run(root / "exp1", done=3, total=3, state="completed")
+    write_run(root / "exp2", done=1, total=5, state="running", pid=threading.get_native_id())
+    write_run(root / "exp3", done=2, total=2, state="completed")
+    for old in Path(sshd.home, ".cache", "gpurent").glob("trainer-*"):
+        shutil.rmtree(old)
+    return root
+
+
+def test_a_known_box_is_watched_in_one_exec(sshd: SSHServer, project: Path,
+                                            tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "fresh-laptop"))
+    first, seen, gate = watch_once(sshd, project)
+    # Never seen: the package rides on the exec's stdin, the probe chooses the python,
+    # then the follower runs. No SFTP at all.
+    assert len(first.execs) == 2 and first.stdin_bytes > 10_000 and first.sftp == 0
+    assert (Path(sshd.home) / ".cache" / "gpurent" / install_name() / ".complete").exists()
+    with sshd.connect() as link:
+        known = config.remembered(box_id(link))
+    assert known["trainer"] == install_name() and known["python"]
+    assert gate.trainer_prefix and install_name() in gate.trainer_prefix
+
+    again, seen, _ = watch_once(sshd, project)
+    assert len(again.execs) == 1 and again.stdin_bytes == 0 and again.sftp == 0
+    assert "trainer follow" in again.execs[0] or " follow " in again.execs[0]
+    order = [type(e).__name__ for e in seen.events
+             if isinstance(e, StatusEvent | RunsEvent | ChosenEvent)]
+    assert order[:3] == ["ChosenEvent", "StatusEvent", "RunsEvent"]
+    [chosen] = seen.of(ChosenEvent)
+    assert chosen.run_dir == f"{project}/exp2"  # the live one, not the newest
+    [runs] = seen.of(RunsEvent)
+    assert sorted(r.name for r in runs.runs) == ["exp1", "exp2", "exp3"]
+
+
+def test_a_version_already_on_the_box_is_not_shipped(sshd: SSHServer, project: Path,
+                                                     tmp_path: Path, monkeypatch) -> None:
+    watch_once(sshd, project)  # installs it (whatever the laptop remembered)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "other-laptop"))
+    # Another laptop: it ships the package, the box keeps the copy it has.
+    marker = Path(sshd.home) / ".cache" / "gpurent" / install_name() / ".complete"
+    before = marker.stat().st_mtime_ns
+    first, _, _ = watch_once(sshd, project)
+    assert first.sftp == 0 and marker.stat().st_mtime_ns == before
+
+
+def test_the_package_hash_is_computed_once_per_install(tmp_path: Path, monkeypatch) -> None:
+    package = tmp_path / "trainer"
+    shutil.copytree(Path(remote.bootstrap._PACKAGE_DIR), package,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(remote.bootstrap, "_PACKAGE_DIR", package)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    hashed: list[int] = []
+    real = remote.bootstrap.content_hash
+    monkeypatch.setattr(remote.bootstrap, "content_hash",
+                        lambda files: hashed.append(1) or real(files))
+    first = package_digest()
+    assert package_digest() == first and len(hashed) == 1
+    (package / "version.py").write_text('__version__ = "0.1.0"  # edited\n')
+    changed = package_digest()
+    assert changed != first and len(hashed) == 2
+
+
+def test_the_needs_check_is_cached_by_version(tmp_path: Path) -> None:
+    install = tmp_path / "trainer-0.1.0-abc"
+    install.mkdir()
+    (install / ".complete").write_text("abc\n")
+    assert boxinfo.missing_needs(["json", "no_such_module_here"], install) == \
+        ["no_such_module_here"]
+    assert not list(install.glob("deps-*.ok-*"))
+    assert boxinfo.missing_needs(["json"], install) == []
+    [ok] = install.glob(f"{boxinfo.deps_name()}.ok-*")
+    # Cached: this python is not asked again for this version.
+    assert boxinfo.missing_needs(["no_such_module_here"], install) == []
+    ok.unlink()
+    assert boxinfo.missing_needs(["no_such_module_here"], install) == ["no_such_module_here"]
+
+
+def test_the_early_connection_and_its_follower_are_adopted(sshd: SSHServer, project: Path,
+                                                           monkeypatch) -> None:
+    watch_once(sshd, project)  # the box is known: the early command is the watcher's
+    gate = connector_for(sshd)
+    target, port, options = gate.host, gate.port, dict(gate.ssh_options)
+    streams: list[str] = []
+    real_stream = type(gate.open(early=False)).stream
+
+    def counted(self: Any, command: str, **kw: Any) -> Any:
+        streams.append(command)
+        return real_stream(self, command, **kw)
+
+    monkeypatch.setattr(type(gate.open(early=False)), "stream", counted)
+    headstart.start(target, port, options, follow=lambda t: headstart.first_command(
+        t, target, port, None, str(project), "exp3"))
+    seen = Recorder()
+    transports: list[Any] = []
+
+    def connect() -> Any:
+        transports.append(gate.open())
+        return transports[-1]
+
+    watcher = Watcher(connect, f"{project}/exp3", seen, project=str(project), gate=gate,
+                      log_tail=LOG_TAIL_BYTES)
+    watcher.start()
+    try:
+        seen.wait(lambda ev: any(isinstance(e, StatusEvent) for e in ev), what="status")
+    finally:
+        watcher.stop()
+    assert len(streams) == 1, "the watcher started a second follower"
+    assert seen.of(StatusEvent)[0].read.get("completed_epochs") == 2
