@@ -89,18 +89,20 @@ class Watcher(SideMessages, FilePolling):
     ``run_dir`` may be ``None``: the box chooses the run (``ChosenEvent``). With ``gate``
     (a ``remote.connect.Connector``) the follower starts through the gate, in one exec
     whatever the box holds, and its ``hello`` teaches the connector the trainer's prefix.
-    ``log_tail``: a fresh start streams only that many bytes of the log's end."""
+    ``log_tail``: a fresh start streams only that many bytes of the log's end;
+    ``runs_interval``: how often the follower looks at the project's runs."""
 
     def __init__(self, connect: Callable[[], Transport], run_dir: str | None,
                  on_event: Callable[[WatchEvent], None], *, silence_timeout: float = 5.0,
                  poll_interval: float = 0.25, gpu_interval: float = 2.0,
                  close_transport: bool = True, project: str | None = None,
-                 gate: Any = None, log_tail: int = 0) -> None:
+                 gate: Any = None, log_tail: int = 0, runs_interval: float = 15.0) -> None:
         self.connect = connect
         self.run_dir = run_dir
         self.project = project
         self.gate = gate
         self.log_tail = log_tail
+        self.runs_interval = runs_interval
         self.on_event = on_event
         self.silence_timeout = silence_timeout
         self.poll_interval = poll_interval
@@ -250,7 +252,7 @@ class Watcher(SideMessages, FilePolling):
         if self.status_key is not None:
             words += ["--status-key", self.status_key]
         if self.project:
-            words += ["--project", self.project]
+            words += ["--project", self.project, "--runs-interval", f"{self.runs_interval:g}"]
         if self.log_tail > 0:
             words += ["--log-tail", str(self.log_tail)]
         if self.gate is not None:
