@@ -1,0 +1,81 @@
+"""The TUI's connect path and data plumbing on real runs (``Watcher`` and real followers
+over ``LocalTransport``): the box chooses the run and its status comes first, the runs
+list fills after; a log longer than the watch's tail shows its end, scrolling to the top
+brings the lines before it, and a search counts the matches in the whole log."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from remote.watcher import LOG_TAIL_BYTES
+from tests.fixtures.tui_runs import write_run
+from tests.test_tui_app import SIZE, quiet_env, until  # noqa: F401 (autouse fixture)
+from tui.app import GpurentApp
+from tui.box.view import BoxView
+from tui.spec import BoxSpec
+from tui.widgets.logpane import LogPane
+from tui.widgets.runs import RunsList
+
+pytestmark = pytest.mark.anyio
+
+
+def step(line: str) -> int:
+    """The step number a log line of this test holds."""
+    found = re.search(r"step (\d+)", line)
+    assert found, line
+    return int(found.group(1))
+
+
+@pytest.fixture
+def trainer_pid():
+    """A live process standing in for a training run's pid."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+    yield proc.pid
+    proc.kill()
+    proc.wait(10)
+
+
+async def test_the_box_chooses_the_going_run_and_the_list_fills(tmp_path, trainer_pid) -> None:
+    project = tmp_path / "runs"
+    for n in range(1, 7):
+        write_run(project / f"exp{n}", done=2, total=2, state="completed")
+    write_run(project / "going", done=1, total=9, state="running", pid=trainer_pid,
+              epoch_seconds=3600)
+    app = GpurentApp([BoxSpec("local", "local", project=str(project))])
+    async with app.run_test(size=SIZE) as pilot:
+        box = app.query_one(BoxView)
+        await until(pilot, lambda: box.status is not None)
+        assert box.run_dir == str(project / "going")
+        runs = box.query_one(RunsList)
+        await until(pilot, lambda: len(runs.runs) == 7)
+        assert runs.current == str(project / "going")
+
+
+async def test_a_long_log_shows_its_tail_then_older_lines_and_whole_log_matches(
+        tmp_path) -> None:
+    lines = [f"step {n:06d} {'needle' if n % 500 == 0 else 'hay'} " + "x" * 60
+             for n in range(40_000)]  # ~3.8 MB: far more than the watch's tail
+    run = write_run(tmp_path / "runs" / "long", done=1, total=1, state="completed",
+                    log_lines=lines)
+    assert (run / "train.log").stat().st_size > 4 * LOG_TAIL_BYTES
+    app = GpurentApp([BoxSpec("local", "local", project=str(run.parent), run="long")])
+    async with app.run_test(size=SIZE) as pilot:
+        box = app.query_one(BoxView)
+        pane = box.query_one(LogPane)
+        await until(pilot, lambda: pane.log.lines and "step 039999" in pane.log.lines[-1])
+        assert "step 000000" not in pane.log.lines[0] and pane.more_above
+        await until(pilot, lambda: box.transport is not None)
+        first = pane.log.lines[0]
+        pane.toggle_follow()
+        pane.post_message(LogPane.WantsOlder())
+        await until(pilot, lambda: pane.log.lines[0] != first)
+        assert step(pane.log.lines[0]) < step(first)
+        assert any(first in line for line in pane.log.lines)  # the junction is kept
+        pane.set_search("needle")
+        await until(pilot, lambda: pane.box_matches is not None)
+        assert pane.box_matches.total == 80
+        assert pane.box_matches.matches[0].line == 1
