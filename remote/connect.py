@@ -69,11 +69,13 @@ class Connector:
         return self.open()
 
     def open(self, progress: Callable[[str], None] | None = None,
-             notes: list[str] | None = None, *, early: bool = True) -> Transport:
+             notes: list[str] | None = None, *, early: bool = True,
+             gate: bool = False) -> Transport:
         """A new connection to the box; blocks, so call it from a worker thread.
         ``progress`` gets each step; what bootstrap found goes to ``notes`` when given,
         else to ``progress``. ``early``: take the connection ``remote.headstart`` opened
-        for this box, if any."""
+        for this box, if any. ``gate``: its caller starts its tool through the gate, so
+        no bootstrap here (as for a ``lazy`` connector)."""
         say = progress or self.note
         if self.host is None:
             from remote.transport.local import LocalTransport
@@ -83,14 +85,14 @@ class Connector:
 
         target, port, options = self.host, self.port, dict(self.ssh_options)
         taken = None
-        if self.locate is not None:
-            target, port = self.locate(say)
-            options.setdefault("host_key_alias", self.host)
-        elif early:
-            from remote import headstart
-
-            taken = headstart.take(target, port)
         try:
+            if self.locate is not None:
+                target, port = self.locate(say)
+                options.setdefault("host_key_alias", self.host)
+            elif early:
+                from remote import headstart
+
+                taken = headstart.take(target, port)
             transport = taken or ssh.connect(
                 target, port=port, accept_new=self.accept_new, ask_unknown=self.ask_unknown,
                 timeout=self.timeout, progress=say, **options)
@@ -100,7 +102,7 @@ class Connector:
         if self.trainer_prefix is not None:
             transport.trainer_prefix = self.trainer_prefix
             return transport
-        if not self.bootstrap or self.lazy:
+        if not self.bootstrap or self.lazy or gate:
             return transport
         from remote.bootstrap import bootstrap
         from remote.config import host_python

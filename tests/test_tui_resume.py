@@ -101,4 +101,4 @@ async def test_resume_key_starts_a_stopped_instance_and_watches_its_run(
         assert any("is running: billing $0.6900/h again" in m for m in shown_steps)
         assert any(f"SSH answers at {sshd.user}@{sshd.host}:{moved_sshd.port}" in m
                    for m in shown_steps)
-        assert any("is still going (live): watching it" in m for m in shown_steps)
+        assert any("is still going (live): watching it" in m for m in shown_steps), shown_steps

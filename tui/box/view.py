@@ -148,7 +148,7 @@ class BoxView(BoxActions, ResumeActions, LogActions, Vertical):
         self.connector = Connector(
             None if spec.kind == "local" else spec.target, port=spec.port,
             accept_new=spec.accept_new, ask_unknown=self.ask_host_key,
-            ssh_options=dict(spec.ssh_options), python=spec.python, lazy=True,
+            ssh_options=dict(spec.ssh_options), python=spec.python,
             locate=Locator(named, base_url=spec.provider_url) if named else None)
         self.project = spec.project
         self.run_dir: str | None = None
@@ -232,16 +232,10 @@ class BoxView(BoxActions, ResumeActions, LogActions, Vertical):
 
                 project, run = start_demo(progress)
                 self.tell(self.Follow(project, run))
+            # Unless the follower could not start (then this bootstraps), the prefix is
+            # known by now and this connection only opens.
             self.connector.wait_ready(READY_TIMEOUT)
             transport = self.open_transport(progress, notes, early=False)
-            if not self.connector.wait_ready(READY_TIMEOUT):
-                # The follower could not start (no python for it): bootstrap here.
-                from remote.bootstrap import bootstrap
-
-                bootstrap(transport, progress, preflight=False, python=spec.python)
-                self.connector.trainer_prefix = transport.trainer_prefix
-            transport.trainer_prefix = self.connector.trainer_prefix or \
-                transport.trainer_prefix
         except Exception as exc:  # noqa: BLE001 - any failure is shown, never raised
             self.tell(self.ConnectFailed(one_line(exc)))
             return
@@ -253,13 +247,15 @@ class BoxView(BoxActions, ResumeActions, LogActions, Vertical):
         self.watch_run(message.run and _join(message.project, message.run))
 
     def open_transport(self, progress: Callable[[str], None],
-                       notes: list[str] | None = None, early: bool = True) -> Transport:
-        """A new connection to the box (worker threads only: it blocks); ready to run
-        ``python3 -m trainer`` once the connector knows where the trainer runs.
+                       notes: list[str] | None = None, early: bool = True,
+                       gate: bool = False) -> Transport:
+        """A new connection to the box (worker threads only: it blocks), ready to run
+        ``python3 -m trainer`` (bootstrapped unless the connector knows where the trainer
+        runs; ``gate``: not at all, the watcher's follower starts through the gate).
         ``early``: the connection opened while the app started, if any (the watcher's)."""
         if self.spec.kind != "local":
             progress(f"connecting to {self.spec.title}")
-        return self.connector.open(progress, notes, early=early)
+        return self.connector.open(progress, notes, early=early, gate=gate)
 
     def ask_host_key(self, host: str, key_type: str, fingerprint: str) -> bool:
         """Asked by the SSH worker thread about an unknown host key: shows the modal on
@@ -352,8 +348,9 @@ class BoxView(BoxActions, ResumeActions, LogActions, Vertical):
         self.watcher.start()
 
     def watcher_connect(self) -> Transport:
-        """The watcher's own connection (called again after a drop, from its thread)."""
-        return self.open_transport(lambda line: self.tell(self.Progress(line)))
+        """The watcher's own connection (called again after a drop, from its thread);
+        its follower starts through the gate."""
+        return self.open_transport(lambda line: self.tell(self.Progress(line)), gate=True)
 
     def on_watch_event(self, gen: int, event: WatchEvent) -> None:
         """Called on the watcher thread: log bytes go straight into the log feed (cut
