@@ -168,7 +168,6 @@ class Connector:
         if notes is not None:
             notes.extend(result.notes)
         self.trainer_prefix = transport.trainer_prefix
-        self._ready.set()
 
     def learned(self, transport: Transport, box: Any) -> None:
         """The follower's ``hello`` named its install (``box``): remember it, and build

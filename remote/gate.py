@@ -5,18 +5,22 @@ The shell script checks that this package's version is installed (its ``.complet
 marker) and that the python the laptop remembers for the box (or was told to use) is
 there, and then ``exec``s the tool. When the laptop does not remember the box holding
 this version, the package's tarball rides along on the exec's stdin and is unpacked
-first (into a staging directory, marker last, moved into place). When the python is
-unknown or gone, the script prints :data:`MARK` and the bootstrap probe (home, marker,
+first (into a staging directory, marker last, moved into place). When the laptop knows
+no python for the box, the script asks the candidates and picks one as bootstrap would
+(the tool's answer names it, and the laptop remembers it). When the python it was told
+is gone, or none will do, it prints :data:`MARK` and the bootstrap probe (home, marker,
 the python candidates) instead; the laptop then chooses and bootstraps with that answer
-(``remote.bootstrap.bootstrap(probe=...)``) and runs the tool again: two execs, once per
-box and laptop. See ``remote.connect.Connector.command``.
+(``remote.bootstrap.bootstrap(probe=...)``) and runs the tool again. See
+``remote.connect.Connector.command``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import shlex
 
+from remote import config
 from remote.bootstrap import (
     CACHE_DIR,
     LAUNCHER_NAME,
@@ -27,15 +31,32 @@ from remote.bootstrap import (
     package_digest,
     package_files,
 )
+from remote.boxpython import probe_script
+from trainer import runfiles
 
 #: The first stdout line of a gate that could not start the tool.
 MARK = "GPURENT-BOOT"
+#: awk over ``remote.boxpython.probe_script``'s lines: the python a box the laptop has
+#: not met yet runs the tool with, as ``boxpython.choose`` picks without a remembered or
+#: forced one (the first >= 3.9 with torch, else the first >= 3.9); the follower's hello
+#: names it and the laptop remembers it.
+_CHOOSE = ('$1 == "python" { split($4, v, "."); ok = v[1] > 3 || (v[1] == 3 && v[2] >= 9); '
+           'if (ok && $5 != "-" && t == "") t = $3; if (ok && f == "") f = $3 } '
+           'END { print (t != "" ? t : f) }')
 
 
 @functools.cache
 def tarball() -> bytes:
-    """The package as uploaded (made once per process)."""
-    return make_tarball(package_files())
+    """The package as uploaded: made once per install of this package and kept beside
+    the package hash in the laptop's state directory."""
+    path = config.state_path().with_name(f"{install_name()}.tar.gz")
+    with contextlib.suppress(OSError):
+        return path.read_bytes()
+    data = make_tarball(package_files())
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        runfiles.atomic_write_bytes(path, data)
+    return data
 
 
 def script(words: list[str], python: str | None, *, ship: bool,
@@ -55,6 +76,8 @@ def script(words: list[str], python: str | None, *, ship: bool,
         f"if [ ! -f {base}/{MARKER} ]; then {unpack if ship else ':'}; "
         f"{'elif :; then cat > /dev/null; ' if ship else ''}fi",
         f"p={q(python or '')}",
+        f'if [ -z "$p" ] && [ -f {base}/{MARKER} ]; then p=$({{ {probe_script()}; }} '
+        f"2>/dev/null | awk -F '\t' {q(_CHOOSE)}); fi",
         f'if [ -n "$p" ] && [ -x "$p" ] && [ -f {base}/{MARKER} ]; then '
         f"PYTHONPATH={base}; export PYTHONPATH; "
         f'exec "$p" {base}/{LAUNCHER_NAME} {shlex.join(words)}; fi',

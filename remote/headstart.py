@@ -38,7 +38,17 @@ def start(host: str, port: int | None, options: Mapping[str, object], *,
             return
         _early[(host, port)] = future
 
+    def prepare() -> None:
+        # What building the follower's command needs, loaded while SSH waits on the link.
+        with contextlib.suppress(Exception):
+            from remote import gate  # noqa: F401
+            from remote.bootstrap import package_digest
+
+            package_digest()
+
     def run() -> None:
+        if follow is not None:
+            threading.Thread(target=prepare, name="early prepare", daemon=True).start()
         try:
             from remote.transport import ssh
 
@@ -77,18 +87,3 @@ def take_stream(transport: Any, command: str) -> Any:
     """The stream started early on ``transport`` for exactly ``command``, or ``None``."""
     with _lock:
         return _streams.pop((id(transport), command), None)
-
-
-def first_command(transport: Any, host: str, port: int | None, python: str | None,
-                  project: str, run: str | None) -> tuple[str, bytes | None]:
-    """The command and stdin a TUI's first watch of ``project`` (its run ``run``, else
-    the box's choice) starts with, through the gate: the same words the box view's
-    ``Watcher`` builds, so that it adopts the early stream."""
-    from remote.connect import Connector
-    from remote.watcher import LOG_TAIL_BYTES, Watcher
-
-    gate = Connector(host, port=port, python=python, lazy=True)
-    watcher = Watcher(lambda: transport, f"{project.rstrip('/')}/{run}" if run else None,
-                      lambda _event: None, project=project, gate=gate,
-                      log_tail=LOG_TAIL_BYTES)
-    return gate.command(transport, watcher.follow_words(), merge_stderr=True)

@@ -18,12 +18,28 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from remote.billing.address import Locator
-from remote.billing.providers import InstanceTarget, split_instance_target
 from remote.connect import Connector
 from remote.transport.base import Transport
 from remote.transport.hostpolicy import refusal
+
+if TYPE_CHECKING:
+    from remote.billing.providers import InstanceTarget
+
+#: The providers whose instances name a target (``vast:4242``): equal to
+#: ``remote.billing.providers.INSTANCE_PROVIDERS`` (a test says so), so that a command
+#: for a plain host does not load the provider clients.
+INSTANCE_PREFIXES = ("vast", "runpod", "lambda")
+
+
+def split_instance_target(text: str) -> tuple[InstanceTarget, str | None] | None:
+    """``remote.billing.providers.split_instance_target``, for targets that can be one."""
+    if text.partition(":")[0] not in INSTANCE_PREFIXES:
+        return None
+    from remote.billing.providers import split_instance_target as split
+
+    return split(text)
 
 
 @dataclass(frozen=True)
@@ -142,9 +158,17 @@ def connector(target: Target, args: argparse.Namespace, *, bootstrap: bool = Fal
                      accept_new=getattr(args, "accept_new", False),
                      ask_unknown=_ask_on_terminal, bootstrap=bootstrap, strict=strict,
                      ssh_options={"identity_files": keys} if keys else {},
-                     locate=Locator(target.instance) if target.instance else None,
+                     locate=_locator(target.instance),
                      python=getattr(args, "python", None),
                      **({"note": note} if note else {}))
+
+
+def _locator(instance: InstanceTarget | None) -> Callable | None:
+    if instance is None:
+        return None
+    from remote.billing.address import Locator
+
+    return Locator(instance)
 
 
 def open_transport(target: Target, args: argparse.Namespace, *, bootstrap: bool = False,

@@ -1,6 +1,7 @@
 """The connect path over a real sshd (``remote.gate``, ``remote.connect``): a watch starts
-in one exec once the laptop knows the box (two the first time, the package on the
-exec's stdin and no SFTP), its first messages carry the chosen run's status and then the
+in one exec (the first time with the package on the exec's stdin, and never SFTP; two
+when the python the laptop remembers is gone), its first messages carry the chosen
+run's status and then the
 project's runs, the package hash is computed once per install, the box caches its needs
 check by version, and the early connection of ``gpurent-tui`` is adopted with its
 follower."""
@@ -24,6 +25,8 @@ from tests.fixtures.sshd import SSHServer
 from tests.fixtures.tui_runs import write_run
 from tests.test_watcher import Recorder
 from trainer.watch import boxinfo
+from tui.main import first_follow
+from tui.spec import BoxSpec
 
 
 class Counting:
@@ -104,9 +107,9 @@ def test_a_known_box_is_watched_in_one_exec(sshd: SSHServer, project: Path,
                                             tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "fresh-laptop"))
     first, seen, gate = watch_once(sshd, project)
-    # Never seen: the package rides on the exec's stdin, the probe chooses the python,
-    # then the follower runs. No SFTP at all.
-    assert len(first.execs) == 2 and first.stdin_bytes > 10_000 and first.sftp == 0
+    # Never seen: the package rides on the exec's stdin, the gate chooses the python and
+    # starts the follower, whose hello names it. No SFTP at all.
+    assert len(first.execs) == 1 and first.stdin_bytes > 10_000 and first.sftp == 0
     assert (Path(sshd.home) / ".cache" / "gpurent" / install_name() / ".complete").exists()
     with sshd.connect() as link:
         known = config.remembered(box_id(link))
@@ -123,6 +126,21 @@ def test_a_known_box_is_watched_in_one_exec(sshd: SSHServer, project: Path,
     assert chosen.run_dir == f"{project}/exp2"  # the live one, not the newest
     [runs] = seen.of(RunsEvent)
     assert sorted(r.name for r in runs.runs) == ["exp1", "exp2", "exp3"]
+
+
+def test_a_python_gone_from_the_box_is_chosen_again(sshd: SSHServer, project: Path,
+                                                   tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "laptop"))
+    watch_once(sshd, project)
+    with sshd.connect() as link:
+        memory = box_id(link)
+    chosen = config.remembered(memory)["python"]
+    config.remember(memory, python=f"{sshd.home}/gone/bin/python3")
+    again, seen, _ = watch_once(sshd, project)
+    # The gate says it cannot start (and prints the probe), bootstrap chooses again.
+    assert len(again.execs) == 2 and again.sftp == 0
+    assert config.remembered(memory)["python"] == chosen
+    assert seen.of(StatusEvent)
 
 
 def test_a_version_already_on_the_box_is_not_shipped(sshd: SSHServer, project: Path,
@@ -181,8 +199,9 @@ def test_the_early_connection_and_its_follower_are_adopted(sshd: SSHServer, proj
         return real_stream(self, command, **kw)
 
     monkeypatch.setattr(type(gate.open(early=False)), "stream", counted)
-    headstart.start(target, port, options, follow=lambda t: headstart.first_command(
-        t, target, port, None, str(project), "exp3"))
+    spec = BoxSpec("ssh", target, port=port, project=str(project), run="exp3",
+                   ssh_options=tuple(options.items()))
+    headstart.start(target, port, options, follow=first_follow(spec))
     seen = Recorder()
     transports: list[Any] = []
 

@@ -256,3 +256,12 @@ def test_cli_commands_take_instance_targets(provider_standin, sshd, tmp_path):
     assert body["instance_state"]["ssh_host"] == sshd.host
     bad = gpurent("status", f"runpod:{iid}:{run}", "-p", "22")
     assert bad.returncode == 2 and "-p does not go with" in bad.stderr
+
+
+def test_the_targets_know_every_provider_that_names_instances() -> None:
+    """``remote.target`` tells instance targets by their prefix without loading the
+    provider clients: the same names as the billing side's."""
+    from remote import target
+    from remote.billing.providers import INSTANCE_PROVIDERS
+
+    assert target.INSTANCE_PREFIXES == INSTANCE_PROVIDERS

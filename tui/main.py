@@ -10,6 +10,7 @@ import argparse
 import os
 import sys
 from collections.abc import Callable
+from typing import Any
 
 from tui.spec import BoxSpec
 
@@ -102,13 +103,16 @@ def _named_instance(host: str, args: argparse.Namespace,
                     parser: argparse.ArgumentParser) -> dict[str, str]:
     """``provider``/``instance`` for a HOST that names its instance (``vast:4242``);
     ``parser.error`` for a HOST that cannot be a box or contradicts the flags."""
-    from remote.billing.providers import split_instance_target
     from remote.transport.hostpolicy import refusal
 
-    try:
-        named = split_instance_target(host)
-    except ValueError as exc:
-        parser.error(str(exc))
+    named = None
+    if host.partition(":")[0] in PROVIDERS:  # the provider clients load only then
+        from remote.billing.providers import split_instance_target
+
+        try:
+            named = split_instance_target(host)
+        except ValueError as exc:
+            parser.error(str(exc))
     if named is None:
         user, at, name = host.rpartition("@")
         why = refusal(name.rsplit(":", 1)[0] if name.count(":") == 1 else name,
@@ -154,17 +158,23 @@ def connect_early(specs: list[BoxSpec]) -> None:
     for spec in specs:
         if spec.kind == "ssh" and not spec.instance:
             headstart.start(spec.target, spec.port, dict(spec.ssh_options),
-                            accept_new=spec.accept_new, follow=_first_follow(spec))
+                            accept_new=spec.accept_new, follow=first_follow(spec))
 
 
-def _first_follow(spec: BoxSpec) -> Callable[[object], tuple[str, bytes | None]]:
-    """The command (and stdin) the box view's watcher starts with."""
+def first_follow(spec: BoxSpec) -> Callable[[Any], tuple[str, bytes | None]]:
+    """The command (and stdin) the box view's first watcher starts with: the same words,
+    through the gate, so that it adopts the early stream."""
 
-    def command(transport: object) -> tuple[str, bytes | None]:
-        from remote.headstart import first_command
+    def command(transport: Any) -> tuple[str, bytes | None]:
+        from remote.connect import Connector
+        from remote.watcher import LOG_TAIL_BYTES, Watcher
 
-        return first_command(transport, spec.target, spec.port, spec.python, spec.project,
-                             spec.run)
+        project = spec.project or "."
+        gate = Connector(spec.target, port=spec.port, python=spec.python, lazy=True)
+        run = f"{project.rstrip('/')}/{spec.run}" if spec.run else None
+        watcher = Watcher(lambda: transport, run, lambda _event: None, project=project,
+                          gate=gate, log_tail=LOG_TAIL_BYTES)
+        return gate.command(transport, watcher.follow_words(), merge_stderr=True)
 
     return command
 

@@ -28,6 +28,8 @@ SCHEMA = "gpurent.runs/1"
 RUN_FILES = (runfiles.STATUS_FILE, runfiles.LAUNCH_PID_FILE, runfiles.CONSOLE_FILE)
 #: Verdicts of a run that is (or may still be) going: chosen first.
 GOING = ("live", "starting", "slow", "stalled")
+#: States after which ``judge_health`` looks at nothing else.
+ENDED = ("completed", "failed", "stopped")
 CONSOLE_TAIL_BYTES = 8192
 
 
@@ -99,11 +101,14 @@ class RunScanner:
             if launch is None:
                 return None  # not a run: none of RUN_FILES
         pid = read.get("pid") if launch is None else launch.pid
-        alive = local_pid_alive(pid) if isinstance(pid, int) and \
-            not isinstance(pid, bool) else None
-        log = _signature(run_dir / runfiles.LOG_FILE)
-        # One look cannot see growth; the log's mtime says when it last grew.
-        history = [] if log is None else [(log[1] / 1e9 - 1.0, -1), (log[1] / 1e9, log[2])]
+        alive, history = None, []
+        if read.get("state") not in ENDED:  # an ended run is judged by its state alone
+            if isinstance(pid, int) and not isinstance(pid, bool):
+                alive = local_pid_alive(pid)
+            log = _signature(run_dir / runfiles.LOG_FILE)
+            # One look cannot see growth; the log's mtime says when it last grew.
+            if log is not None:
+                history = [(log[1] / 1e9 - 1.0, -1), (log[1] / 1e9, log[2])]
         health = judge_health(read, now=now,
                               pid_alive=None if alive is None else (lambda _p: alive),
                               log_history=history, launch=launch)

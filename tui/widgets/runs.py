@@ -42,8 +42,8 @@ class RunsList(OptionList):
         if not self.runs:
             self.add_option(Option(Text("no runs yet (l: launch)", style="dim"), disabled=True))
             return
-        for info in self.runs:
-            self.add_option(Option(_run_label(info, info.run_dir == current)))
+        self.add_options([Option(_run_label(info, info.run_dir == current))
+                          for info in self.runs])  # one layout for hundreds of runs
         if highlighted is not None and highlighted < len(self.runs):
             self.highlighted = highlighted
 
