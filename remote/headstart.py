@@ -13,6 +13,7 @@ instance are located through the provider's API first, so they start normally.
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
@@ -22,6 +23,8 @@ _early: dict[tuple[str, int | None], Future[Any]] = {}
 _lock = threading.Lock()
 #: How long a taker waits for an early attempt still under way.
 TAKE_TIMEOUT = 30.0
+#: The interpreter's thread switch interval while the early connection is made.
+EARLY_SWITCH_INTERVAL = 0.0005
 
 
 #: Streams started early: (transport, command) -> the stream.
@@ -50,6 +53,12 @@ def start(host: str, port: int | None, options: Mapping[str, object], *,
         if follow is not None:
             threading.Thread(target=prepare, name="early prepare", daemon=True).start()
         try:
+            _run()
+        finally:
+            sys.setswitchinterval(switch)
+
+    def _run() -> None:
+        try:
             from remote.transport import ssh
 
             transport = ssh.connect(host, port=port, accept_new=accept_new,
@@ -65,6 +74,10 @@ def start(host: str, port: int | None, options: Mapping[str, object], *,
                     _streams[(id(transport), command)] = stream
         future.set_result(transport)
 
+    # While the UI imports, this thread waits on the link; the interpreter hands it the
+    # GIL sooner when an answer arrives (then the usual interval again).
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(min(switch, EARLY_SWITCH_INTERVAL))
     threading.Thread(target=run, name=f"early ssh {host}", daemon=True).start()
 
 
