@@ -19,8 +19,8 @@ runs and is divided by an OpenSSH baseline measured in the same run:
   against OpenSSH ``scp`` (throughput; the relay runs in its own process here).
 
 The TUI runs as ``gpurent-tui`` does (``tui.main``: arguments, the early SSH connection,
-then the app), headless: a child process of this script that prints when the status,
-the runs and the log reach the screen (``--child``).
+then the app), headless, in a child process (``bench/tui_start.py``) that prints when the
+status, the runs and the log reach the screen.
 
 Prints a JSON object and the markdown table for docs/BENCHMARKS.md.
 """
@@ -28,7 +28,6 @@ Prints a JSON object and the markdown table for docs/BENCHMARKS.md.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import shutil
@@ -43,54 +42,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 LOG_MB = 220
-
-
-# ----------------------------------------------------------------------------- child
-
-
-async def _child(argv: list[str]) -> None:
-    """Run the TUI for ``argv`` (``gpurent-tui`` arguments) and print ``EVENT TIME`` lines
-    (monotonic clock) as the status, the whole runs list (``--want-runs N``) and the
-    log's last line (``--want-log TEXT``) reach the screen."""
-    want_runs = int(argv.pop(argv.index("--want-runs") + 1)) if "--want-runs" in argv else 0
-    if "--want-runs" in argv:
-        argv.remove("--want-runs")
-    want_log = argv.pop(argv.index("--want-log") + 1) if "--want-log" in argv else ""
-    if "--want-log" in argv:
-        argv.remove("--want-log")
-    from tui.main import build_parser, connect_early, specs_from_args
-
-    parser = build_parser()
-    specs = specs_from_args(parser.parse_args(argv), parser)
-    connect_early(specs)
-    from tui.app import GpurentApp
-    from tui.box.view import BoxView
-    from tui.widgets.runs import RunsList
-
-    app = GpurentApp(specs)
-    said: set[str] = set()
-
-    def say(event: str) -> None:
-        if event not in said:
-            said.add(event)
-            print(f"{event} {time.monotonic():.6f}", flush=True)
-
-    async with app.run_test(size=(160, 46), headless=True) as pilot:
-        box = app.query_one(BoxView)
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            if box.status is not None:
-                say("status")
-            if want_runs and len(box.query_one(RunsList).runs) >= want_runs:
-                say("runs")
-            lines = box.log_pane.log.lines
-            if want_log and lines and want_log in lines[-1]:
-                say("log")
-            if {"status"} | ({"runs"} if want_runs else set()) | \
-                    ({"log"} if want_log else set()) <= said:
-                break
-            await pilot.pause(0.005)
-        print("done", flush=True)
 
 
 # ----------------------------------------------------------------------------- parent
@@ -114,7 +65,7 @@ def tui_times(env: dict[str, str], args: list[str], relay=None) -> dict[str, flo
     if relay is not None:
         relay.reset_counters()
     t0 = time.monotonic()
-    proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--child",
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("tui_start.py")),
                              *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env=env, text=True, cwd=ROOT)
     out: dict[str, float] = {}
@@ -307,10 +258,7 @@ def table(r: dict, pulls: dict) -> str:
 
 
 def main() -> int:
-    """Run the benchmarks (or, with ``--child``, one TUI start)."""
-    if sys.argv[1:2] == ["--child"]:
-        asyncio.run(_child(sys.argv[2:]))
-        return 0
+    """Run the benchmarks."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--pull-mb", default="200,1024")

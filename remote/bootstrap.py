@@ -115,17 +115,28 @@ def package_digest() -> str:
     for path in _package_paths():
         st = path.stat()
         key.update(f"{path.relative_to(_PACKAGE_DIR)}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+    if key.hexdigest() in _digests:
+        return _digests[key.hexdigest()]
+    _digests[key.hexdigest()] = digest = _stored_digest(key.hexdigest())
+    return digest
+
+
+#: ``package_digest``'s answers in this process, by the files' stats.
+_digests: dict[str, str] = {}
+
+
+def _stored_digest(key: str) -> str:
     cache = config.state_path().with_name(DIGEST_CACHE)
     try:
         known = json.loads(cache.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         known = {}
-    if isinstance(known, dict) and isinstance(known.get(key.hexdigest()), str):
-        return known[key.hexdigest()]
+    if isinstance(known, dict) and isinstance(known.get(key), str):
+        return known[key]
     digest = content_hash(package_files())
     with contextlib.suppress(OSError):
         cache.parent.mkdir(parents=True, exist_ok=True)
-        runfiles.atomic_write_json(cache, {key.hexdigest(): digest})
+        runfiles.atomic_write_json(cache, {key: digest})
     return digest
 
 
@@ -185,9 +196,10 @@ def box_id(transport: Transport) -> str:
     return getattr(transport, "box_id", None) or transport.label
 
 
-def boot_probe(python: str | None = None) -> str:
-    """The probe bootstrap runs (``bootstrap(probe=...)`` takes its output instead)."""
-    return _probe_script(install_name(), python)
+def boot_probe(python: str | None = None, name: str | None = None) -> str:
+    """The probe bootstrap runs (``bootstrap(probe=...)`` takes its output instead), for
+    the install ``name`` (default: this package's)."""
+    return _probe_script(name or install_name(), python)
 
 
 def bootstrap(transport: Transport, progress: StepProgress | None = None, *,

@@ -33,6 +33,7 @@ from remote.bootstrap import (
 )
 from remote.boxpython import probe_script
 from trainer import runfiles
+from trainer.version import __version__
 
 #: The first stdout line of a gate that could not start the tool.
 MARK = "GPURENT-BOOT"
@@ -64,7 +65,8 @@ def script(words: list[str], python: str | None, *, ship: bool,
     """The gate's shell script for ``python -m trainer WORDS`` (``words`` start with
     ``-m``). With ``ship`` the tarball is expected on stdin."""
     q = shlex.quote
-    name, digest = install_name(), package_digest()
+    digest = package_digest()
+    name = f"trainer-{__version__}-{digest}"  # install_name(), without hashing again
     base = f'"$HOME"/{CACHE_DIR}/{name}'
     unpack = (f't={base}.$$.partial; rm -rf "$t"; mkdir -p "$t" && tar -xzf - -C "$t" && '
               f"printf '%s\\n' {q(digest)} > \"$t\"/{MARKER} && "
@@ -82,7 +84,7 @@ def script(words: list[str], python: str | None, *, ship: bool,
         f"PYTHONPATH={base}; export PYTHONPATH; "
         f'exec "$p" {base}/{LAUNCHER_NAME} {shlex.join(words)}; fi',
         f"echo {MARK}",
-        boot_probe(python),
+        boot_probe(python, name),
     ]
     return "\n".join(lines)
 

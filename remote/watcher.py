@@ -57,6 +57,11 @@ BACKOFF_MAX = 2.0
 #: Output of a follow command that failed to start which means "no usable python".
 NO_PYTHON_MARKERS = ("no module named", "not found", "no such file", "permission denied",
                      "syntaxerror", "can't open", "cannot import name", "importerror")
+#: Bytes of train.log a fresh watch starts with (the pane keeps 5,000 lines); older
+#: parts are read on demand (``remote.logread``).
+LOG_TAIL_BYTES = 512 * 1024
+#: The box tools' needs, checked by the follower (``hello``'s ``box.missing``).
+NEEDS = ("psutil", "huggingface_hub")
 
 
 class _Dropped(Exception):
@@ -69,13 +74,6 @@ class _StartFailed(Exception):
 
 class _NoPython(_StartFailed):
     """The gate found no python that can run the follower: poll the files instead."""
-
-
-#: Bytes of train.log a fresh watch starts with (the pane keeps 5,000 lines); older
-#: parts are read on demand (``remote.logread``).
-LOG_TAIL_BYTES = 512 * 1024
-#: The box tools' needs, checked by the follower (``hello``'s ``box.missing``).
-NEEDS = ("psutil", "huggingface_hub")
 
 
 class Watcher(SideMessages, FilePolling):
@@ -132,6 +130,7 @@ class Watcher(SideMessages, FilePolling):
         self._start_failures = 0
         self._went_live = False
         self._limits_said: set[str] = set()
+        self._live: ConnectionEvent | None = None
         self.init_side()
 
     # ----------------------------------------------------------------- control
@@ -365,7 +364,14 @@ class Watcher(SideMessages, FilePolling):
         self._start_failures = 0
         self._went_live = True
         gpu = " with GPU stats" if message.get("gpu") else ""
-        self._emit(ConnectionEvent("live", f"following {self.run_dir}{gpu}"))
+        self._live = ConnectionEvent("live", f"following {self.run_dir}{gpu}")
+        if not self.run_dir or self.status_key is not None:
+            self._say_live()  # else the run's status, which comes next, is told first
+
+    def _say_live(self) -> None:
+        if self._live is not None:
+            live, self._live = self._live, None
+            self._emit(live)
 
     def _handle(self, message: dict[str, Any]) -> None:
         """Turn one follower message into events; a malformed one is skipped."""
@@ -398,6 +404,7 @@ class Watcher(SideMessages, FilePolling):
         self._set_status(read, alive if isinstance(alive, bool) else None)
         key = message.get("key")
         self.status_key = key if isinstance(key, str) and key.isprintable() else None
+        self._say_live()
 
     def _on_pid(self, message: dict[str, Any]) -> None:
         alive = message["alive"]
