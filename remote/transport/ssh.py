@@ -142,6 +142,8 @@ class SSHTransport:
         with contextlib.suppress(Exception):
             return str(self._transport.getpeername()[0])
         return None
+
+    @property
     def box_id(self) -> str:
         """``user@`` and the box's host key fingerprint: the same box at whatever address
         or port it is reached (what the laptop remembers a box by)."""
