@@ -15,7 +15,7 @@ import shlex
 import time
 from dataclasses import dataclass, field
 
-from remote.runs import read_status
+from remote.runs import LAUNCH_PID_FILE, read_status
 from remote.transport.base import Transport, TransportError
 from trainer import runfiles
 from trainer.text import clean_text
@@ -28,7 +28,7 @@ RESERVED_KEYS = ("project", "name")
 #: The console output of the run (stdout and stderr), inside the run directory.
 CONSOLE_LOG = "console.log"
 #: The launched pid, so that a run still starting (no status.json yet) is not launched twice.
-PID_FILE = "launch.pid"
+PID_FILE = LAUNCH_PID_FILE
 #: The environment variable the secret read from stdin is exported as.
 SECRET_ENV = "HF_TOKEN"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")

@@ -71,13 +71,42 @@ def read_run(transport: Transport, run_dir: str, now: float | None = None) -> Ru
     return RunRead(run_dir, read, health, alive, None if st is None else st.mtime)
 
 
+#: The launcher's pid file (``remote.launch.PID_FILE``): a directory holding it but no
+#: status.json is a run that is starting, or that failed before the trainer wrote one.
+LAUNCH_PID_FILE = "launch.pid"
+
+
+def unstarted_run(transport: Transport, run_dir: str, name: str) -> RunInfo | None:
+    """A launched run without status.json: ``starting`` while its launch pid lives,
+    ``failed to start`` once it is gone (its console.log says why); ``None`` when the
+    directory holds no launch pid."""
+    pid_path = posixpath.join(run_dir, LAUNCH_PID_FILE)
+    st = transport.stat(pid_path)
+    if st is None:
+        return None
+    text = transport.read(pid_path, 0, 64).strip()
+    pid = int(text) if text.isdigit() else None
+    alive = pid is not None and transport.pid_alive(pid)
+    health = "starting" if alive else "failed to start"
+    reason = (f"pid {pid} is starting (no status.json yet)" if alive else
+              "the trainer ended before writing status.json; see console.log")
+    return RunInfo(name=name, run_dir=run_dir, state=None, health=health, reason=reason,
+                   epoch=None, total_epochs=None, best_metric=None, best_metric_name=None,
+                   updated_at=runfiles.utc_now_iso(st.mtime))
+
+
 def list_runs(transport: Transport, project: str) -> list[RunInfo]:
-    """The runs under ``project`` (directories holding a status.json), newest first."""
+    """The runs under ``project`` (directories holding a status.json, and launched ones
+    that have none yet: see :func:`unstarted_run`), newest first."""
     found: list[tuple[float, RunInfo]] = []
     now = time.time()
     for name in transport.listdir(project):
         run_dir = posixpath.join(project, name)
         if transport.stat(posixpath.join(run_dir, runfiles.STATUS_FILE)) is None:
+            unstarted = unstarted_run(transport, run_dir, name)
+            if unstarted is not None:
+                found.append((runfiles.parse_iso(unstarted.updated_at or "") or 0.0,
+                              unstarted))
             continue
         run = read_run(transport, run_dir, now)
         s = run.read

@@ -8,7 +8,7 @@ import json
 import sys
 
 from remote.commands.errors import fail
-from remote.push import PushFailed, check_push_args, laptop_token, push_from_box
+from remote.push import NO_TOKEN, PushFailed, check_push_args, laptop_token, push_from_box
 from remote.target import Target, add_connection_options, open_transport
 from trainer.text import clean_text
 
@@ -43,8 +43,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"{args.host!r} names no host")
     token = laptop_token()
     if not token:
-        return fail("push", "no Hugging Face token: set HF_TOKEN or log in with "
-                            "`hf auth login`", 2, args.json)
+        return fail("push", NO_TOKEN, 2, args.json)
     target = Target(None if args.host == "local" else args.host, args.run)
 
     def note(line: str) -> None:

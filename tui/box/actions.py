@@ -1,9 +1,11 @@
-"""The actions on one box (launch, profile, push, pull, stop run, stop or destroy the
-instance, guard), mixed into ``tui.box.view.BoxView``.
+"""The actions on one box (push, pull, stop run, stop or destroy the instance, guard) and
+how their outcome reaches the screen, mixed into ``tui.box.view.BoxView``. The launch form
+and the profiler are in ``tui.box.launching``.
 
 Each action asks in a dialog (Cancel first), then calls one ``remote`` function in a
-worker thread; results come back as notifications. Worker errors are reported in one
-place (``GpurentApp.on_worker_state_changed``)."""
+worker thread, shown in the status row while it runs. A failure raised in a worker is
+reported by ``report_failure`` (called from ``BoxView.on_worker_state_changed``) as one
+line with the next step, in a notification, the status row and the events history."""
 
 from __future__ import annotations
 
@@ -13,55 +15,25 @@ from typing import Any
 from rich.text import Text
 from textual import work
 
-from remote import checks
 from remote.billing.cost import money
 from remote.billing.providers import provider_for, resolve_api_key
 from remote.billing.teardown import run_safety, teardown, warning_for
 from remote.guard import arm_guard, disarm_guard, read_guard
-from remote.launch import LaunchSpec, build_command, launch
 from remote.pull import pull_weights
-from remote.push import laptop_token, push_from_box
+from remote.push import laptop_token, require_token
 from remote.safety import weights_safety
 from remote.stop import stop_run
 from remote.transport.base import Transport
+from tui.box.activity import Activities
+from tui.box.failures import BACKGROUND, ActionRefused, describe
 from tui.dialogs.confirm import ConfirmDialog
 from tui.dialogs.destroy import DestroyDialog
 from tui.dialogs.guard import GuardDialog
-from tui.dialogs.launch import LaunchForm, LaunchRequest
-from tui.dialogs.profile import ProfileCard
 from tui.dialogs.push import PushDialog
-from tui.fmt import safe
+from tui.fmt import advance_ages, safe
 from tui.widgets.badges import WeightsBadge
 
-
-class ActionRefused(Exception):
-    """An action cannot run now; the message says why in one line."""
-
-
-def findings_text(title: str, report: dict[str, Any] | None) -> Text:
-    """Preflight checks or doctor findings as coloured lines."""
-    text = Text()
-    text.append_text(safe(title, 60, "bold"))
-    if report is None:
-        text.append("  (not run)\n", style="dim")
-        return text
-    ok = report.get("ok")
-    text.append("  ok\n" if ok else "  problems found\n", style="green" if ok else "bold red")
-    styles = {"ok": "green", "info": "dim", "warn": "yellow", "warning": "yellow",
-              "fail": "bold red", "error": "bold red"}
-    for check in report.get("checks") or []:
-        status = str(check.get("status", "?"))
-        if status == "ok":
-            continue
-        text.append(f"  {status:<5} ", style=styles.get(status, ""))
-        text.append_text(safe(f"{check.get('name')}: {check.get('message')}", 160))
-        text.append("\n")
-    for finding in report.get("findings") or []:
-        sev = str(finding.get("severity", "?"))
-        text.append(f"  {sev:<7} ", style=styles.get(sev, ""))
-        text.append_text(safe(f"{finding.get('kind')}: {finding.get('message')}", 160))
-        text.append("\n")
-    return text
+__all__ = ["ActionRefused", "BoxActions", "instance_costs"]
 
 
 class BoxActions:
@@ -72,16 +44,73 @@ class BoxActions:
         self.preflight: dict[str, Any] | None = None
         self.instance: Any = None
         self.safety: Any = None
+        self.safety_at: float | None = None
         self.guard: Any = None
-        self.launch_form: LaunchForm | None = None
         self.last_hub_repo = ""
+        self.activities = Activities()
+        #: The last outcome worth keeping on screen: ``(line, severity)``.
+        self.last_line: tuple[str, str] | None = None
+        self._background_failures: dict[str, str] = {}
+
+    # ------------------------------------------------------------------ outcomes
+
+    def begin(self, name: str, label: str) -> None:
+        """Action ``name`` (its worker's name) starts: show it in the status row."""
+        self.activities.start(name, label, self.clock())
+        self.draw_status_row()
+
+    def end_activity(self, name: str) -> None:
+        """Worker ``name`` ended (well or not): it leaves the status row."""
+        if self.activities.finish(name) is not None:
+            self.draw_status_row()
+
+    def done(self, line: str) -> None:
+        """An action succeeded: say so (notification, status row, history)."""
+        self.last_line = (line, "information")
+        self.app.notify(line, title=self.spec.title)
+        self.draw_status_row()
+
+    def report_failure(self, name: str, error: BaseException) -> None:
+        """Put the failure of ``name`` on screen as one line with the next step: a
+        notification (with the bell for the worst), the status row, the events history,
+        and inside the launch form when it is open. A broken link starts the reconnect."""
+        failure = describe(name, error, self.transport)
+        if failure.link and self.transport is not None:
+            self.relink()
+        if name in BACKGROUND:
+            if self._background_failures.get(name) == failure.line:
+                self.app.record(failure.line, self.spec.title, "note")
+                return
+            self._background_failures[name] = failure.line
+        self.last_line = (failure.line, failure.severity)
+        form = getattr(self, "launch_form", None)
+        if form is not None and form.is_attached and name in ("start_launch", "profile",
+                                                              "run_checks", "probe"):
+            form.show_error(failure.line)
+        if failure.bell:
+            self.app.alert(failure.line, self.spec.title, severity=failure.severity)
+        else:
+            self.app.notify(failure.line, title=self.spec.title, severity=failure.severity,
+                            timeout=12)
+        self.draw_status_row()
+
+    def relink(self) -> None:
+        """An action found the link broken: one reconnect for the control connection
+        (and the watcher, unless it is already on it)."""
+        if self.watcher is not None and self.down_since is None:
+            self.watcher.reconnect_now()
+        self.reconnect_control()
 
     # ------------------------------------------------------------------ helpers
 
     def need_transport(self) -> Transport:
-        """The control connection, or ``ActionRefused`` while connecting."""
+        """The control connection, or ``ActionRefused`` saying why there is none."""
         if self.transport is None:
-            raise ActionRefused("not connected to the box yet")
+            raise ActionRefused("not connected to the box yet: wait for the connection "
+                                "(r retries now)")
+        if self.down_since is not None:
+            raise ActionRefused(f"no link to the box ({self.stale_words()}): reconnecting "
+                                "on its own; r tries now")
         return self.transport
 
     def need_run(self) -> str:
@@ -129,20 +158,30 @@ class BoxActions:
 
     # ------------------------------------------------------------------ safety, instance
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="safety")
+    @work(thread=True, exclusive=True, exit_on_error=False, group="safety",
+          name="refresh_safety")
     def refresh_safety(self) -> None:
         """Ask where best.pt is safe (Hub or laptop) and show it on the badge."""
-        if self.transport is None or self.run_dir is None:
+        if self.transport is None or self.run_dir is None or self.down_since is not None:
             return
         safety = weights_safety(self.transport, self.run_dir)
         self.app.call_from_thread(self._show_safety, safety)
 
     def _show_safety(self, safety: Any) -> None:
-        self.safety = safety
-        self.query_one(WeightsBadge).show(safety.safe, safety.where, safety.epoch,
-                                          safety.reason)
+        self.safety, self.safety_at = safety, self.clock()
+        self._background_failures.pop("refresh_safety", None)
+        self.draw_safety()
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="instance")
+    def draw_safety(self) -> None:
+        """The weights badge, its reason's ages moved on to now."""
+        if self.safety is None or self.safety_at is None:
+            return
+        s = self.safety
+        reason = advance_ages(s.reason, self.clock() - self.safety_at)
+        self.query_one(WeightsBadge).show(s.safe, s.where, s.epoch, reason)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="instance",
+          name="refresh_instance")
     def refresh_instance(self) -> None:
         """Ask the provider about the instance (price, storage, state) and read the
         guard's state on the box."""
@@ -168,104 +207,6 @@ class BoxActions:
                                 "vast|runpod|lambda --instance ID")
         return provider_for(self.spec.provider, base_url=self.spec.provider_url)
 
-    # ------------------------------------------------------------------ launch
-
-    def do_launch(self) -> None:
-        """Open the launch form (checks start at once in the background)."""
-        self.open_form("Launch a training run")
-
-    def open_form(self, title: str) -> None:
-        """The launch form; its answer launches or profiles."""
-        transport = self.need_transport()
-        defaults = self.launch_defaults()
-
-        def preview(request: LaunchRequest) -> str:
-            return build_command(self.launch_spec(request), transport)
-
-        form = LaunchForm(defaults, "trainer", preview, title=title)
-        self.launch_form = form
-        self.app.push_screen(form, self._form_answered)
-        self.run_checks(defaults.get("data", ""))
-
-    def launch_defaults(self) -> dict[str, str]:
-        """Sensible starting values for the form."""
-        from tui.widgets.runs import RunsList
-
-        existing = {r.name for r in self.query_one(RunsList).runs}
-        n = 1
-        while f"exp{n}" in existing:
-            n += 1
-        data = ""
-        if self.spec.demo:
-            from tui.demo import demo_data_yaml
-
-            data = demo_data_yaml()
-        return {"model": "n", "data": data, "epochs": "30", "batch": "16", "imgsz": "640",
-                "device": "", "name": f"exp{n}", "save_period": "", "hub": "", "extra": ""}
-
-    def launch_spec(self, request: LaunchRequest) -> Any:
-        """The ``remote.launch.LaunchSpec`` for the form's values."""
-        args = dict(request.args)
-        args.pop("name", None)
-        if request.hub:
-            args["hub"] = request.hub
-        return LaunchSpec(engine=request.engine, project=self.project,
-                                 name=request.name, args=args)
-
-    @work(thread=True, exclusive=True, exit_on_error=False, group="preflight")
-    def check_box(self) -> None:
-        """Preflight the box once connected; failed checks are notified at once."""
-        transport = self.need_transport()
-        report = checks.preflight(transport, self.project)
-        self.preflight = report
-        if not report.get("ok"):
-            failed = ", ".join(str(name) for name in report.get("failed") or []) or "?"
-            self.app.call_from_thread(self.app.notify, f"preflight found problems: {failed} "
-                                      "(l shows the details)", title=self.spec.title,
-                                      severity="warning", timeout=10)
-
-    @work(thread=True, exclusive=True, exit_on_error=False, group="checks")
-    def run_checks(self, data: str) -> None:
-        """Preflight (once per connection) and the dataset doctor, shown in the form."""
-        transport = self.need_transport()
-        if self.preflight is None:
-            self.preflight = checks.preflight(transport, self.project, data or None)
-        text = findings_text("preflight", self.preflight)
-        if data:
-            text.append_text(findings_text("doctor", checks.doctor(transport, data)))
-        form = self.launch_form
-        if form is not None and form.is_attached:
-            self.app.call_from_thread(form.show_findings, text)
-
-    def _form_answered(self, request: LaunchRequest | None) -> None:
-        self.launch_form = None
-        if request is None:
-            return
-        if request.action == "profile":
-            self.profile(request)
-        else:
-            self.start_launch(request)
-
-    @work(thread=True, exclusive=True, exit_on_error=False, group="launch")
-    def start_launch(self, request: LaunchRequest) -> None:
-        """Launch the run detached on the box, then watch it."""
-        transport = self.need_transport()
-        stdin = None
-        if request.hub:
-            token = laptop_token()
-            if token is None:
-                raise ActionRefused("a Hub repo needs a Hugging Face token: set HF_TOKEN "
-                                    "or run `hf auth login`")
-            stdin = token.encode()
-        result = launch(transport, self.launch_spec(request), stdin=stdin)
-        self.app.call_from_thread(self._launched, result)
-
-    def _launched(self, result: Any) -> None:
-        self.app.notify(f"launched {result.run_dir} (pid {result.pid})",
-                        title=self.spec.title)
-        self.watch_run(result.run_dir)
-        self.refresh_runs()
-
     # ------------------------------------------------------------------ push, pull
 
     def do_push(self) -> None:
@@ -280,48 +221,43 @@ class BoxActions:
     def _push_answered(self, answer: tuple[str, bool] | None) -> None:
         if answer is not None:
             self.last_hub_repo = answer[0]
+            self.begin("push", f"pushing best.pt to {answer[0]}")
             self.push(*answer)
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="push")
+    @work(thread=True, exclusive=True, exit_on_error=False, group="push", name="push")
     def push(self, repo: str, public: bool) -> None:
-        """Push best.pt from the box to ``repo``; a failure rings the bell."""
+        """Push best.pt from the box to ``repo`` (the box uploads it)."""
+        from remote.push import push_from_box
+
         transport, run_dir = self.need_transport(), self.need_run()
-        token = laptop_token()
-        if token is None:
-            raise ActionRefused("no Hugging Face token (HF_TOKEN or `hf auth login`)")
-        self.app.call_from_thread(self.app.notify, f"pushing best.pt to {repo}…",
-                                  title=self.spec.title)
-        try:
-            result = push_from_box(
-                transport, run_dir, repo, token, public=public)
-        except Exception as exc:
-            self.app.call_from_thread(self.app.alert, f"push to {repo} failed: {exc}",
-                                      self.spec.title)
-            return
+        result = push_from_box(transport, run_dir, repo, require_token(), public=public)
         commit = result.get("commit") if isinstance(result, dict) else None
-        self.app.call_from_thread(self.app.notify, f"pushed best.pt to {repo}"
-                                  + (f" (commit {str(commit)[:10]})" if commit else ""),
-                                  title=self.spec.title)
+        self.app.call_from_thread(self.done, f"pushed best.pt to {repo}"
+                                  + (f" (commit {str(commit)[:10]})" if commit else ""))
         self.refresh_safety()
 
     def do_pull(self) -> None:
         """Download the weights to this laptop."""
         self.need_transport()
         self.need_run()
+        self.begin("pull", "pulling best.pt")
         self.pull()
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="pull")
+    @work(thread=True, exclusive=True, exit_on_error=False, group="pull", name="pull")
     def pull(self) -> None:
-        """Pull best.pt (verified by sha256) into ./weights/<host>/<run>/."""
+        """Pull best.pt (verified by sha256) into ./weights/<host>/<run>/, with its
+        progress in the status row."""
         transport, run_dir = self.need_transport(), self.need_run()
         host = "".join(c if c.isalnum() or c in "-_." else "_" for c in transport.label)
         dest = os.path.join(os.getcwd(), "weights", host, run_dir.rstrip("/").rsplit("/")[-1])
-        self.app.call_from_thread(self.app.notify, f"pulling best.pt into {dest}…",
-                                  title=self.spec.title)
-        pulled = pull_weights(transport, run_dir, dest)
+
+        def progress(_name: str, done: int, total: int) -> None:
+            self.app.call_from_thread(self.activities.progress, "pull", done, total,
+                                      self.clock())
+
+        pulled = pull_weights(transport, run_dir, dest, progress=progress)
         names = ", ".join(f"{p.name} ({p.size / 1e6:.1f} MB)" for p in pulled)
-        self.app.call_from_thread(self.app.notify, f"pulled {names} into {dest}",
-                                  title=self.spec.title)
+        self.app.call_from_thread(self.done, f"pulled {names} into {dest}")
         self.refresh_safety()
 
     # ------------------------------------------------------------------ stop run
@@ -333,21 +269,26 @@ class BoxActions:
         body = Text("Stop training ")
         body.append_text(safe(run_dir, 120, "bold"))
         body.append("?\nThe trainer finishes its step, writes last.pt and status "
-                    "'stopped'. The instance keeps running and billing.")
-        price = self.price_per_hour()
-        if price is not None:
-            body.append(f" ({money(price)}/h)", style="bold")
+                    "'stopped'.")
+        if self.spec.kind != "local":
+            body.append(" The instance keeps running and billing.")
+            price = self.price_per_hour()
+            if price is not None:
+                body.append(f" ({money(price)}/h)", style="bold")
         self.app.push_screen(ConfirmDialog("Stop training", body, "Stop training"),
-                             lambda yes: self.stop_run() if yes else None)
+                             lambda yes: self.start_stop_run() if yes else None)
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="stop")
+    def start_stop_run(self) -> None:
+        """Stop the watched run now (no question)."""
+        self.begin("stop_run", "stopping the run")
+        self.stop_run()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="stop", name="stop_run")
     def stop_run(self) -> None:
-        """Stop the run (SIGINT, then harder after a timeout)."""
+        """Stop the run (SIGTERM, then harder after a timeout)."""
         transport, run_dir = self.need_transport(), self.need_run()
         result = stop_run(transport, run_dir)
-        self.app.call_from_thread(self.app.notify,
-                                  f"stop: {result.outcome}. {result.detail}",
-                                  title=self.spec.title)
+        self.app.call_from_thread(self.done, f"stop: {result.outcome}. {result.detail}")
         self.refresh_runs()
 
     # ------------------------------------------------------------------ instance
@@ -355,14 +296,17 @@ class BoxActions:
     def do_stop_instance(self) -> None:
         """Confirm with the money figures, then stop the instance."""
         self.provider()
+        self.begin("cost_figures", "asking the provider")
         self.cost_figures("stop")
 
     def do_destroy(self) -> None:
         """Type the id to confirm; refused while the weights are not safe."""
         self.provider()
+        self.begin("cost_figures", "asking the provider")
         self.cost_figures("destroy")
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="instance")
+    @work(thread=True, exclusive=True, exit_on_error=False, group="instance",
+          name="cost_figures")
     def cost_figures(self, what: str) -> None:
         """Fetch the instance and the weights verdict, then ask."""
         provider = self.provider()
@@ -382,14 +326,20 @@ class BoxActions:
                 self.app.notify(warning_for("stop", provider, instance), severity="warning")
                 return
             self.app.push_screen(ConfirmDialog("Stop instance", detail, "Stop instance"),
-                                 lambda yes: self.instance_call("stop") if yes else None)
+                                 lambda yes: self._instance("stop") if yes else None)
             return
         weights_safe = bool(safety is not None and safety.safe)
         dialog = DestroyDialog(str(self.spec.instance), weights_safe, detail)
         self.app.push_screen(
-            dialog, lambda answer: self.instance_call("destroy", *answer) if answer else None)
+            dialog, lambda answer: self._instance("destroy", *answer) if answer else None)
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="instance-call")
+    def _instance(self, what: str, override: bool = False, typed_id: str = "") -> None:
+        verb = "stopping" if what == "stop" else "destroying"
+        self.begin("instance_call", f"{verb} instance {self.spec.instance}")
+        self.instance_call(what, override, typed_id)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="instance-call",
+          name="instance_call")
     def instance_call(self, what: str, override: bool = False, typed_id: str = "") -> None:
         """Stop or destroy through ``remote.billing.teardown``'s gate (a destroy re-checks the
         weights on the box), then confirm by polling the provider."""
@@ -399,34 +349,14 @@ class BoxActions:
             safety = run_safety(self.transport, self.run_dir)
         outcome = teardown(provider, str(self.spec.instance), what, safety=safety,
                            override=override, typed_id=typed_id, interval=1.0)
-        self.app.call_from_thread(self.app.notify, outcome.message or
-                                  f"instance {self.spec.instance}: {outcome.state}",
-                                  title=self.spec.title,
-                                  severity="error" if outcome.alarm else "information")
+        line = outcome.message or f"instance {self.spec.instance}: {outcome.state}"
+        if outcome.alarm:
+            self.app.call_from_thread(self.app.alert, line, self.spec.title)
+        else:
+            self.app.call_from_thread(self.done, line)
         self.refresh_instance()
 
-
-    # ------------------------------------------------------------------ profile, guard
-
-    def do_profile(self) -> None:
-        """The launch form, titled for profiling: its Profile button measures a short
-        run of those settings and shows the verdict card."""
-        self.open_form("Profile before launching (or launch)")
-
-    @work(thread=True, exclusive=True, exit_on_error=False, group="profile")
-    def profile(self, request: LaunchRequest) -> None:
-        """Run ``trainer profile`` with the form's settings and show the card."""
-        transport = self.need_transport()
-        spec = self.launch_spec(request)
-        args = {k: v for k, v in spec.args.items() if k != "hub"}
-        args.update(project=spec.project, name=spec.name)
-        price = self.price_per_hour()
-        if price is not None:
-            args["price"] = str(price)
-        self.app.call_from_thread(self.app.notify, "profiling a short run…",
-                                  title=self.spec.title)
-        report = checks.profile(transport, args)
-        self.app.call_from_thread(self.app.push_screen, ProfileCard(report))
+    # ------------------------------------------------------------------ guard
 
     def do_guard(self) -> None:
         """Arm the guard, or (when armed) confirm and disarm it."""
@@ -435,12 +365,16 @@ class BoxActions:
         if self.guard is not None and self.guard.watching:
             body = safe(self.guard.summary(), 200)
             self.app.push_screen(ConfirmDialog("Disarm the guard", body, "Disarm"),
-                                 lambda yes: self.set_guard(None) if yes else None)
+                                 lambda yes: self._guard(None) if yes else None)
         else:
             self.app.push_screen(GuardDialog("Arm the guard"),
-                                 lambda answer: self.set_guard(answer) if answer else None)
+                                 lambda answer: self._guard(answer) if answer else None)
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="guard")
+    def _guard(self, answer: tuple[str, str, float | None] | None) -> None:
+        self.begin("set_guard", "arming the guard" if answer else "disarming the guard")
+        self.set_guard(answer)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="guard", name="set_guard")
     def set_guard(self, answer: tuple[str, str, float | None] | None) -> None:
         """Arm with ``(when, then, max_hours)``, or disarm with ``None``."""
         transport, run_dir = self.need_transport(), self.need_run()
@@ -454,7 +388,7 @@ class BoxActions:
                               self.spec.instance, key, base_url=self.spec.provider_url)
         self.app.call_from_thread(self._show_guard, state)
         summary = state.summary() if state is not None else "guard: off"
-        self.app.call_from_thread(self.app.notify, summary, title=self.spec.title)
+        self.app.call_from_thread(self.done, summary)
 
 
 def instance_costs(report: Any, what: str) -> Text:
