@@ -83,7 +83,10 @@ class BoxLink:
             return False
         self._retry_wake.clear()
         self._retry_wake.wait(delay)
-        return not self._retry_stop.is_set()
+        if self._retry_stop.is_set():  # Escape or quitting: say it is not retried
+            self.tell(self.ConnectFailed(one_line(error), what, None, attempt + 1))
+            return False
+        return True
 
     def stop_retrying(self) -> bool:
         """Escape: give up retrying; ``True`` when a retry was going on."""
@@ -130,7 +133,7 @@ class BoxLink:
         line = f"{message.what}: {message.error}"
         badge = self.conn_badge
         badge.show_error(message.error, message.retry_in, message.attempt)
-        if message.attempt == 1 or not self.retrying:
+        if message.attempt == 1:
             next_step = ("retrying every few seconds (Escape: stop, r: now)"
                          if self.retrying else "r tries again")
             self.app.notify(f"{line} — {next_step}", title=self.spec.title,
