@@ -204,9 +204,9 @@ class GpurentApp(App[int]):
                 for key, _, _, desc in KEYS]
         self.push_screen(HelpScreen(keys + list(LOG_KEYS)))
 
-    def action_help_quit(self) -> None:
-        """ctrl+c in Textual's default keymap: the same question as q."""
-        self.run_action("quit")
+    async def action_help_quit(self) -> None:
+        """ctrl+c (Textual's would only say "press ctrl+q"): the same question as q."""
+        await self.action_quit()
 
     # ------------------------------------------------------------------ quitting
 

@@ -10,6 +10,7 @@ line with the next step, in a notification, the status row and the events histor
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 from rich.text import Text
@@ -255,9 +256,14 @@ class BoxActions:
             self.app.call_from_thread(self.activities.progress, "pull", done, total,
                                       self.clock())
 
+        started = time.monotonic()
         pulled = pull_weights(transport, run_dir, dest, progress=progress)
+        seconds = max(time.monotonic() - started, 1e-3)
+        size = sum(p.size for p in pulled)
         names = ", ".join(f"{p.name} ({p.size / 1e6:.1f} MB)" for p in pulled)
-        self.app.call_from_thread(self.done, f"pulled {names} into {dest}")
+        self.app.call_from_thread(self.done, f"pulled {names} into {dest} in "
+                                  f"{seconds:.1f} s ({size / 1e6 / seconds:.1f} MB/s), "
+                                  "sha256 verified")
         self.refresh_safety()
 
     # ------------------------------------------------------------------ stop run

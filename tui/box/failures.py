@@ -48,7 +48,7 @@ NEXT_STEP = {
     "instance_call": "check the instance at your provider",
 }
 _HAS_NEXT_STEP = (": set ", " or ", "pick another", "add ", " press ", " again", "first",
-                  "stop it", "try ", "use ", "give ", "run `")
+                  "stop it", "try ", "use ", "give ", "run `", "pass ")
 
 
 @dataclass(frozen=True)

@@ -193,15 +193,18 @@ class BoxLink:
         self.add_class("-offline")
         self.app.record(f"link lost: {detail or 'no data'}", self.spec.title, "warning")
         self.draw_link()
+        self.draw_status_row()
 
     def link_up(self) -> None:
         """Data flows again."""
         if self.down_since is not None:
             gap = format_duration(self.clock() - self.down_since)
             self.app.record(f"link back after {gap}", self.spec.title, "information")
+            self.last_line = (f"link back after {gap} without data", "information")
         self.down_since = None
         self.remove_class("-offline")
         self.draw_link()
+        self.draw_status_row()
 
     def stale_words(self) -> str:
         """``last data 34s ago`` while the link is down, else empty."""

@@ -63,8 +63,8 @@ class BoxView(BoxLink, BoxLaunching, BoxActions, Vertical):
     BoxView #status-row { height: 1; padding: 0 1; }
     BoxView #body { height: 1fr; }
     BoxView #panes { width: 1fr; }
-    BoxView #top { height: 3fr; min-height: 9; }
-    BoxView LogPane { height: 2fr; min-height: 6; }
+    BoxView #top { height: 60%; min-height: 9; }
+    BoxView LogPane { height: 1fr; min-height: 6; }
     BoxView MetricsPane { width: 1fr; }
     BoxView GpuPane { width: 40; }
     BoxView.-offline .data-pane { opacity: 55%; }
@@ -169,7 +169,7 @@ class BoxView(BoxLink, BoxLaunching, BoxActions, Vertical):
             yield ConnectionBadge(id="conn-badge")
             yield WeightsBadge(id="weights-badge")
             yield Static(self.guard_text(), id="guard-badge")
-        yield TextLine(id="status-row")
+        yield TextLine(id="status-row")  # shown only when it has something to say
         with Horizontal(id="body"):
             yield RunsList(id="runs", classes="data-pane")
             with Vertical(id="panes"):
@@ -241,7 +241,9 @@ class BoxView(BoxLink, BoxLaunching, BoxActions, Vertical):
             text.append("  (e: events)", style="dim")
         else:
             text = Text("")
-        self.query_one("#status-row", TextLine).update(text)
+        row = self.query_one("#status-row", TextLine)
+        row.display = bool(text.plain)
+        row.update(text)
 
     def tab_label(self) -> Text:
         """The tab's title: host, the watched run's health glyph, link and alerts."""

@@ -15,6 +15,10 @@ from tui.fmt import number, safe
 from tui.widgets.header import HEALTH_STYLES
 
 
+#: Characters a row has in the narrow list: the best metric is left out past it.
+NARROW_TEXT = 20
+
+
 class RunsList(OptionList):
     """One option per run (``remote.runs.RunInfo``-like objects)."""
 
@@ -79,10 +83,11 @@ def _run_label(info: Any, current: bool, unseen: bool = False) -> Text:
     text.append_text(safe(info.name, 24, "bold" if current else ""))
     verdict = getattr(info, "health", None) or getattr(info, "state", None) or "?"
     label, style = HEALTH_STYLES.get(verdict, (verdict, ""))
-    text.append("\n   ")
+    text.append("\n  ")
     text.append(label, style=style)
     if info.total_epochs:
         text.append(f" {info.epoch or 0}/{info.total_epochs}", style="dim")
-    if info.best_metric is not None:
-        text.append(f" {number(info.best_metric, 3)}", style="dim")
+    best = f" {number(info.best_metric, 3)}" if info.best_metric is not None else ""
+    if best and len(text.plain.rsplit("\n", 1)[-1]) + len(best) <= NARROW_TEXT:
+        text.append(best, style="dim")
     return text
