@@ -117,7 +117,10 @@ async def test_actions_on_a_dead_link_say_so_and_panes_dim(run_factory, procs):
         await until(pilot, lambda: not box.has_class("-offline"))
         await until(pilot, lambda: any(e.message == "control connection open again"
                                        for e in app.history))
-        assert "last data" not in screen_text(app)
+        text = screen_text(app)
+        assert "last data" not in text.splitlines()[0]  # the header
+        assert "link back after" in box.query_one("#status-row").text.plain
+        assert "⚠ last data" not in text  # the panes' subtitles
 
 
 async def test_launch_form_refusals_stay_inside_the_form(run_factory, shapes_data):
