@@ -181,12 +181,10 @@ async def test_launch_form_types_checks_estimates_launches_and_remembers(
             await until_shown(pilot, str(shapes_data)[-30:])
             # The doctor runs again for the new path; this machine has no GPU: small
             # defaults, and a time estimate from a short probe.
-            await until_shown(pilot, "doctor  ok", timeout=120)
+            await until_shown(pilot, "✔ the dataset doctor found no errors", timeout=120)
             assert form.query_one("#f-imgsz", Input).value == "160"
             assert form.query_one("#f-device", Input).value == "cpu"
-            await until(pilot, lambda: "estimate:" in str(
-                form.query_one("#estimate").content), timeout=240)
-            assert "per epoch" in str(form.query_one("#estimate").content)
+            await until_shown(pilot, "estimate:", "per epoch", timeout=240)
             form.query_one("#f-epochs", Input).value = "1"
             form.query_one("#f-imgsz", Input).value = "64"
             form.query_one("#f-extra", Input).value = "workers=0"

@@ -222,8 +222,8 @@ class BoxLaunching:
                     blocks = "the dataset doctor found errors"
         else:
             text.append("doctor  waits for data\n", style="dim")
-        self.app.call_from_thread(self._show_checks, text, blocks, doctor is not None
-                                  and bool(doctor.get("ok")))
+        data_ok = doctor is not None and bool(doctor.get("ok"))
+        self.app.call_from_thread(self._show_checks, text, blocks, data_ok)
 
     def _show_checks(self, text: Text, blocks: str, data_ok: bool) -> None:
         form = self.launch_form
@@ -232,7 +232,8 @@ class BoxLaunching:
         if has_gpu(self.preflight) is False:
             form.set_values({k: v for k, v in CPU_DEFAULTS.items()
                              if k not in self.last_launch}, only_untouched=True)
-        form.show_findings(text, blocks)
+        form.show_findings(text, blocks, "✔ the dataset doctor found no errors" if data_ok
+                           else "")
         if data_ok:
             self.start_probe(form)
 

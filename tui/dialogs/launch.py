@@ -116,6 +116,8 @@ class LaunchForm(Dialog[LaunchRequest | None]):
         #: Why Launch is refused now (empty: allowed); findings that block it.
         self.blockers: list[str] = []
         self.doctor_blocks = ""
+        #: The doctor's verdict on ``data`` when it passed ("✔ …").
+        self.data_note = ""
         self.busy = False
         self._touched: set[str] = set()
 
@@ -199,8 +201,10 @@ class LaunchForm(Dialog[LaunchRequest | None]):
                 note = f"✖ {key} is required"
             elif key == "data" and self.doctor_blocks:
                 note = f"✖ {self.doctor_blocks.removeprefix('data: ')}"
+            elif key == "data" and self.data_note:
+                note = self.data_note
             self._show_note(key, note)
-            if note and not note.startswith("⚠"):
+            if note and not note.startswith(("⚠", "✔")):
                 blockers.append(note.lstrip("✖ ").split(":")[0])
         command_box = self.query_one("#command", Static)
         command = None
@@ -219,7 +223,7 @@ class LaunchForm(Dialog[LaunchRequest | None]):
     def _show_note(self, key: str, note: str) -> None:
         box = self.query_one(f"#note-{key}", Static)
         box.set_class(not note, "-empty")
-        style = "yellow" if note.startswith("⚠") else "bold red"
+        style = {"⚠": "yellow", "✔": "green"}.get(note[:1], "bold red")
         box.update(safe(note, 300, style) if note else "")
 
     def on_input_changed(self, event: Input.Changed) -> None:
@@ -228,7 +232,7 @@ class LaunchForm(Dialog[LaunchRequest | None]):
         if event.input.has_focus:
             self._touched.add(key)
         if key == "data":
-            self.doctor_blocks = ""
+            self.doctor_blocks = self.data_note = ""
             self.hooks.data_changed(event.value.strip())
         self.refresh_form()
 
@@ -243,22 +247,31 @@ class LaunchForm(Dialog[LaunchRequest | None]):
 
     # ------------------------------------------------------------------ from the box
 
-    def show_findings(self, findings: Text, blocks: str = "") -> None:
-        """The checks section; ``blocks`` is why the findings refuse Launch ("" if not)."""
+    def show_findings(self, findings: Text, blocks: str = "", data_note: str = "") -> None:
+        """The checks section; ``blocks`` is why the findings refuse Launch ("" if not),
+        ``data_note`` what the doctor said of ``data`` when it passed."""
         self.query_one("#findings", Static).update(findings)
         self.doctor_blocks = blocks
+        self.data_note = data_note
         self.refresh_form()
 
     def show_estimate(self, text: Text) -> None:
-        """The time estimate line."""
+        """The time estimate: in the body, and above the buttons unless an error is."""
         self.query_one("#estimate", Static).update(text)
+        line = self.query_one("#form-error", Static)
+        if not line.has_class("-error"):
+            self._status(text)
+
+    def _status(self, text: Text, error: bool = False) -> None:
+        box = self.query_one("#form-error", Static)
+        box.set_class(not text.plain, "-empty")
+        box.set_class(error, "-error")
+        box.update(text)
 
     def show_error(self, line: str) -> None:
         """A launch or profile that failed: the form stays open with the reason."""
         self.busy = False
-        box = self.query_one("#form-error", Static)
-        box.remove_class("-empty")
-        box.update(safe(line, 600, "bold red"))
+        self._status(safe(line, 600, "bold red"), error=True)
         self.refresh_form()
 
     def done(self, request: LaunchRequest) -> None:
@@ -276,10 +289,8 @@ class LaunchForm(Dialog[LaunchRequest | None]):
         request = self.request()
         request.action = action
         self.busy = True
-        box = self.query_one("#form-error", Static)
-        box.remove_class("-empty")
         verb = "launching" if action == "launch" else "profiling a short run"
-        box.update(Text(f"{verb} on the box…", style="bold cyan"))
+        self._status(Text(f"{verb} on the box…", style="bold cyan"))
         self.refresh_form()
         self.hooks.submit(request)
 

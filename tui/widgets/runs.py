@@ -14,7 +14,6 @@ from textual.widgets.option_list import Option
 from tui.fmt import number, safe
 from tui.widgets.header import HEALTH_STYLES
 
-
 #: Characters a row has in the narrow list: the best metric is left out past it.
 NARROW_TEXT = 20
 
