@@ -59,7 +59,9 @@ def findings_text(title: str, report: dict[str, Any] | None) -> Text:
 
 def has_gpu(preflight: dict[str, Any] | None) -> bool | None:
     """Whether the box can train on a GPU (``None`` until preflight has run)."""
-    return None if preflight is None else bool(preflight.get("gpu_available"))
+    if preflight is None or "gpu_available" not in preflight:
+        return None
+    return bool(preflight["gpu_available"])
 
 
 class BoxLaunching:

@@ -177,8 +177,18 @@ class LaunchForm(Dialog[LaunchRequest | None]):
         args.update(parse_extra(extra))
         return LaunchRequest(engine=str(engine), name=name, args=args, hub=hub)
 
+    def _later(self, method, *args) -> bool:  # noqa: ANN001 - any bound method
+        """Whether the form is still being built (then ``method`` runs once it is): the
+        box answers from its workers, and may be quicker than the form's compose."""
+        if self.query("#f-data"):
+            return False
+        self.call_after_refresh(method, *args)
+        return True
+
     def set_values(self, values: dict[str, str], only_untouched: bool = False) -> None:
         """Fill fields (the ones the user has not typed in, with ``only_untouched``)."""
+        if self._later(self.set_values, values, only_untouched):
+            return
         for key, value in values.items():
             if only_untouched and key in self._touched:
                 continue
@@ -250,6 +260,8 @@ class LaunchForm(Dialog[LaunchRequest | None]):
     def show_findings(self, findings: Text, blocks: str = "", data_note: str = "") -> None:
         """The checks section; ``blocks`` is why the findings refuse Launch ("" if not),
         ``data_note`` what the doctor said of ``data`` when it passed."""
+        if self._later(self.show_findings, findings, blocks, data_note):
+            return
         self.query_one("#findings", Static).update(findings)
         self.doctor_blocks = blocks
         self.data_note = data_note
@@ -257,6 +269,8 @@ class LaunchForm(Dialog[LaunchRequest | None]):
 
     def show_estimate(self, text: Text) -> None:
         """The time estimate: in the body, and above the buttons unless an error is."""
+        if self._later(self.show_estimate, text):
+            return
         self.query_one("#estimate", Static).update(text)
         line = self.query_one("#form-error", Static)
         if not line.has_class("-error"):
@@ -270,6 +284,8 @@ class LaunchForm(Dialog[LaunchRequest | None]):
 
     def show_error(self, line: str) -> None:
         """A launch or profile that failed: the form stays open with the reason."""
+        if self._later(self.show_error, line):
+            return
         self.busy = False
         self._status(safe(line, 600, "bold red"), error=True)
         self.refresh_form()

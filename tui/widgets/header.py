@@ -128,12 +128,10 @@ class RunHeader(Vertical):
     def _draw(self) -> None:
         if not self.is_mounted:
             return
+        # Most important first: a narrow terminal cuts the end of the line.
         ident = Text()
         ident.append(" ")
         ident.append_text(safe(self._host, 60))
-        ident.append("  ")
-        gpus = ", ".join(self._gpus) if self._gpus else "no GPU reported"
-        ident.append_text(safe(gpus, 80))
         if self._run:
             ident.append("  run ", style="dim")
             ident.append_text(safe(self._run, 60))
@@ -152,6 +150,9 @@ class RunHeader(Vertical):
                 ident.append(" ")
                 reason = advance_ages(ev.health.reason, self._clock() - ev.received_at)
                 ident.append_text(safe(reason, 120, "dim"))
+        ident.append("  ")
+        gpus = ", ".join(self._gpus) if self._gpus else "no GPU reported"
+        ident.append_text(safe(gpus, 80, "dim"))
         self.query_one("#ident", TextLine).update(ident)
         self._draw_progress()
 

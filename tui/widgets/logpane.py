@@ -160,7 +160,7 @@ class LogPane(Vertical):
 
     DEFAULT_CSS = """
     LogPane { border: round $primary; height: 1fr; }
-    LogPane Log { height: 1fr; }
+    LogPane Log { height: 1fr; scrollbar-size-horizontal: 0; }
     LogPane #log-status { height: 1; background: $boost; }
     LogPane Input { display: none; height: 1; }
     LogPane Input.-open { display: block; }
