@@ -79,7 +79,7 @@ def prepare(work: Path) -> tuple[Path, Path, dict]:
     os.killpg(dead.pid, signal.SIGKILL)  # like the OOM killer: status stays 'running'
     say("training the live run")
     launch(t, LaunchSpec("trainer", str(project), "exp2",
-                         {**TRAIN, "data": yaml, "epochs": "40", "save_period": "5"}))
+                         {**TRAIN, "data": yaml, "epochs": "400", "save_period": "5"}))
     say("profiling")
     out = work / "profile.json"
     result = t.run(f"{t.trainer_prefix} -m trainer profile model=n data={shlex.quote(yaml)} "
