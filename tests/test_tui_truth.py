@@ -455,3 +455,28 @@ async def test_charts_have_axes_and_m_cycles_the_metric(tmp_path):
         await pilot.press("m")
         await until_shown(pilot, "train/box_loss (m: next)")
         assert messages(app) == []
+
+
+async def test_quitting_the_demo_can_stop_its_trainer(run_factory, procs):
+    from remote.transport.local import LocalTransport
+    from tests.fixtures.tui_runs import frozen_status
+
+    trainer = procs(SLOW_TO_STOP)
+    run = run_factory("demo-1", done=2, total=15, pid=trainer.pid)
+    app = GpurentApp([BoxSpec("local", "local", project=str(run.parent), demo=True)],
+                     autoconnect=False)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        box = app.query_one(BoxView)
+        box.transport = LocalTransport()
+        box.run_dir, box.gen = str(run), 1
+        box.on_watch_event(1, frozen_status(run, pid_alive=True, updated_ago=1.0))
+        await until(pilot, lambda: box.status is not None)
+        await pilot.press("q")
+        await until(pilot, lambda: shown(app, QuitDialog))
+        text = await until_shown(pilot, "run demo-1 keeps training on this machine",
+                                 "the demo trainer", "Stop the demo and quit")
+        assert "bill" not in app.screen.body.plain and "$" not in app.screen.body.plain
+        await press_button(pilot, "#stop-demo")
+        await until(pilot, lambda: not app.is_running, timeout=60)
+    assert trainer.wait(timeout=30) == 0  # it finished its step and exited
+    assert "reattach: gpurent-tui --local" in app.farewell
