@@ -155,7 +155,7 @@ async def test_launch_form_refusals_stay_inside_the_form(run_factory, shapes_dat
         await until_shown(pilot, "launch failed:", "holds an earlier run",
                           "pick another name", timeout=60)
         assert isinstance(app.screen, LaunchForm)
-        assert "holds an earlier run" in flat(str(form.query_one("#form-error").content))
+        assert "holds an earlier run" in flat(str(form.query_one("#form-status").content))
         await pilot.press("escape")
 
 
@@ -473,8 +473,8 @@ async def test_quitting_the_demo_can_stop_its_trainer(run_factory, procs):
         await until(pilot, lambda: box.status is not None)
         await pilot.press("q")
         await until(pilot, lambda: shown(app, QuitDialog))
-        text = await until_shown(pilot, "run demo-1 keeps training on this machine",
-                                 "the demo trainer", "Stop the demo and quit")
+        await until_shown(pilot, "run demo-1 keeps training on this machine",
+                          "the demo trainer", "Stop the demo and quit")
         assert "bill" not in app.screen.body.plain and "$" not in app.screen.body.plain
         await press_button(pilot, "#stop-demo")
         await until(pilot, lambda: not app.is_running, timeout=60)

@@ -98,9 +98,9 @@ class LaunchForm(Dialog[LaunchRequest | None]):
     LaunchForm .note { height: auto; padding-left: 13; }
     LaunchForm .note.-empty { display: none; }
     LaunchForm #command { background: $boost; padding: 0 1; height: auto; margin-top: 1; }
-    LaunchForm #findings, LaunchForm #estimate { height: auto; }
-    LaunchForm #form-error { height: auto; }
-    LaunchForm #form-error.-empty { display: none; }
+    LaunchForm #findings { height: auto; }
+    LaunchForm #form-status { height: auto; }
+    LaunchForm #form-status.-empty { display: none; }
     LaunchForm .buttons { margin-top: 0; }
     """
     BINDINGS = [Binding("ctrl+s", "submit('launch')", "Launch", priority=True),
@@ -119,6 +119,8 @@ class LaunchForm(Dialog[LaunchRequest | None]):
         #: The doctor's verdict on ``data`` when it passed ("✔ …").
         self.data_note = ""
         self.busy = False
+        #: The last time estimate (shown above the buttons).
+        self.estimate = Text()
         self._touched: set[str] = set()
 
     @property
@@ -128,7 +130,8 @@ class LaunchForm(Dialog[LaunchRequest | None]):
         return f"#f-{(empty or list(REQUIRED))[0]}"
 
     def compose_body(self) -> ComposeResult:
-        """Keys, the fields with their notes, the command, checks, estimate, error."""
+        """Keys, the fields with their notes, the command and checks; then one line
+        above the buttons for the estimate or an error."""
         hint = "ctrl+s launch · Tab next field · Esc cancel"
         if self.hooks.selected:
             hint += (f" · ctrl+o clone {self.hooks.selected} · ctrl+r resume "
@@ -148,8 +151,7 @@ class LaunchForm(Dialog[LaunchRequest | None]):
                 yield Static("", id=f"note-{key}", classes="note -empty")
             yield Static(id="command")
             yield Static(Text("checking the box…", style="dim"), id="findings")
-            yield Static("", id="estimate")
-        yield Static("", id="form-error", classes="-empty")
+        yield Static("", id="form-status", classes="-empty")
 
     def compose_buttons(self) -> ComposeResult:
         """Profile first, or launch."""
@@ -241,6 +243,8 @@ class LaunchForm(Dialog[LaunchRequest | None]):
         key = (event.input.id or "").removeprefix("f-")
         if event.input.has_focus:
             self._touched.add(key)
+            if self.query_one("#form-status", Static).has_class("-error") and not self.busy:
+                self._status(self.estimate)  # an edit answers the last refusal
         if key == "data":
             self.doctor_blocks = self.data_note = ""
             self.hooks.data_changed(event.value.strip())
@@ -268,16 +272,15 @@ class LaunchForm(Dialog[LaunchRequest | None]):
         self.refresh_form()
 
     def show_estimate(self, text: Text) -> None:
-        """The time estimate: in the body, and above the buttons unless an error is."""
+        """The time estimate, above the buttons (unless an error is shown there)."""
         if self._later(self.show_estimate, text):
             return
-        self.query_one("#estimate", Static).update(text)
-        line = self.query_one("#form-error", Static)
-        if not line.has_class("-error"):
+        self.estimate = text
+        if not self.query_one("#form-status", Static).has_class("-error"):
             self._status(text)
 
     def _status(self, text: Text, error: bool = False) -> None:
-        box = self.query_one("#form-error", Static)
+        box = self.query_one("#form-status", Static)
         box.set_class(not text.plain, "-empty")
         box.set_class(error, "-error")
         box.update(text)
