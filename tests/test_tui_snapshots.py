@@ -45,6 +45,8 @@ def test_launch_form(snap_compare, tmp_path, size):
             findings = pilot.app.screen.query("#findings")
             if findings and "preflight" in str(findings.first().content):
                 break
+        for box in pilot.app.screen.query("Input"):
+            box.cursor_blink = False  # the focused field's cursor: on, not blinking
         await pilot.pause(0.2)
 
     assert snap_compare(scene_app(tmp_path, "live"), terminal_size=size, run_before=before)
