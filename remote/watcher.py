@@ -27,6 +27,7 @@ from remote.events import (
     ConnectionEvent,
     GpuEvent,
     GpuSample,
+    HostEvent,
     LogEvent,
     MetricsEvent,
     StatusEvent,
@@ -301,7 +302,7 @@ class Watcher(FilePolling):
         kind = message.get("t")
         handler = {"status": self._on_status, "pid": self._on_pid, "log": self._on_log,
                    "metrics": self._on_metrics, "reset": self._on_reset,
-                   "gpu": self._on_gpu}.get(kind)  # type: ignore[arg-type]
+                   "gpu": self._on_gpu, "host": self._on_host}.get(kind)  # type: ignore[arg-type]
         try:
             if handler is not None:
                 handler(message)
@@ -381,6 +382,14 @@ class Watcher(FilePolling):
         gpus = [GpuSample(_int(r[0]), clean_text(str(r[1])), *(_num(v) for v in r[2:7]))
                 for r in rows]
         self._emit(GpuEvent(gpus, time.time()))
+
+    def _on_host(self, message: dict[str, Any]) -> None:
+        cpus = message.get("cpus")
+        self._emit(HostEvent(_num(message.get("cpu")),
+                             cpus if isinstance(cpus, int) and not isinstance(cpus, bool)
+                             else None,
+                             _num(message.get("mem_used_mib")),
+                             _num(message.get("mem_total_mib")), time.time()))
 
     # ----------------------------------------------------------------- health
 

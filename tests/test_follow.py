@@ -366,3 +366,17 @@ def test_bad_arguments_are_a_usage_error(tmp_path: Path, arg: str) -> None:
     out = subprocess.run([sys.executable, "-m", "trainer", "follow", str(tmp_path), arg],
                          capture_output=True, text=True, cwd=ROOT, env=ENV, timeout=60)
     assert out.returncode == 2 and "Traceback" not in out.stderr
+
+
+def test_host_cpu_and_ram_every_interval_where_proc_exists(tmp_path: Path) -> None:
+    # What the TUI shows of a box without a GPU: its CPU and RAM, from /proc.
+    follow = Follow(tmp_path, "--gpu-interval", "0.1")
+    try:
+        follow.next()  # hello
+        first, _ = follow.until("host")
+        second, _ = follow.until("host")
+    finally:
+        follow.kill()
+    assert first["cpu"] is None and isinstance(second["cpu"], int | float)
+    assert 0 <= second["cpu"] <= 100 and second["cpus"] == os.cpu_count()
+    assert 0 < second["mem_used_mib"] < second["mem_total_mib"]

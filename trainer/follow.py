@@ -430,6 +430,8 @@ class Follower:
         self.metrics = MetricsFollower(Tail(run_dir / runfiles.METRICS_FILE,
                                             args.metrics_offset, args.metrics_ino))
         self.gpu = GpuSampler(args.gpu_interval)
+        self.host = smi.HostLoad()
+        self._next_host = 0.0
 
     def run(self) -> None:
         """Loop until the reader or the parent is gone (``BrokenPipeError`` ends it)."""
@@ -443,6 +445,11 @@ class Follower:
             while self.parent_alive():
                 now = time.monotonic()
                 self._send_all(self.gpu.ensure_running(now))
+                if self.args.gpu_interval > 0 and now >= self._next_host:
+                    self._next_host = now + self.args.gpu_interval
+                    load = self.host.sample()
+                    if load is not None:
+                        self.out.send({"t": "host", **load})
                 self._send_all(self.status.poll())
                 self._send_all(self.metrics.poll())
                 self._send_all(self.log.poll())

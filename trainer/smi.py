@@ -1,10 +1,12 @@
 """``nvidia-smi --query-gpu=... --format=csv,noheader,nounits``: the one parser of its
-lines, for preflight, the follower's GPU samples and the guard's idleness test.
+lines, for preflight, the follower's GPU samples and the guard's idleness test; and the
+box's CPU and RAM load from ``/proc`` (what the follower shows when there is no GPU).
 Standard library only."""
 
 from __future__ import annotations
 
 import math
+import os
 import shutil
 import subprocess
 from collections.abc import Sequence
@@ -73,3 +75,45 @@ def query(fields: Sequence[str], timeout: float = 15.0
         lines = (out.stdout + out.stderr).strip().splitlines()
         return None, lines[0] if lines else "nvidia-smi failed"
     return parse(out.stdout, fields), None
+
+
+class HostLoad:
+    """CPU busy % (over the time since the previous sample) and RAM in use, read from
+    ``/proc/stat`` and ``/proc/meminfo``. ``sample()`` is ``None`` where ``/proc`` is
+    missing (not Linux)."""
+
+    def __init__(self, proc: str = "/proc") -> None:
+        self.proc = proc
+        self._last: tuple[int, int] | None = None
+
+    def _cpu_times(self) -> tuple[int, int]:
+        with open(f"{self.proc}/stat", encoding="ascii") as fh:
+            values = [int(v) for v in fh.readline().split()[1:]]
+        idle = values[3] + (values[4] if len(values) > 4 else 0)  # idle + iowait
+        return sum(values), idle
+
+    def _memory_mib(self) -> tuple[float, float]:
+        found = {}
+        with open(f"{self.proc}/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                key, _, rest = line.partition(":")
+                if key in ("MemTotal", "MemAvailable"):
+                    found[key] = int(rest.split()[0]) / 1024.0
+        total = found["MemTotal"]
+        return total - found.get("MemAvailable", total), total
+
+    def sample(self) -> dict[str, Any] | None:
+        """``{"cpu": %, "cpus": N, "mem_used_mib": ..., "mem_total_mib": ...}``; ``cpu``
+        is ``None`` on the first sample (a rate needs two)."""
+        try:
+            total, idle = self._cpu_times()
+            used, mem_total = self._memory_mib()
+        except (OSError, ValueError, IndexError, KeyError):
+            return None
+        cpu = None
+        if self._last is not None and total > self._last[0]:
+            busy = (total - self._last[0]) - (idle - self._last[1])
+            cpu = round(100.0 * busy / (total - self._last[0]), 1)
+        self._last = (total, idle)
+        return {"cpu": cpu, "cpus": os.cpu_count(), "mem_used_mib": round(used, 1),
+                "mem_total_mib": round(mem_total, 1)}

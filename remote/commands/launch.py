@@ -8,7 +8,7 @@ import sys
 
 from remote.commands.errors import fail
 from remote.launch import ENGINES, LaunchSpec, RunIsLive
-from remote.push import laptop_token
+from remote.push import require_token
 from remote.startup import START_WAIT, CannotStart, start_run
 from remote.target import add_connection_options, open_transport, parse_target
 from trainer.text import clean_text, one_line
@@ -68,11 +68,7 @@ def run(args: argparse.Namespace) -> int:
     spec = LaunchSpec(args.engine, target.path, name, pairs)
     secret = None
     if args.hf_token or pairs.get("hub"):
-        token = laptop_token()
-        if not token:
-            raise ValueError("no Hugging Face token here: set HF_TOKEN or log in with "
-                             "`hf auth login`")
-        secret = token.encode("utf-8")
+        secret = require_token().encode("utf-8")
 
     def note(line: str) -> None:
         print(f"gpurent launch: {clean_text(line)}", file=sys.stderr)

@@ -1,20 +1,24 @@
-"""One box tab: connects (with visible progress), finds the runs, watches one run with
-``remote.watcher.Watcher`` and feeds the panes. The actions on the box live in
-``tui.box.actions.BoxActions``; this module is the watching half."""
+"""One box tab: connects (with visible progress and retries, ``tui.box.link``), finds the
+runs, watches one run with ``remote.watcher.Watcher`` and feeds the panes, and reports the
+state of its workers: every failure reaches the screen from here. The actions live in
+``tui.box.actions`` and ``tui.box.launching``."""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
+from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import Static
+from textual.worker import Worker, WorkerState
 
 from remote.billing.address import Locator
 from remote.billing.providers import parse_instance_target
@@ -22,6 +26,7 @@ from remote.connect import Connector
 from remote.events import (
     ConnectionEvent,
     GpuEvent,
+    HostEvent,
     LogEvent,
     MetricsEvent,
     StatusEvent,
@@ -33,35 +38,41 @@ from remote.watcher import Watcher
 from trainer.text import one_line
 from tui.box.actions import BoxActions
 from tui.box.guard import GUARD_REFRESH
+from tui.box.launching import BoxLaunching
+from tui.box.link import BoxLink
 from tui.box.resume import ResumeActions
-from tui.dialogs.confirm import host_key_dialog
 from tui.spec import BoxSpec
 from tui.widgets.badges import ConnectionBadge, WeightsBadge
 from tui.widgets.gpu import GpuPane
-from tui.widgets.header import RunHeader
+from tui.widgets.header import HEALTH_STYLES, RunHeader
 from tui.widgets.logpane import LogPane
 from tui.widgets.metrics import MetricsPane
 from tui.widgets.runs import RunsList
+from tui.widgets.textline import TextLine
 
-#: Health verdicts that ring the bell when a run reaches them.
+#: Health verdicts that ring the bell when a run reaches them (any run of the box).
 ALERT_VERDICTS = {"completed": "information", "failed": "error", "dead": "error",
                   "stalled": "warning"}
-#: Seconds between refreshes of the runs list.
-RUNS_REFRESH = 15.0
+#: Seconds between refreshes of the runs list (the watched run's row updates live).
+RUNS_REFRESH = 8.0
 
 
-class BoxView(BoxActions, ResumeActions, Vertical):
+class BoxView(BoxLink, BoxLaunching, BoxActions, ResumeActions, Vertical):
     """Everything about one box. ``clock`` gives the time (injected for snapshots)."""
 
     DEFAULT_CSS = """
     BoxView { height: 1fr; }
     BoxView #badges { height: 1; background: $boost; }
     BoxView #guard-badge { width: 1fr; padding: 0 1; }
+    BoxView #status-row { height: 1; padding: 0 1; }
     BoxView #body { height: 1fr; }
     BoxView #panes { width: 1fr; }
-    BoxView #top { height: 14; }
+    BoxView #top { height: 60%; min-height: 9; }
+    BoxView LogPane { height: 1fr; min-height: 6; }
     BoxView MetricsPane { width: 1fr; }
-    BoxView GpuPane { width: 46; }
+    BoxView GpuPane { width: 40; }
+    BoxView.-offline .data-pane { opacity: 55%; }
+    BoxView.-offline .data-pane { border: round $warning; }
     """
 
     class Progress(Message):
@@ -84,11 +95,16 @@ class BoxView(BoxActions, ResumeActions, Vertical):
             self.notes = notes
 
     class ConnectFailed(Message):
-        """Connecting or bootstrapping failed (one line for the user)."""
+        """A try to connect failed: ``error`` in one line, ``retry_in`` seconds to the
+        next try (``None``: not retried), ``attempt`` the try that failed."""
 
-        def __init__(self, error: str) -> None:
+        def __init__(self, error: str, what: str, retry_in: float | None,
+                     attempt: int) -> None:
             super().__init__()
             self.error = error
+            self.what = what
+            self.retry_in = retry_in
+            self.attempt = attempt
 
     class Watch(Message):
         """A watcher event for the run of generation ``gen``."""
@@ -106,13 +122,21 @@ class BoxView(BoxActions, ResumeActions, Vertical):
             self.runs = runs
 
     class HealthChanged(Message):
-        """The watched run reached a verdict worth telling the user about."""
+        """A run of this box (any run, watched or not) reached a verdict worth an alert."""
 
-        def __init__(self, box: BoxView, verdict: str, reason: str) -> None:
+        def __init__(self, box: BoxView, run: str, verdict: str, reason: str) -> None:
             super().__init__()
             self.box = box
+            self.run = run
             self.verdict = verdict
             self.reason = reason
+
+    class TitleChanged(Message):
+        """The tab's label changed (run health, link, unseen alerts)."""
+
+        def __init__(self, box: BoxView) -> None:
+            super().__init__()
+            self.box = box
 
     def __init__(self, spec: BoxSpec, clock: Callable[[], float] = time.time,
                  autoconnect: bool = True, **kwargs) -> None:
@@ -120,7 +144,6 @@ class BoxView(BoxActions, ResumeActions, Vertical):
         self.spec = spec
         self.clock = clock
         self.autoconnect = autoconnect
-        self.transport: Transport | None = None
         named = parse_instance_target(spec.target) if spec.kind == "ssh" else None
         # A box named by its instance is located anew on every (re)connection.
         self.connector = Connector(
@@ -133,30 +156,40 @@ class BoxView(BoxActions, ResumeActions, Vertical):
         self.status: StatusEvent | None = None
         self.watcher: Any = None
         self.gen = 0
-        self._accepted_keys: set[str] = set()
+        self._last_verdict: str | None = None
+        self._last_epoch: int | None = None
+        #: The last verdict seen of every run (run dir -> verdict), to alert on changes.
+        self.verdicts: dict[str, str] = {}
+        #: Runs whose alert the user has not looked at yet.
+        self.unseen: set[str] = set()
+        self._frame = 0
+        self.init_link()
         self.init_actions()
+        self.init_launching()
 
     # ------------------------------------------------------------------ layout
 
     def compose(self) -> ComposeResult:
-        """Header, badges, then runs list beside the metrics, GPU and log panes."""
+        """Header, badges, status row, then runs list beside the metrics, GPU and log."""
         yield RunHeader(self.spec.title, self.clock, id="header")
         with Horizontal(id="badges"):
             yield ConnectionBadge(id="conn-badge")
             yield WeightsBadge(id="weights-badge")
             yield Static(self.guard_text(), id="guard-badge")
+        yield TextLine(id="status-row")  # shown only when it has something to say
         with Horizontal(id="body"):
-            yield RunsList(id="runs")
+            yield RunsList(id="runs", classes="data-pane")
             with Vertical(id="panes"):
                 with Horizontal(id="top"):
-                    yield MetricsPane(id="metrics")
-                    yield GpuPane(id="gpu")
-                yield LogPane(id="logpane")
+                    yield MetricsPane(id="metrics", classes="data-pane")
+                    yield GpuPane(id="gpu", classes="data-pane")
+                yield LogPane(id="logpane", classes="data-pane")
 
     def on_mount(self) -> None:
-        """Start connecting and the one-second tick."""
+        """Start connecting, the one-second tick and the spinner."""
         self._app = self.app  # for threads Textual did not start (the watcher's)
         self.set_interval(1.0, self.tick)
+        self.set_interval(0.15, self.spin)
         self.set_interval(RUNS_REFRESH, self.refresh_runs)
         self.set_interval(GUARD_REFRESH, self.refresh_guard)
         if self.autoconnect:
@@ -182,105 +215,105 @@ class BoxView(BoxActions, ResumeActions, Vertical):
         """The log pane."""
         return self.query_one(LogPane)
 
+    @property
+    def conn_badge(self) -> ConnectionBadge:
+        """The connection badge."""
+        return self.query_one(ConnectionBadge)
+
     def tick(self) -> None:
-        """Once a second: times and money move on."""
+        """Once a second: times, ages and money move on."""
         self.header.tick()
         self.header.show_money(self.money_text())
+        self.draw_safety()
+        if self.down_since is not None:
+            self.draw_link()
+        self.draw_status_row()
 
-    # ------------------------------------------------------------------ connecting
+    def spin(self) -> None:
+        """Turn the spinner while an action runs."""
+        if self.activities:
+            self._frame += 1
+            self.draw_status_row()
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="connect",
-          name="connect")
-    def connect(self) -> None:
-        """Open the box (SSH + bootstrap, or this machine), list the runs, then hand
-        over to the UI thread, which starts watching."""
-        spec = self.spec
+    def draw_status_row(self) -> None:
+        """Actions in progress; else the link warning; else the last thing that happened."""
+        now = self.clock()
+        if self.activities:
+            text = self.activities.line(now, self._frame)
+        elif self.down_since is not None:
+            text = Text("⚠ no link to the box: ", style="bold yellow")
+            text.append(f"{self.stale_words()}; reconnecting on its own (r: now)")
+        elif self.last_line is not None:
+            line, severity = self.last_line
+            text = Text(line, style="red" if severity == "error" else "dim")
+            text.append("  (e: events)", style="dim")
+        else:
+            text = Text("")
+        row = self.query_one("#status-row", TextLine)
+        row.display = bool(text.plain)
+        row.update(text)
 
-        def progress(line: str) -> None:
-            self.tell(self.Progress(line))
+    def tab_label(self) -> Text:
+        """The tab's title: host, the watched run's health glyph, link and alerts."""
+        text = Text(self.spec.title)
+        if self.status is not None:
+            label, style = HEALTH_STYLES.get(self.status.health.verdict, ("?", ""))
+            text.append(" " + label.split(" ", 1)[0], style=style)
+        if self.down_since is not None:
+            text.append(" ◌", style="bold yellow")
+        if self.unseen:
+            text.append(f" ⚠{len(self.unseen)}", style="bold red")
+        return text
 
-        try:
-            notes: list[str] = []
-            project, run = self.project, spec.run
-            if spec.demo:
-                from tui.demo import start_demo
+    # ------------------------------------------------------------------ workers
 
-                project, run = start_demo(progress)
-            transport = self.open_transport(progress, notes)
-            progress(f"listing runs in {project}")
-            runs = list_runs(transport, project)
-        except Exception as exc:  # noqa: BLE001 - any failure is shown, never raised
-            self.tell(self.ConnectFailed(one_line(exc)))
-            return
-        self.tell(self.Connected(transport, project, runs, run, notes))
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """The one place this box's worker outcomes are handled (the message does not
+        bubble): an ended action leaves the status row, a failed one is reported."""
+        worker = event.worker
+        if event.state in (WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.CANCELLED):
+            self.end_activity(worker.name)
+        if event.state == WorkerState.ERROR and worker.error is not None:
+            self.report_failure(worker.name, worker.error)
 
-    def open_transport(self, progress: Callable[[str], None],
-                       notes: list[str] | None = None) -> Transport:
-        """A new connection to the box, ready to run ``python3 -m trainer`` (worker
-        threads only: it blocks)."""
-        if self.spec.kind != "local":
-            progress(f"connecting to {self.spec.title}")
-            if self.connector.trainer_prefix is None:
-                progress("bootstrapping the box (python, trainer upload)")
-        return self.connector.open(progress, notes)
-
-    def ask_host_key(self, host: str, key_type: str, fingerprint: str) -> bool:
-        """Asked by the SSH worker thread about an unknown host key: shows the modal on
-        the UI thread and waits for the answer. A key trusted once in this session is
-        trusted again on reconnect."""
-        if fingerprint in self._accepted_keys:
-            return True
-        answered = threading.Event()
-        answer: list[bool] = [False]
-
-        def done(result: bool | None) -> None:
-            answer[0] = bool(result)
-            answered.set()
-
-        self.tell(self.Progress(f"waiting for you to check {host}'s host key"))
-        self._app.call_from_thread(self._app.push_screen,
-                                   host_key_dialog(host, key_type, fingerprint), done)
-        answered.wait()
-        if answer[0]:
-            self._accepted_keys.add(fingerprint)
-        return answer[0]
+    # ------------------------------------------------------------------ connected
 
     def on_box_view_progress(self, message: Progress) -> None:
         """Show a connecting step."""
-        self.query_one(ConnectionBadge).show_progress(message.line)
-
-    def on_box_view_connect_failed(self, message: ConnectFailed) -> None:
-        """Show why connecting failed; r tries again."""
-        self.query_one(ConnectionBadge).show_error(message.error)
-        self.app.notify(one_line(message.error), title=f"{self.spec.title}: cannot connect",
-                        severity="error", timeout=10)
+        self.conn_badge.show_progress(message.line)
 
     def on_box_view_connected(self, message: Connected) -> None:
-        """Pick the run to watch and start the watcher."""
+        """Pick the run to watch and start the watcher (or keep watching)."""
         if self.transport is not None and self.transport is not message.transport:
             self.close_transport(self.transport)
+        first = self.transport is None
         self.transport = message.transport
+        self.retrying = False
         self.project = message.project
         for note in message.notes:
             self.app.notify(one_line(note), title=self.spec.title, timeout=8)
         runs = message.runs
-        chosen = None
+        chosen = self.run_dir
         if message.run:
             chosen = next((r.run_dir for r in runs if r.name == message.run),
                           _join(message.project, message.run))
-        elif runs:
+        elif runs and chosen is None:
             live = [r for r in runs if r.health in ("live", "starting", "slow", "stalled")]
             chosen = (live or runs)[0].run_dir
-        self.query_one(RunsList).show_runs(runs, chosen)
+        self.show_runs(runs)
         if chosen is None:
-            self.query_one(ConnectionBadge).show_progress(
+            self.conn_badge.show_progress(
                 f"connected; no runs in {message.project} yet (l: launch)")
         elif chosen != self.run_dir:
             self.watch_run(chosen)
+        if self.watcher is None or first:
+            self.link_up()
         self.refresh_safety()
         self.refresh_instance()
         if self.preflight is None and self.spec.kind == "ssh":
             self.check_box()
+        if not first:
+            self.app.record("control connection open again", self.spec.title, "note")
 
     @work(thread=True, exit_on_error=False, group="close")
     def close_transport(self, transport: Transport) -> None:
@@ -296,16 +329,18 @@ class BoxView(BoxActions, ResumeActions, Vertical):
         gen = self.gen
         self.run_dir = run_dir
         self.status = None
-        self._last_verdict: str | None = None
-        self._last_epoch: int | None = None
+        self._last_verdict = None
+        self._last_epoch = None
+        self.unseen.discard(run_dir)
         self.header.show_run(run_dir.rstrip("/").rsplit("/", 1)[-1])
         self.query_one(MetricsPane).clear()
         self.log_pane.clear()
         runs = self.query_one(RunsList)
-        runs.show_runs(runs.runs, run_dir)
+        runs.show_runs(runs.runs, run_dir, self.unseen)
         self.watcher = Watcher(
             self.watcher_connect, run_dir, lambda ev: self.on_watch_event(gen, ev))
         self.watcher.start()
+        self.post_message(self.TitleChanged(self))
 
     def watcher_connect(self) -> Transport:
         """The watcher's own connection (called again after a drop, from its thread)."""
@@ -333,29 +368,62 @@ class BoxView(BoxActions, ResumeActions, Vertical):
         elif isinstance(ev, GpuEvent):
             self.query_one(GpuPane).add(ev)
             self.header.show_gpus([g.name for g in ev.gpus])
+        elif isinstance(ev, HostEvent):
+            self.query_one(GpuPane).add_host(ev)
         elif isinstance(ev, ConnectionEvent):
-            self.query_one(ConnectionBadge).show(ev)
             if ev.state == "limited":  # a cap on the box's stream tripped (said once)
                 self.app.notify(ev.detail, title=self.spec.title, severity="warning")
+            before = self.down_since
+            self.on_link_event(ev)
+            if before != self.down_since:
+                self.post_message(self.TitleChanged(self))
 
     def on_status(self, ev: StatusEvent) -> None:
-        """A new status: header, money, bell on bad news, safety after each epoch."""
+        """A new status: header, runs list row, money, alerts, safety after each epoch."""
         self.status = ev
         self.header.show_status(ev)
         if ev.console:
             self.log_pane.show_console(ev.console)
         self.header.show_money(self.money_text())
         verdict = ev.health.verdict
+        if self.run_dir is not None:
+            self.query_one(RunsList).update_run(
+                self.run_dir, health=verdict, reason=ev.health.reason,
+                state=ev.read.get("state"), epoch=ev.read.get("completed_epochs"),
+                total_epochs=ev.read.get("total_epochs"),
+                best_metric=ev.read.get("best_metric"))
+            self.note_verdict(self.run_dir, verdict, ev.health.reason)
         if verdict != self._last_verdict:
-            if self._last_verdict is not None and verdict in ALERT_VERDICTS:
-                self.post_message(self.HealthChanged(self, verdict, ev.health.reason))
             self._last_verdict = verdict
-            self.refresh_runs()
+            self.post_message(self.TitleChanged(self))
             self.refresh_guard()
         epoch = ev.read.get("completed_epochs")
         if epoch != self._last_epoch:
             self._last_epoch = epoch
             self.refresh_safety()
+
+    def note_verdict(self, run_dir: str, verdict: str, reason: str) -> None:
+        """Remember a run's verdict; alert when it changed to one worth it."""
+        before = self.verdicts.get(run_dir)
+        self.verdicts[run_dir] = verdict
+        if before is None or before == verdict or verdict not in ALERT_VERDICTS:
+            return
+        if run_dir != self.run_dir or not self.is_visible_tab():
+            self.unseen.add(run_dir)
+        name = run_dir.rstrip("/").rsplit("/", 1)[-1]
+        self.post_message(self.HealthChanged(self, name, verdict, reason))
+        self.post_message(self.TitleChanged(self))
+
+    def is_visible_tab(self) -> bool:
+        """Whether this box's tab is the one shown."""
+        return self.app.box is self if hasattr(self.app, "box") else True
+
+    def seen(self) -> None:
+        """The user looks at this tab: the watched run's alert is read."""
+        if self.run_dir in self.unseen:
+            self.unseen.discard(self.run_dir)
+            self.show_runs(self.query_one(RunsList).runs)
+            self.post_message(self.TitleChanged(self))
 
     def stop_watcher(self) -> None:
         """Stop the current watcher in the background (it may take a moment)."""
@@ -373,8 +441,10 @@ class BoxView(BoxActions, ResumeActions, Vertical):
         self.shutdown()
 
     def shutdown(self) -> None:
-        """Stop watching and close the connection when the app exits. The watcher is
+        """Stop watching, retrying and the connection when the app exits. The watcher is
         told to stop but not waited for: its thread may be handing this UI an event."""
+        self._retry_stop.set()
+        self._retry_wake.set()
         watcher, self.watcher = self.watcher, None
         if watcher is not None:
             watcher.stop(timeout=0)
@@ -383,39 +453,33 @@ class BoxView(BoxActions, ResumeActions, Vertical):
 
     # ------------------------------------------------------------------ runs list
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="runs")
+    @work(thread=True, exclusive=True, exit_on_error=False, group="runs", name="refresh_runs")
     def refresh_runs(self) -> None:
-        """List the project's runs again."""
-        if self.transport is None:
+        """List the project's runs again (not while the link is known to be down)."""
+        if self.transport is None or self.down_since is not None:
             return
         runs = list_runs(self.transport, self.project)
         self.tell(self.RunsListed(runs))
 
     def on_box_view_runs_listed(self, message: RunsListed) -> None:
         """Show the fresh list."""
-        self.query_one(RunsList).show_runs(message.runs, self.run_dir)
+        self.show_runs(message.runs)
+
+    def show_runs(self, runs: list[Any]) -> None:
+        """Show ``runs`` (the watched run's row keeps its live health) and alert on any
+        run whose verdict changed."""
+        live = None if self.status is None else self.status.health.verdict
+        if live is not None and self.run_dir is not None:
+            runs = [dataclasses.replace(r, health=live) if r.run_dir == self.run_dir else r
+                    for r in runs]
+        for info in runs:
+            self.note_verdict(info.run_dir, info.health, info.reason)
+        self.query_one(RunsList).show_runs(runs, self.run_dir, self.unseen)
 
     def on_runs_list_chosen(self, message: RunsList.Chosen) -> None:
         """Switch to the chosen run."""
         if message.run.run_dir != self.run_dir:
             self.watch_run(message.run.run_dir)
-
-    def reconnect(self) -> None:
-        """Reconnect now: the watcher at once, and the control connection too."""
-        if self.transport is None:
-            self.connect()
-            return
-        if self.watcher is not None:
-            self.watcher.reconnect_now()
-        self.reconnect_control()
-
-    @work(thread=True, exclusive=True, exit_on_error=False, group="connect")
-    def reconnect_control(self) -> None:
-        """A fresh connection for actions (the old one may have died with the link)."""
-        transport = self.open_transport(lambda line: self.tell(self.Progress(line)))
-        runs = list_runs(transport, self.project)
-        run = self.run_dir.rstrip("/").rsplit("/", 1)[-1] if self.run_dir else None
-        self.tell(self.Connected(transport, self.project, runs, run, []))
 
 
 def _join(project: str, run: str) -> str:
