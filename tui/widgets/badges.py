@@ -90,7 +90,7 @@ class WeightsBadge(Static):
             reason = reason or "not checked yet"
         elif unsafe:
             text = Text("⚠ not safe: ", style="bold red")
-            text.append_text(safe(unsafe, 80, "bold red"))
+            text.append_text(safe(unsafe, 48, "bold red"))  # the guard badge must fit too
         else:
             text = Text("⚠ weights not safe", style="bold red")
         if reason and not safe_now and not unsafe:  # why unknown, or unsafe unnamed
