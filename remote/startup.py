@@ -11,7 +11,10 @@ package) is reported with the last lines of its ``console.log``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import posixpath
+import re
 import shlex
 import time
 from collections.abc import Callable
@@ -53,6 +56,35 @@ class Started:
         return reason if reason.startswith("failed to start") else f"failed to start: {reason}"
 
 
+#: Asked on the box: the python that resets the launched engine's signals, and for
+#: LibreYOLO whether it is on PATH and whether the Hub (its pretrained weights) answers.
+_FIND_PYTHON = "command -v python3 || command -v python"
+_HUB_PROBE = ("import socket\ntry:\n    socket.create_connection(('huggingface.co', 443), "
+              "5).close()\n    print('online')\nexcept OSError:\n    print('offline')")
+#: LibreYOLO's log line naming the folder it trains into.
+_SAVING_TO = re.compile(r"\| Saving to: (.+)$", re.M)
+
+
+def find_python(transport: Transport) -> str:
+    """The box's ``python3`` (or ``python``) by absolute path; ``CannotStart`` when it has
+    none."""
+    found = transport.run(_FIND_PYTHON, timeout=30.0)
+    path = found.stdout.decode("utf-8", "replace").strip().splitlines()
+    if not found.ok or not path or not path[0].startswith("/"):
+        raise CannotStart(f"no python3 on the PATH of {transport.label}: the launcher needs "
+                          "one to start the run")
+    return path[0]
+
+
+def needs_download(spec: LaunchSpec) -> bool:
+    """Whether LibreYOLO would download pretrained weights for ``spec``: a model name
+    (not a file), ``pretrained`` not turned off, not a resume."""
+    model = spec.args.get("model", "yolox-s")
+    off = spec.args.get("pretrained", "true").strip().lower() in ("false", "0", "no", "off")
+    return (spec.engine == "libreyolo" and not off and "resume" not in spec.args
+            and "/" not in model and not model.endswith(".pt"))
+
+
 def require_engine(transport: Transport, spec: LaunchSpec) -> None:
     """Raise ``CannotStart`` when the box cannot run ``spec``'s engine (nothing is
     started or created either way); ``TransportError`` when the box cannot be asked."""
@@ -61,6 +93,13 @@ def require_engine(transport: Transport, spec: LaunchSpec) -> None:
         if not found.ok:
             raise CannotStart(f"libreyolo is not on the PATH of {transport.label}: install it "
                               "there (pip install libreyolo) or launch with --engine trainer")
+        if needs_download(spec):
+            probe = transport.run(f"python3 -c {shlex.quote(_HUB_PROBE)}", timeout=30.0)
+            if b"offline" in probe.stdout:
+                model = clean_text(spec.args.get("model", "yolox-s"))
+                raise CannotStart(f"{transport.label} cannot reach huggingface.co to download "
+                                  f"{model}'s pretrained weights: add pretrained=False to "
+                                  "train from scratch, or give model= a .pt file on the box")
         return
     res = transport.run(f"{transport.trainer_prefix} -m trainer ready --json", timeout=60.0)
     text = res.stdout.decode("utf-8", errors="replace")
@@ -83,13 +122,31 @@ def wait_for_start(transport: Transport, result: LaunchResult, timeout: float = 
                    *, poll: float = 0.25,
                    sleep: Callable[[float], None] = time.sleep) -> RunRead:
     """Read the run until it wrote status.json, ended, or ``timeout`` s passed; the last
-    read (its verdict ``starting`` when it is still starting)."""
+    read (its verdict ``starting`` when it is still starting). When the engine says it
+    trains elsewhere (LibreYOLO's ``Saving to: NAME2``), that directory is read."""
     deadline = time.monotonic() + timeout
     while True:
         run = read_run(transport, result.run_dir)
+        if run.health.verdict == "starting" and run.launch is not None:
+            moved = saving_to(run.launch.console, result.run_dir)
+            if moved is not None:
+                there = read_run(transport, moved)
+                if there.read.ok:
+                    return there
         if run.health.verdict != "starting" or time.monotonic() >= deadline:
             return run
         sleep(poll)
+
+
+def saving_to(console: str, run_dir: str) -> str | None:
+    """The run directory LibreYOLO's console names (``Saving to: NAME2``: it trains into
+    ``NAME2`` when ``NAME`` existed) when it is ``run_dir`` renamed that way; else
+    ``None``."""
+    project, name = posixpath.split(run_dir.rstrip("/"))
+    for said in reversed(_SAVING_TO.findall(console)):
+        if re.fullmatch(re.escape(name) + r"[0-9]+", said.strip()):
+            return posixpath.join(project, said.strip())
+    return None
 
 
 def start_run(transport: Transport, spec: LaunchSpec, stdin: bytes | None = None,
@@ -101,5 +158,10 @@ def start_run(transport: Transport, spec: LaunchSpec, stdin: bytes | None = None
     validate(spec)
     check_run_dir(transport, spec)  # a live run there is the more useful refusal
     require_engine(transport, spec)
-    result = launch(transport, spec, stdin=stdin)
-    return Started(result, wait_for_start(transport, result, wait) if wait > 0 else None)
+    result = launch(transport, spec, stdin=stdin, python=find_python(transport))
+    if wait <= 0:
+        return Started(result, None)
+    run = wait_for_start(transport, result, wait)
+    if run.run_dir != result.run_dir:
+        result = dataclasses.replace(result, run_dir=run.run_dir)
+    return Started(result, run)
