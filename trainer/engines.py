@@ -66,6 +66,33 @@ def launch_files(run_dir: str | os.PathLike[str]) -> list[tuple[str, str]]:
             (beside_path(inside, BESIDE_PID), beside_path(inside, BESIDE_CONSOLE))]
 
 
+def local_launch_files(run_dir: str | os.PathLike[str]) -> tuple[str, str]:
+    """The pair of :func:`launch_files` that exists on this machine (default: inside)."""
+    pairs = launch_files(run_dir)
+    for pair in pairs:
+        if os.path.exists(pair[0]) or os.path.exists(pair[1]):
+            return pair
+    return pairs[0]
+
+
+def read_stop_mark(run_dir: str | os.PathLike[str]) -> int | None:
+    """The pid in the run's ``NAME.stop.json`` on this machine (``None``: none)."""
+    try:
+        with open(beside_path(run_dir, BESIDE_STOP), "rb") as fh:
+            return parse_stop(fh.read(4096))
+    except OSError:
+        return None
+
+
+def stop_mark_key(run_dir: str | os.PathLike[str]) -> str:
+    """A string that changes when ``gpurent stop`` marks the run (for a change key)."""
+    try:
+        st = os.stat(beside_path(run_dir, BESIDE_STOP))
+    except OSError:
+        return ""
+    return f":stop:{st.st_mtime_ns}:{st.st_size}"
+
+
 def cache_dir() -> Path:
     """The box's cache directory for gpurent (created by whoever writes into it)."""
     override = os.environ.get(CACHE_ENV)

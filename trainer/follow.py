@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from trainer import runfiles, smi
+from trainer import engines, runfiles, smi
 from trainer.health import LaunchRead, local_pid_alive, parse_launch_pid
 from trainer.text import console_tail
 
@@ -218,11 +218,12 @@ class StatusFollower:
         Without status.json the console's growth counts as a change (once a second)."""
         try:
             st = os.stat(self.path)
-            key = f"{st.st_ino}:{st.st_mtime_ns}:{st.st_size}"
+            stop = engines.stop_mark_key(self.path.parent)
+            key = f"{st.st_ino}:{st.st_mtime_ns}:{st.st_size}{stop}"
         except OSError:
             st, key = None, "missing"
             with contextlib.suppress(OSError):
-                console = os.stat(self.path.with_name(runfiles.CONSOLE_FILE))
+                console = os.stat(engines.local_launch_files(self.path.parent)[1])
                 if time.monotonic() - self._sent_at >= 1.0 or not self._sent_once:
                     key = f"missing:{console.st_ino}:{console.st_size}"
                 elif self.key is not None:
@@ -251,17 +252,21 @@ class StatusFollower:
             message["reason"] = read.reason
         if launch is not None:
             message["launch"] = {"pid": launch.pid, "console": launch.console}
+        if engines.read_stop_mark(self.path.parent) is not None:
+            message["stop"] = {"pid": engines.read_stop_mark(self.path.parent)}
         return message
 
 
 def read_launch(run_dir: Path, tail_bytes: int = 8192) -> LaunchRead | None:
-    """``launch.pid`` and the end of ``console.log`` (``None`` when neither exists)."""
+    """``launch.pid`` and the end of ``console.log``, inside the run or beside it
+    (``None`` when neither exists)."""
+    pid_path, console_file = engines.local_launch_files(run_dir)
     try:
-        pid = parse_launch_pid((run_dir / runfiles.LAUNCH_PID_FILE).read_bytes())
+        pid = parse_launch_pid(Path(pid_path).read_bytes())
     except OSError:
         pid = None
     try:
-        with open(run_dir / runfiles.CONSOLE_FILE, "rb") as fh:
+        with open(console_file, "rb") as fh:
             fh.seek(max(0, os.fstat(fh.fileno()).st_size - tail_bytes))
             console: bytes | None = fh.read(tail_bytes)
     except OSError:
