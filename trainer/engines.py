@@ -151,6 +151,22 @@ def fill_from_history(fields: Mapping[str, Any] | None,
     return out
 
 
+def last_metrics_row(run_dir: str | os.PathLike[str],
+                     tail: int = 65536) -> dict[str, Any] | None:
+    """The last whole row of ``RUN/metrics.jsonl`` on this machine (``None``: none)."""
+    try:
+        with open(Path(run_dir) / runfiles.METRICS_FILE, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            fh.seek(max(0, size - tail))
+            data = fh.read(tail)
+    except OSError:
+        return None
+    if size > tail:
+        data = data[data.find(b"\n") + 1:]
+    rows = runfiles.parse_metrics(data).rows
+    return rows[-1] if rows else None
+
+
 def parse_stop(data: bytes) -> int | None:
     """The pid in ``NAME.stop.json`` (written by ``gpurent stop`` before it signals)."""
     try:
