@@ -2,11 +2,13 @@
 
 Before anything starts, the box is asked whether it can run the engine at all (our
 trainer: ``trainer ready``, whether its python has torch, numpy, pillow, pyyaml;
-LibreYOLO: whether ``libreyolo`` is on PATH); a box that cannot is refused with the fix
-in one line and nothing is created. After :func:`remote.launch.launch` started the run,
+LibreYOLO: whether ``libreyolo`` is on PATH and, for a model it would download, whether
+huggingface.co answers); a box that cannot is refused with the fix in one line and
+nothing is created. After :func:`remote.launch.launch` started the run,
 :func:`wait_for_start` watches it for a few seconds until it writes its first status or
 dies, so a run that dies in setup (a typo in ``data=``, an unknown model, a missing
-package) is reported with the last lines of its ``console.log``.
+package) is reported with the last lines of its ``console.log``; when LibreYOLO says it
+trains into ``NAME2`` (``NAME`` appeared meanwhile), that directory is the run.
 """
 
 from __future__ import annotations
@@ -76,6 +78,12 @@ def find_python(transport: Transport) -> str:
     return path[0]
 
 
+def hub_reachable(transport: Transport) -> bool:
+    """Whether the box can open a connection to huggingface.co (pretrained weights)."""
+    probe = transport.run(f"python3 -c {shlex.quote(_HUB_PROBE)}", timeout=30.0)
+    return b"offline" not in probe.stdout
+
+
 def needs_download(spec: LaunchSpec) -> bool:
     """Whether LibreYOLO would download pretrained weights for ``spec``: a model name
     (not a file), ``pretrained`` not turned off, not a resume."""
@@ -93,13 +101,11 @@ def require_engine(transport: Transport, spec: LaunchSpec) -> None:
         if not found.ok:
             raise CannotStart(f"libreyolo is not on the PATH of {transport.label}: install it "
                               "there (pip install libreyolo) or launch with --engine trainer")
-        if needs_download(spec):
-            probe = transport.run(f"python3 -c {shlex.quote(_HUB_PROBE)}", timeout=30.0)
-            if b"offline" in probe.stdout:
-                model = clean_text(spec.args.get("model", "yolox-s"))
-                raise CannotStart(f"{transport.label} cannot reach huggingface.co to download "
-                                  f"{model}'s pretrained weights: add pretrained=False to "
-                                  "train from scratch, or give model= a .pt file on the box")
+        if needs_download(spec) and not hub_reachable(transport):
+            model = clean_text(spec.args.get("model", "yolox-s"))
+            raise CannotStart(f"{transport.label} cannot reach huggingface.co to download "
+                              f"{model}'s pretrained weights: add pretrained=False to "
+                              "train from scratch, or give model= a .pt file on the box")
         return
     res = transport.run(f"{transport.trainer_prefix} -m trainer ready --json", timeout=60.0)
     text = res.stdout.decode("utf-8", errors="replace")

@@ -37,6 +37,7 @@ KEYS: tuple[tuple[str, str, str, str], ...] = (
     ("D", "box('destroy')", "destroy", "Destroy the instance (type its id; needs safe weights)"),
     ("R", "box('resume')", "resume", "Start a stopped instance and resume its interrupted run"),
     ("g", "box('guard')", "guard", "Arm or disarm the guard; acknowledge its alarm"),
+    ("m", "box('cycle_metric')", "metric", "Metrics: chart the next metric column"),
     ("r", "reconnect", "reconnect", "Reconnect to the box now"),
     ("f", "log('toggle_follow')", "follow", "Log: follow on/off"),
     ("slash", "log('search')", "search", "Log: search with highlights"),
@@ -54,7 +55,7 @@ class GpurentApp(App[int]):
 
     TITLE = "gpurent-tui"
     CSS_PATH = "app.tcss"
-    BINDINGS = [Binding(key, action, label, show=key not in ("n", "N", "R"), tooltip=desc)
+    BINDINGS = [Binding(key, action, label, show=key not in ("n", "N", "R", "m"), tooltip=desc)
                 for key, action, label, desc in KEYS]
 
     def __init__(self, specs: list[BoxSpec], clock: Callable[[], float] = time.time,

@@ -19,10 +19,10 @@ from remote.billing.identity import box_address
 from remote.billing.providers import provider_for
 from remote.billing.teardown import resolve_safety, run_safety, teardown, warning_for
 from remote.guard import read_guard
-from remote.launch import LaunchSpec, RunIsLive, build_command
+from remote.launch import RunIsLive, build_command, make_spec
 from remote.pull import pull_weights
 from remote.push import laptop_token, push_from_box
-from remote.startup import CannotStart, start_run
+from remote.startup import CannotStart, hub_reachable, start_run
 from remote.stop import stop_run
 from remote.transport.base import Transport
 from trainer.runfiles import parse_iso
@@ -216,13 +216,13 @@ class BoxActions(GuardActions):
                 "device": "", "name": f"exp{n}", "save_period": "", "hub": "", "extra": ""}
 
     def launch_spec(self, request: LaunchRequest) -> Any:
-        """The ``remote.launch.LaunchSpec`` for the form's values."""
+        """The ``remote.launch.LaunchSpec`` for the form's values (``hub`` is our
+        trainer's option, or the push watcher's repo for LibreYOLO)."""
         args = dict(request.args)
         args.pop("name", None)
         if request.hub:
             args["hub"] = request.hub
-        return LaunchSpec(engine=request.engine, project=self.project,
-                                 name=request.name, args=args)
+        return make_spec(request.engine, self.project, request.name, args)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="preflight")
     def check_box(self) -> None:
@@ -248,6 +248,8 @@ class BoxActions(GuardActions):
         form = self.launch_form
         if form is not None and form.is_attached:
             self.app.call_from_thread(form.show_findings, text)
+            form.offline = not hub_reachable(transport)
+            self.app.call_from_thread(form.offer_pretrained)
 
     def _form_answered(self, request: LaunchRequest | None) -> None:
         self.launch_form = None
@@ -354,8 +356,10 @@ class BoxActions(GuardActions):
         run_dir = self.need_run()
         body = Text("Stop training ")
         body.append_text(safe(run_dir, 120, "bold"))
-        body.append("?\nThe trainer finishes its step, writes last.pt and status "
-                    "'stopped'. The instance keeps running and billing.")
+        body.append("?\nOur trainer (SIGTERM) finishes its step, writes last.pt and "
+                    "status 'stopped'; LibreYOLO (SIGINT, once no checkpoint is being "
+                    "written) ends as 'failed: KeyboardInterrupt', shown as stopped. The "
+                    "instance keeps running and billing.")
         price = self.price_per_hour()
         if price is not None:
             body.append(f" ({money(price)}/h)", style="bold")
@@ -364,7 +368,7 @@ class BoxActions(GuardActions):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="stop")
     def stop_run(self) -> None:
-        """Stop the run (SIGINT, then harder after a timeout)."""
+        """Stop the run (SIGTERM, or SIGINT for LibreYOLO; SIGKILL after a timeout)."""
         transport, run_dir = self.need_transport(), self.need_run()
         result = stop_run(transport, run_dir)
         self.app.call_from_thread(self.app.notify,

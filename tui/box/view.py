@@ -357,6 +357,12 @@ class BoxView(BoxActions, ResumeActions, Vertical):
             self._last_epoch = epoch
             self.refresh_safety()
 
+    def do_cycle_metric(self) -> None:
+        """Chart the next metric column of the metrics pane."""
+        key = self.query_one(MetricsPane).cycle_metric()
+        self.app.notify(f"charting {key}" if key else "no metric column yet",
+                        title=self.spec.title, timeout=2)
+
     def stop_watcher(self) -> None:
         """Stop the current watcher in the background (it may take a moment)."""
         watcher, self.watcher = self.watcher, None

@@ -1,4 +1,6 @@
-"""The metrics pane: train loss and the main metric over epochs, with the latest values."""
+"""The metrics pane: train loss and a metric over epochs (the main one, or the one the
+user cycled to), with the latest values: metric columns first, LibreYOLO's ``-1.0``
+placeholders (COCO's "no object of that size") and ``speed/``/``lr/`` columns left out."""
 
 from __future__ import annotations
 
@@ -37,6 +39,42 @@ def _finite(value: Any) -> bool:
         and math.isfinite(value)
 
 
+def is_placeholder(key: str, value: Any) -> bool:
+    """Whether ``value`` stands for "no value" (COCO's ``-1.0`` in a metrics column)."""
+    return key.startswith("metrics/") and value == -1.0
+
+
+def latest_columns(row: dict[str, Any]) -> list[str]:
+    """The columns of ``row`` to show, in order: the main metric, the other metrics, then
+    the train losses; placeholders and non-numbers left out."""
+    main = main_metric_key(row)
+    metrics = [k for k, v in row.items() if k.startswith("metrics/") and _finite(v)
+               and not is_placeholder(k, v) and k != main]
+    losses = [k for k, v in row.items() if k.startswith("train/") and _finite(v)]
+    return ([main] if main else []) + metrics + losses
+
+
+def metric_columns(rows: list[dict[str, Any]]) -> list[str]:
+    """Every metric column with a real value in some row, main metric first (the keys
+    the user cycles through)."""
+    seen: dict[str, None] = {}
+    for row in rows:
+        for key in latest_columns(row):
+            if key.startswith("metrics/"):
+                seen.setdefault(key)
+    main = next((k for k in map(main_metric_key, reversed(rows)) if k), None)
+    return ([main] if main else []) + [k for k in seen if k != main]
+
+
+def next_column(columns: list[str], current: str | None) -> str | None:
+    """The column after ``current`` (the first when ``current`` is not among them)."""
+    if not columns:
+        return None
+    if current not in columns:
+        return columns[0]
+    return columns[(columns.index(current) + 1) % len(columns)]
+
+
 class EpochChart(Sparkline):
     """A sparkline with one bar per epoch: with fewer epochs than columns each epoch
     gets an equal share of the width instead of the data being repeated."""
@@ -71,6 +109,8 @@ class MetricsPane(Vertical):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.rows: list[dict[str, Any]] = []
+        #: The metric column charted (``None``: the main one).
+        self.metric_key: str | None = None
         self.border_title = "metrics"
 
     def compose(self) -> ComposeResult:
@@ -85,7 +125,15 @@ class MetricsPane(Vertical):
     def clear(self) -> None:
         """Forget all rows (another run was chosen)."""
         self.rows = []
+        self.metric_key = None
         self._draw()
+
+    def cycle_metric(self) -> str | None:
+        """Chart the next metric column; its name (``None``: no metric yet)."""
+        columns = metric_columns(self.rows)
+        self.metric_key = next_column(columns, self.metric_key or (columns or [None])[0])
+        self._draw()
+        return self.metric_key
 
     def add(self, event: MetricsEvent) -> None:
         """Take new rows (``reset`` drops the earlier ones)."""
@@ -99,8 +147,10 @@ class MetricsPane(Vertical):
         if not self.is_mounted:
             return
         losses = [float(r["train/loss"]) for r in self.rows if _finite(r.get("train/loss"))]
-        key = next((k for k in map(main_metric_key, reversed(self.rows)) if k), None)
-        values = [float(r[key]) for r in self.rows if key and _finite(r.get(key))]
+        columns = metric_columns(self.rows)
+        key = self.metric_key if self.metric_key in columns else (columns or [None])[0]
+        values = [float(r[key]) for r in self.rows
+                  if key and _finite(r.get(key)) and not is_placeholder(key, r[key])]
         self.query_one("#loss-chart", EpochChart).data = losses
         self.query_one("#metric-chart", EpochChart).data = values
         self.query_one("#loss-label", Static).update(_label("train loss", losses))
@@ -110,11 +160,10 @@ class MetricsPane(Vertical):
         if self.rows:
             row = self.rows[-1]
             latest.append_text(safe(f"epoch {row.get('epoch', '?')}", 30, "bold"))
-            for k, v in row.items():
-                if (k.startswith(("train/", "metrics/")) and _finite(v)):
-                    latest.append("  ")
-                    latest.append_text(safe(k.split("/", 1)[1], 30, "dim"))
-                    latest.append(f" {number(v)}")
+            for k in latest_columns(row):
+                latest.append("  ")
+                latest.append_text(safe(k.split("/", 1)[1], 30, "dim"))
+                latest.append(f" {number(row[k])}")
             if row.get("is_best"):
                 latest.append("  ★ best", style="bold yellow")
         else:
