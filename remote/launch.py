@@ -17,6 +17,8 @@ passed to an engine that has no such option.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import posixpath
 import re
 import shlex
@@ -141,6 +143,33 @@ def validate(spec: LaunchSpec) -> None:
                          "pretrained= out when resuming")
 
 
+def _resumes_last(spec: LaunchSpec) -> bool:
+    resume = spec.args.get("resume")
+    return resume is not None and resume.strip().lower() == "true" and "model" not in spec.args
+
+
+def resume_checkpoint(transport: Transport, spec: LaunchSpec) -> str:
+    """The checkpoint a LibreYOLO ``resume=True`` continues, relative to the project:
+    ``last.pt``, unless the stop cut it short (``NAME.stop.json``); then the newest
+    ``epoch_N.pt`` or ``best.pt`` that was not."""
+    torn: set[str] = set()
+    mark = engines.beside_path(spec.run_dir, engines.BESIDE_STOP)
+    if transport.stat(mark) is not None:
+        try:
+            torn = set(json.loads(transport.read(mark, 0, 4096)).get("torn") or [])
+        except (ValueError, AttributeError, TypeError):
+            torn = set()
+    weights = posixpath.join(spec.run_dir, runfiles.WEIGHTS_DIR)
+    names = [n for n in transport.listdir(weights) if n.endswith(".pt") and n not in torn]
+    if "last.pt" not in torn or not names:
+        chosen = "last.pt"
+    else:
+        dated = [(st.mtime, n) for n in names
+                 if (st := transport.stat(posixpath.join(weights, n))) is not None]
+        chosen = max(dated)[1] if dated else "last.pt"
+    return posixpath.join(spec.name, runfiles.WEIGHTS_DIR, chosen)
+
+
 def engine_args(spec: LaunchSpec, run_exists: bool = False) -> dict[str, str]:
     """The arguments the engine gets (before ``project=. name=N``). LibreYOLO resumes from
     a checkpoint named by ``model=`` (default ``NAME/weights/last.pt``) and, given
@@ -262,6 +291,9 @@ def launch(transport: Transport, spec: LaunchSpec, stdin: bytes | None = None,
             raise ValueError("the secret passed to the run must be one line")
         stdin = stdin.rstrip(b"\n") + b"\n"
     validate(spec)
+    if spec.engine == "libreyolo" and _resumes_last(spec):
+        spec = dataclasses.replace(spec, args={**spec.args,
+                                               "model": resume_checkpoint(transport, spec)})
     exists = spec.beside and transport.stat(spec.run_dir) is not None
     command = build_command(spec, transport, read_secret=stdin is not None, python=python,
                             run_exists=exists)

@@ -129,10 +129,10 @@ def _typed(key: str, value: Any) -> bool:
 
 def fill_from_history(fields: Mapping[str, Any] | None,
                       row: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """``status.json``'s fields with what LibreYOLO drops at the end (``completed_epochs``,
-    ``best_metric``, ``best_metric_name``, ``best_epoch``, ``metrics``) taken from the
-    last ``metrics.jsonl`` row; keys the status has are kept as they are, and a row value
-    of the wrong type is ignored."""
+    """``status.json``'s fields with what LibreYOLO drops at the end (``completed_epochs``
+    and the ``progress`` it gives, ``best_metric``, ``best_metric_name``, ``best_epoch``,
+    ``metrics``) taken from the last ``metrics.jsonl`` row; keys the status has are kept
+    as they are, and a row value of the wrong type is ignored."""
     if fields is None:
         return None
     out = dict(fields)
@@ -140,6 +140,9 @@ def fill_from_history(fields: Mapping[str, Any] | None,
         return out
     if out.get("completed_epochs") is None and _typed("completed_epochs", row.get("epoch")):
         out["completed_epochs"] = row["epoch"]
+        total = out.get("total_epochs")
+        if _typed("total_epochs", total) and total > 0:
+            out["progress"] = min(1.0, row["epoch"] / total)
     for key in ("best_metric", "best_metric_name", "best_epoch"):
         if out.get(key) is None and _typed(key, row.get(key)):
             out[key] = row[key]
