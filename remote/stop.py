@@ -96,10 +96,10 @@ def stop_run(transport: Transport, run_dir: str, timeout: float = 30.0,
     sig = graceful_signal(transport, run_dir)
     name = signal.Signals(sig).name
     if sig == signal.SIGINT:
-        wait_quiet(transport, run_dir, min(timeout, QUIET_WAIT_SECONDS), poll)
-        write_stop_mark(transport, run_dir, pid, name)
+        signal_when_quiet(transport, run_dir, pid, sig, min(timeout, QUIET_WAIT_SECONDS))
+    else:
+        send(transport, pid, sig)
     started = time.monotonic()
-    send(transport, pid, sig)
     gone = _wait_gone(transport, pid, record, timeout, poll)
     killed = False
     if not gone:
@@ -139,69 +139,123 @@ def _torn_text(torn: tuple[str, ...]) -> str:
 # ------------------------------------------------------------------ LibreYOLO's stop
 
 
-def _weights_state(transport: Transport, run_dir: str) -> tuple[tuple[str, int, float], ...]:
-    weights = posixpath.join(run_dir, runfiles.WEIGHTS_DIR)
-    out = []
-    for name in sorted(transport.listdir(weights)):
-        st = transport.stat(posixpath.join(weights, name)) if name.endswith(".pt") else None
-        if st is not None:
-            out.append((name, st.size, st.mtime))
-    return tuple(out)
+#: Run by the box's python for a LibreYOLO stop (``ARGS: RUN PID SIG MARK BODY WAIT
+#: SETTLE``): wait for a moment when no checkpoint is being written (just after
+#: status.json changed: the engine writes it after the epoch's saves; or once weights/
+#: has been still for SETTLE s; at most WAIT s), write the stop mark, signal at once.
+#: The mark records each checkpoint's size and mtime (ns) at the signal, so that a file
+#: the signal cut short is told by its change, whatever the clock's granularity. On the
+#: box, so that the signal follows the quiet moment by milliseconds, not round trips.
+QUIET_THEN_SIGNAL = """
+import json, os, signal, sys, time
+run, pid, sig, mark, body, wait, settle = sys.argv[1:8]
+pid, sig, wait, settle = int(pid), int(sig), float(wait), float(settle)
+def weights():
+    out, folder = [], os.path.join(run, "weights")
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        names = []
+    for name in names:
+        try:
+            st = os.stat(os.path.join(folder, name))
+        except OSError:
+            continue
+        out.append((name, st.st_size, st.st_mtime_ns))
+    return out
+def status():
+    try:
+        st = os.stat(os.path.join(run, "status.json"))
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+end = time.time() + wait
+first, seen, quiet = status(), weights(), time.time()
+while time.time() < end:
+    time.sleep(0.02)
+    now = weights()
+    if status() != first:
+        break
+    if now != seen:
+        seen, quiet = now, time.time()
+    elif time.time() - quiet >= settle:
+        break
+if not os.path.isdir(os.path.dirname(mark)):
+    os.makedirs(os.path.dirname(mark))
+record = json.loads(body)
+record["weights"] = dict((n, [size, ns]) for n, size, ns in weights())
+with open(mark + ".tmp", "w") as fh:
+    fh.write(json.dumps(record) + "\\n")
+os.rename(mark + ".tmp", mark)
+try:
+    os.killpg(pid, sig)
+except OSError:
+    os.kill(pid, sig)
+print("signalled")
+"""
 
 
-def wait_quiet(transport: Transport, run_dir: str, seconds: float, poll: float,
-               settle: float = 1.0) -> bool:
-    """Wait (up to ``seconds``) for a moment when no checkpoint is being written: right
-    after ``status.json`` changed (LibreYOLO writes it after the epoch's saves), or once
-    ``weights/`` has not changed for ``settle`` seconds. ``False``: no such moment came."""
-    status = posixpath.join(run_dir, runfiles.STATUS_FILE)
-    deadline = time.monotonic() + seconds
-    before, mark = _weights_state(transport, run_dir), transport.stat(status)
-    quiet_since = time.monotonic()
-    while time.monotonic() < deadline:
-        time.sleep(min(poll, 0.1))
-        now, st = _weights_state(transport, run_dir), transport.stat(status)
-        if st != mark:
-            return True
-        if now != before:
-            before, quiet_since = now, time.monotonic()
-        elif time.monotonic() - quiet_since >= settle:
-            return True
-    return False
+def signal_when_quiet(transport: Transport, run_dir: str, pid: int, sig: int,
+                      seconds: float, settle: float = 1.0) -> None:
+    """Write ``NAME.stop.json`` and send ``sig`` to ``pid`` (its group when it leads one)
+    from the box, at a moment when no checkpoint is being written (see
+    :data:`QUIET_THEN_SIGNAL`). Raises ``ValueError`` when the box could not do it."""
+    mark = engines.beside_path(run_dir, engines.BESIDE_STOP)
+    body = _mark_body(pid, signal.Signals(sig).name)
+    words = [run_dir, str(int(pid)), str(int(sig)), mark, body, f"{seconds:g}", f"{settle:g}"]
+    result = transport.run(f"{shlex.quote(_python(transport))} -c "
+                           f"{shlex.quote(QUIET_THEN_SIGNAL)} "
+                           f"{shlex.join(words)}", timeout=seconds + 60.0)
+    if b"signalled" not in result.stdout:
+        why = clean_text(result.stderr.decode("utf-8", "replace")).strip().splitlines()
+        raise ValueError(f"could not signal pid {pid} on the box: "
+                         f"{why[-1] if why else f'exit {result.rc}'}")
 
 
-def write_stop_mark(transport: Transport, run_dir: str, pid: int, signal_name: str,
-                    torn: tuple[str, ...] = ()) -> None:
-    """Write ``NAME.stop.json`` beside the run (atomically, box time as its mtime)."""
-    path = engines.beside_path(run_dir, engines.BESIDE_STOP)
-    body = json.dumps({"pid": int(pid), "signal": signal_name, "by": "gpurent stop",
-                       "at": runfiles.utc_now_iso(), "torn": list(torn)})
-    q = shlex.quote(path)
-    result = transport.run(f"mkdir -p {shlex.quote(posixpath.dirname(path))} && printf "
-                           f"'%s\\n' {shlex.quote(body)} > {q}.tmp && mv -f {q}.tmp {q}",
-                           timeout=30.0)
-    if not result.ok:
-        raise ValueError(f"cannot write {clean_text(path)} on the box: "
-                         f"{clean_text(result.stderr)[:200]}")
+def _mark_body(pid: int, signal_name: str) -> str:
+    return json.dumps({"pid": int(pid), "signal": signal_name, "by": "gpurent stop",
+                       "at": runfiles.utc_now_iso(), "torn": []})
+
+
+#: Run by the box's python after a LibreYOLO stop (``ARGS: RUN MARK``): the checkpoints
+#: whose size or mtime changed since the mark recorded them (written after the signal).
+CHANGED_SINCE = """
+import json, os, sys
+run, mark = sys.argv[1:3]
+with open(mark) as fh:
+    before = json.load(fh).get("weights") or {}
+folder = os.path.join(run, "weights")
+for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+    try:
+        st = os.stat(os.path.join(folder, name))
+    except OSError:
+        continue
+    if name.endswith(".pt") and before.get(name) != [st.st_size, st.st_mtime_ns]:
+        print(name)
+"""
+
+
+def _python(transport: Transport) -> str:
+    found = transport.run("command -v python3 || command -v python", timeout=30.0)
+    return (found.stdout.decode("utf-8", "replace").strip().splitlines() or ["python3"])[0]
 
 
 def torn_checkpoints(transport: Transport, run_dir: str) -> tuple[str, ...]:
-    """Checkpoints modified after the stop mark was written (the box compares the times):
-    a save the signal interrupted. They are added to the mark for later readers."""
+    """Checkpoints written after the stop's signal (a save it interrupted, cut short); they
+    are added to ``NAME.stop.json`` (``torn``) for later readers (resume, the watcher)."""
     mark = engines.beside_path(run_dir, engines.BESIDE_STOP)
-    weights = posixpath.join(run_dir, runfiles.WEIGHTS_DIR)
-    found = transport.run(f"find {shlex.quote(weights)} -maxdepth 1 -name '*.pt' -newer "
-                          f"{shlex.quote(mark)} -print 2>/dev/null || true", timeout=30.0)
-    names = sorted({posixpath.basename(line.strip()) for line in
-                    found.stdout.decode("utf-8", "replace").splitlines() if line.strip()})
+    found = transport.run(f"{shlex.quote(_python(transport))} -c "
+                          f"{shlex.quote(CHANGED_SINCE)} {shlex.join([run_dir, mark])}",
+                          timeout=60.0)
+    names = tuple(line.strip() for line in found.stdout.decode("utf-8", "replace").splitlines()
+                  if line.strip().endswith(".pt"))
     if names:
-        data = transport.read(mark, 0, 4096)
-        pid = engines.parse_stop(data)
-        if pid is not None:
-            try:
-                signal_name = str(json.loads(data).get("signal") or "SIGINT")
-            except ValueError:
-                signal_name = "SIGINT"
-            write_stop_mark(transport, run_dir, pid, signal_name, tuple(names))
-    return tuple(names)
-
+        try:
+            record = json.loads(transport.read(mark, 0, 1 << 20))
+        except ValueError:
+            record = {}
+        record["torn"] = list(names)
+        q = shlex.quote(mark)
+        transport.run(f"printf '%s\\n' {shlex.quote(json.dumps(record))} > {q}.tmp && "
+                      f"mv -f {q}.tmp {q}", timeout=30.0)
+    return names

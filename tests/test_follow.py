@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 
-from tests.fixtures.run_sim import main as run_sim_main
 from trainer import runfiles
 from trainer.follow import encode_bytes, parse_gpu_line
 from trainer.health import local_pid_alive

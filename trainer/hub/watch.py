@@ -189,8 +189,13 @@ def watch(run_dir: Path, repo: str, token: str, *, pid: int | None = None,
 
 def main(args: Any, token: str) -> int:
     """``trainer push --watch`` (arguments parsed by ``trainer.hub.push``)."""
-    logging.basicConfig(level=logging.INFO, stream=sys.stdout,
-                        format=runfiles.LOG_FORMAT, datefmt=runfiles.LOG_DATEFMT)
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter(runfiles.LOG_FORMAT, runfiles.LOG_DATEFMT))
+    with contextlib.suppress(AttributeError, ValueError):
+        sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False
     with contextlib.suppress(HubError):
         from trainer.hub.client import import_hub
 
