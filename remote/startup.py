@@ -68,14 +68,15 @@ _SAVING_TO = re.compile(r"\| Saving to: (.+)$", re.M)
 
 
 def find_python(transport: Transport) -> str:
-    """The box's ``python3`` (or ``python``) by absolute path; ``CannotStart`` when it has
-    none."""
+    """The box's python for the launch command: ``python3`` when it is on PATH (the form
+    shows that command), else ``python`` by absolute path; ``CannotStart`` when it has
+    neither."""
     found = transport.run(_FIND_PYTHON, timeout=30.0)
     path = found.stdout.decode("utf-8", "replace").strip().splitlines()
     if not found.ok or not path or not path[0].startswith("/"):
         raise CannotStart(f"no python3 on the PATH of {transport.label}: the launcher needs "
                           "one to start the run")
-    return path[0]
+    return "python3" if posixpath.basename(path[0]) == "python3" else path[0]
 
 
 def hub_reachable(transport: Transport) -> bool:
