@@ -153,7 +153,8 @@ def finish_read(transport: Transport, run_dir: str, read: runfiles.StatusRead,
     """What another engine leaves out, filled in: the fields a final LibreYOLO status
     drops, from the last metrics row; ``stopped`` for the run ``gpurent stop`` ended."""
     if read.ok and read.get("state") != "running" and (
-            read.get("completed_epochs") is None or read.get("best_metric_name") is None):
+            read.get("completed_epochs") is None or read.get("best_metric_name") is None
+            or (read.get("start_epoch") or 0) > 1):
         read = runfiles.StatusRead(engines.fill_from_history(read.fields,
                                                              last_row(transport, run_dir)))
     if health.verdict in ("failed", "dead"):

@@ -171,6 +171,32 @@ def test_stand_in_signals_are_libreyolos(tmp_path: Path) -> None:
     assert runfiles.read_status(tmp_path / "term").get("state") == "running"
 
 
+def test_what_a_final_libreyolo_status_drops_comes_from_its_history() -> None:
+    row = {"epoch": 12, "is_best": False, "best_metric": 0.41, "best_epoch": 10,
+           "best_metric_name": "metrics/mAP50-95", "metrics/mAP50-95": 0.40,
+           "metrics/mAP50": 0.6, "train/loss": 1.0}
+    # After a resume at epoch 9 its completed status counts this invocation's 4 epochs.
+    resumed = {"state": "completed", "start_epoch": 9, "completed_epochs": 4,
+               "total_epochs": 12, "best_metric": 0.41, "best_epoch": 10, "progress": 0.33}
+    filled = engines.fill_from_history(resumed, row)
+    assert filled is not None and filled["completed_epochs"] == 12
+    assert filled["best_metric_name"] == "metrics/mAP50-95"
+    assert filled["metrics"] == {"mAP50-95": 0.40, "mAP50": 0.6}
+    interrupted = {"state": "failed", "total_epochs": 300, "progress": 0.0,
+                   "error": {"type": "KeyboardInterrupt", "message": ""}}
+    filled = engines.fill_from_history(interrupted, row)
+    assert filled is not None
+    assert (filled["completed_epochs"], filled["progress"]) == (12, 12 / 300)
+    assert filled["best_epoch"] == 10 and filled["best_metric"] == 0.41
+    # A live status keeps its count; a wrongly typed row value is ignored.
+    live = {"state": "running", "completed_epochs": 5}
+    assert (engines.fill_from_history(live, row) or {})["completed_epochs"] == 5
+    wrong = engines.fill_from_history(interrupted, {**row, "best_metric_name": 3})
+    assert wrong is not None and "best_metric_name" not in wrong
+    assert "completed_epochs" not in (engines.fill_from_history(interrupted, {"epoch": "12"})
+                                      or {})
+
+
 # ------------------------------------------------------------------ launch
 
 

@@ -131,15 +131,20 @@ def fill_from_history(fields: Mapping[str, Any] | None,
                       row: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """``status.json``'s fields with what LibreYOLO drops at the end (``completed_epochs``
     and the ``progress`` it gives, ``best_metric``, ``best_metric_name``, ``best_epoch``,
-    ``metrics``) taken from the last ``metrics.jsonl`` row; keys the status has are kept
-    as they are, and a row value of the wrong type is ignored."""
+    ``metrics``) taken from the last ``metrics.jsonl`` row; other keys the status has are
+    kept as they are, and a row value of the wrong type is ignored."""
     if fields is None:
         return None
     out = dict(fields)
     if not isinstance(row, Mapping):
         return out
-    if out.get("completed_epochs") is None and _typed("completed_epochs", row.get("epoch")):
-        out["completed_epochs"] = row["epoch"]
+    done = out.get("completed_epochs")
+    epoch = row.get("epoch")
+    # LibreYOLO's final status drops completed_epochs on SIGINT, and after a resume
+    # counts only that invocation's epochs; the history's last epoch is the run's.
+    if _typed("completed_epochs", epoch) and (done is None or (
+            isinstance(done, int) and epoch > done and out.get("state") != "running")):
+        out["completed_epochs"] = epoch
         total = out.get("total_epochs")
         if _typed("total_epochs", total) and total > 0:
             out["progress"] = min(1.0, row["epoch"] / total)
