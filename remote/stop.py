@@ -103,6 +103,8 @@ def stop_run(transport: Transport, run_dir: str, timeout: float = 30.0,
     gone = _wait_gone(transport, pid, record, timeout, poll)
     killed = False
     if not gone:
+        if sig == signal.SIGINT:  # it ignored SIGINT: what it saved since is whole
+            torn_checkpoints(transport, run_dir, rebase=True)
         try:
             signal_checked(transport, pid, signal.SIGKILL, record)
             killed = True
@@ -219,19 +221,29 @@ def _mark_body(pid: int, signal_name: str) -> str:
 
 #: Run by the box's python after a LibreYOLO stop (``ARGS: RUN MARK``): the checkpoints
 #: whose size or mtime changed since the mark recorded them (written after the signal).
+#: With ``rebase``, the mark takes the checkpoints as they are now instead (before a
+#: SIGKILL: only a save that kill interrupts is cut short).
 CHANGED_SINCE = """
 import json, os, sys
-run, mark = sys.argv[1:3]
+run, mark, rebase = sys.argv[1:4]
 with open(mark) as fh:
-    before = json.load(fh).get("weights") or {}
+    record = json.load(fh)
+before, now = record.get("weights") or {}, {}
 folder = os.path.join(run, "weights")
 for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
     try:
         st = os.stat(os.path.join(folder, name))
     except OSError:
         continue
-    if name.endswith(".pt") and before.get(name) != [st.st_size, st.st_mtime_ns]:
-        print(name)
+    if name.endswith(".pt"):
+        now[name] = [st.st_size, st.st_mtime_ns]
+        if before.get(name) != now[name] and rebase != "rebase":
+            print(name)
+if rebase == "rebase":
+    record["weights"] = now
+    with open(mark + ".tmp", "w") as fh:
+        fh.write(json.dumps(record) + "\\n")
+    os.rename(mark + ".tmp", mark)
 """
 
 
@@ -240,13 +252,15 @@ def _python(transport: Transport) -> str:
     return (found.stdout.decode("utf-8", "replace").strip().splitlines() or ["python3"])[0]
 
 
-def torn_checkpoints(transport: Transport, run_dir: str) -> tuple[str, ...]:
+def torn_checkpoints(transport: Transport, run_dir: str,
+                     rebase: bool = False) -> tuple[str, ...]:
     """Checkpoints written after the stop's signal (a save it interrupted, cut short); they
-    are added to ``NAME.stop.json`` (``torn``) for later readers (resume, the watcher)."""
+    are added to ``NAME.stop.json`` (``torn``) for later readers (resume, the watcher).
+    ``rebase``: record the checkpoints as they are now instead (returns ``()``)."""
     mark = engines.beside_path(run_dir, engines.BESIDE_STOP)
+    words = [run_dir, mark, "rebase" if rebase else "check"]
     found = transport.run(f"{shlex.quote(_python(transport))} -c "
-                          f"{shlex.quote(CHANGED_SINCE)} {shlex.join([run_dir, mark])}",
-                          timeout=60.0)
+                          f"{shlex.quote(CHANGED_SINCE)} {shlex.join(words)}", timeout=60.0)
     names = tuple(line.strip() for line in found.stdout.decode("utf-8", "replace").splitlines()
                   if line.strip().endswith(".pt"))
     if names:
