@@ -23,8 +23,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from remote.launch import LaunchResult, LaunchSpec, check_run_dir, launch, validate
-from remote.runs import RunRead, read_run
+from remote.runs import RunRead, read_launch, read_run
 from remote.transport.base import Transport, TransportError
+from trainer.health import LaunchRead, judge_health
+from trainer.runfiles import StatusRead
 from trainer.text import clean_text, one_line
 
 #: How long a launch waits for the run's first status.json (or its death) by default.
@@ -134,6 +136,8 @@ def wait_for_start(transport: Transport, result: LaunchResult, timeout: float = 
     deadline = time.monotonic() + timeout
     while True:
         run = read_run(transport, result.run_dir)
+        if run.read.ok and run.read.get("pid") != result.pid:
+            run = earlier_status(transport, run, result)
         if run.health.verdict == "starting" and run.launch is not None:
             moved = saving_to(run.launch.console, result.run_dir)
             if moved is not None:
@@ -143,6 +147,18 @@ def wait_for_start(transport: Transport, result: LaunchResult, timeout: float = 
         if run.health.verdict != "starting" or time.monotonic() >= deadline:
             return run
         sleep(poll)
+
+
+def earlier_status(transport: Transport, run: RunRead, result: LaunchResult) -> RunRead:
+    """``run`` judged by the launch when its status.json is an earlier run's (a resume
+    into the folder, before the new process writes its own): ``starting`` while the
+    launched pid lives, ``failed`` with the console's end once it is gone."""
+    launch = read_launch(transport, result.run_dir)
+    launch = LaunchRead(result.pid, "" if launch is None else launch.console)
+    alive = transport.pid_alive(result.pid)
+    health = judge_health(StatusRead(None, "an earlier run's status.json", missing=True),
+                          now=time.time(), pid_alive=lambda _pid: alive, launch=launch)
+    return dataclasses.replace(run, health=health, pid_alive=alive, launch=launch)
 
 
 def saving_to(console: str, run_dir: str) -> str | None:

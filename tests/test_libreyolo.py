@@ -358,6 +358,32 @@ def test_stop_waits_out_a_save_and_a_cut_one_is_caught(
     assert status.get("start_epoch") == done + 1
 
 
+def test_a_resume_is_not_judged_by_the_earlier_runs_status(
+        box: LocalTransport, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        request: pytest.FixtureRequest) -> None:
+    """Until the resumed process writes its own status.json (LibreYOLO sets up for
+    seconds first), the folder holds the interrupted run's `failed`: the launch goes by
+    its own pid instead."""
+    project = tmp_path / "runs"
+    project.mkdir()
+    data = data_yaml(tmp_path)
+    proc = subprocess.Popen([sys.executable, str(FAKE), "train", "model=yolox-n",
+                             "pretrained=False", f"data={data}", "epochs=50", "project=.",
+                             "name=ly"], cwd=project, env=fake_env(),
+                            stderr=subprocess.DEVNULL)
+    until(lambda: (runfiles.read_status(project / "ly").get("completed_epochs") or 0) >= 2,
+          "no epochs")
+    proc.send_signal(signal.SIGINT)  # by hand, not gpurent stop: it reads failed
+    proc.wait(30)
+    assert read_run(box, str(project / "ly")).health.verdict == "failed"
+    monkeypatch.setenv("FAKE_LIBREYOLO_SETUP_SECONDS", "2")
+    resumed = start_run(box, make_spec("libreyolo", str(project), "ly",
+                                       {"resume": "True", "data": data}), wait=1)
+    request.addfinalizer(lambda: kill(resumed.result.pid))
+    assert not resumed.failed and resumed.run is not None
+    assert resumed.run.health.verdict == "starting", resumed.run.health
+
+
 # ------------------------------------------------------------------ push watcher
 
 
@@ -428,7 +454,8 @@ def test_over_ssh_launch_watch_stop_resume_push(tmp_path: Path, hub_standin: Hub
 
     bin_dir = tmp_path / "bin"
     libreyolo_shim(bin_dir, {"FAKE_LIBREYOLO_EPOCH_SECONDS": "0.3",
-                             "FAKE_LIBREYOLO_SAVE_SECONDS": "0.02"})
+                             "FAKE_LIBREYOLO_SAVE_SECONDS": "0.02",
+                             "FAKE_LIBREYOLO_SETUP_SECONDS": "4"})
     server = make_server(tmp_path / "sshd", box_path=[
         str(bin_dir), str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"],
         env={"HF_ENDPOINT": hub_standin.url, "HF_HUB_DISABLE_XET": "1",
@@ -476,6 +503,8 @@ def test_over_ssh_launch_watch_stop_resume_push(tmp_path: Path, hub_standin: Hub
                       for e in statuses()), "the resumed run was not watched")
     until(lambda: rows()[-1]["epoch"] > done + 2, "no epochs after the resume", 90)
     assert [r["epoch"] for r in rows()] == list(range(1, len(rows()) + 1))  # no gap
+    # The new push watcher did not take the stopped run's status for its own end.
+    assert live_watchers(Path(run_dir))
     assert stop_run(transport, run_dir, timeout=30).outcome == "stopped"
     until(lambda: not live_watchers(Path(run_dir)), "no final push after the resume", 120)
     best = Path(run_dir, "weights", "best.pt")

@@ -105,15 +105,23 @@ class RunWatch:
             if row.get("is_best") is True and isinstance(epoch, int):
                 self.best_seen = epoch
 
+    def status(self) -> runfiles.StatusRead:
+        """This run's status: one that names another pid than ``--pid`` is an earlier
+        run's (a resume relaunched into the folder) and reads as missing."""
+        read = runfiles.read_status(self.run_dir)
+        if self.pid is not None and read.ok and read.get("pid") != self.pid:
+            return runfiles.StatusRead(None, "an earlier run's status.json", missing=True)
+        return read
+
     def ended(self) -> str | None:
         """Why the run is over (``None``: it is not)."""
-        read = runfiles.read_status(self.run_dir)
+        read = self.status()
         state = read.get("state")
         if state in ENDED:
             return f"state {state}"
         pid = read.get("pid") if read.ok else self.pid
         if isinstance(pid, int) and not isinstance(pid, bool) and not local_pid_alive(pid):
-            return f"pid {pid} is gone" + ("" if read.ok else " before any status.json")
+            return f"pid {pid} is gone" + ("" if read.ok else " before it wrote its status")
         return None
 
     @property
@@ -155,9 +163,8 @@ def watch(run_dir: Path, repo: str, token: str, *, pid: int | None = None,
         ended = state.ended()
         if ended is not None:
             state.poll_rows()  # the rows written just before the end
-            if not (run_dir / runfiles.STATUS_FILE).exists():
-                log.error("the run ended (%s) before it wrote status.json: nothing to push",
-                          ended)
+            if not state.status().ok:
+                log.error("the run ended (%s): nothing to push", ended)
                 return 1
         now = time.monotonic()
         if now >= retry_at and (ended is not None or state.best_pending):
