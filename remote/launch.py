@@ -137,8 +137,7 @@ def validate(spec: LaunchSpec) -> None:
         if spec.engine == "trainer":
             raise ValueError("our trainer pushes itself: give it hub=ORG/NAME")
     if spec.engine == "libreyolo" and _truthy(spec.args.get("resume")) \
-            and not _truthy(spec.args.get("pretrained", "true")) \
-            and "pretrained" in spec.args:
+            and "pretrained" in spec.args and not _truthy(spec.args["pretrained"]):
         raise ValueError("LibreYOLO refuses pretrained=False with resume=True: leave "
                          "pretrained= out when resuming")
 
@@ -156,7 +155,8 @@ def resume_checkpoint(transport: Transport, spec: LaunchSpec) -> str:
     mark = engines.beside_path(spec.run_dir, engines.BESIDE_STOP)
     if transport.stat(mark) is not None:
         try:
-            torn = set(json.loads(transport.read(mark, 0, 4096)).get("torn") or [])
+            record = json.loads(transport.read(mark, 0, engines.MAX_MARK_BYTES))
+            torn = set(record.get("torn") or [])
         except (ValueError, AttributeError, TypeError):
             torn = set()
     weights = posixpath.join(spec.run_dir, runfiles.WEIGHTS_DIR)

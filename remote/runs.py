@@ -145,7 +145,9 @@ def last_row(transport: Transport, run_dir: str, tail: int = 65536) -> dict[str,
 def stopped_pid(transport: Transport, run_dir: str) -> int | None:
     """The pid ``gpurent stop`` signalled for this run (``NAME.stop.json``), if any."""
     path = engines.beside_path(run_dir, engines.BESIDE_STOP)
-    return engines.parse_stop(transport.read(path, 0, 4096)) if transport.stat(path) else None
+    if transport.stat(path) is None:
+        return None
+    return engines.parse_stop(transport.read(path, 0, engines.MAX_MARK_BYTES))
 
 
 def finish_read(transport: Transport, run_dir: str, read: runfiles.StatusRead,

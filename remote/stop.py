@@ -265,7 +265,7 @@ def torn_checkpoints(transport: Transport, run_dir: str,
                   if line.strip().endswith(".pt"))
     if names:
         try:
-            record = json.loads(transport.read(mark, 0, 1 << 20))
+            record = json.loads(transport.read(mark, 0, engines.MAX_MARK_BYTES))
         except ValueError:
             record = {}
         record["torn"] = list(names)

@@ -40,6 +40,8 @@ BESIDE_DIR = ".gpurent"
 BESIDE_PID = runfiles.LAUNCH_PID_FILE
 BESIDE_CONSOLE = runfiles.CONSOLE_FILE
 BESIDE_STOP = "stop.json"
+#: The most of ``NAME.stop.json`` read (it lists every checkpoint's size and mtime).
+MAX_MARK_BYTES = 1 << 20
 #: LibreYOLO's record of the resolved training arguments.
 TRAIN_CONFIG_FILE = "train_config.yaml"
 #: Engines that rename an existing run folder (their launch files go beside it).
@@ -79,7 +81,7 @@ def read_stop_mark(run_dir: str | os.PathLike[str]) -> int | None:
     """The pid in the run's ``NAME.stop.json`` on this machine (``None``: none)."""
     try:
         with open(beside_path(run_dir, BESIDE_STOP), "rb") as fh:
-            return parse_stop(fh.read(4096))
+            return parse_stop(fh.read(MAX_MARK_BYTES))
     except OSError:
         return None
 
