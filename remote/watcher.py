@@ -45,7 +45,8 @@ from remote.messages import (
 from remote.polling import FilePolling
 from remote.transport.base import LineTooLong, Stream, Transport, TransportError
 from trainer import runfiles
-from trainer.health import Health, LaunchRead, judge_health
+from trainer.engines import fill_from_history
+from trainer.health import Health, LaunchRead, apply_stop, judge_health
 from trainer.text import clean_text, console_tail, one_line
 
 log = logging.getLogger(__name__)
@@ -101,6 +102,9 @@ class Watcher(FilePolling):
         self._thread: threading.Thread | None = None
         self._status = runfiles.StatusRead(None, "no status received yet")
         self._launch: LaunchRead | None = None
+        #: What another engine leaves out: the last metrics row, the pid gpurent stopped.
+        self._last_row: dict[str, Any] | None = None
+        self._stopped_pid: int | None = None
         self._status_received = False
         self._pid_alive: bool | None = None
         self._log_history: deque[tuple[float, int]] = deque(maxlen=32)
@@ -324,6 +328,9 @@ class Watcher(FilePolling):
             self._launch = LaunchRead(
                 pid if isinstance(pid, int) and not isinstance(pid, bool) else None,
                 console_tail(str(launch.get("console") or "")))
+        stop = message.get("stop")
+        pid = stop.get("pid") if isinstance(stop, dict) else None
+        self._stopped_pid = pid if isinstance(pid, int) and not isinstance(pid, bool) else None
         alive = message.get("pid_alive")
         self._set_status(read, alive if isinstance(alive, bool) else None)
         key = message.get("key")
@@ -361,12 +368,15 @@ class Watcher(FilePolling):
             return  # already delivered
         self._emit(MetricsEvent(rows, next_offset, _int(message.get("skipped", 0))))
         self.metrics_offset = next_offset
+        self._note_row(rows)
         ino = message.get("ino")
         self.metrics_ino = ino if isinstance(ino, int) else self.metrics_ino
 
     def _on_reset(self, message: dict[str, Any]) -> None:
         ino = message.get("ino")
         ino = ino if isinstance(ino, int) else None
+        if message["file"] == "metrics":
+            self._last_row = None
         if message["file"] == "log":
             self._emit(LogEvent(b"", 0, reset=True))
             self.log_offset, self.log_ino = 0, ino
@@ -406,14 +416,31 @@ class Watcher(FilePolling):
 
     def _status_event(self, health: Health) -> StatusEvent:
         console = "" if self._launch is None else self._launch.console
-        return StatusEvent(self._status, health, self._pid_alive, time.time(), console)
+        return StatusEvent(self._filled(), health, self._pid_alive, time.time(), console)
 
     def _judge(self) -> Health:
         alive = self._pid_alive
-        return judge_health(
+        health = judge_health(
             self._status, now=self._now(),
             pid_alive=None if alive is None else (lambda _pid: alive),
             log_history=list(self._log_history), launch=self._launch)
+        return apply_stop(health, self._filled(), self._stopped_pid)
+
+    def _filled(self) -> runfiles.StatusRead:
+        """The status with what a final LibreYOLO status drops taken from the last row."""
+        read = self._status
+        if not read.ok or read.get("state") == "running" or self._last_row is None:
+            return read
+        return runfiles.StatusRead(fill_from_history(read.fields, self._last_row))
+
+    def _note_row(self, rows: list[dict[str, Any]]) -> None:
+        """Keep the newest row; a final status that lacked what it fills is sent again."""
+        if not rows:
+            return
+        before = self._filled()
+        self._last_row = rows[-1]
+        if self._status_received and self._filled().fields != before.fields:
+            self._emit(self._status_event(self._judge()))
 
     def _rejudge(self) -> None:
         """Send the status again when its health verdict or pid liveness changed."""

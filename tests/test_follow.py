@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from tests.fixtures.run_sim import main as run_sim_main
 from trainer import runfiles
-from trainer.follow import encode_bytes, parse_gpu_line
+from trainer.follow import encode_bytes
 from trainer.health import local_pid_alive
+from trainer.smi import parse_gpu_line
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -338,16 +338,23 @@ def test_encode_bytes_keeps_every_byte() -> None:
     assert "b64" in encode_bytes(b"ok \xff\xfe\n")[0]
 
 
-def test_follows_a_libreyolo_shaped_run(tmp_path: Path) -> None:
-    run = tmp_path / "run"
-    assert run_sim_main([str(run), "--style", "libreyolo", "--epochs", "2",
-                         "--epoch-seconds", "0.02"]) == 0
-    follow = Follow(run)
+def test_follows_a_libreyolo_run(tmp_path: Path) -> None:
+    """A run the stand-in for ``libreyolo train`` wrote (its status names its pid, no start
+    time; the launcher's files are not in it)."""
+    data = tmp_path / "data.yaml"
+    data.write_text("nc: 1\n")
+    env = {**ENV, "FAKE_LIBREYOLO_EPOCH_SECONDS": "0.01", "FAKE_LIBREYOLO_SAVE_SECONDS": "0"}
+    done = subprocess.run([sys.executable, str(ROOT / "tests/fixtures/fake_libreyolo.py"),
+                           "train", "model=yolox-n", "pretrained=False", f"data={data}",
+                           "epochs=2", f"project={tmp_path}", "name=run"],
+                          env=env, capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    follow = Follow(tmp_path / "run")
     try:
         follow.until("hello")
         status, _ = follow.until("status")
-        assert status["status"]["state"] == "completed" and "pid" not in status["status"]
-        assert status["pid_alive"] is None
+        assert status["status"]["state"] == "completed" and status["status"]["pid"] > 1
+        assert "pid_start" not in status["status"] and status["pid_alive"] is False
         rows = [m for m in follow.idle() if m["t"] == "metrics"]
         assert [r["epoch"] for m in rows for r in m["rows"]] == [1, 2]
     finally:

@@ -28,6 +28,7 @@ from tui.dialogs.quit import QuitDialog
 from tui.screens.events import EventsScreen
 from tui.spec import BoxSpec
 from tui.widgets.logpane import LogPane
+from tui.widgets.metrics import metric_columns
 from tui.widgets.runs import RunsList
 
 pytestmark = pytest.mark.anyio
@@ -452,8 +453,11 @@ async def test_charts_have_axes_and_m_cycles_the_metric(tmp_path):
         # Axes: the first and last epoch, the minimum and maximum of each series.
         assert " 1 " in text and " 12 " in text
         assert f"{min(losses):.4g}" in text and f"{max(losses):.4g}" in text
+        # The main metric first, then the other metric columns, then the loss parts.
+        columns = metric_columns(rows)
+        assert columns[0] == "metrics/mAP50-95" and columns[-1].startswith("train/")
         await pilot.press("m")
-        await until_shown(pilot, "train/box_loss (m: next)")
+        await until_shown(pilot, f"{columns[1].removeprefix('metrics/')} (m: next)")
         assert messages(app) == []
 
 

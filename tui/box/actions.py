@@ -311,8 +311,9 @@ class BoxActions(GuardActions):
         run_dir = self.need_run()
         body = Text("Stop training ")
         body.append_text(safe(run_dir, 120, "bold"))
-        body.append("?\nThe trainer finishes its step, writes last.pt and status "
-                    "'stopped'.")
+        body.append("?\nOur trainer (SIGTERM) finishes its step, writes last.pt and "
+                    "status 'stopped'; LibreYOLO (SIGINT, once no checkpoint is being "
+                    "written) ends as 'failed: KeyboardInterrupt', shown as stopped.")
         if self.spec.kind != "local":
             body.append(" The instance keeps running and billing.")
             price = self.price_per_hour()
@@ -328,7 +329,7 @@ class BoxActions(GuardActions):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="stop", name="stop_run")
     def stop_run(self) -> None:
-        """Stop the run (SIGTERM, then harder after a timeout)."""
+        """Stop the run (SIGTERM, or SIGINT for LibreYOLO; SIGKILL after a timeout)."""
         transport, run_dir = self.need_transport(), self.need_run()
         result = stop_run(transport, run_dir)
         self.app.call_from_thread(self.done, f"stop: {result.outcome}. {result.detail}")

@@ -12,9 +12,9 @@ from rich.text import Text
 from textual import work
 
 from remote import checks, fields
-from remote.launch import LaunchSpec, RunIsLive, build_command
+from remote.launch import RunIsLive, build_command, make_spec
 from remote.push import REPO_RE, laptop_token, require_token
-from remote.startup import CannotStart, start_run
+from remote.startup import CannotStart, hub_reachable, start_run
 from trainer.text import format_duration
 from tui.box.failures import ActionRefused
 from tui.box.reports import findings_text
@@ -107,13 +107,13 @@ class BoxLaunching:
         return base
 
     def launch_spec(self, request: LaunchRequest) -> Any:
-        """The ``remote.launch.LaunchSpec`` for the form's values."""
+        """The ``remote.launch.LaunchSpec`` for the form's values (``hub`` is our
+        trainer's option, or the push watcher's repo for LibreYOLO)."""
         args = dict(request.args)
         args.pop("name", None)
         if request.hub:
             args["hub"] = request.hub
-        return LaunchSpec(engine=request.engine, project=self.project, name=request.name,
-                          args=args)
+        return make_spec(request.engine, self.project, request.name, args)
 
     def field_note(self, key: str, values: dict[str, str]) -> str:
         """An inline problem with one field ("" when fine; "⚠…" only warns)."""
@@ -203,6 +203,10 @@ class BoxLaunching:
             text.append("doctor  waits for data\n", style="dim")
         data_ok = doctor is not None and bool(doctor.get("ok"))
         self.app.call_from_thread(self._show_checks, text, blocks, data_ok)
+        form = self.launch_form
+        if form is not None and form.offline is None:
+            form.offline = not hub_reachable(transport)
+            self.app.call_from_thread(form.offer_pretrained)
 
     def _show_checks(self, text: Text, blocks: str, data_ok: bool) -> None:
         form = self.launch_form

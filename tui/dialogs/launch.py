@@ -38,6 +38,16 @@ FIELDS: tuple[tuple[str, str, str], ...] = (
 REQUIRED = ("data", "name")
 
 
+#: Per engine: the model the form offers and the model and Hub fields' hints.
+ENGINE_FIELDS: dict[str, dict[str, str]] = {
+    "trainer": {"model": "n", "model_hint": "n, s, m… or a .pt path",
+                "hub_hint": "user/repo: push best.pt at milestones (empty: off)"},
+    "libreyolo": {"model": "yolox-n", "model_hint": "yolox-n, yolo9-t… or a .pt path",
+                  "hub_hint": "user/repo: a box-side watcher pushes every new best "
+                              "(empty: off)"},
+}
+
+
 @dataclass
 class LaunchRequest:
     """What the user filled in: the engine, the run name and the ``key=value`` args
@@ -122,6 +132,9 @@ class LaunchForm(Dialog[LaunchRequest | None]):
         #: The last time estimate (shown above the buttons).
         self.estimate = Text()
         self._touched: set[str] = set()
+        #: Whether the box cannot download pretrained weights (``None``: not known yet):
+        #: a LibreYOLO run is then offered ``pretrained=False``.
+        self.offline: bool | None = None
 
     @property
     def AUTO_FOCUS(self) -> str:  # noqa: N802 - Textual's name
@@ -251,8 +264,24 @@ class LaunchForm(Dialog[LaunchRequest | None]):
         self.refresh_form()
 
     def on_select_changed(self, _event: Select.Changed) -> None:
-        """Keep the command in step with the engine."""
+        """Switch the fields to the engine's defaults, then show the command."""
+        engine = str(self.query_one("#engine", Select).value)
+        fields = ENGINE_FIELDS.get(engine, ENGINE_FIELDS["trainer"])
+        model = self.query_one("#f-model", Input)
+        if model.value in {f["model"] for f in ENGINE_FIELDS.values()}:
+            model.value = fields["model"]
+        model.placeholder = fields["model_hint"]
+        self.query_one("#f-hub", Input).placeholder = fields["hub_hint"]
+        self.offer_pretrained()
         self.refresh_form()
+
+    def offer_pretrained(self) -> None:
+        """For LibreYOLO on a box that cannot download, put ``pretrained=False`` into
+        "more args" (it would die retrying the download)."""
+        extra = self.query_one("#f-extra", Input)
+        if (self.offline and str(self.query_one("#engine", Select).value) == "libreyolo"
+                and "pretrained=" not in extra.value):
+            extra.value = f"pretrained=False {extra.value}".strip()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         """Enter moves to the next field (ctrl+s launches)."""

@@ -1,7 +1,8 @@
 """The metrics pane: line plots over epochs (``textual-plotext``) of the loss (train, and
 validation when the run reports it) and of one metric that ``m`` cycles through, each
 with axes labelled by their minimum and maximum and by the first and last epoch, and a
-line of the latest epoch's values."""
+line of the latest epoch's values: metric columns first; LibreYOLO's ``-1.0``
+placeholders (COCO's "no object of that size") and ``speed/``/``lr/`` columns left out."""
 
 from __future__ import annotations
 
@@ -34,24 +35,54 @@ def main_metric_key(row: dict[str, Any]) -> str | None:
             if _finite(row.get(key)):
                 return key
     for key, value in row.items():
-        if key.startswith("metrics/") and _finite(value):
+        if key.startswith("metrics/") and _finite(value) and not is_placeholder(key, value):
             return key
     return None
 
 
-def metric_keys(rows: list[dict[str, Any]]) -> list[str]:
-    """Columns worth a chart of their own: every ``metrics/...`` column with a value,
-    then the loss parts (``train/box_loss``...), in the order they first appear."""
+def is_placeholder(key: str, value: Any) -> bool:
+    """Whether ``value`` stands for "no value" (COCO's ``-1.0`` in a metrics column)."""
+    return key.startswith("metrics/") and value == -1.0
+
+
+def _real(key: str, value: Any) -> bool:
+    return _finite(value) and not is_placeholder(key, value)
+
+
+def latest_columns(row: dict[str, Any]) -> list[str]:
+    """The columns of ``row`` to show, in order: the main metric, the other metrics, then
+    the losses; placeholders and non-numbers left out."""
+    main = main_metric_key(row)
+    metrics = [k for k, v in row.items() if k.startswith("metrics/") and _real(k, v)
+               and k != main]
+    losses = [k for k, v in row.items() if k.startswith(("train/", "val/")) and _finite(v)]
+    return ([main] if main else []) + metrics + losses
+
+
+def metric_columns(rows: list[dict[str, Any]]) -> list[str]:
+    """Columns worth a chart of their own, the ones ``m`` cycles through: the main
+    metric, every other ``metrics/...`` column with a real value, then the loss parts
+    (``train/box_loss``...), in the order they first appear."""
     seen: dict[str, None] = {}
     for row in rows:
         for key, value in row.items():
             wanted = key.startswith("metrics/") or (
                 key.startswith(("train/", "val/")) and key not in LOSS_KEYS)
-            if wanted and _finite(value):
+            if wanted and _real(key, value):
                 seen.setdefault(key, None)
-    keys = list(seen)
-    return [k for k in keys if k.startswith("metrics/")] + \
+    main = next((k for k in map(main_metric_key, reversed(rows)) if k), None)
+    keys = [k for k in seen if k != main]
+    return ([main] if main else []) + [k for k in keys if k.startswith("metrics/")] + \
         [k for k in keys if not k.startswith("metrics/")]
+
+
+def next_column(columns: list[str], current: str | None) -> str | None:
+    """The column after ``current`` (the first when ``current`` is not among them)."""
+    if not columns:
+        return None
+    if current not in columns:
+        return columns[0]
+    return columns[(columns.index(current) + 1) % len(columns)]
 
 
 def series(rows: list[dict[str, Any]], key: str) -> tuple[list[float], list[float]]:
@@ -59,7 +90,7 @@ def series(rows: list[dict[str, Any]], key: str) -> tuple[list[float], list[floa
     xs, ys = [], []
     for n, row in enumerate(rows, 1):
         value = row.get(key)
-        if _finite(value):
+        if _real(key, value):
             epoch = row.get("epoch")
             xs.append(float(epoch) if _finite(epoch) else float(n))
             ys.append(float(value))
@@ -146,20 +177,12 @@ class MetricsPane(Vertical):
 
     def chosen_metric(self) -> str | None:
         """The metric on the second chart: the user's choice, else the run's main one."""
-        keys = metric_keys(self.rows)
-        if self.metric in keys:
-            return self.metric
-        return next((k for k in map(main_metric_key, reversed(self.rows)) if k),
-                    keys[0] if keys else None)
+        columns = metric_columns(self.rows)
+        return self.metric if self.metric in columns else (columns or [None])[0]
 
     def cycle_metric(self) -> str | None:
         """``m``: chart the next metric; returns its column."""
-        keys = metric_keys(self.rows)
-        if not keys:
-            return None
-        current = self.chosen_metric()
-        self.metric = keys[(keys.index(current) + 1) % len(keys)] if current in keys \
-            else keys[0]
+        self.metric = next_column(metric_columns(self.rows), self.chosen_metric())
         self._draw()
         return self.metric
 
@@ -185,11 +208,10 @@ class MetricsPane(Vertical):
             return latest
         row = self.rows[-1]
         latest.append_text(safe(f"epoch {row.get('epoch', '?')}", 30, "bold"))
-        for k, v in row.items():
-            if k.startswith(("train/", "val/", "metrics/")) and _finite(v):
-                latest.append("  ")
-                latest.append_text(safe(k.split("/", 1)[1], 30, "dim"))
-                latest.append(f" {number(v)}")
+        for k in latest_columns(row):
+            latest.append("  ")
+            latest.append_text(safe(k.split("/", 1)[1], 30, "dim"))
+            latest.append(f" {number(row[k])}")
         if row.get("is_best"):
             latest.append("  ★ best", style="bold yellow")
         return latest
