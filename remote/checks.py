@@ -59,8 +59,12 @@ def doctor(transport: Transport, data_yaml: str) -> dict[str, Any]:
     return box_report(transport, ["doctor", data_yaml], DOCTOR_TIMEOUT)
 
 
-def profile(transport: Transport, train_args: Mapping[str, str]) -> dict[str, Any]:
+def profile(transport: Transport, train_args: Mapping[str, str],
+            out: str | None = None) -> dict[str, Any]:
     """The step profiler's report (``gpurent.profile/1``) for ``key=value`` train
-    arguments (``steps=``, ``warmup=`` and ``price=`` included)."""
+    arguments (``steps=``, ``warmup=`` and ``price=`` included); ``out``: where the box
+    writes profile.json (default: the run directory the arguments name)."""
     words = ["profile", *(f"{key}={value}" for key, value in train_args.items())]
+    if out:
+        words += ["--out", out]
     return box_report(transport, words, PROFILE_TIMEOUT)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import shlex
+import sys
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -232,3 +233,44 @@ class Connector:
         if any(known.get(k) != v for k, v in facts.items()):
             with contextlib.suppress(OSError):  # read-only: the package ships again
                 config.remember(memory, **facts)
+
+#: Seconds between tries of a first connection that failed (a box still booting): the
+#: n-th wait is ``RETRY_DELAYS[min(n, len - 1)]``.
+RETRY_DELAYS = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
+
+
+def retry_delay(attempt: int) -> float:
+    """How long to wait before try ``attempt + 1`` of a first connection (0-based)."""
+    return RETRY_DELAYS[min(max(attempt, 0), len(RETRY_DELAYS) - 1)]
+
+
+def worth_retrying(error: BaseException) -> bool:
+    """Whether trying the same connection again may work: a box that is booting, a
+    network that is down. A host key that changed or was refused is never retried (it
+    needs a person), nor is a bad local setting (an ssh config that does not parse)."""
+    # Only an SSH connection can raise these, and it has loaded the module (which
+    # imports paramiko: not worth loading for a local box).
+    hostkeys = sys.modules.get("remote.transport.hostkeys")
+    if hostkeys is not None and isinstance(error, hostkeys.HostKeyChanged
+                                           | hostkeys.HostKeyUnknown):
+        return False
+    return isinstance(error, TransportError | OSError | TimeoutError | EOFError) \
+        and "ssh config" not in str(error)
+
+
+_LINK_WORDS = ("connection to", "was lost", "is closed", "not active", "timed out",
+               "no answer within", "eof", "broken pipe", "connection reset")
+
+
+def link_broken(error: BaseException, transport: object | None = None) -> bool:
+    """Whether ``error`` (raised by an action on ``transport``) means the link to the box
+    is gone, rather than the action failing on a working link: then reconnecting, not
+    changing the request, is the next step."""
+    if transport is not None and getattr(transport, "is_active", True) is False:
+        return True
+    if isinstance(error, TimeoutError | EOFError | ConnectionError):
+        return True
+    if not isinstance(error, TransportError):
+        return False
+    text = str(error).lower()
+    return any(word in text for word in _LINK_WORDS)

@@ -64,6 +64,18 @@ class GpuEvent:
 
 
 @dataclass(frozen=True)
+class HostEvent:
+    """The box's CPU busy % (``None`` until two samples), CPU count and RAM in use, from
+    its ``/proc`` (the follower's ``host`` message)."""
+
+    cpu_percent: float | None
+    cpus: int | None
+    mem_used_mib: float | None
+    mem_total_mib: float | None
+    received_at: float = 0.0
+
+
+@dataclass(frozen=True)
 class ConnectionEvent:
     """The watcher's link to the box: ``live``, ``stale`` (no data for ``silent_for``
     seconds), ``reconnecting`` (attempt ``attempt``), ``polling`` (SFTP fallback, no python
@@ -126,5 +138,5 @@ class HubEvent:
     error: str = ""
 
 
-WatchEvent = (StatusEvent | MetricsEvent | LogEvent | GpuEvent | ConnectionEvent | RunsEvent
-              | ChosenEvent | GuardEvent | WeightsEvent | HubEvent)
+WatchEvent = (StatusEvent | MetricsEvent | LogEvent | GpuEvent | HostEvent | ConnectionEvent
+              | RunsEvent | ChosenEvent | GuardEvent | WeightsEvent | HubEvent)

@@ -5,10 +5,20 @@ Every user value is validated or shell-quoted: run names and argument keys must 
 strict patterns, values are quoted with ``shlex.quote`` and may not hold control
 characters. A secret for the run (the Hugging Face token) reaches it over the stdin of
 the launching shell, which reads it into the environment: it is in no argv and no file.
+
+The trainer starts through a python one-liner that puts SIGINT and SIGQUIT back to their
+defaults before it execs the engine: a job started with ``&`` by a non-interactive shell
+inherits both ignored, and SIGINT is LibreYOLO's only graceful stop. For an engine that
+renames an existing run folder (LibreYOLO: ``name`` -> ``name2``) nothing is created in
+``PROJECT/NAME``: its console log and pid sit beside it (``trainer.engines``), and
+``hub=`` starts the box-side push watcher (``trainer push --watch``) instead of being
+passed to an engine that has no such option.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import posixpath
 import re
 import shlex
@@ -17,11 +27,12 @@ from dataclasses import dataclass, field
 
 from remote.runs import read_status
 from remote.transport.base import Transport, TransportError
-from trainer import runfiles
+from trainer import engines, runfiles
 from trainer.health import judge_health
+from trainer.hub.client import check_repo_id
 from trainer.text import clean_text
 
-ENGINES = ("trainer", "libreyolo")
+ENGINES = engines.ENGINES
 NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
 KEY_RE = re.compile(r"[a-z_][a-z0-9_]*")
 #: Keys the launcher sets itself from the spec.
@@ -32,6 +43,10 @@ CONSOLE_LOG = "console.log"
 PID_FILE = runfiles.LAUNCH_PID_FILE
 #: The environment variable the secret read from stdin is exported as.
 SECRET_ENV = "HF_TOKEN"
+#: Run by the box's python before the engine: SIGINT and SIGQUIT back to their defaults
+#: (a ``&`` job of a non-interactive shell starts with both ignored), then exec.
+RESET_SIGNALS = ("import os,signal as s,sys;s.signal(s.SIGINT,s.SIG_DFL);"
+                 "s.signal(s.SIGQUIT,s.SIG_DFL);os.execvp(sys.argv[1],sys.argv[1:])")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -49,11 +64,36 @@ class LaunchSpec:
     project: str
     name: str
     args: dict[str, str] = field(default_factory=dict)
+    #: Hub repo the box-side push watcher sends the run's weights to (empty: none).
+    push: str = ""
 
     @property
     def run_dir(self) -> str:
         """The run directory on the box."""
         return posixpath.join(self.project, self.name)
+
+    @property
+    def beside(self) -> bool:
+        """Whether the launcher's files go beside the run (the engine renames folders)."""
+        return self.engine in engines.RENAMING
+
+    @property
+    def pid_path(self) -> str:
+        """Where the launched pid is recorded on the box."""
+        return engines.launch_files(self.run_dir)[int(self.beside)][0]
+
+    @property
+    def console_path(self) -> str:
+        """Where the run's stdout and stderr go on the box."""
+        return engines.launch_files(self.run_dir)[int(self.beside)][1]
+
+
+def make_spec(engine: str, project: str, name: str, args: dict[str, str]) -> LaunchSpec:
+    """The spec for ``key=value`` arguments as a person gives them: for an engine without
+    a ``hub=`` option (LibreYOLO) ``hub=REPO`` becomes the push watcher's repo."""
+    args = dict(args)
+    push = args.pop("hub", "") if engine in engines.RENAMING else ""
+    return LaunchSpec(engine, project, name, args, push=push)
 
 
 @dataclass(frozen=True)
@@ -63,6 +103,8 @@ class LaunchResult:
     pid: int
     command: str
     run_dir: str
+    #: Where ``launch.pid`` is (default: inside the run).
+    pid_path: str = ""
 
 
 def validate(spec: LaunchSpec) -> None:
@@ -90,27 +132,106 @@ def validate(spec: LaunchSpec) -> None:
         if not isinstance(value, str) or _CONTROL.search(value):
             raise ValueError(f"value of {key}= must be text without control characters "
                              "(newlines, tabs, escapes)")
+    if spec.push:
+        check_repo_id(spec.push)
+        if spec.engine == "trainer":
+            raise ValueError("our trainer pushes itself: give it hub=ORG/NAME")
+    if spec.engine == "libreyolo" and _truthy(spec.args.get("resume")) \
+            and "pretrained" in spec.args and not _truthy(spec.args["pretrained"]):
+        raise ValueError("LibreYOLO refuses pretrained=False with resume=True: leave "
+                         "pretrained= out when resuming")
 
 
-def build_command(spec: LaunchSpec, transport: Transport, *, read_secret: bool = False) -> str:
+def _resumes_last(spec: LaunchSpec) -> bool:
+    resume = spec.args.get("resume")
+    return resume is not None and resume.strip().lower() == "true" and "model" not in spec.args
+
+
+def resume_checkpoint(transport: Transport, spec: LaunchSpec) -> str:
+    """The checkpoint a LibreYOLO ``resume=True`` continues, relative to the project:
+    ``last.pt``, unless the stop cut it short (``NAME.stop.json``); then the newest
+    ``epoch_N.pt`` or ``best.pt`` that was not."""
+    torn: set[str] = set()
+    mark = engines.beside_path(spec.run_dir, engines.BESIDE_STOP)
+    if transport.stat(mark) is not None:
+        try:
+            record = json.loads(transport.read(mark, 0, engines.MAX_MARK_BYTES))
+            torn = set(record.get("torn") or [])
+        except (ValueError, AttributeError, TypeError):
+            torn = set()
+    weights = posixpath.join(spec.run_dir, runfiles.WEIGHTS_DIR)
+    names = [n for n in transport.listdir(weights) if n.endswith(".pt") and n not in torn]
+    if "last.pt" not in torn or not names:
+        chosen = "last.pt"
+    else:
+        dated = [(st.mtime, n) for n in names
+                 if (st := transport.stat(posixpath.join(weights, n))) is not None]
+        chosen = max(dated)[1] if dated else "last.pt"
+    return posixpath.join(spec.name, runfiles.WEIGHTS_DIR, chosen)
+
+
+def engine_args(spec: LaunchSpec, run_exists: bool = False) -> dict[str, str]:
+    """The arguments the engine gets (before ``project=. name=N``). LibreYOLO resumes from
+    a checkpoint named by ``model=`` (default ``NAME/weights/last.pt``) and, given
+    ``project``/``name``, renames an existing folder unless ``exist_ok=True``: both are
+    filled in when missing."""
+    args = dict(spec.args)
+    if spec.engine == "libreyolo":
+        if _truthy(args.get("resume")) and args["resume"].strip().lower() == "true" \
+                and "model" not in args:
+            args["model"] = posixpath.join(spec.name, runfiles.WEIGHTS_DIR, "last.pt")
+        if run_exists and "exist_ok" not in args:
+            args["exist_ok"] = "True"
+    return args
+
+
+def build_command(spec: LaunchSpec, transport: Transport, *, read_secret: bool = False,
+                  python: str = "python3", run_exists: bool = False) -> str:
     """The exact shell command that starts ``spec`` on the box and prints the pid.
 
     With ``read_secret`` the shell first reads one line of its stdin into ``HF_TOKEN``
-    (exported to the run, never written anywhere). Raises ``ValueError`` on bad input."""
+    (exported to our trainer; for another engine given only to the push watcher), never
+    written anywhere. ``python`` runs :data:`RESET_SIGNALS`; ``run_exists``: the run
+    folder is there already (see :func:`engine_args`). Raises ``ValueError`` on bad
+    input."""
     validate(spec)
     project, name = shlex.quote(spec.project), shlex.quote(spec.name)
     if spec.engine == "trainer":
         program = f"env {transport.trainer_prefix} -m trainer train"
     else:
         program = "libreyolo train"
-    words = [f"{key}={shlex.quote(value)}" for key, value in spec.args.items()]
+    words = [f"{key}={shlex.quote(value)}"
+             for key, value in engine_args(spec, run_exists).items()]
     words += ["project=.", f"name={name}"]
-    secret = f"IFS= read -r {SECRET_ENV}; export {SECRET_ENV}; " if read_secret else ""
+    rel = {path: shlex.quote(posixpath.relpath(path, spec.project))
+           for path in (spec.pid_path, spec.console_path)}
+    pid, console = rel[spec.pid_path], rel[spec.console_path]
+    made = shlex.quote(posixpath.dirname(posixpath.relpath(spec.pid_path, spec.project)))
+    secret = ""
+    if read_secret:
+        secret = f"IFS= read -r {SECRET_ENV}; " + ("" if spec.beside
+                                                  else f"export {SECRET_ENV}; ")
+    reset = f"{shlex.quote(python)} -c {shlex.quote(RESET_SIGNALS)}"
     # The braces keep `&` to the one command, so that $! is the trainer's own pid
-    # (setsid does not fork when its caller is not a group leader, nohup and env exec).
-    return (f"mkdir -p {project}/{name} && cd {project} && {{ {secret}setsid nohup "
-            f"{program} {' '.join(words)} > {name}/{CONSOLE_LOG} 2>&1 < /dev/null "
-            f"& echo $! > {name}/{PID_FILE}; echo $!; }}")
+    # (setsid does not fork when its caller is not a group leader; nohup, python's
+    # execvp and env exec).
+    return (f"mkdir -p {project}/{made} && cd {project} && {{ {secret}setsid nohup "
+            f"{reset} {program} {' '.join(words)} > {console} 2>&1 < /dev/null "
+            f"& p=$!; echo \"$p\" > {pid}; {watch_command(spec, transport, read_secret)}"
+            f"echo \"$p\"; }}")
+
+
+def watch_command(spec: LaunchSpec, transport: Transport, read_secret: bool) -> str:
+    """The shell words (ending in ``; ``) that start the push watcher for ``spec`` beside
+    the trainer whose pid is in ``$p``; empty without ``spec.push``."""
+    if not spec.push:
+        return ""
+    log = shlex.quote(posixpath.relpath(engines.beside_path(spec.run_dir, "push.log"),
+                                        spec.project))
+    token = f'{SECRET_ENV}="${SECRET_ENV}" ' if read_secret else ""
+    return (f"{token}setsid nohup env {transport.trainer_prefix} -m trainer push --watch "
+            f"{shlex.quote(spec.name)} --repo {shlex.quote(spec.push)} --pid \"$p\" "
+            f"> {log} 2>&1 < /dev/null & ")
 
 
 def check_run_dir(transport: Transport, spec: LaunchSpec, now: float | None = None) -> None:
@@ -125,7 +246,7 @@ def check_run_dir(transport: Transport, spec: LaunchSpec, now: float | None = No
     held = transport.stat(path) is not None or transport.stat(
         posixpath.join(spec.run_dir, runfiles.METRICS_FILE)) is not None
     if not held:
-        pid_path = posixpath.join(spec.run_dir, PID_FILE)
+        pid_path = spec.pid_path
         text = transport.read(pid_path, 0, 256) if transport.stat(pid_path) else b""
         pid = launch_pid(text)
         if pid is not None and transport.pid_alive(pid):
@@ -159,22 +280,30 @@ def _truthy(value: str | None) -> bool:
                                                                 "off", "none")
 
 
-def launch(transport: Transport, spec: LaunchSpec, stdin: bytes | None = None) -> LaunchResult:
+def launch(transport: Transport, spec: LaunchSpec, stdin: bytes | None = None,
+           python: str = "python3") -> LaunchResult:
     """Start ``spec`` detached on the box and return its pid and the command that ran.
 
-    ``stdin``: one line holding the secret for the run (``HF_TOKEN``), or ``None``."""
+    ``stdin``: one line holding the secret for the run (``HF_TOKEN``), or ``None``;
+    ``python``: the box's python that resets the signals (see :data:`RESET_SIGNALS`)."""
     if stdin is not None:
         if b"\n" in stdin.rstrip(b"\n") or b"\0" in stdin:
             raise ValueError("the secret passed to the run must be one line")
         stdin = stdin.rstrip(b"\n") + b"\n"
-    command = build_command(spec, transport, read_secret=stdin is not None)
+    validate(spec)
+    if spec.engine == "libreyolo" and _resumes_last(spec):
+        spec = dataclasses.replace(spec, args={**spec.args,
+                                               "model": resume_checkpoint(transport, spec)})
+    exists = spec.beside and transport.stat(spec.run_dir) is not None
+    command = build_command(spec, transport, read_secret=stdin is not None, python=python,
+                            run_exists=exists)
     check_run_dir(transport, spec)
     result = transport.run(command, stdin=stdin, timeout=60.0)
     out = result.stdout.decode("utf-8", "replace").strip().splitlines()
     if not result.ok or not out or not out[-1].strip().isdigit():
         why = clean_text(result.stderr or result.stdout).strip() or f"exit {result.rc}"
         raise TransportError(f"launch failed: {' '.join(why.split())[:300]}")
-    launched = LaunchResult(int(out[-1]), command, spec.run_dir)
+    launched = LaunchResult(int(out[-1]), command, spec.run_dir, spec.pid_path)
     record_launch(transport, launched)
     return launched
 
@@ -188,25 +317,30 @@ def launch_pid(text: bytes) -> int | None:
     return int(words[0]) if words and words[0].isdigit() else None
 
 
-def record_command(run_dir: str, pid: int) -> str:
-    """The shell command that completes ``RUN/launch.pid`` with the process's start time
-    and boot id (``trainer.procid``: checked before any signal) and appends the run's
-    absolute path to the box's registry of runs launched through gpurent, which the
-    teardown gate reads (``trainer safe --registry``)."""
-    q, pid = shlex.quote(run_dir), int(pid)
+def record_command(run_dir: str, pid: int, pid_path: str = "") -> str:
+    """The shell command that completes the launch pid file (default ``RUN/launch.pid``)
+    with the process's start time and boot id (``trainer.procid``: checked before any
+    signal) and appends the run's absolute path to the box's registry of runs launched
+    through gpurent, which the teardown gate reads (``trainer safe --registry``). The run
+    folder itself need not exist yet (an engine that renames creates it)."""
+    parent, name = posixpath.split(run_dir.rstrip("/"))
+    pid_file = shlex.quote(posixpath.relpath(pid_path or posixpath.join(run_dir, PID_FILE),
+                                             parent or "."))
+    q, pid = shlex.quote(parent or "."), int(pid)
     registry = (f'"${{{runfiles.RUN_REGISTRY_ENV}:-$HOME/{runfiles.RUN_REGISTRY}}}"')
-    return (f"cd -- {q} && d=$(pwd -P) && "
+    return (f"cd -- {q} && d=\"$(pwd -P)\"/{shlex.quote(name)} && "
             f"s=$(sed 's/^.*) //' /proc/{pid}/stat 2>/dev/null | cut -d' ' -f20); "
             "b=$(cat /proc/sys/kernel/random/boot_id 2>/dev/null); "
-            f'printf "%s %s %s\n" {pid} "$s" "$b" > {PID_FILE}.tmp && '
-            f"mv -f {PID_FILE}.tmp {PID_FILE}; r={registry}; "
+            f'printf "%s %s %s\n" {pid} "$s" "$b" > {pid_file}.tmp && '
+            f"mv -f {pid_file}.tmp {pid_file}; r={registry}; "
             'mkdir -p "$(dirname "$r")" && printf "%s\n" "$d" >> "$r"')
 
 
 def record_launch(transport: Transport, result: LaunchResult) -> None:
     """Run ``record_command`` for a started run. Raises ``TransportError`` (the run is
     started all the same; the message says so)."""
-    done = transport.run(record_command(result.run_dir, result.pid), timeout=30.0)
+    done = transport.run(record_command(result.run_dir, result.pid, result.pid_path),
+                         timeout=30.0)
     if not done.ok:
         why = clean_text(done.stderr).strip() or f"exit {done.rc}"
         raise TransportError(f"launched pid {result.pid}, but could not register it on the "

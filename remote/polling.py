@@ -9,9 +9,9 @@ import time
 
 from remote.events import ConnectionEvent, LogEvent, MetricsEvent, RunsEvent
 from remote.runlist import GOING
-from remote.runs import list_runs, read_launch, read_status
+from remote.runs import console_path, list_runs, read_launch, read_status, stopped_pid
 from remote.transport.base import Transport
-from trainer import runfiles
+from trainer import engines, runfiles
 
 #: Largest read of a file per poll.
 POLL_READ_BYTES = 1 << 20
@@ -40,20 +40,22 @@ class FilePolling:
         status_path = posixpath.join(self.run_dir, runfiles.STATUS_FILE)
         log_path = posixpath.join(self.run_dir, runfiles.LOG_FILE)
         metrics_path = posixpath.join(self.run_dir, runfiles.METRICS_FILE)
+        stop_path = engines.beside_path(self.run_dir, engines.BESIDE_STOP)
         seen_status: object = _NEVER
         seen_metrics = -1
         next_pid_check = 0.0
         while not self._kick.is_set():
             st = transport.stat(status_path)
             if st is None:
-                st = transport.stat(posixpath.join(self.run_dir, runfiles.CONSOLE_FILE))
+                st = transport.stat(console_path(transport, self.run_dir))
                 sig: object = None if st is None else ("console", st.size)
             else:
-                sig = (st.size, st.mtime)
+                sig = (st.size, st.mtime, transport.stat(stop_path))
             if sig != seen_status:
                 seen_status = sig
                 read = read_status(transport, self.run_dir)
                 self._launch = read_launch(transport, self.run_dir) if read.missing else None
+                self._stopped_pid = stopped_pid(transport, self.run_dir)
                 self._set_status(read, self._ask_pid(transport, read))
                 next_pid_check = time.monotonic() + POLL_PID_SECONDS
             elif time.monotonic() >= next_pid_check:
@@ -96,4 +98,5 @@ class FilePolling:
         if chunk.next_offset > self.metrics_offset:
             self._emit(MetricsEvent(chunk.rows, chunk.next_offset, chunk.skipped))
             self.metrics_offset = chunk.next_offset
+            self._note_row(chunk.rows)
         return st.size

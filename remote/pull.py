@@ -88,7 +88,9 @@ def remote_sha256(transport: Transport, path: str) -> tuple[str, int]:
     res = transport.run(script, timeout=HASH_TIMEOUT)
     words = res.stdout.decode("utf-8", errors="replace").split()
     if res.rc == 3:
-        raise TransportError(f"{path} does not exist on {transport.label}")
+        hint = (": the trainer writes it after the first validated epoch; pull again then"
+                if path.endswith("/best.pt") else "")
+        raise TransportError(f"{path} does not exist on {transport.label}{hint}")
     if not res.ok or len(words) < 2 or len(words[1]) != 64:
         err = res.stderr.decode("utf-8", errors="replace").strip().splitlines()
         raise TransportError(f"cannot hash {path} on {transport.label}: "
@@ -131,7 +133,9 @@ def existing_defaults(transport: Transport, run_dir: str) -> tuple[str, ...]:
     found = tuple(n for n in DEFAULT_FILES if transport.stat(remote_path(run_dir, n)))
     if not found:
         raise TransportError(f"no weights/best.pt or weights/last.pt in {run_dir} on "
-                             f"{transport.label}")
+                             f"{transport.label} yet: the trainer writes last.pt after the "
+                             "first epoch (best.pt after the first validated epoch); pull "
+                             "again then")
     return found
 
 

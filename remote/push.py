@@ -28,9 +28,21 @@ class PushFailed(Exception):
         self.rc = rc
 
 
+#: What to do when no token is found here (the CLI and the TUI say the same).
+NO_TOKEN = "no Hugging Face token here: set HF_TOKEN or log in with `hf auth login`"
+
+
 def laptop_token() -> str | None:
     """The Hub token on this laptop: ``HF_TOKEN``, else the huggingface_hub token store."""
     return read_token(use_stdin=False)
+
+
+def require_token() -> str:
+    """The laptop's Hub token; ``ValueError`` (:data:`NO_TOKEN`) when there is none."""
+    token = laptop_token()
+    if not token:
+        raise ValueError(NO_TOKEN)
+    return token
 
 
 def check_push_args(repo: str, files: Sequence[str] | None) -> None:
@@ -78,7 +90,7 @@ def push_from_box(transport: Transport, run_dir: str, repo: str, token: str,
     Raises ``ValueError`` for bad arguments or a missing token, ``PushFailed`` when the
     push fails and ``remote.transport.base.TransportError`` when the box cannot be reached."""
     if not token or not token.strip() or "\n" in token.strip():
-        raise ValueError("no Hugging Face token: set HF_TOKEN or log in with `hf auth login`")
+        raise ValueError(NO_TOKEN)
     command = build_push_command(transport, run_dir, repo, files, public)
     result = transport.run(command, stdin=(token.strip() + "\n").encode(), timeout=timeout)
     answer = last_json_object(result.stdout)

@@ -2,12 +2,15 @@
 ``ssh HOST cat RUN/status.json``, and everything ``gpurent status`` shows.
 
 The script prints sections, each after a line holding a random boundary: the box's
-clock, ``status.json`` (or, without one, ``launch.pid`` and the end of ``console.log``),
-the size and mtime of ``train.log``, ``guard.json`` and its acknowledgement, and what
-``/proc`` says about every pid those files name (found with ``grep`` on the box; the
-laptop parses the JSON properly and uses the probe of the pid it finds, asking once more
-in the rare case the box's ``grep`` missed it). Health is judged here with the same rules
-as everywhere (``trainer.health.judge_health``), against the box's clock.
+clock, ``status.json`` (or, without one, ``launch.pid`` and the end of ``console.log``,
+inside the run or beside it), the size and mtime of ``train.log``, the last rows of
+``metrics.jsonl`` and ``gpurent stop``'s mark (what another engine's final status leaves
+out: ``remote.runs.finish``), ``guard.json`` and its acknowledgement, what else the run
+holds (``remote.runs.run_extras``), and what ``/proc`` says about every pid those files
+name (found with ``grep`` on the box; the laptop parses the JSON properly and uses the
+probe of the pid it finds, asking once more in the rare case the box's ``grep`` missed
+it). Health is judged here with the same rules as everywhere
+(``trainer.health.judge_health``), against the box's clock.
 """
 
 from __future__ import annotations
@@ -21,49 +24,70 @@ from typing import Any
 from remote.guard import GuardState
 from remote.procs import probe as probe_pid
 from remote.procs import started_at
-from remote.runs import CONSOLE_TAIL_BYTES, RunRead
+from remote.runs import CONSOLE_TAIL_BYTES, RunRead, finish
 from remote.transport.base import Transport, TransportError
-from trainer import procid, runfiles
+from trainer import engines, procid, runfiles
 from trainer.guard.state import GUARD_ACK, GUARD_FILE
 from trainer.health import LaunchRead, judge_health, parse_launch_pid
 from trainer.text import console_tail
 
 #: The guard's files are read up to this size.
 MAX_GUARD_BYTES = 1 << 20
+#: metrics.jsonl's tail read for its last row, and train_config.yaml's most read.
+LAST_ROW_BYTES = 65536
+CONFIG_BYTES = 256 * 1024
+#: The files ``remote.runs.run_extras`` lists when present.
+EXTRA_FILES = (runfiles.RESULTS_FILE, runfiles.SUMMARY_FILE, engines.TRAIN_CONFIG_FILE)
 _PIDS = r'"pid"[[:space:]]*:[[:space:]]*[0-9][0-9]*'
 
 
 def script(run_dir: str, boundary: str) -> str:
     """The shell script (see the module doc); each section starts with a line
     ``BOUNDARY NAME`` after a newline of its own (dropped again when split)."""
-    d, b = shlex.quote(run_dir.rstrip("/") or "/"), boundary
+    q, b = shlex.quote, boundary
+    d = q(run_dir.rstrip("/") or "/")
+    (pid_in, con_in), (pid_by, con_by) = engines.launch_files(run_dir.rstrip("/") or "/")
 
     def part(name: str, body: str) -> str:
         return f'printf "\\n%s\\n" "{b} {name}"; {body}'
 
-    status, launch = f"{d}/{runfiles.STATUS_FILE}", f"{d}/{runfiles.LAUNCH_PID_FILE}"
+    def missing(name: str) -> str:
+        return f'printf "\\n%s\\n" "{b} {name}"'
+
+    status, metrics = f"{d}/{runfiles.STATUS_FILE}", f"{d}/{runfiles.METRICS_FILE}"
     return "; ".join([
         f'[ -d {d} ] || {{ echo "{b} nodir"; exit 0; }}',
         part("now", "date +%s"),
         part("status", f"head -c {runfiles.MAX_STATUS_BYTES + 1} {status} 2>/dev/null || "
-             f'printf "\\n%s\\n" "{b} nostatus"'),
+             + missing("nostatus")),
+        # The launcher's files: inside the run (our trainer), else beside it.
+        f"lp={q(pid_in)}; cl={q(con_in)}; if [ ! -e \"$lp\" ] && [ ! -e \"$cl\" ]; then "
+        f"lp={q(pid_by)}; cl={q(con_by)}; fi",
         f"if [ ! -f {status} ]; then "
-        + part("launch", f"head -c 256 {launch} 2>/dev/null || "
-               f'printf "\\n%s\\n" "{b} nolaunch"') + "; "
-        + part("console", f"tail -c {CONSOLE_TAIL_BYTES} {d}/{runfiles.CONSOLE_FILE} "
-               f'2>/dev/null || printf "\\n%s\\n" "{b} noconsole"') + "; fi",
-        part("stat", f"stat -c '%s %Y %n' {d}/{runfiles.LOG_FILE} {status} "
-             f"{d}/{runfiles.CONSOLE_FILE} 2>/dev/null"),
+        + part("launch", 'head -c 256 "$lp" 2>/dev/null || ' + missing("nolaunch")) + "; "
+        + part("console", f'tail -c {CONSOLE_TAIL_BYTES} "$cl" 2>/dev/null || '
+               + missing("noconsole")) + "; fi",
+        part("stat", f"stat -c '%s %Y %n' {d}/{runfiles.LOG_FILE} {status} {metrics} "
+             '"$cl" 2>/dev/null'),
+        part("lastrow", f"tail -c {LAST_ROW_BYTES} {metrics} 2>/dev/null"),
+        part("stop", f"head -c {engines.MAX_MARK_BYTES} "
+             f"{q(engines.beside_path(run_dir, engines.BESIDE_STOP))} 2>/dev/null"),
         part("guard", f"head -c {MAX_GUARD_BYTES} {d}/{GUARD_FILE} 2>/dev/null"),
         part("ack", f"head -c {MAX_GUARD_BYTES} {d}/{GUARD_ACK} 2>/dev/null"),
+        part("config", f"head -c {CONFIG_BYTES} {d}/{engines.TRAIN_CONFIG_FILE} 2>/dev/null "
+             "|| " + missing("noconfig")),
+        part("files", f"for f in {' '.join(EXTRA_FILES)}; do [ -e {d}/\"$f\" ] && "
+             'echo "$f"; done'),
+        part("plots", f"ls -A {d}/val/plots 2>/dev/null"),
+        part("weights", f"ls -A {d}/{runfiles.WEIGHTS_DIR} 2>/dev/null"),
         part("boot", "cat /proc/sys/kernel/random/boot_id 2>/dev/null || echo -; "
              "grep '^btime ' /proc/stat 2>/dev/null || echo -; "
              "getconf CLK_TCK 2>/dev/null || echo -"),
-        f"lp=; [ -f {launch} ] && read -r lp _ < {launch}",
-        f"for p in $lp $(grep -ho '{_PIDS}' {status} {d}/{GUARD_FILE} 2>/dev/null | "
+        'p0=; [ -f "$lp" ] && read -r p0 _ < "$lp"',
+        f"for p in $p0 $(grep -ho '{_PIDS}' {status} {d}/{GUARD_FILE} 2>/dev/null | "
         "grep -o '[0-9]*$'); do case $p in *[!0-9]*) continue;; esac; "
         + part("proc $p", 'cat /proc/"$p"/stat 2>/dev/null || echo gone') + "; done",
-        f'printf "\\n%s\\n" "{b} end"',
+        missing("end"),
     ])
 
 
@@ -92,8 +116,10 @@ def _int(text: bytes | None) -> int | None:
     return int(words[0]) if words and words[0].isdigit() else None
 
 
-def quick_read(transport: Transport, run_dir: str) -> tuple[RunRead, GuardState | None]:
-    """The run's ``RunRead`` and its guard (``None``: none armed), in one exec. Raises
+def quick_read(transport: Transport,
+               run_dir: str) -> tuple[RunRead, GuardState | None, dict[str, Any]]:
+    """The run's ``RunRead``, its guard (``None``: none armed) and what else the run
+    directory holds (``remote.runs.run_extras``), in one exec. Raises
     ``TransportError`` (one line) when the box cannot be reached or RUN_DIR is not a
     directory there."""
     boundary = f"--gpurent-{secrets.token_hex(8)}"
@@ -127,22 +153,51 @@ def quick_read(transport: Transport, run_dir: str) -> tuple[RunRead, GuardState 
     if isinstance(pid, int) and not isinstance(pid, bool):
         found = probe(pid) if pid > 0 else None
         alive = found is not None and found.alive
-    stats = {}
+    stats = {}  # path as printed -> (size, mtime)
     for line in parts.get("stat", b"").splitlines():
         words = line.split(b" ", 2)
         if len(words) == 3 and words[0].isdigit() and words[1].isdigit():
-            stats[words[2].rsplit(b"/", 1)[-1].decode("utf-8", "replace")] = \
-                (int(words[0]), int(words[1]))
-    log = stats.get(runfiles.LOG_FILE)
+            stats[words[2].decode("utf-8", "replace")] = (int(words[0]), int(words[1]))
+    base = run_dir.rstrip("/") or "/"
+    log = stats.get(f"{base}/{runfiles.LOG_FILE}")
     history = [] if log is None else [(log[1] - 1.0, -1), (float(log[1]), log[0])]
     now = _int(parts.get("now"))
     health = judge_health(read, now=float(now) if now else time.time(),
                           pid_alive=None if alive is None else (lambda _p: alive),
                           log_history=history, launch=launch)
-    st = stats.get(runfiles.STATUS_FILE) or (stats.get(runfiles.CONSOLE_FILE)
-                                             if launch is not None else None)
+    st = stats.get(f"{base}/{runfiles.STATUS_FILE}")
+    if st is None and launch is not None:
+        st = next((v for k, v in stats.items() if k in [c for _, c in
+                                                        engines.launch_files(base)]), None)
+    metrics = stats.get(f"{base}/{runfiles.METRICS_FILE}")
+    read, health = finish(read, health, _last_row(parts.get("lastrow", b""), metrics),
+                          engines.parse_stop(parts.get("stop", b"")))
     run = RunRead(run_dir, read, health, alive, None if st is None else float(st[1]), launch)
-    return run, _guard(parts, probe)
+    return run, _guard(parts, probe), _extras(parts)
+
+
+def _last_row(data: bytes, metrics: tuple[int, int] | None) -> dict[str, Any] | None:
+    """The last whole row of metrics.jsonl from its tail (as ``remote.runs.last_row``)."""
+    if metrics is None or not data:
+        return None
+    if metrics[0] > LAST_ROW_BYTES:
+        data = data[data.find(b"\n") + 1:]
+    rows = runfiles.parse_metrics(data).rows
+    return rows[-1] if rows else None
+
+
+def _extras(parts: dict[str, bytes]) -> dict[str, Any]:
+    """What ``remote.runs.run_extras`` reads, from the script's sections."""
+    def names(section: str) -> list[str]:
+        return [n for n in parts.get(section, b"").decode("utf-8", "replace").splitlines()
+                if n]
+
+    config = parts.get("config", b"") if "noconfig" not in parts else None
+    return {"args": {} if config is None else
+            engines.parse_train_config(config.decode("utf-8", "replace")),
+            "files": [n for n in names("files") if n in EXTRA_FILES],
+            "plots": len(names("plots")),
+            "weights": sorted(n for n in names("weights") if n.endswith(".pt"))}
 
 
 def _guard(parts: dict[str, bytes], probe: Any) -> GuardState | None:

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from remote.connect import Connector
-from remote.launch import CONSOLE_LOG, LaunchSpec, RunIsLive, launch
-from remote.runs import list_runs, read_run, read_status
+from remote.launch import LaunchSpec, RunIsLive, launch
+from remote.runs import console_path, list_runs, read_run, read_status
 from remote.transport.base import Transport, TransportError, Unreachable
 from trainer.providers import Provider
 from trainer.providers.confirm import start_and_confirm
@@ -94,7 +94,7 @@ def wait_for_takeover(transport: Transport, run_dir: str, pid: int, *, timeout: 
         if read.get("pid") == pid:
             return dict(read.fields or {})
         if not transport.pid_alive(pid):
-            path = posixpath.join(run_dir, CONSOLE_LOG)
+            path = console_path(transport, run_dir)
             tail = transport.read(path, max(0, (transport.stat(path) or _Empty).size - 300))
             last = clean_text(tail.decode("utf-8", "replace")).strip().splitlines()
             raise ResumeFailed(f"the relaunched trainer exited before training: "

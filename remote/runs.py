@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from remote.transport.base import Transport
-from trainer import runfiles
-from trainer.health import Health, LaunchRead, judge_health, parse_launch_pid
+from trainer import engines, runfiles
+from trainer.health import Health, LaunchRead, apply_stop, judge_health, parse_launch_pid
 from trainer.text import console_tail
 
 #: Keys of the ``gpurent status --json`` object -> the status.json key each comes from.
@@ -78,12 +78,14 @@ def read_status(transport: Transport, run_dir: str) -> runfiles.StatusRead:
 
 
 def read_launch(transport: Transport, run_dir: str) -> LaunchRead | None:
-    """``launch.pid`` and the end of ``console.log`` in ``run_dir`` on the box; ``None``
-    when it holds neither (not a launched run)."""
-    pid_path = posixpath.join(run_dir, runfiles.LAUNCH_PID_FILE)
-    console_path = posixpath.join(run_dir, runfiles.CONSOLE_FILE)
-    pid_st, console_st = transport.stat(pid_path), transport.stat(console_path)
-    if pid_st is None and console_st is None:
+    """``launch.pid`` and the end of ``console.log`` of the run in ``run_dir`` on the box
+    (inside it, or beside it for an engine that renames); ``None`` when there are
+    neither (not a launched run)."""
+    for pid_path, console_path in engines.launch_files(run_dir):
+        pid_st, console_st = transport.stat(pid_path), transport.stat(console_path)
+        if pid_st is not None or console_st is not None:
+            break
+    else:
         return None
     pid = None if pid_st is None else parse_launch_pid(transport.read(pid_path, 0, 256))
     console = b""
@@ -110,8 +112,100 @@ def read_run(transport: Transport, run_dir: str, now: float | None = None) -> Ru
         pid_alive=None if alive is None else (lambda _pid: alive), log_history=history,
         launch=launch)
     if launch is not None and st is None:
-        st = transport.stat(posixpath.join(run_dir, runfiles.CONSOLE_FILE))
+        st = transport.stat(console_path(transport, run_dir))
+    read, health = finish_read(transport, run_dir, read, health)
     return RunRead(run_dir, read, health, alive, None if st is None else st.mtime, launch)
+
+
+# ------------------------------------------------------------------ what engines leave out
+
+
+def console_path(transport: Transport, run_dir: str) -> str:
+    """Where the run's console log is on the box: inside the run, or beside it."""
+    for _pid, console in engines.launch_files(run_dir):
+        if transport.stat(console) is not None:
+            return console
+    return engines.launch_files(run_dir)[0][1]
+
+
+def last_row(transport: Transport, run_dir: str, tail: int = 65536) -> dict[str, Any] | None:
+    """The last whole row of ``metrics.jsonl`` on the box (``None``: none)."""
+    path = posixpath.join(run_dir, runfiles.METRICS_FILE)
+    st = transport.stat(path)
+    if st is None or st.size == 0:
+        return None
+    start = max(0, st.size - tail)
+    data = transport.read(path, start, tail)
+    if start:
+        data = data[data.find(b"\n") + 1:]
+    rows = runfiles.parse_metrics(data).rows
+    return rows[-1] if rows else None
+
+
+def stopped_pid(transport: Transport, run_dir: str) -> int | None:
+    """The pid ``gpurent stop`` signalled for this run (``NAME.stop.json``), if any."""
+    path = engines.beside_path(run_dir, engines.BESIDE_STOP)
+    if transport.stat(path) is None:
+        return None
+    return engines.parse_stop(transport.read(path, 0, engines.MAX_MARK_BYTES))
+
+
+def finish_read(transport: Transport, run_dir: str, read: runfiles.StatusRead,
+                health: Health) -> tuple[runfiles.StatusRead, Health]:
+    """What another engine leaves out, filled in: the fields a final LibreYOLO status
+    drops, from the last metrics row; ``stopped`` for the run ``gpurent stop`` ended."""
+    row = last_row(transport, run_dir) if needs_history(read) else None
+    stopped = stopped_pid(transport, run_dir) if health.verdict in ("failed", "dead") \
+        else None
+    return finish(read, health, row, stopped)
+
+
+def needs_history(read: runfiles.StatusRead) -> bool:
+    """Whether a final status lacks what the last metrics row gives (LibreYOLO's)."""
+    return read.ok and read.get("state") != "running" and (
+        read.get("completed_epochs") is None or read.get("best_metric_name") is None
+        or (read.get("start_epoch") or 0) > 1)
+
+
+def finish(read: runfiles.StatusRead, health: Health, row: dict[str, Any] | None,
+           stopped: int | None) -> tuple[runfiles.StatusRead, Health]:
+    """``finish_read`` with the last metrics row and the stopped pid already read."""
+    if needs_history(read):
+        read = runfiles.StatusRead(engines.fill_from_history(read.fields, row))
+    if health.verdict in ("failed", "dead"):
+        health = apply_stop(health, read, stopped)
+    return read, health
+
+
+def run_extras(transport: Transport, run_dir: str) -> dict[str, Any]:
+    """What else the run directory holds for people: the engine's resolved arguments
+    (``train_config.yaml``), ``results.csv``/``summary.json`` when present, the number of
+    validation plots (``val/plots/``) and the weight files."""
+    extras: dict[str, Any] = {"args": {}, "files": [], "plots": 0, "weights": []}
+    config = posixpath.join(run_dir, engines.TRAIN_CONFIG_FILE)
+    if transport.stat(config) is not None:
+        text = transport.read(config, 0, 256 * 1024).decode("utf-8", "replace")
+        extras["args"] = engines.parse_train_config(text)
+    extras["files"] = [name for name in (runfiles.RESULTS_FILE, runfiles.SUMMARY_FILE,
+                                         engines.TRAIN_CONFIG_FILE)
+                       if transport.stat(posixpath.join(run_dir, name)) is not None]
+    extras["plots"] = len(transport.listdir(posixpath.join(run_dir, "val", "plots")))
+    extras["weights"] = sorted(n for n in transport.listdir(
+        posixpath.join(run_dir, runfiles.WEIGHTS_DIR)) if n.endswith(".pt"))
+    return extras
+
+
+def run_names(transport: Transport, project: str) -> list[str]:
+    """The names of the runs under ``project``: directories holding a status.json or the
+    launcher's files, and runs only known beside (launched, folder not made yet)."""
+    names = [name for name in transport.listdir(project)
+             if any(transport.stat(posixpath.join(project, name, f)) is not None
+                    for f in RUN_FILES)]
+    suffix = f".{engines.BESIDE_PID}"
+    for entry in transport.listdir(posixpath.join(project, engines.BESIDE_DIR)):
+        if entry.endswith(suffix) and entry[:-len(suffix)] not in names:
+            names.append(entry[:-len(suffix)])
+    return names
 
 
 def list_runs(transport: Transport, project: str) -> list[RunInfo]:
@@ -119,10 +213,8 @@ def list_runs(transport: Transport, project: str) -> list[RunInfo]:
     what the launcher writes before it (``launch.pid``, ``console.log``)."""
     found: list[tuple[float, RunInfo]] = []
     now = time.time()
-    for name in transport.listdir(project):
+    for name in run_names(transport, project):
         run_dir = posixpath.join(project, name)
-        if not any(transport.stat(posixpath.join(run_dir, f)) is not None for f in RUN_FILES):
-            continue
         run = read_run(transport, run_dir, now)
         s = run.read
         updated = runfiles.parse_iso(s.get("updated_at") or "") or run.mtime or 0.0

@@ -1,8 +1,21 @@
-"""Stopping a run on the box: SIGTERM to its process group (the trainer then writes
-``state: stopped`` and its last checkpoint), SIGKILL when it has not gone by the timeout."""
+"""Stopping a run on the box gracefully, by force when it has not gone by the timeout.
+
+Each engine has its own graceful stop. Our trainer: SIGTERM to its process group (it
+finishes the step, saves ``last.pt`` and writes ``state: stopped``). LibreYOLO has no
+SIGTERM handler (SIGTERM kills it at once) and ends on SIGINT as ``failed`` with
+``KeyboardInterrupt``. Its checkpoints are written in place, so a signal during a save
+cuts the file short: the SIGINT waits (at most 30 s) for a moment when none is being
+written (just after an epoch's status.json, or once ``weights/`` has been still for a
+second). ``NAME.stop.json`` is written beside the run first: readers then show the run
+as ``stopped`` (``trainer.health.apply_stop``), and a checkpoint modified after it was
+being written when the signal came. SIGKILL follows either signal after the timeout.
+"""
 
 from __future__ import annotations
 
+import json
+import posixpath
+import shlex
 import signal
 import time
 from collections.abc import Mapping
@@ -10,22 +23,27 @@ from dataclasses import dataclass
 from typing import Any
 
 from remote.procs import StalePid, send, signal_checked, why_not
-from remote.runs import read_status
+from remote.runs import read_run, read_status
 from remote.transport.base import Transport
+from trainer import engines, runfiles
 from trainer.text import clean_text
 
 #: How long to wait for the process to vanish after SIGKILL.
 KILL_WAIT_SECONDS = 5.0
+#: How long a LibreYOLO stop waits for ``weights/`` to be quiet before SIGINT.
+QUIET_WAIT_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
 class StopResult:
-    """``outcome``: ``stopped`` (ended after SIGTERM), ``killed`` (SIGKILL was needed),
-    ``not-running``, or ``not-signalled`` (the recorded pid is stale: another process has
-    it now); ``detail``: one line for the user."""
+    """``outcome``: ``stopped`` (ended after the graceful signal), ``killed`` (SIGKILL
+    was needed), ``not-running``, or ``not-signalled`` (the recorded pid is stale: another
+    process has it now); ``detail``: one line for the user; ``torn``: checkpoints that
+    were being written when the run stopped (cut short)."""
 
     outcome: str
     detail: str
+    torn: tuple[str, ...] = ()
 
 
 def _read_state(transport: Transport, run_dir: str) -> str:
@@ -45,11 +63,18 @@ def _wait_gone(transport: Transport, pid: int, record: Mapping[str, Any], second
         time.sleep(poll)
 
 
+def graceful_signal(transport: Transport, run_dir: str) -> int:
+    """The signal that stops the run in ``run_dir`` gracefully: SIGINT for a LibreYOLO run
+    (it writes ``train_config.yaml``), SIGTERM for ours."""
+    config = posixpath.join(run_dir, engines.TRAIN_CONFIG_FILE)
+    return signal.SIGINT if transport.stat(config) is not None else signal.SIGTERM
+
+
 def stop_run(transport: Transport, run_dir: str, timeout: float = 30.0,
              poll: float = 0.25) -> StopResult:
-    """Stop the run in ``run_dir`` gracefully, or by force after ``timeout`` seconds.
-    Its pid is signalled only while it is the process status.json records
-    (``remote.procs``).
+    """Stop the run in ``run_dir`` gracefully (see the module doc), or by force after
+    ``timeout`` seconds. Its pid is signalled only while it is the process status.json
+    records (``remote.procs``).
 
     Raises ``ValueError`` when the status cannot be read or names no pid to signal."""
     read = read_status(transport, run_dir)
@@ -68,18 +93,183 @@ def stop_run(transport: Transport, run_dir: str, timeout: float = 30.0,
                                          "closing its status")
     if why is not None:
         return StopResult("not-signalled", f"stale pid {pid}: not signalling ({why})")
+    sig = graceful_signal(transport, run_dir)
+    name = signal.Signals(sig).name
+    if sig == signal.SIGINT:
+        signal_when_quiet(transport, run_dir, pid, sig, min(timeout, QUIET_WAIT_SECONDS))
+    else:
+        send(transport, pid, sig)
     started = time.monotonic()
-    send(transport, pid, signal.SIGTERM)
-    if _wait_gone(transport, pid, record, timeout, poll):
-        return StopResult("stopped", f"pid {pid} ended {time.monotonic() - started:.1f}s "
-                                     f"after SIGTERM; state {_read_state(transport, run_dir)}")
-    try:
-        signal_checked(transport, pid, signal.SIGKILL, record)
-    except StalePid:  # it ended just now (or its pid is already someone else's)
-        return StopResult("stopped", f"pid {pid} ended {time.monotonic() - started:.1f}s "
-                                     f"after SIGTERM; state {_read_state(transport, run_dir)}")
+    gone = _wait_gone(transport, pid, record, timeout, poll)
+    killed = False
+    if not gone:
+        if sig == signal.SIGINT:  # it ignored SIGINT: what it saved since is whole
+            torn_checkpoints(transport, run_dir, rebase=True)
+        try:
+            signal_checked(transport, pid, signal.SIGKILL, record)
+            killed = True
+        except StalePid:  # it ended just now (or its pid is already someone else's)
+            pass
+    torn = torn_checkpoints(transport, run_dir) if sig == signal.SIGINT else ()
+    after = (f"pid {pid} ended {time.monotonic() - started:.1f}s after {name}; "
+             f"{_ended(transport, run_dir)}{_torn_text(torn)}")
+    if not killed:
+        return StopResult("stopped", after, torn)
     gone = _wait_gone(transport, pid, record, KILL_WAIT_SECONDS, poll)
     tail = "" if gone else f"; pid {pid} is still there {KILL_WAIT_SECONDS:g}s later"
-    return StopResult("killed", f"pid {pid} ignored SIGTERM for {timeout:g}s and was "
-                                f"killed (SIGKILL){tail}; state "
-                                f"{_read_state(transport, run_dir)}")
+    return StopResult("killed", f"pid {pid} ignored {name} for {timeout:g}s and was "
+                                f"killed (SIGKILL){tail}; {_ended(transport, run_dir)}"
+                                f"{_torn_text(torn)}", torn)
+
+
+def _ended(transport: Transport, run_dir: str) -> str:
+    """``state X`` and, when the reader judges it otherwise, how it is shown."""
+    run = read_run(transport, run_dir)
+    state = clean_text(str(run.read.get("state"))) if run.read.ok else "unreadable"
+    if run.health.verdict == state:
+        return f"state {state}"
+    return f"state {state}, shown as {run.health.verdict} ({clean_text(run.health.reason)})"
+
+
+def _torn_text(torn: tuple[str, ...]) -> str:
+    if not torn:
+        return ""
+    return (f"; {', '.join(f'weights/{n}' for n in torn)} was being written when the run "
+            "stopped and is likely cut short: resume from an older checkpoint")
+
+
+# ------------------------------------------------------------------ LibreYOLO's stop
+
+
+#: Run by the box's python for a LibreYOLO stop (``ARGS: RUN PID SIG MARK BODY WAIT
+#: SETTLE``): wait for a moment when no checkpoint is being written (just after
+#: status.json changed: the engine writes it after the epoch's saves; or once weights/
+#: has been still for SETTLE s; at most WAIT s), write the stop mark, signal at once.
+#: The mark records each checkpoint's size and mtime (ns) at the signal, so that a file
+#: the signal cut short is told by its change, whatever the clock's granularity. On the
+#: box, so that the signal follows the quiet moment by milliseconds, not round trips.
+QUIET_THEN_SIGNAL = """
+import json, os, signal, sys, time
+run, pid, sig, mark, body, wait, settle = sys.argv[1:8]
+pid, sig, wait, settle = int(pid), int(sig), float(wait), float(settle)
+def weights():
+    out, folder = [], os.path.join(run, "weights")
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        names = []
+    for name in names:
+        try:
+            st = os.stat(os.path.join(folder, name))
+        except OSError:
+            continue
+        out.append((name, st.st_size, st.st_mtime_ns))
+    return out
+def status():
+    try:
+        st = os.stat(os.path.join(run, "status.json"))
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+end = time.time() + wait
+first, seen, quiet = status(), weights(), time.time()
+while time.time() < end:
+    time.sleep(0.02)
+    now = weights()
+    if status() != first:
+        break
+    if now != seen:
+        seen, quiet = now, time.time()
+    elif time.time() - quiet >= settle:
+        break
+if not os.path.isdir(os.path.dirname(mark)):
+    os.makedirs(os.path.dirname(mark))
+record = json.loads(body)
+record["weights"] = dict((n, [size, ns]) for n, size, ns in weights())
+with open(mark + ".tmp", "w") as fh:
+    fh.write(json.dumps(record) + "\\n")
+os.rename(mark + ".tmp", mark)
+try:
+    os.killpg(pid, sig)
+except OSError:
+    os.kill(pid, sig)
+print("signalled")
+"""
+
+
+def signal_when_quiet(transport: Transport, run_dir: str, pid: int, sig: int,
+                      seconds: float, settle: float = 1.0) -> None:
+    """Write ``NAME.stop.json`` and send ``sig`` to ``pid`` (its group when it leads one)
+    from the box, at a moment when no checkpoint is being written (see
+    :data:`QUIET_THEN_SIGNAL`). Raises ``ValueError`` when the box could not do it."""
+    mark = engines.beside_path(run_dir, engines.BESIDE_STOP)
+    body = _mark_body(pid, signal.Signals(sig).name)
+    words = [run_dir, str(int(pid)), str(int(sig)), mark, body, f"{seconds:g}", f"{settle:g}"]
+    result = transport.run(f"{shlex.quote(_python(transport))} -c "
+                           f"{shlex.quote(QUIET_THEN_SIGNAL)} "
+                           f"{shlex.join(words)}", timeout=seconds + 60.0)
+    if b"signalled" not in result.stdout:
+        why = clean_text(result.stderr.decode("utf-8", "replace")).strip().splitlines()
+        raise ValueError(f"could not signal pid {pid} on the box: "
+                         f"{why[-1] if why else f'exit {result.rc}'}")
+
+
+def _mark_body(pid: int, signal_name: str) -> str:
+    return json.dumps({"pid": int(pid), "signal": signal_name, "by": "gpurent stop",
+                       "at": runfiles.utc_now_iso(), "torn": []})
+
+
+#: Run by the box's python after a LibreYOLO stop (``ARGS: RUN MARK``): the checkpoints
+#: whose size or mtime changed since the mark recorded them (written after the signal).
+#: With ``rebase``, the mark takes the checkpoints as they are now instead (before a
+#: SIGKILL: only a save that kill interrupts is cut short).
+CHANGED_SINCE = """
+import json, os, sys
+run, mark, rebase = sys.argv[1:4]
+with open(mark) as fh:
+    record = json.load(fh)
+before, now = record.get("weights") or {}, {}
+folder = os.path.join(run, "weights")
+for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+    try:
+        st = os.stat(os.path.join(folder, name))
+    except OSError:
+        continue
+    if name.endswith(".pt"):
+        now[name] = [st.st_size, st.st_mtime_ns]
+        if before.get(name) != now[name] and rebase != "rebase":
+            print(name)
+if rebase == "rebase":
+    record["weights"] = now
+    with open(mark + ".tmp", "w") as fh:
+        fh.write(json.dumps(record) + "\\n")
+    os.rename(mark + ".tmp", mark)
+"""
+
+
+def _python(transport: Transport) -> str:
+    found = transport.run("command -v python3 || command -v python", timeout=30.0)
+    return (found.stdout.decode("utf-8", "replace").strip().splitlines() or ["python3"])[0]
+
+
+def torn_checkpoints(transport: Transport, run_dir: str,
+                     rebase: bool = False) -> tuple[str, ...]:
+    """Checkpoints written after the stop's signal (a save it interrupted, cut short); they
+    are added to ``NAME.stop.json`` (``torn``) for later readers (resume, the watcher).
+    ``rebase``: record the checkpoints as they are now instead (returns ``()``)."""
+    mark = engines.beside_path(run_dir, engines.BESIDE_STOP)
+    words = [run_dir, mark, "rebase" if rebase else "check"]
+    found = transport.run(f"{shlex.quote(_python(transport))} -c "
+                          f"{shlex.quote(CHANGED_SINCE)} {shlex.join(words)}", timeout=60.0)
+    names = tuple(line.strip() for line in found.stdout.decode("utf-8", "replace").splitlines()
+                  if line.strip().endswith(".pt"))
+    if names:
+        try:
+            record = json.loads(transport.read(mark, 0, engines.MAX_MARK_BYTES))
+        except ValueError:
+            record = {}
+        record["torn"] = list(names)
+        q = shlex.quote(mark)
+        transport.run(f"printf '%s\\n' {shlex.quote(json.dumps(record))} > {q}.tmp && "
+                      f"mv -f {q}.tmp {q}", timeout=30.0)
+    return names

@@ -16,7 +16,6 @@ import base64
 import contextlib
 import json
 import logging
-import shlex
 import threading
 import time
 from collections import deque
@@ -43,8 +42,10 @@ from remote.messages import (
 from remote.polling import FilePolling
 from remote.transport.base import LineTooLong, Stream, Transport, TransportError
 from remote.watchside import SideMessages
+from remote.watchstart import FollowStart, NoPython, StartFailed
 from trainer import runfiles
-from trainer.health import Health, LaunchRead, judge_health
+from trainer.engines import fill_from_history
+from trainer.health import Health, LaunchRead, apply_stop, judge_health
 from trainer.text import clean_text, console_tail, one_line
 
 log = logging.getLogger(__name__)
@@ -60,23 +61,15 @@ NO_PYTHON_MARKERS = ("no module named", "not found", "no such file", "permission
 #: Bytes of train.log a fresh watch starts with (the pane keeps 5,000 lines); older
 #: parts are read on demand (``remote.logread``).
 LOG_TAIL_BYTES = 512 * 1024
-#: The box tools' needs, checked by the follower (``hello``'s ``box.missing``).
-NEEDS = ("psutil", "huggingface_hub")
 
 
 class _Dropped(Exception):
     """The follow stream went silent or away; reconnect."""
 
 
-class _StartFailed(Exception):
-    """The follow command ended without saying hello."""
 
 
-class _NoPython(_StartFailed):
-    """The gate found no python that can run the follower: poll the files instead."""
-
-
-class Watcher(SideMessages, FilePolling):
+class Watcher(FollowStart, SideMessages, FilePolling):
     """Watches ``run_dir`` on the box that ``connect()`` reaches; see the module doc.
 
     ``on_event`` is called from the watcher thread. ``connect`` is called again after a
@@ -122,6 +115,9 @@ class Watcher(SideMessages, FilePolling):
         self._thread: threading.Thread | None = None
         self._status = runfiles.StatusRead(None, "no status received yet")
         self._launch: LaunchRead | None = None
+        #: What another engine leaves out: the last metrics row, the pid gpurent stopped.
+        self._last_row: dict[str, Any] | None = None
+        self._stopped_pid: int | None = None
         self._status_received = False
         self._pid_alive: bool | None = None
         self._log_history: deque[tuple[float, int]] = deque(maxlen=32)
@@ -130,7 +126,6 @@ class Watcher(SideMessages, FilePolling):
         self._start_failures = 0
         self._went_live = False
         self._limits_said: set[str] = set()
-        self._live: ConnectionEvent | None = None
         self.init_side()
 
     # ----------------------------------------------------------------- control
@@ -209,11 +204,11 @@ class Watcher(SideMessages, FilePolling):
             else:
                 self._follow(transport)
             reason = "the follower ended"
-        except _StartFailed as exc:
+        except StartFailed as exc:
             reason = str(exc)
             self._start_failures += 1
             lowered = reason.lower()
-            if isinstance(exc, _NoPython) or self._start_failures >= 2 or \
+            if isinstance(exc, NoPython) or self._start_failures >= 2 or \
                     any(m in lowered for m in NO_PYTHON_MARKERS):
                 if self.gate is not None:
                     self.gate.give_up()
@@ -237,49 +232,6 @@ class Watcher(SideMessages, FilePolling):
         return (1 if self._went_live else attempt + 1), reason
 
     # ----------------------------------------------------------------- follow
-
-    def follow_words(self) -> list[str]:
-        """``-m trainer follow ...``, resuming where delivery stands."""
-        words = ["-m", "trainer", "follow", *([self.run_dir] if self.run_dir else []),
-                 "--log-offset", str(self.log_offset),
-                 "--log-ino", "none" if self.log_ino is None else str(self.log_ino),
-                 "--metrics-offset", str(self.metrics_offset),
-                 "--metrics-ino", "none" if self.metrics_ino is None else str(self.metrics_ino),
-                 "--poll", f"{min(self.poll_interval, 1.0):g}",
-                 "--heartbeat", f"{max(0.2, min(1.0, self.silence_timeout / 3)):g}",
-                 "--gpu-interval", f"{self.gpu_interval:g}"]
-        if self.status_key is not None:
-            words += ["--status-key", self.status_key]
-        if self.project:
-            words += ["--project", self.project, "--runs-interval", f"{self.runs_interval:g}"]
-        if self.log_tail > 0:
-            words += ["--log-tail", str(self.log_tail)]
-        if self.gate is not None:
-            words += ["--needs", ",".join(NEEDS)]
-        return words
-
-    def follow_command(self, transport: Transport) -> str:
-        """The shell command that starts the follower on the box, resuming where
-        delivery stands. stderr joins stdout so that a failure to start can be told."""
-        return f"{transport.trainer_prefix} {shlex.join(self.follow_words())} 2>&1"
-
-    def _follow(self, transport: Transport) -> None:
-        """Follow through the gate (once more after a bootstrap), else plainly."""
-        if self.gate is None:
-            self._follow_once(transport, self.follow_command(transport), None)
-            return
-        for _ in range(2):
-            command, stdin = self.gate.command(transport, self.follow_words(),
-                                               merge_stderr=True)
-            probe = self._follow_once(transport, command, stdin)
-            if probe is None:
-                return
-            try:
-                self.gate.boot(transport, probe)
-            except (TransportError, ValueError) as exc:
-                raise _NoPython(one_line(exc)) from None
-            self._close_stream()
-        raise _StartFailed("the gate asked for a bootstrap twice")
 
     def _follow_once(self, transport: Transport, command: str,
                      stdin: bytes | None) -> str | None:
@@ -343,7 +295,7 @@ class Watcher(SideMessages, FilePolling):
         if probe is not None:
             return "\n".join(probe) + "\n"
         if not said_hello:
-            raise _StartFailed(noise[-1] if noise else "the follower ended without output")
+            raise StartFailed(noise[-1] if noise else "the follower ended without output")
         raise _Dropped("the follower ended")
 
     def _limited(self, cap: str, reason: str) -> _Dropped:
@@ -364,14 +316,7 @@ class Watcher(SideMessages, FilePolling):
         self._start_failures = 0
         self._went_live = True
         gpu = " with GPU stats" if message.get("gpu") else ""
-        self._live = ConnectionEvent("live", f"following {self.run_dir}{gpu}")
-        if not self.run_dir or self.status_key is not None:
-            self._say_live()  # else the run's status, which comes next, is told first
-
-    def _say_live(self) -> None:
-        if self._live is not None:
-            live, self._live = self._live, None
-            self._emit(live)
+        self._emit(ConnectionEvent("live", f"following {self.run_dir}{gpu}"))
 
     def _handle(self, message: dict[str, Any]) -> None:
         """Turn one follower message into events; a malformed one is skipped."""
@@ -400,11 +345,13 @@ class Watcher(SideMessages, FilePolling):
             self._launch = LaunchRead(
                 pid if isinstance(pid, int) and not isinstance(pid, bool) else None,
                 console_tail(str(launch.get("console") or "")))
+        stop = message.get("stop")
+        pid = stop.get("pid") if isinstance(stop, dict) else None
+        self._stopped_pid = pid if isinstance(pid, int) and not isinstance(pid, bool) else None
         alive = message.get("pid_alive")
         self._set_status(read, alive if isinstance(alive, bool) else None)
         key = message.get("key")
         self.status_key = key if isinstance(key, str) and key.isprintable() else None
-        self._say_live()
 
     def _on_pid(self, message: dict[str, Any]) -> None:
         alive = message["alive"]
@@ -438,12 +385,15 @@ class Watcher(SideMessages, FilePolling):
             return  # already delivered
         self._emit(MetricsEvent(rows, next_offset, _int(message.get("skipped", 0))))
         self.metrics_offset = next_offset
+        self._note_row(rows)
         ino = message.get("ino")
         self.metrics_ino = ino if isinstance(ino, int) else self.metrics_ino
 
     def _on_reset(self, message: dict[str, Any]) -> None:
         ino = message.get("ino")
         ino = ino if isinstance(ino, int) else None
+        if message["file"] == "metrics":
+            self._last_row = None
         if message["file"] == "log":
             self._emit(LogEvent(b"", 0, reset=True))
             self.log_offset, self.log_ino = 0, ino
@@ -467,14 +417,31 @@ class Watcher(SideMessages, FilePolling):
 
     def _status_event(self, health: Health) -> StatusEvent:
         console = "" if self._launch is None else self._launch.console
-        return StatusEvent(self._status, health, self._pid_alive, time.time(), console)
+        return StatusEvent(self._filled(), health, self._pid_alive, time.time(), console)
 
     def _judge(self) -> Health:
         alive = self._pid_alive
-        return judge_health(
+        health = judge_health(
             self._status, now=self._now(),
             pid_alive=None if alive is None else (lambda _pid: alive),
             log_history=list(self._log_history), launch=self._launch)
+        return apply_stop(health, self._filled(), self._stopped_pid)
+
+    def _filled(self) -> runfiles.StatusRead:
+        """The status with what a final LibreYOLO status drops taken from the last row."""
+        read = self._status
+        if not read.ok or read.get("state") == "running" or self._last_row is None:
+            return read
+        return runfiles.StatusRead(fill_from_history(read.fields, self._last_row))
+
+    def _note_row(self, rows: list[dict[str, Any]]) -> None:
+        """Keep the newest row; a final status that lacked what it fills is sent again."""
+        if not rows:
+            return
+        before = self._filled()
+        self._last_row = rows[-1]
+        if self._status_received and self._filled().fields != before.fields:
+            self._emit(self._status_event(self._judge()))
 
     def _rejudge(self) -> None:
         """Send the status again when its health verdict or pid liveness changed."""

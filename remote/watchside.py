@@ -1,7 +1,8 @@
 """The follower's messages besides the run's own files, for ``remote.watcher.Watcher`` (a
 mixin): the project's runs (merged from the follower's changes), the run it chose, the
-guard's state, the weight files' identity, ``hub.json`` and GPU samples. Each malformed
-field is dropped, never trusted (the text from the box is cleaned where it is shown)."""
+guard's state, the weight files' identity, ``hub.json``, GPU samples and the host's
+load. Each malformed field is dropped, never trusted (text from the box is cleaned where
+it is shown)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from remote.events import (
     GpuEvent,
     GpuSample,
     GuardEvent,
+    HostEvent,
     HubEvent,
     RunsEvent,
     WeightFile,
@@ -25,7 +27,7 @@ from trainer.text import clean_text
 
 
 class SideMessages:
-    """Handlers of ``runs``, ``guard``, ``hub``, ``weights`` and ``gpu`` messages
+    """Handlers of ``runs``, ``guard``, ``hub``, ``weights``, ``gpu`` and ``host`` messages
     (``self`` is the watcher: ``_emit``, ``run_dir``, ``project``)."""
 
     def init_side(self) -> None:
@@ -36,7 +38,7 @@ class SideMessages:
     def side_handlers(self) -> dict[str, Callable[[dict[str, Any]], None]]:
         """Message type -> handler."""
         return {"runs": self._on_runs, "guard": self._on_guard, "hub": self._on_hub,
-                "weights": self._on_weights, "gpu": self._on_gpu}
+                "weights": self._on_weights, "gpu": self._on_gpu, "host": self._on_host}
 
     def chose(self, run: Any) -> None:
         """The ``hello``'s run: adopted (and told once) when the box chose it."""
@@ -85,6 +87,15 @@ class SideMessages:
                 raise ValueError(f"{r[0]!r} is not a GPU index")
             gpus.append(GpuSample(r[0], clean_text(str(r[1])), *(_num(v) for v in r[2:7])))
         self._emit(GpuEvent(gpus, time.time()))
+
+
+    def _on_host(self, message: dict[str, Any]) -> None:
+        cpus = message.get("cpus")
+        self._emit(HostEvent(_num(message.get("cpu")),
+                             cpus if isinstance(cpus, int) and not isinstance(cpus, bool)
+                             else None,
+                             _num(message.get("mem_used_mib")),
+                             _num(message.get("mem_total_mib")), time.time()))
 
 
 def _count(value: Any) -> bool:

@@ -35,11 +35,12 @@ from tui.box.view import BoxView  # noqa: E402
 from tui.dialogs.destroy import DestroyDialog  # noqa: E402
 from tui.dialogs.launch import LaunchForm  # noqa: E402
 from tui.dialogs.profile import ProfileCard  # noqa: E402
+from tui.dialogs.quit import QuitDialog  # noqa: E402
 from tui.spec import BoxSpec  # noqa: E402
 from tui.widgets.metrics import MetricsPane  # noqa: E402
 from tui.widgets.runs import RunsList  # noqa: E402
 
-SIZE = (160, 46)
+SMALL, LARGE = (80, 24), (160, 48)
 TRAIN = {"model": "n", "imgsz": "64", "batch": "8", "workers": "0", "device": "cpu"}
 
 
@@ -78,7 +79,7 @@ def prepare(work: Path) -> tuple[Path, Path, dict]:
     os.killpg(dead.pid, signal.SIGKILL)  # like the OOM killer: status stays 'running'
     say("training the live run")
     launch(t, LaunchSpec("trainer", str(project), "exp2",
-                         {**TRAIN, "data": yaml, "epochs": "40", "save_period": "5"}))
+                         {**TRAIN, "data": yaml, "epochs": "400", "save_period": "5"}))
     say("profiling")
     out = work / "profile.json"
     result = t.run(f"{t.trainer_prefix} -m trainer profile model=n data={shlex.quote(yaml)} "
@@ -91,7 +92,8 @@ def prepare(work: Path) -> tuple[Path, Path, dict]:
 
 
 async def shoot(out: Path, project: Path, data: Path, report: dict) -> list[Path]:
-    """Open the app on the project and save each screen."""
+    """Open the app on the project and save each screen at 160x48, the main ones at
+    80x24 too (the smallest terminal the layout is made for)."""
     standin = ProviderStandin("vast")
     iid = standin.add_instance()
     os.environ["VAST_API_KEY"] = standin.key
@@ -107,36 +109,46 @@ async def shoot(out: Path, project: Path, data: Path, report: dict) -> list[Path
                 raise SystemExit("timed out waiting for the app")
             await pilot.pause(0.2)
 
-    def save(name: str) -> None:
-        path = out / f"{name}.svg"
-        app.save_screenshot(str(path))
-        saved.append(path)
-        say(f"wrote {path}")
+    async def save(pilot, name: str, sizes=(LARGE, SMALL)) -> None:
+        for width, height in sizes:
+            await pilot.resize_terminal(width, height)
+            await pilot.pause(0.6)
+            path = out / f"{name}-{width}x{height}.svg"
+            app.save_screenshot(str(path))
+            saved.append(path)
+            say(f"wrote {path}")
+        await pilot.resize_terminal(*LARGE)
 
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=LARGE) as pilot:
         box = app.query_one(BoxView)
         await settle(pilot, lambda: box.status is not None and box.instance is not None
                      and len(box.query_one(MetricsPane).rows) >= 4
                      and box.log_pane.log.lines)
-        await pilot.pause(2.5)  # a GPU sample (none on this machine) and the safety badge
-        save("main")
+        await settle(pilot, lambda: box.safety is not None)
+        await pilot.pause(2.5)  # a CPU/RAM sample (no GPU on this machine)
+        await save(pilot, "main")
         await pilot.press("l")
         await settle(pilot, lambda: isinstance(app.screen, LaunchForm))
         form = app.screen
         form.query_one("#f-data").value = str(data / "data.yaml")
-        box.run_checks(str(data / "data.yaml"))
-        await settle(pilot, lambda: "doctor" in form.query_one("#findings").content.plain,
+        await settle(pilot, lambda: "doctor" in str(form.query_one("#findings").content),
                      timeout=300)
-        save("launch-form")
+        await settle(pilot, lambda: "estimate:" in str(form.query_one("#form-status").content),
+                     timeout=300)
+        await save(pilot, "launch-form")
         await pilot.press("escape")
         await app.push_screen(ProfileCard(report))
         await pilot.pause(0.3)
-        save("profile-card")
+        await save(pilot, "profile-card", (LARGE,))
         await pilot.press("escape")
         await pilot.press("D")
         await settle(pilot, lambda: isinstance(app.screen, DestroyDialog))
         await pilot.pause(0.3)
-        save("destroy-dialog")
+        await save(pilot, "destroy-dialog", (LARGE,))
+        await pilot.press("escape")
+        await pilot.press("q")
+        await settle(pilot, lambda: isinstance(app.screen, QuitDialog))
+        await save(pilot, "quit", (SMALL,))
         await pilot.press("escape")
         runs = box.query_one(RunsList)
         runs.focus()
@@ -145,9 +157,9 @@ async def shoot(out: Path, project: Path, data: Path, report: dict) -> list[Path
         await settle(pilot, lambda: box.status is not None
                      and box.status.health.verdict == "dead")
         await pilot.pause(0.5)
-        save("dead-run")
+        await save(pilot, "dead-run")
         box.run_dir = f"{project}/exp2"
-        box.stop_run()  # end the live run gracefully before leaving
+        box.start_stop_run()  # end the live run gracefully before leaving
         await pilot.pause(3)
     standin.close()
     return saved
@@ -162,7 +174,7 @@ def to_png(paths: list[Path]) -> None:
         return
     for path in paths:
         cairosvg.svg2png(url=str(path), write_to=str(path.with_suffix(".png")),
-                         output_width=1800)
+                         output_width=1800 if "160x48" in path.name else 1200)
 
 
 def main() -> int:

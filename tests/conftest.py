@@ -21,10 +21,11 @@ pytest_plugins: list[str] = [
 @pytest.fixture(autouse=True)
 def _private_ledgers(tmp_path_factory: pytest.TempPathFactory,
                      monkeypatch: pytest.MonkeyPatch) -> None:
-    """Keep what tests launch and pull out of the real home: the box's run registry (for
-    boxes on this machine) and the laptop's pull ledger, one pair per test."""
+    """Keep what tests launch and pull out of the real home: the box's run registry and
+    cache directory (for boxes on this machine) and the laptop's pull ledger, per test."""
     where = tmp_path_factory.mktemp("ledgers")
     monkeypatch.setenv("GPURENT_RUN_REGISTRY", str(where / "runs.txt"))
+    monkeypatch.setenv("GPURENT_CACHE_DIR", str(where / "box-cache"))
     monkeypatch.setenv("GPURENT_DATA_DIR", str(where / "laptop-data"))
 
 

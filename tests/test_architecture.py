@@ -26,18 +26,20 @@ BASE = ("trainer.text",)
 #: everything under it. Imports inside a part are always allowed (the cycle check keeps
 #: them honest).
 MAY_IMPORT: dict[str, tuple[str, ...]] = {
-    "tui": ("remote", "trainer.runfiles", "trainer.health"),
+    # trainer.engines: where each engine's runs keep what (stdlib, box and laptop alike).
+    "tui": ("remote", "trainer.runfiles", "trainer.health", "trainer.engines"),
     "remote.transport": ("trainer.runfiles", "trainer.health"),
     "remote.cli": ("remote.commands", "remote.transport", "trainer.version"),
     # Target parsing is the commands' glue: `vast:ID` is located through the provider.
     "remote.target": ("remote", "remote.billing", "remote.transport", "trainer.runfiles",
                       "trainer.health"),
     "remote.billing": ("remote", "trainer.runfiles", "trainer.health", "trainer.providers"),
-    "remote.commands": ("remote", "trainer.runfiles", "trainer.health", "trainer.providers"),
+    "remote.commands": ("remote", "trainer.runfiles", "trainer.health", "trainer.providers",
+                        "trainer.engines"),
     # trainer.procid: the laptop reads a box pid's start time before signalling it.
     "remote": ("remote.transport", "trainer.runfiles", "trainer.health", "trainer.providers",
                "trainer.guard.state", "trainer.hub.client", "trainer.version",
-               "trainer.procid"),
+               "trainer.procid", "trainer.engines"),
     "trainer": ("trainer._exports", "trainer.version"),
     "trainer.__main__": ("trainer.version",),
     "trainer._exports": (),
@@ -46,16 +48,19 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "trainer.smi": (),
     "trainer.runfiles": (),
     "trainer.health": ("trainer.runfiles",),
+    "trainer.engines": ("trainer.runfiles",),
     "trainer.procid": (),
-    "trainer.follow": ("trainer.runfiles", "trainer.health", "trainer.watch"),
+    "trainer.follow": ("trainer.runfiles", "trainer.health", "trainer.smi", "trainer.engines",
+                       "trainer.watch"),
     # What the follower and `trainer runs`/`trainer log` read; guard.state for the
     # guard's file and liveness, streamed to the laptop.
     "trainer.watch": ("trainer.runfiles", "trainer.health", "trainer.smi", "trainer.procid",
-                      "trainer.guard.state", "trainer.version"),
+                      "trainer.guard.state", "trainer.version", "trainer.engines"),
     "trainer.providers": (),
-    "trainer.hub": ("trainer.runfiles", "trainer.health", "trainer._exports"),
+    "trainer.hub": ("trainer.runfiles", "trainer.health", "trainer._exports", "trainer.engines"),
     "trainer.guard": ("trainer.runfiles", "trainer.health", "trainer.providers",
-                      "trainer.hub.safe", "trainer.smi", "trainer._exports", "trainer.procid"),
+                      "trainer.hub.safe", "trainer.smi", "trainer._exports", "trainer.procid",
+                      "trainer.engines"),
     "trainer.checks": ("trainer.datasets.layout", "trainer.smi", "trainer._exports"),
     "trainer.datasets": ("trainer._exports",),
     "trainer.detector": ("trainer._exports",),
@@ -154,9 +159,9 @@ def test_planted_forbidden_imports_are_reported(tmp_path: Path) -> None:
     assert sorted(found) == sorted([
         "trainer.runfiles:2 imports paramiko (never under trainer)",
         "trainer.hub.push:1 imports remote.pull (trainer.hub may import trainer.runfiles, "
-        "trainer.health, trainer._exports)",
+        "trainer.health, trainer._exports, trainer.engines)",
         "remote.pull:1 imports trainer.hub.push (remote may import remote.transport, "
         "trainer.runfiles, trainer.health, trainer.providers, trainer.guard.state, "
-        "trainer.hub.client, trainer.version, trainer.procid)",
+        "trainer.hub.client, trainer.version, trainer.procid, trainer.engines)",
         "tui.app:2 imports torch (never under tui)",
     ])

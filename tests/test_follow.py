@@ -17,11 +17,10 @@ from typing import Any
 
 import pytest
 
-from tests.fixtures.run_sim import main as run_sim_main
 from trainer import runfiles
 from trainer.follow import encode_bytes
 from trainer.health import local_pid_alive
-from trainer.watch.gpu import parse_gpu_line
+from trainer.smi import parse_gpu_line
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -339,16 +338,23 @@ def test_encode_bytes_keeps_every_byte() -> None:
     assert "b64" in encode_bytes(b"ok \xff\xfe\n")[0]
 
 
-def test_follows_a_libreyolo_shaped_run(tmp_path: Path) -> None:
-    run = tmp_path / "run"
-    assert run_sim_main([str(run), "--style", "libreyolo", "--epochs", "2",
-                         "--epoch-seconds", "0.02"]) == 0
-    follow = Follow(run)
+def test_follows_a_libreyolo_run(tmp_path: Path) -> None:
+    """A run the stand-in for ``libreyolo train`` wrote (its status names its pid, no start
+    time; the launcher's files are not in it)."""
+    data = tmp_path / "data.yaml"
+    data.write_text("nc: 1\n")
+    env = {**ENV, "FAKE_LIBREYOLO_EPOCH_SECONDS": "0.01", "FAKE_LIBREYOLO_SAVE_SECONDS": "0"}
+    done = subprocess.run([sys.executable, str(ROOT / "tests/fixtures/fake_libreyolo.py"),
+                           "train", "model=yolox-n", "pretrained=False", f"data={data}",
+                           "epochs=2", f"project={tmp_path}", "name=run"],
+                          env=env, capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    follow = Follow(tmp_path / "run")
     try:
         follow.until("hello")
         status, _ = follow.until("status")
-        assert status["status"]["state"] == "completed" and "pid" not in status["status"]
-        assert status["pid_alive"] is None
+        assert status["status"]["state"] == "completed" and status["status"]["pid"] > 1
+        assert "pid_start" not in status["status"] and status["pid_alive"] is False
         rows = [m for m in follow.idle() if m["t"] == "metrics"]
         assert [r["epoch"] for m in rows for r in m["rows"]] == [1, 2]
     finally:
@@ -367,3 +373,17 @@ def test_bad_arguments_are_a_usage_error(tmp_path: Path, arg: str) -> None:
     out = subprocess.run([sys.executable, "-m", "trainer", "follow", str(tmp_path), arg],
                          capture_output=True, text=True, cwd=ROOT, env=ENV, timeout=60)
     assert out.returncode == 2 and "Traceback" not in out.stderr
+
+
+def test_host_cpu_and_ram_every_interval_where_proc_exists(tmp_path: Path) -> None:
+    # What the TUI shows of a box without a GPU: its CPU and RAM, from /proc.
+    follow = Follow(tmp_path, "--gpu-interval", "0.1")
+    try:
+        follow.next()  # hello
+        first, _ = follow.until("host")
+        second, _ = follow.until("host")
+    finally:
+        follow.kill()
+    assert first["cpu"] is None and isinstance(second["cpu"], int | float)
+    assert 0 <= second["cpu"] <= 100 and second["cpus"] == os.cpu_count()
+    assert 0 < second["mem_used_mib"] < second["mem_total_mib"]

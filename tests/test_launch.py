@@ -15,7 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from remote.launch import LaunchSpec, RunIsLive, build_command, launch
+from remote.launch import (
+    RESET_SIGNALS,
+    LaunchSpec,
+    RunIsLive,
+    build_command,
+    launch,
+    make_spec,
+)
 from remote.runs import list_runs
 from remote.stop import stop_run
 from remote.transport.local import LocalTransport
@@ -52,17 +59,33 @@ def wait_gone(pid: int, timeout: float = 30.0) -> None:
 
 def test_command_shape_is_what_the_design_shows(tmp_path: Path) -> None:
     transport = LocalTransport()
+    reset = f"python3 -c {shlex.quote(RESET_SIGNALS)}"
     spec = LaunchSpec("trainer", "/data/runs", "run1", {"model": "gpdet-n", "epochs": "3"})
     assert build_command(spec, transport) == (
-        f"mkdir -p /data/runs/run1 && cd /data/runs && {{ setsid nohup env "
+        f"mkdir -p /data/runs/run1 && cd /data/runs && {{ setsid nohup {reset} env "
         f"{transport.trainer_prefix} -m trainer train model=gpdet-n epochs=3 project=. "
-        f"name=run1 > run1/console.log 2>&1 < /dev/null & echo $! > run1/launch.pid; "
-        f"echo $!; }}")
-    libre = LaunchSpec("libreyolo", "runs", "a.b-c_1", {"data": "coco 8.yaml"})
-    command = build_command(libre, transport, read_secret=True)
-    assert command.startswith("mkdir -p runs/a.b-c_1 && cd runs && { IFS= read -r HF_TOKEN; "
-                              "export HF_TOKEN; setsid nohup libreyolo train "
-                              "data='coco 8.yaml' project=. name=a.b-c_1 >")
+        f'name=run1 > run1/console.log 2>&1 < /dev/null & p=$!; echo "$p" > run1/launch.pid; '
+        f'echo "$p"; }}')
+    # LibreYOLO renames an existing folder: nothing is made in it, our files go beside it,
+    # and the token (for the push watcher only) is not exported to the engine.
+    libre = make_spec("libreyolo", "runs", "a.b-c_1", {"data": "coco 8.yaml", "hub": "o/r"})
+    command = build_command(libre, transport, read_secret=True, python="/usr/bin/python3")
+    assert command == (
+        f"mkdir -p runs/.gpurent && cd runs && {{ IFS= read -r HF_TOKEN; setsid nohup "
+        f"/usr/bin/python3 -c {shlex.quote(RESET_SIGNALS)} libreyolo train "
+        f"data='coco 8.yaml' project=. name=a.b-c_1 > .gpurent/a.b-c_1.console.log 2>&1 "
+        f'< /dev/null & p=$!; echo "$p" > .gpurent/a.b-c_1.launch.pid; HF_TOKEN="$HF_TOKEN" '
+        f"setsid nohup env {transport.trainer_prefix} -m trainer push --watch a.b-c_1 "
+        f'--repo o/r --pid "$p" > .gpurent/a.b-c_1.push.log 2>&1 < /dev/null & echo "$p"; }}')
+    # A resume names the checkpoint; an existing folder gets exist_ok=True.
+    resume = make_spec("libreyolo", "runs", "ly", {"resume": "True"})
+    assert "resume=True model=ly/weights/last.pt exist_ok=True project=. name=ly" in \
+        build_command(resume, transport, run_exists=True)
+    with pytest.raises(ValueError, match="pretrained=False with resume"):
+        build_command(make_spec("libreyolo", "runs", "ly",
+                                {"resume": "True", "pretrained": "False"}), transport)
+    with pytest.raises(ValueError, match="trainer pushes itself"):
+        build_command(LaunchSpec("trainer", "runs", "r", {}, push="o/r"), transport)
 
 
 @pytest.mark.parametrize("name", [

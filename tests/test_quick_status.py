@@ -13,7 +13,7 @@ import pytest
 
 from remote.guard import read_guard
 from remote.quickstatus import quick_read
-from remote.runs import read_run
+from remote.runs import read_run, run_extras
 from remote.transport.base import TransportError
 from tests.fixtures.sshd import SSHServer
 from tests.fixtures.tui_runs import write_run
@@ -48,6 +48,29 @@ def runs(sshd: SSHServer, request: pytest.FixtureRequest):
         "alarm": {"at": "2026-07-31T10:00:00Z", "message": "could not stop"}})
     runfiles.atomic_write_json(guarded / "guard.ack.json",
                                {"alarm_at": "2026-07-31T10:00:00Z"})
+    # What LibreYOLO leaves: launch files beside the run, a final status without the
+    # epoch count or the best metric's name, a stop mark, its config and plots.
+    (root / ".gpurent").mkdir()
+    (root / ".gpurent" / "beside.launch.pid").write_text("2999995\n")
+    (root / ".gpurent" / "beside.console.log").write_text("Traceback\nKeyError: 'x'\n")
+    (root / "beside").mkdir()
+    libre = write_run(root / "libre", done=3, total=3, state="completed")
+    status = runfiles.read_status(libre).fields or {}
+    for key in ("completed_epochs", "best_metric_name", "best_metric", "best_epoch"):
+        status.pop(key, None)
+    runfiles.atomic_write_json(libre / runfiles.STATUS_FILE, status)
+    (libre / "train_config.yaml").write_text("model: yolo9t\nepochs: 3\n")
+    (libre / "val" / "plots").mkdir(parents=True)
+    for name in ("a.png", "b.png"):
+        (libre / "val" / "plots" / name).write_bytes(b"png")
+    (libre / "weights" / "best.pt").write_bytes(b"w")
+    (libre / runfiles.RESULTS_FILE).write_text("epoch\n1\n")
+    stopped = write_run(root / "stopped", done=1, total=5, state="failed",
+                        error={"type": "KeyboardInterrupt", "message": ""})
+    status = runfiles.read_status(stopped).fields or {}
+    status["pid"] = 2999994
+    runfiles.atomic_write_json(stopped / runfiles.STATUS_FILE, status)
+    (root / ".gpurent" / "stopped.stop.json").write_text('{"pid": 2999994}')
     gone = write_run(root / "guard-gone", done=2, total=2, state="completed")
     runfiles.atomic_write_json(gone / "guard.json", {
         "state": "armed", "when": "done", "then": "stop", "pid": 2999996,
@@ -58,7 +81,7 @@ def runs(sshd: SSHServer, request: pytest.FixtureRequest):
 
 
 KINDS = ("completed", "live", "dead", "starting", "failed", "broken", "guarded",
-         "guard-gone")
+         "guard-gone", "beside", "libre", "stopped")
 
 
 def test_one_exec_reaches_what_the_file_readers_reach(sshd: SSHServer, runs: Path) -> None:
@@ -66,9 +89,10 @@ def test_one_exec_reaches_what_the_file_readers_reach(sshd: SSHServer, runs: Pat
         for kind in KINDS:
             run_dir = str(runs / kind)
             counted = Counting(link)
-            quick, guard = quick_read(counted, run_dir)
+            quick, guard, extras = quick_read(counted, run_dir)
             assert len(counted.execs) == 1 and counted.sftp == 0, kind
             slow, slow_guard = read_run(link, run_dir), read_guard(link, run_dir)
+            assert extras == run_extras(link, run_dir), kind
             fast, want = quick.summary(), slow.summary()
             if kind in ("live", "dead"):  # judged against the box's clock, not ours
                 fast.pop("reason")
@@ -86,7 +110,8 @@ def test_the_health_of_each_kind(sshd: SSHServer, runs: Path) -> None:
         guard = quick_read(link, str(runs / "guarded"))[1]
     assert verdicts == {"completed": "completed", "live": "live", "dead": "dead",
                         "starting": "starting", "failed": "failed", "broken": "unreadable",
-                        "guarded": "completed", "guard-gone": "completed"}
+                        "guarded": "completed", "guard-gone": "completed",
+                        "beside": "failed", "libre": "completed", "stopped": "stopped"}
     assert guard is not None and guard.watching and guard.alarm is not None
     assert not guard.alarm_active  # acknowledged
 

@@ -59,6 +59,23 @@ def test_launched_runs_without_status_and_parity_with_sftp(sshd: SSHServer) -> N
         broken = project / "broken"
         broken.mkdir()
         (broken / runfiles.STATUS_FILE).write_text('{"state": 3}')
+        # LibreYOLO's ways: launch files beside the run (its folder not made yet), a final
+        # status without its epoch count (the metrics row has it), a run gpurent stopped.
+        (project / ".gpurent").mkdir()
+        (project / ".gpurent" / "beside.launch.pid").write_text("2999993\n")
+        (project / ".gpurent" / "beside.console.log").write_text("ImportError: x\n")
+        libre = project / "libre"
+        quick_run(libre, 4, time.time() - 30)
+        status = runfiles.read_status(libre).fields or {}
+        status.pop("completed_epochs")
+        runfiles.atomic_write_json(libre / runfiles.STATUS_FILE, status)
+        (libre / runfiles.METRICS_FILE).write_text('{"epoch": 4, "best_metric": 0.5}\n')
+        stopped = project / "stopped"
+        quick_run(stopped, 1, time.time() - 20, state="failed")
+        status = runfiles.read_status(stopped).fields or {}
+        status.update(pid=2999992, error={"type": "KeyboardInterrupt", "message": ""})
+        runfiles.atomic_write_json(stopped / runfiles.STATUS_FILE, status)
+        (project / ".gpurent" / "stopped.stop.json").write_text('{"pid": 2999992}')
         gate = connector_for(sshd)
         with gate.open() as link:
             listed = {r.name: r for r in box_runs(link, str(project), gate)}
@@ -66,8 +83,11 @@ def test_launched_runs_without_status_and_parity_with_sftp(sshd: SSHServer) -> N
     finally:
         sleeper.kill()
         sleeper.wait()
-    assert set(listed) == {"done", "starting", "failed", "broken"} == set(sftp)
+    assert set(listed) == {"done", "starting", "failed", "broken", "beside", "libre",
+                           "stopped"} == set(sftp)
     assert listed["starting"].health == "starting"
+    assert listed["beside"].health == "failed" and listed["libre"].epoch == 4
+    assert listed["stopped"].health == "stopped"
     assert listed["failed"].health == "failed" and "yaml" in listed["failed"].reason
     assert listed["broken"].health == "unreadable"
     for name, run in listed.items():

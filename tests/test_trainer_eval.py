@@ -38,14 +38,14 @@ def random_case(seed: int, n_images: int = 25, nc: int = 5):
     return images, nc
 
 
-def coco_stats(images, nc: int) -> np.ndarray:
-    """pycocotools' bbox stats for the same data."""
+def coco_eval(images, nc: int, size: int = 500):
+    """pycocotools' evaluation (evaluated and accumulated) of the same data."""
     from pycocotools.coco import COCO
     from pycocotools.cocoeval import COCOeval
 
     info, anns, dets = [], [], []
     for image_id, (det, gt) in enumerate(images, 1):
-        info.append({"id": image_id, "width": 500, "height": 500})
+        info.append({"id": image_id, "width": size, "height": size})
         for g in gt:
             w, h = g[3] - g[1], g[4] - g[2]
             anns.append({"id": len(anns) + 1, "image_id": image_id, "category_id": int(g[0]),
@@ -61,6 +61,13 @@ def coco_stats(images, nc: int) -> np.ndarray:
         evaluation = COCOeval(coco, coco.loadRes(dets), "bbox")
         evaluation.evaluate()
         evaluation.accumulate()
+    return evaluation
+
+
+def coco_stats(images, nc: int) -> np.ndarray:
+    """pycocotools' bbox stats for the same data."""
+    evaluation = coco_eval(images, nc)
+    with contextlib.redirect_stdout(io.StringIO()):
         evaluation.summarize()
     return evaluation.stats
 
@@ -177,27 +184,7 @@ def shifted_case(seed: int, nc: int = 3, n_images: int = 20):
 def coco_counts_at_iou50(images, nc: int) -> tuple[float, float]:
     """Mean over classes of whole-set precision and recall, from pycocotools' own matches
     at IoU 0.5 (``evalImgs[...]['dtMatches'][0]``, area "all", 100 detections)."""
-    from pycocotools.coco import COCO
-    from pycocotools.cocoeval import COCOeval
-
-    info, anns, dets = [], [], []
-    for image_id, (det, gt) in enumerate(images, 1):
-        info.append({"id": image_id, "width": 800, "height": 800})
-        for g in gt:
-            w, h = g[3] - g[1], g[4] - g[2]
-            anns.append({"id": len(anns) + 1, "image_id": image_id, "category_id": int(g[0]),
-                         "bbox": [g[1], g[2], w, h], "area": w * h, "iscrowd": 0})
-        for d in det:
-            dets.append({"image_id": image_id, "category_id": int(d[5]),
-                         "bbox": [d[0], d[1], d[2] - d[0], d[3] - d[1]], "score": float(d[4])})
-    coco = COCO()
-    coco.dataset = {"images": info, "annotations": anns,
-                    "categories": [{"id": c} for c in range(nc)]}
-    with contextlib.redirect_stdout(io.StringIO()):
-        coco.createIndex()
-        evaluation = COCOeval(coco, coco.loadRes(dets), "bbox")
-        evaluation.evaluate()
-        evaluation.accumulate()
+    evaluation = coco_eval(images, nc, size=800)
     tp, n_det, n_gt = np.zeros(nc), np.zeros(nc), np.zeros(nc)
     for e in evaluation.evalImgs:
         if e is None or e["aRng"] != evaluation.params.areaRng[0] or e["maxDet"] != 100:

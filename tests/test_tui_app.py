@@ -16,6 +16,7 @@ import pytest
 from textual.widgets import Button, Checkbox, Input
 
 from remote.pull import dest_for
+from tests.fixtures.screen import until_shown
 from tui.app import GpurentApp
 from tui.box.view import BoxView
 from tui.dialogs.base import Dialog
@@ -24,6 +25,7 @@ from tui.dialogs.destroy import DestroyDialog
 from tui.dialogs.guard import GuardDialog
 from tui.dialogs.launch import LaunchForm
 from tui.dialogs.push import PushDialog
+from tui.dialogs.quit import QuitDialog
 from tui.screens.help import HelpScreen
 from tui.spec import BoxSpec
 from tui.widgets.badges import WeightsBadge
@@ -105,7 +107,7 @@ async def test_connects_and_fills_every_pane(run_factory, sleeper):
     run = run_factory("exp1", done=5, total=20, pid=sleeper.pid)
     run_factory("exp0", done=20, total=20, state="completed")
     app = local_app(run.parent)
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
         box = await connected(app, pilot)
         assert box.run_dir == str(run)  # the live run is chosen over the finished one
         assert box.status.health.verdict in ("live", "slow", "stalled")
@@ -126,23 +128,25 @@ async def test_connects_and_fills_every_pane(run_factory, sleeper):
 async def test_launch_form_cancel_and_invalid_values(run_factory):
     run = run_factory("exp1", done=2, total=5, state="completed")
     app = local_app(run.parent)
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
         await connected(app, pilot)
         await pilot.press("l")
         await until(pilot, lambda: shown(app, LaunchForm)
                     and app.focused is not None)
         form = app.screen
-        assert app.focused.id == "cancel"
-        command = form.query_one("#command").content.plain
-        assert "-m trainer train" in command and "name=exp2" in command
+        assert app.focused.id == "f-data"  # the first required field that is empty
+        await until_shown(pilot, "data *", "✖ data is required", "name=exp2")
+        assert form.query_one("#launch", Button).disabled  # an empty data never launches
         await until(pilot, lambda: "preflight" in form.query_one("#findings").content.plain,
                     timeout=60)
         form.query_one("#f-name", Input).value = "bad name;rm -rf"
-        await pilot.pause(0.1)
-        assert "not allowed" in form.query_one("#command").content.plain
+        await until_shown(pilot, "is not allowed")
         assert form.query_one("#launch", Button).disabled
+        await pilot.press("ctrl+s")  # refused, and the form says why
+        await until_shown(pilot, "cannot launch yet")
+        assert isinstance(app.screen, LaunchForm)
         form.query_one("#cancel", Button).focus()
-        await pilot.press("enter")  # Enter on the default button cancels
+        await pilot.press("enter")  # Enter on Cancel cancels
         await until(pilot, lambda: not isinstance(app.screen, LaunchForm))
         assert sorted(p.name for p in run.parent.iterdir()) == ["exp1"]
         await pilot.press("p")
@@ -155,11 +159,12 @@ async def test_launch_form_cancel_and_invalid_values(run_factory):
 async def test_stop_run_cancel_then_confirm(run_factory, sleeper):
     run = run_factory("exp1", done=3, total=30, pid=sleeper.pid)
     app = local_app(run.parent, price=1.5)
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
         await connected(app, pilot)
         await pilot.press("x")
         await until(pilot, lambda: shown(app, ConfirmDialog))
-        assert "$1.50/h" in app.screen.body.plain
+        # This machine bills nothing: no billing words for a local run.
+        assert "billing" not in app.screen.body.plain and "$" not in app.screen.body.plain
         await pilot.press("escape")
         await pilot.pause(0.2)
         assert sleeper.poll() is None
@@ -174,7 +179,7 @@ async def test_pull_makes_the_weights_safe(run_factory, tmp_path):
     run = run_factory("exp1", done=3, total=3, state="completed")
     (run / "weights" / "best.pt").write_bytes(os.urandom(4096))
     app = local_app(run.parent)
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
         box = await connected(app, pilot)
         badge = box.query_one(WeightsBadge)
         await until(pilot, lambda: badge.safe_now is False)
@@ -207,7 +212,7 @@ async def test_push_dialog_cancel_no_token_and_failure_rings(run_factory, monkey
     (run / "weights" / "best.pt").write_bytes(b"weights")
     app = local_app(run.parent)
     bells = []
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
         monkeypatch.setattr(app, "bell", lambda: bells.append(1))
         await connected(app, pilot)
         await pilot.press("u")
@@ -229,7 +234,7 @@ async def test_push_dialog_cancel_no_token_and_failure_rings(run_factory, monkey
 async def test_instance_keys_need_a_provider(run_factory):
     run = run_factory("exp1", done=1, total=3, state="completed")
     app = local_app(run.parent)
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
         await connected(app, pilot)
         for key in ("i", "D"):
             await pilot.press(key)
@@ -244,7 +249,7 @@ async def test_stop_instance_shows_costs_then_stops(run_factory, vast_standin, m
     run = run_factory("exp1", done=1, total=3, state="completed")
     app = local_app(run.parent, provider="vast", instance=iid,
                     provider_url=vast_standin.base_url)
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
         box = await connected(app, pilot)
         await until(pilot, lambda: box.instance is not None)
         assert "$0.45/h" in box.money_text().plain
@@ -271,7 +276,7 @@ async def test_destroy_needs_the_id_and_safe_weights(run_factory, vast_standin, 
     (run / "weights" / "best.pt").write_bytes(b"unsaved")
     app = local_app(run.parent, provider="vast", instance=iid,
                     provider_url=vast_standin.base_url)
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
         await connected(app, pilot)
         await pilot.press("D")
         await until(pilot, lambda: shown(app, DestroyDialog)
@@ -303,9 +308,12 @@ async def test_destroy_needs_the_id_and_safe_weights(run_factory, vast_standin, 
 async def test_guard_dialog_cancel_and_bad_limit(run_factory):
     run = run_factory("exp1", done=1, total=3, state="completed")
     app = local_app(run.parent)
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
         await connected(app, pilot)
-        await pilot.press("g")
+        await pilot.press("g")  # the log's "top": no longer the guard
+        await pilot.pause(0.2)
+        assert not isinstance(app.screen, GuardDialog)
+        await pilot.press("a")
         await until(pilot, lambda: shown(app, GuardDialog))
         app.screen.query_one("#max-hours", Input).value = "soon"
         await press_button(pilot, "#arm")
@@ -321,7 +329,7 @@ async def test_log_keys_follow_search_filter(run_factory):
              for n in range(1, 41)]
     run = run_factory("exp1", done=3, total=3, state="completed", log_lines=lines)
     app = local_app(run.parent)
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
         box = await connected(app, pilot)
         pane = box.query_one(LogPane)
         await until(pilot, lambda: len(pane.log.lines) == 40)
@@ -353,7 +361,7 @@ async def test_log_keys_follow_search_filter(run_factory):
 async def test_help_reconnect_and_quit(run_factory, sleeper):
     run = run_factory("exp1", done=2, total=9, pid=sleeper.pid)
     app = local_app(run.parent, price=2.0)
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
         box = await connected(app, pilot)
         await pilot.press("question_mark")
         await until(pilot, lambda: shown(app, HelpScreen))
@@ -365,23 +373,26 @@ async def test_help_reconnect_and_quit(run_factory, sleeper):
         await pilot.pause(0.5)
         assert box.watcher is watcher and watcher.running
         await pilot.press("q")
-        await until(pilot, lambda: shown(app, ConfirmDialog))
-        assert "$2.00/h" in app.screen.body.plain
+        await until(pilot, lambda: shown(app, QuitDialog))
+        await until_shown(pilot, "keeps training on this machine")
+        body = app.screen.body.plain
+        assert "billing" not in body and "$" not in body  # this machine bills nothing
         await pilot.press("escape")
         await pilot.pause(0.1)
         assert app.is_running
         await pilot.press("q")
-        await until(pilot, lambda: shown(app, ConfirmDialog))
-        await press_button(pilot, "#confirm")
+        await until(pilot, lambda: shown(app, QuitDialog))
+        await press_button(pilot, "#quit")
         await pilot.pause(0.2)
-    assert "the run keeps going and costs $2.00/h" in app.farewell
+    assert "run exp1 keeps training on this machine" in app.farewell
+    assert f"reattach: gpurent-tui --local {run.parent} --run exp1" in app.farewell
     assert sleeper.poll() is None  # quitting never touches the run
 
 
 async def test_host_key_question_from_a_worker_thread(run_factory):
     run = run_factory("exp1", done=1, total=3, state="completed")
     app = local_app(run.parent)
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
         box = await connected(app, pilot)
         answers: list[bool] = []
         for press in ("escape", "confirm"):
@@ -408,14 +419,15 @@ async def test_run_death_rings_the_bell(run_factory, monkeypatch):
     run = run_factory("exp1", done=2, total=9, pid=proc.pid)
     app = local_app(run.parent)
     bells: list[int] = []
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
         monkeypatch.setattr(app, "bell", lambda: bells.append(1))
         box = await connected(app, pilot)
         assert box.status.health.verdict != "dead"
         os.killpg(proc.pid, signal.SIGKILL)  # like the OOM killer: status stays running
         proc.wait(timeout=10)
         await until(pilot, lambda: box.status.health.verdict == "dead", timeout=30)
-        await until(pilot, lambda: any(m.startswith("run dead") for m in messages(app)))
+        await until_shown(pilot, "run exp1 dead", "pid")
+        assert any(m.startswith("run exp1 dead") for m in messages(app))
         assert bells
 
 
@@ -427,7 +439,7 @@ async def test_several_boxes_as_tabs(run_factory, tmp_path):
     write_run(other / "exp9", done=2, total=4, state="completed")
     app = GpurentApp([BoxSpec("local", "local", project=str(one.parent)),
                       BoxSpec("local", "local", project=str(other))])
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
         boxes = app.boxes()
         await until(pilot, lambda: all(b.status is not None for b in boxes))
         assert app.box is boxes[0]
@@ -436,16 +448,20 @@ async def test_several_boxes_as_tabs(run_factory, tmp_path):
         assert app.box is boxes[1] and app.box.run_dir.endswith("exp9")
 
 
-async def test_unreachable_box_reports_without_freezing(tmp_path):
+async def test_unreachable_box_retries_until_escape(tmp_path):
     from tests.fixtures.sshd import free_port
 
     app = GpurentApp([BoxSpec("ssh", "nobody@127.0.0.1", port=free_port(),
                               project=str(tmp_path))])
-    async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: any("cannot connect" in n.title
-                                       for n in app._notifications), timeout=30)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        # The first connection is tried again on its own (a box still booting).
+        await until_shown(pilot, "cannot connect", "try 2 in", "Esc: stop")
         badge = app.query_one("ConnectionBadge")
-        assert badge.state == "error"
+        await until(pilot, lambda: "try 3 in" in str(badge.content))
+        assert badge.state == "retrying"
+        await pilot.press("escape")
+        await until_shown(pilot, "stopped retrying; r tries again")
+        await until(pilot, lambda: badge.state == "error")
         await pilot.press("question_mark")  # still answering keys
         await until(pilot, lambda: shown(app, HelpScreen))
 
@@ -455,9 +471,12 @@ async def test_every_key_is_in_the_command_palette(run_factory):
 
     run = run_factory("exp1", done=1, total=3, state="completed")
     app = local_app(run.parent)
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
         await connected(app, pilot)
+        listed = [cmd.title for cmd in app.get_system_commands(app.screen)]
         commands = {cmd.title: cmd for cmd in app.get_system_commands(app.screen)}
-        assert {label.capitalize() for _, _, label, _ in KEYS} <= set(commands)
+        assert {label.capitalize() for _, action, label, _ in KEYS
+                if action != "escape"} <= set(commands)
+        assert listed.count("Quit") == 1  # ours, which asks; not Textual's as well
         app.call_next(commands["Help"].callback)  # as the palette runs an entry
         await until(pilot, lambda: shown(app, HelpScreen))

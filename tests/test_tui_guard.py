@@ -88,7 +88,7 @@ async def test_arming_stops_an_idle_box_and_the_money_line_follows(run_factory,
             box = app.query_one(BoxView)
             await until(pilot, lambda: box.status is not None and box.instance is not None)
             assert "idle 30 min: $0.23 and counting" in box.money_text().plain
-            await pilot.press("g")
+            await pilot.press("a")
             await until(pilot, lambda: ready(app, GuardDialog))
             assert app.screen.query_one("#when", Select).value == "done"
             assert app.screen.query_one("#then", Select).value == "stop"
@@ -127,7 +127,7 @@ async def test_an_alarm_stays_red_until_acknowledged(run_factory, vast_standin, 
         assert bells == [1]
         await pilot.pause(1.0)  # refreshed a few times: still red, told only once
         assert box.guard.alarm_active and bells == [1]
-        await pilot.press("g")
+        await pilot.press("a")
         await until(pilot, lambda: ready(app, ConfirmDialog))
         assert "gave up after" in app.screen.body.plain
         assert "destroy accepted, but the instance is still running" in app.screen.body.plain
@@ -152,7 +152,7 @@ async def test_a_provider_that_cannot_stop_gets_no_stop(run_factory, lambda_stan
     async with app.run_test(size=SIZE) as pilot:
         box = app.query_one(BoxView)
         await until(pilot, lambda: box.status is not None and box.instance is not None)
-        await pilot.press("g")
+        await pilot.press("a")
         await until(pilot, lambda: ready(app, GuardDialog))
         then = app.screen.query_one("#then", Select)
         assert then.value == "destroy"

@@ -25,7 +25,7 @@ from tui.app import GpurentApp
 from tui.box.reports import findings_text
 from tui.box.view import BoxView
 from tui.dialogs.confirm import ConfirmDialog
-from tui.dialogs.launch import LaunchForm
+from tui.dialogs.launch import FormHooks, LaunchForm
 from tui.dialogs.profile import ProfileCard
 from tui.spec import BoxSpec
 from tui.widgets.runs import RunsList
@@ -134,7 +134,8 @@ async def test_every_box_field_reaches_the_terminal_inert(tmp_path: Path) -> Non
         assert "guard armed: when [@click=app.quit]q[/]" in main
 
         for report in (PREFLIGHT, DOCTOR, DOCTOR_LIST):
-            form = LaunchForm({"name": "exp9"}, "trainer", lambda _r: "cmd")
+            form = LaunchForm({"name": "exp9"}, "trainer",
+                              FormHooks(preview=lambda _r: "cmd", submit=lambda _r: None))
             await app.push_screen(form)
             await pilot.pause(0.1)
             form.show_findings(findings_text("preflight", report))

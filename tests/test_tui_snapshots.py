@@ -1,32 +1,64 @@
-"""Snapshots of the main states (pytest-textual-snapshot). Inputs are fixed: run
-directories written with RunWriter, a frozen clock, no connection; update with
+"""Snapshots of the main states (pytest-textual-snapshot) at 80x24 and 160x48. Inputs are
+fixed: run directories written with RunWriter, a frozen clock, no connection; update with
 ``pytest --snapshot-update`` after a deliberate change and look at the SVGs."""
 
 from __future__ import annotations
 
+import pytest
+
+from remote.events import ConnectionEvent
 from tests.fixtures.tui_scenes import PROFILE, destroy_costs, scene_app, show_scene
 from tui.box.reports import instance_costs
 from tui.dialogs.destroy import DestroyDialog
 from tui.dialogs.profile import ProfileCard
 
-SIZE = (150, 44)
+SMALL, LARGE = (80, 24), (160, 48)
 
 
-def test_main_screen_live_run(snap_compare, tmp_path):
-    assert snap_compare(scene_app(tmp_path, "live"), terminal_size=SIZE, run_before=show_scene)
+@pytest.mark.parametrize("size", [SMALL, LARGE], ids=["80x24", "160x48"])
+def test_main_screen_live_run(snap_compare, tmp_path, size):
+    assert snap_compare(scene_app(tmp_path, "live"), terminal_size=size, run_before=show_scene)
 
 
-def test_dead_run(snap_compare, tmp_path):
-    assert snap_compare(scene_app(tmp_path, "dead"), terminal_size=SIZE, run_before=show_scene)
+@pytest.mark.parametrize("size", [SMALL, LARGE], ids=["80x24", "160x48"])
+def test_dead_run(snap_compare, tmp_path, size):
+    assert snap_compare(scene_app(tmp_path, "dead"), terminal_size=size, run_before=show_scene)
 
 
-def test_launch_form(snap_compare, tmp_path):
+def test_link_down_dims_the_panes(snap_compare, tmp_path):
+    async def before(pilot):
+        box = await show_scene(pilot)
+        box.on_watch_event(1, ConnectionEvent("stale", "no data for 5s", silent_for=34.0))
+        box.on_watch_event(1, ConnectionEvent("reconnecting", "timed out", attempt=3))
+        await pilot.pause(0.3)
+
+    assert snap_compare(scene_app(tmp_path, "live"), terminal_size=LARGE, run_before=before)
+
+
+@pytest.mark.parametrize("size", [SMALL, LARGE], ids=["80x24", "160x48"])
+def test_launch_form(snap_compare, tmp_path, size):
     async def before(pilot):
         await show_scene(pilot)
         await pilot.press("l")
+        for _ in range(100):
+            await pilot.pause(0.1)
+            findings = pilot.app.screen.query("#findings")
+            if findings and "preflight" in str(findings.first().content):
+                break
+        for box in pilot.app.screen.query("Input"):
+            box.cursor_blink = False  # the focused field's cursor: on, not blinking
+        await pilot.pause(0.2)
+
+    assert snap_compare(scene_app(tmp_path, "live"), terminal_size=size, run_before=before)
+
+
+def test_quit_on_a_billing_box(snap_compare, tmp_path):
+    async def before(pilot):
+        await show_scene(pilot)
+        await pilot.press("q")
         await pilot.pause(0.3)
 
-    assert snap_compare(scene_app(tmp_path, "live"), terminal_size=SIZE, run_before=before)
+    assert snap_compare(scene_app(tmp_path, "live"), terminal_size=SMALL, run_before=before)
 
 
 def test_profile_card(snap_compare, tmp_path):
@@ -35,7 +67,7 @@ def test_profile_card(snap_compare, tmp_path):
         await pilot.app.push_screen(ProfileCard(PROFILE))
         await pilot.pause(0.2)
 
-    assert snap_compare(scene_app(tmp_path, "live"), terminal_size=SIZE, run_before=before)
+    assert snap_compare(scene_app(tmp_path, "live"), terminal_size=LARGE, run_before=before)
 
 
 def test_destroy_dialog_unsafe_weights(snap_compare, tmp_path):
@@ -45,7 +77,7 @@ def test_destroy_dialog_unsafe_weights(snap_compare, tmp_path):
         await pilot.app.push_screen(dialog)
         await pilot.pause(0.2)
 
-    assert snap_compare(scene_app(tmp_path, "live"), terminal_size=SIZE, run_before=before)
+    assert snap_compare(scene_app(tmp_path, "live"), terminal_size=LARGE, run_before=before)
 
 
 def test_help_screen(snap_compare, tmp_path):
@@ -54,4 +86,4 @@ def test_help_screen(snap_compare, tmp_path):
         await pilot.press("question_mark")
         await pilot.pause(0.2)
 
-    assert snap_compare(scene_app(tmp_path, "done"), terminal_size=SIZE, run_before=before)
+    assert snap_compare(scene_app(tmp_path, "done"), terminal_size=LARGE, run_before=before)

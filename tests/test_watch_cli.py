@@ -18,13 +18,13 @@ from typing import Any
 import pytest
 
 from remote.cli import main as cli_main
+from tests.fixtures.fake_libreyolo import libreyolo_shim
 from tests.fixtures.sshd import SSHServer
 from trainer import runfiles
 from trainer.health import local_pid_alive
 
 ROOT = Path(__file__).resolve().parents[1]
 GPURENT = Path(sys.executable).with_name("gpurent")
-SIM = ROOT / "tests" / "fixtures" / "run_sim.py"
 
 
 def gpurent(*args: str, env: dict[str, str] | None = None,
@@ -51,15 +51,12 @@ def log_of(events: list[dict[str, Any]]) -> bytes:
     return bytes(data)
 
 
-def libreyolo_on_path(tmp_path: Path) -> dict[str, str]:
-    """An environment whose ``libreyolo`` is the simulated run writer (LibreYOLO cannot
-    be installed here); it is started exactly as the launcher starts the real one."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    script = bin_dir / "libreyolo"
-    script.write_text(f"#!/bin/sh\nPYTHONPATH={ROOT} exec {sys.executable} {SIM} \"$@\"\n")
-    script.chmod(0o755)
-    return {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+def libreyolo_on_path(tmp_path: Path, epoch_seconds: float = 0.2) -> dict[str, str]:
+    """An environment whose ``libreyolo`` is the stand-in for the real one
+    (``tests.fixtures.fake_libreyolo``: ~6 GB of torch is not installed here)."""
+    libreyolo_shim(tmp_path / "bin")
+    return {"PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}",
+            "FAKE_LIBREYOLO_EPOCH_SECONDS": str(epoch_seconds)}
 
 
 def kill_group(pid: int) -> None:
@@ -73,12 +70,16 @@ def test_launch_follow_runs_stop_on_this_machine(tmp_path: Path,
                                                 request: pytest.FixtureRequest) -> None:
     env = libreyolo_on_path(tmp_path)
     project = tmp_path / "proj"
-    out = gpurent("launch", f"local:{project}", "name=r1", "epochs=3", "epoch_seconds=0.2",
-                  "style=libreyolo", "--engine", "libreyolo", env=env)
+    data = tmp_path / "data.yaml"
+    data.write_text("nc: 1\n")
+    libre = ["model=yolox-n", "pretrained=False", f"data={data}", "eval_interval=2"]
+    out = gpurent("launch", f"local:{project}", "name=r1", "epochs=3", *libre,
+                  "--engine", "libreyolo", env=env)
     assert out.returncode == 0, out.stderr
     command, started = out.stdout.splitlines()
-    assert command.startswith(f"$ mkdir -p {project}/r1 && cd {project} && {{ setsid nohup "
-                              "libreyolo train epochs=3")
+    assert command.startswith(f"$ mkdir -p {project}/.gpurent && cd {project} && {{ setsid "
+                              "nohup ")
+    assert " libreyolo train epochs=3 model=yolox-n pretrained=False " in command
     assert started.startswith("pid ") and started.endswith(f"run {project}/r1")
 
     followed = gpurent("follow", str(project / "r1"), "--json")
@@ -86,12 +87,12 @@ def test_launch_follow_runs_stop_on_this_machine(tmp_path: Path,
     events = json_lines(followed.stdout)
     assert log_of(events) == (project / "r1" / runfiles.LOG_FILE).read_bytes()
     statuses = [e for e in events if e["event"] == "status"]
-    assert statuses[-1]["health"] == "completed" and statuses[-1]["pid_alive"] is None
+    assert statuses[-1]["health"] == "completed" and statuses[-1]["pid_alive"] is False
     assert [r["epoch"] for e in events if e["event"] == "metrics" for r in e["rows"]] == \
         [1, 2, 3]
 
-    out = gpurent("launch", "--engine", "libreyolo", str(project), "name=r2", "epochs=1",
-                  "epoch_seconds=0.05", "hold=1", "--json", env=env)
+    out = gpurent("launch", "--engine", "libreyolo", str(project), "name=r2", "epochs=1000",
+                  *libre, "--json", env=env)
     assert out.returncode == 0, out.stderr
     pid = json.loads(out.stdout)["pid"]
     request.addfinalizer(lambda: kill_group(pid))
@@ -101,24 +102,29 @@ def test_launch_follow_runs_stop_on_this_machine(tmp_path: Path,
     # Refused either way: the run is live, or still starting (no status.json yet).
     assert again.out == ""
     assert "r2 holds a live run" in again.err or "is still starting" in again.err
-    # Stop only once its one epoch is written, so the table below is deterministic.
     deadline = time.monotonic() + 60
-    while runfiles.read_status(project / "r2").get("completed_epochs") != 1:
-        assert time.monotonic() < deadline, "r2 never finished its epoch"
+    while (runfiles.read_status(project / "r2").get("completed_epochs") or 0) < 2:
+        assert time.monotonic() < deadline, "r2 never finished two epochs"
         time.sleep(0.05)
     stopped = gpurent("stop", str(project / "r2"), "--timeout", "20", "--json")
     assert stopped.returncode == 0, stopped.stderr
-    assert json.loads(stopped.stdout)["outcome"] == "stopped"
+    answer = json.loads(stopped.stdout)
+    assert answer["outcome"] == "stopped" and "after SIGINT" in answer["detail"]
     assert not local_pid_alive(pid)
+    # LibreYOLO writes failed/KeyboardInterrupt without its epoch count; we show stopped
+    # with the epochs its metrics.jsonl holds.
+    assert runfiles.read_status(project / "r2").get("state") == "failed"
+    epochs = len((project / "r2" / runfiles.METRICS_FILE).read_text().splitlines())
 
     listed = gpurent("runs", str(project), "--json")
     assert listed.returncode == 0, listed.stderr
-    assert [(r["name"], r["health"]) for r in json.loads(listed.stdout)] == \
-        [("r2", "stopped"), ("r1", "completed")]
+    runs = json.loads(listed.stdout)
+    assert [(r["name"], r["health"]) for r in runs] == [("r2", "stopped"), ("r1", "completed")]
+    assert runs[1]["best_metric_name"] == "metrics/mAP50-95"  # dropped from its status
     assert cli_main(["runs", str(project)]) == 0
     table = capsys.readouterr().out.splitlines()
     assert table[0].split() == ["NAME", "STATE", "HEALTH", "EPOCH", "BEST", "UPDATED"]
-    assert table[1].split()[:4] == ["r2", "stopped", "stopped", "1/1"]
+    assert table[1].split()[:4] == ["r2", "failed", "stopped", f"{epochs}/1000"]
 
 
 @pytest.mark.parametrize("args", [

@@ -15,7 +15,14 @@ from pathlib import Path
 
 import psutil
 
-from remote.events import ConnectionEvent, LogEvent, MetricsEvent, StatusEvent, WatchEvent
+from remote.events import (
+    ConnectionEvent,
+    HostEvent,
+    LogEvent,
+    MetricsEvent,
+    StatusEvent,
+    WatchEvent,
+)
 from remote.transport.local import LocalTransport
 from remote.watcher import Watcher
 from trainer import runfiles
@@ -227,6 +234,11 @@ def test_reconnect_now_resumes_and_stop_closes(tmp_path: Path) -> None:
     with open(run / runfiles.LOG_FILE, "ab") as fh:
         fh.write(b"two\n")
     rec.wait(lambda _ev: rec.log() == b"one\ntwo\n", what="the rest of the log")
+    # The box's CPU and RAM come too (every --gpu-interval, 2 s by default).
+    rec.wait(lambda _ev: any(e.cpu_percent is not None for e in rec.of(HostEvent)),
+             what="a CPU sample")
+    host = [e for e in rec.of(HostEvent) if e.cpu_percent is not None][-1]
+    assert 0 <= host.cpu_percent <= 100 and 0 < host.mem_used_mib < host.mem_total_mib
     watcher.stop()
     assert not watcher.running
     assert rec.of(ConnectionEvent)[-1].state == "closed"

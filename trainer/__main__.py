@@ -21,7 +21,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "doctor": ("trainer.checks.doctor", "check a YOLO dataset (data.yaml) without modifying it"),
     "profile": ("trainer.profiler.command", "time real training steps and say what bounds them"),
     "stage": ("trainer.hub.stage", "download a dataset tar from the Hub and extract it safely"),
-    "push": ("trainer.hub.push", "push a run's weights to the Hub and append hub.json"),
+    "push": ("trainer.hub.pushcmd", "push a run's weights to the Hub (now, or --watch as it "
+             "trains) and append its ledger"),
     "safe": ("trainer.hub.safe", "list the weight files on the box and what left it"),
     "guard": ("trainer.guard.command", "stop or destroy this instance once the run is over"),
 }

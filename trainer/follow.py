@@ -23,10 +23,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from trainer import runfiles
+from trainer import engines, runfiles, smi
 from trainer.health import local_pid_alive
 from trainer.watch.boxinfo import box_info
-from trainer.watch.gpu import GpuSampler
 from trainer.watch.logs import tail_start
 from trainer.watch.runs import RunScanner, choose, read_launch
 from trainer.watch.side import SideFiles
@@ -37,6 +36,7 @@ PROTOCOL_VERSION = 1
 CHUNK_BYTES = 64 * 1024
 #: Most bytes of one file read in one poll, so that the other files get their turn.
 MAX_BYTES_PER_POLL = 1 << 20
+
 
 
 # --------------------------------------------------------------------------- output
@@ -214,11 +214,12 @@ class StatusFollower:
         Without status.json the console's growth counts as a change (once a second)."""
         try:
             st = os.stat(self.path)
-            key = f"{st.st_ino}:{st.st_mtime_ns}:{st.st_size}"
+            stop = engines.stop_mark_key(self.path.parent)
+            key = f"{st.st_ino}:{st.st_mtime_ns}:{st.st_size}{stop}"
         except OSError:
             st, key = None, "missing"
             with contextlib.suppress(OSError):
-                console = os.stat(self.path.with_name(runfiles.CONSOLE_FILE))
+                console = os.stat(engines.local_launch_files(self.path.parent)[1])
                 if time.monotonic() - self._sent_at >= 1.0 or not self._sent_once:
                     key = f"missing:{console.st_ino}:{console.st_size}"
                 elif self.key is not None:
@@ -247,6 +248,8 @@ class StatusFollower:
             message["reason"] = read.reason
         if launch is not None:
             message["launch"] = {"pid": launch.pid, "console": launch.console}
+        if engines.read_stop_mark(self.path.parent) is not None:
+            message["stop"] = {"pid": engines.read_stop_mark(self.path.parent)}
         return message
 
 
@@ -309,7 +312,9 @@ class Follower:
             chosen = choose(self.runs)
             self.run_arg = None if chosen is None else chosen["run_dir"]
         self.run_dir = None if self.run_arg is None else Path(self.run_arg).absolute()
-        self.gpu = GpuSampler(args.gpu_interval)
+        self.gpu = smi.GpuSampler(args.gpu_interval)
+        self.host = smi.HostLoad()
+        self._next_host = 0.0
         self.parts: list[Any] = []
         if self.run_dir is not None:
             log_path = self.run_dir / runfiles.LOG_FILE
@@ -351,6 +356,11 @@ class Follower:
                     self._send_runs()
                     next_scan = now + max(1.0, self.args.runs_interval)
                 self._send_all(self.gpu.ensure_running(now))
+                if self.args.gpu_interval > 0 and now >= self._next_host:
+                    self._next_host = now + self.args.gpu_interval
+                    load = self.host.sample()
+                    if load is not None:
+                        self.out.send({"t": "host", **load})
                 for part in self.parts:
                     self._send_all(part.poll())
                 if self.parts:

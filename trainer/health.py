@@ -137,6 +137,23 @@ def _ending_reason(read: StatusRead) -> str:
     return str(state)
 
 
+def apply_stop(health: Health, read: StatusRead, stopped_pid: int | None) -> Health:
+    """The verdict for a run that ``gpurent stop`` ended when its engine cannot say so:
+    LibreYOLO ends on SIGINT as ``failed`` (``KeyboardInterrupt``), and a run that ignored
+    the signal and was killed leaves ``running`` behind (``dead``). ``stopped_pid`` is the
+    pid the stop signalled (``NAME.stop.json``); it must be the status's own, so a later
+    run in the same folder is judged on its own."""
+    if stopped_pid is None or read.get("pid") != stopped_pid:
+        return health
+    err = read.get("error")
+    interrupted = isinstance(err, dict) and err.get("type") == "KeyboardInterrupt"
+    if health.verdict == "dead" or (health.verdict == "failed" and interrupted):
+        done, total = read.get("completed_epochs"), read.get("total_epochs")
+        epochs = f" after {done}/{total} epochs" if done is not None and total else ""
+        return Health("stopped", f"stopped by gpurent stop{epochs}")
+    return health
+
+
 def _judge_start(launch: LaunchRead, alive: bool | None) -> Health:
     last = one_line(" | ".join(launch.console.splitlines()[-3:]), 10_000)
     if alive is False:

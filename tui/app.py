@@ -1,51 +1,56 @@
-"""``GpurentApp``: one tab per box, keys and the command palette, quitting that detaches,
-and the one place that reports worker errors."""
+"""``GpurentApp``: one tab per box, keys and the command palette, the events history,
+alerts from any box, and quitting in the words of each box's state."""
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 
-from rich.text import Text
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, TabbedContent, TabPane
-from textual.worker import Worker, WorkerState
 
-from remote.billing.cost import money
-from remote.billing.providers import ProviderError
-from remote.billing.teardown import GateRefused
-from remote.checks import BoxToolFailed
-from remote.guard import GuardError
-from remote.transport.base import TransportError
 from trainer.text import clean_text
-from tui.box.actions import ActionRefused
 from tui.box.view import ALERT_VERDICTS, BoxView
-from tui.dialogs.confirm import ConfirmDialog
+from tui.dialogs.quit import QuitDialog
+from tui.screens.events import MAX_EVENTS, Event, EventsScreen
 from tui.screens.help import HelpScreen
 from tui.spec import BoxSpec
+from tui.words import Standing, farewell, quit_offers, quit_text, quit_title
 
-#: (key, action, footer label, palette description). Box actions run on the active tab.
+#: (key, action, footer label, palette description), in footer order: help and quit
+#: first so that they stay visible on a narrow terminal. Box actions run on the active tab.
 KEYS: tuple[tuple[str, str, str, str], ...] = (
+    ("question_mark,f1", "help", "help", "Show the keys"),
+    ("q", "quit", "quit", "Quit (says what keeps running and costing)"),
     ("l", "box('launch')", "launch", "Launch a training run (form, checks, exact command)"),
-    ("p", "box('profile')", "profile", "Profile a short run: verdict, levers and $/epoch"),
-    ("u", "box('push')", "push", "Push best.pt to the Hugging Face Hub from the box"),
     ("w", "box('pull')", "pull", "Pull the weights to this laptop (sha256-verified)"),
+    ("u", "box('push')", "push", "Push best.pt to the Hugging Face Hub from the box"),
     ("x", "box('stop_run')", "stop run", "Stop training gracefully (asks first)"),
+    ("e", "events", "events", "Show the events history (what toasts said)"),
+    ("p", "box('profile')", "profile", "Profile a short run: verdict, levers and $/epoch"),
+    ("a", "box('guard')", "guard", "Arm or disarm the guard; acknowledge its alarm"),
+    ("R", "box('resume')", "resume", "Start a stopped instance and resume its interrupted run"),
     ("i", "box('stop_instance')", "stop inst", "Stop the instance (shows what it still costs)"),
     ("D", "box('destroy')", "destroy", "Destroy the instance (type its id; needs safe weights)"),
-    ("R", "box('resume')", "resume", "Start a stopped instance and resume its interrupted run"),
-    ("g", "box('guard')", "guard", "Arm or disarm the guard; acknowledge its alarm"),
     ("r", "reconnect", "reconnect", "Reconnect to the box now"),
+    ("m", "metric", "metric", "Charts: show the next metric"),
     ("f", "log('toggle_follow')", "follow", "Log: follow on/off"),
     ("slash", "log('search')", "search", "Log: search with highlights"),
     ("n", "log('next')", "next", "Log: next search match"),
     ("N", "log('previous')", "prev", "Log: previous search match"),
     ("ampersand", "log('filter')", "filter", "Log: show only matching lines"),
-    ("question_mark,f1", "help", "help", "Show the keys"),
-    ("q", "quit", "quit", "Detach and quit (the run keeps going)"),
+    ("escape", "escape", "clear", "Clear the log search/filter; stop retrying a connection"),
 )
+#: Keys that act but take no room in the footer.
+QUIET = ("n", "N", "escape", "m", "f", "slash", "ampersand", "r", "D", "i", "a", "p", "R")
+#: The log pane's own keys, for the help screen.
+LOG_KEYS = (("j / k", "Log: line down / up"), ("g / G", "Log: top / bottom (G follows)"),
+            ("ctrl+d / ctrl+u", "Log: half a page down / up"),
+            ("1-9, [ ]", "Switch box tabs"))
 
 
 class GpurentApp(App[int]):
@@ -54,8 +59,14 @@ class GpurentApp(App[int]):
 
     TITLE = "gpurent-tui"
     CSS_PATH = "app.tcss"
-    BINDINGS = [Binding(key, action, label, show=key not in ("n", "N", "R"), tooltip=desc)
-                for key, action, label, desc in KEYS]
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-medium"), (120, "-wide")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (40, "-tall")]
+    BINDINGS = [Binding(key, action, label, show=key.split(",")[0] not in QUIET,
+                        tooltip=desc)
+                for key, action, label, desc in KEYS] + \
+        [Binding(str(n), f"tab({n - 1})", f"tab {n}", show=False) for n in range(1, 10)] + \
+        [Binding("left_square_bracket", "tab_step(-1)", "previous tab", show=False),
+         Binding("right_square_bracket", "tab_step(1)", "next tab", show=False)]
 
     def __init__(self, specs: list[BoxSpec], clock: Callable[[], float] = time.time,
                  autoconnect: bool = True) -> None:
@@ -64,6 +75,7 @@ class GpurentApp(App[int]):
         self.clock = clock
         self.autoconnect = autoconnect
         self.farewell = ""
+        self.history: deque[Event] = deque(maxlen=MAX_EVENTS)
 
     def compose(self) -> ComposeResult:
         """One tab per box, and the footer with the keys."""
@@ -82,10 +94,11 @@ class GpurentApp(App[int]):
             self.box.log_pane.log.focus()
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
-        """The keys act on the shown box: give its log the focus."""
+        """The keys act on the shown box: give its log the focus; its alerts are seen."""
         box = event.pane.query_one(BoxView)
         if not box.log_pane.log.has_focus_within:
             box.log_pane.log.focus()
+        box.seen()
 
     # ------------------------------------------------------------------ helpers
 
@@ -101,29 +114,36 @@ class GpurentApp(App[int]):
         """Every box view."""
         return list(self.query(BoxView))
 
+    def record(self, message: str, title: str = "", severity: str = "note") -> None:
+        """Keep ``message`` in the events history (without a notification)."""
+        self.history.append(Event(self.clock(), clean_text(title),
+                                  clean_text(str(message)), severity))
+
     def notify(self, message: str, *, title: str = "", severity: str = "information",
                timeout: float | None = None, markup: bool = False) -> None:
         """Notifications carry text from the box: always shown without markup, with
-        control characters stripped."""
+        control characters stripped; each is kept in the events history (e)."""
+        self.record(message, title, severity)
         super().notify(clean_text(str(message)), title=clean_text(title),
                        severity=severity, timeout=timeout, markup=False)
 
     def alert(self, message: str, title: str = "", severity: str = "error") -> None:
-        """A notification with the terminal bell (run ended badly, push failed)."""
+        """A notification with the terminal bell (a run ended badly, a push failed)."""
         self.bell()
         self.notify(message, title=title, severity=severity, timeout=15)
 
     # ------------------------------------------------------------------ actions
 
     def action_box(self, name: str) -> None:
-        """Run box action ``name`` on the active tab."""
+        """Run box action ``name`` on the active tab; a refusal is shown like any
+        failure (one line with the next step)."""
         box = self.box
         if box is None:
             return
         try:
             getattr(box, f"do_{name}")()
-        except (ActionRefused, GuardError, ProviderError) as exc:
-            self.notify(str(exc), title=box.spec.title, severity="warning")
+        except Exception as exc:  # noqa: BLE001 - every refusal reaches the screen
+            box.report_failure(name, exc)
 
     def action_log(self, what: str) -> None:
         """Log pane commands on the active tab."""
@@ -140,72 +160,134 @@ class GpurentApp(App[int]):
         elif what == "previous":
             pane.find(forward=False)
 
+    def action_escape(self) -> None:
+        """Esc: close or clear the log search; else stop retrying a connection."""
+        box = self.box
+        if box is None:
+            return
+        if box.log_pane.escape():
+            return
+        if box.stop_retrying():
+            self.notify("stopped retrying; r tries again", title=box.spec.title, timeout=5)
+
+    def action_metric(self) -> None:
+        """m: the metrics pane charts the next metric."""
+        if self.box is not None:
+            from tui.widgets.metrics import MetricsPane
+
+            self.box.query_one(MetricsPane).cycle_metric()
+
     def action_reconnect(self) -> None:
         """Reconnect the active box now."""
         if self.box is not None:
             self.notify("reconnecting…", title=self.box.spec.title, timeout=3)
             self.box.reconnect()
 
+    def action_tab(self, index: int) -> None:
+        """1-9: show that box's tab."""
+        if 0 <= index < len(self.specs):
+            self.query_one(TabbedContent).active = f"box-{index}"
+
+    def action_tab_step(self, step: int) -> None:
+        """[ and ]: the previous or next tab."""
+        tabs = self.query_one(TabbedContent)
+        current = int((tabs.active or "box-0").split("-")[1])
+        tabs.active = f"box-{(current + step) % len(self.specs)}"
+
+    def action_events(self) -> None:
+        """e: the events history."""
+        self.push_screen(EventsScreen(list(self.history)))
+
     def action_help(self) -> None:
         """Show the keys."""
-        keys = [(key.replace("question_mark", "?").replace("slash", "/")
-                 .replace("ampersand", "&"), desc) for key, _, _, desc in KEYS]
-        self.push_screen(HelpScreen(keys))
+        names = {"question_mark": "?", "slash": "/", "ampersand": "&", "escape": "Esc"}
+        keys = [(", ".join(names.get(k, k) for k in key.split(",")), desc)
+                for key, _, _, desc in KEYS]
+        self.push_screen(HelpScreen(keys + list(LOG_KEYS)))
+
+    async def action_help_quit(self) -> None:
+        """ctrl+c (Textual's would only say "press ctrl+q"): the same question as q."""
+        await self.action_quit()
+
+    # ------------------------------------------------------------------ quitting
+
+    def standings(self) -> list[Standing]:
+        """What each box leaves behind if the app quits now."""
+        out = []
+        for box in self.boxes():
+            safety = box.safety
+            run = box.run_dir.rstrip("/").rsplit("/", 1)[-1] if box.run_dir else None
+            out.append(Standing(
+                title=box.spec.title, local=box.spec.kind == "local", demo=box.spec.demo,
+                run=run, verdict=box.status.health.verdict if box.status else None,
+                price=box.price_per_hour(),
+                weights_safe=None if safety is None else safety.safe,
+                weights_where=None if safety is None else safety.where,
+                guard_watching=bool(box.guard is not None and box.guard.watching),
+                guard_summary=box.guard.summary() if box.guard is not None else "",
+                can_stop_instance=bool(box.spec.provider and box.spec.instance
+                                       and box.spec.provider != "manual"),
+                reattach=box.spec.reattach(run)))
+        return out
 
     async def action_quit(self) -> None:
-        """Ask, then detach: the run keeps going on the box."""
-        body = Text("Quit and detach? Training keeps running on the box", style="bold")
-        body.append(" and every instance keeps billing until you stop it:\n")
-        for box in self.boxes():
-            body.append(f"\n  {box.spec.title}: ")
-            price = box.price_per_hour()
-            body.append(f"{money(price)}/h" if price is not None else "price unknown",
-                        style="bold")
-        self.push_screen(ConfirmDialog("Detach and quit", body, "Detach and quit",
-                                       variant="warning"), self._quit_answered)
+        """Ask, in the words of each box's state, then detach."""
+        standings = self.standings()
+        self.push_screen(QuitDialog(quit_title(standings), quit_text(standings),
+                                    quit_offers(standings)), self._quit_answered)
 
-    def _quit_answered(self, yes: bool | None) -> None:
-        if not yes:
+    async def _quit_answered(self, answer: str | None) -> None:
+        standings = self.standings()
+        boxes = self.boxes()
+        if answer in ("arm", "stop-instance"):
+            def wanted(s: Standing) -> bool:
+                if answer == "arm":
+                    return s.billing and s.training and not s.guard_watching
+                return s.billing and not s.training and s.can_stop_instance
+
+            needs = [b for b, s in zip(boxes, standings, strict=True) if wanted(s)]
+            if needs and needs[0].parent is not None and needs[0].parent.id:
+                self.query_one(TabbedContent).active = needs[0].parent.id
+                self.action_box("guard" if answer == "arm" else "stop_instance")
             return
-        lines = []
-        for box in self.boxes():
-            price = box.price_per_hour()
-            cost = f" and costs {money(price)}/h" if price is not None else ""
-            run = f" ({box.run_dir})" if box.run_dir else ""
-            lines.append(f"Detached from {box.spec.title}{run}: the run keeps going{cost}.")
+        if answer == "stop-demo":
+            for box, s in zip(boxes, standings, strict=True):
+                if s.demo and s.training and box.transport is not None and box.run_dir:
+                    from remote.stop import stop_run
+
+                    await asyncio.to_thread(stop_run, box.transport, box.run_dir, 15.0)
+            standings = self.standings()
+        elif answer != "quit":
+            return
+        self.farewell = clean_text("\n".join(farewell(s) for s in standings),
+                                   keep_newlines=True)
+        for box in boxes:
             box.shutdown()
-        self.farewell = clean_text("\n".join(lines), keep_newlines=True)
         self.exit(0)
 
     # ------------------------------------------------------------------ events
 
     def on_box_view_health_changed(self, message: BoxView.HealthChanged) -> None:
-        """A run completed, failed, died or stalled: notify with the bell."""
+        """A run of any box completed, failed, died or stalled: toast and bell."""
         severity = ALERT_VERDICTS.get(message.verdict, "warning")
-        self.alert(f"run {message.verdict}: {message.reason}", message.box.spec.title,
-                   severity=severity)
+        self.alert(f"run {message.run} {message.verdict}: {message.reason}",
+                   message.box.spec.title, severity=severity)
 
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        """The one place worker failures are reported (as a notification)."""
-        if event.state != WorkerState.ERROR:
-            return
-        error = event.worker.error
-        title = (event.worker.name or "error").replace("_", " ")
-        if isinstance(error, ActionRefused):
-            self.notify(str(error), title=title, severity="warning")
-        elif isinstance(error, GateRefused):
-            self.alert(str(error), title=title)
-        elif isinstance(error, TransportError | BoxToolFailed | ValueError | OSError
-                        | TimeoutError):
-            self.notify(" ".join(str(error).split()) or type(error).__name__, title=title,
-                        severity="error", timeout=10)
-        else:
-            self.notify(f"{type(error).__name__}: {' '.join(str(error).split())}",
-                        title=title, severity="error", timeout=10)
+    def on_box_view_title_changed(self, message: BoxView.TitleChanged) -> None:
+        """Show a box's state on its tab."""
+        pane = message.box.parent
+        if isinstance(pane, TabPane) and pane.id:
+            self.query_one(TabbedContent).get_tab(pane.id).label = message.box.tab_label()
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        """Every key's action in the command palette too."""
-        yield from super().get_system_commands(screen)
+        """Every key's action in the command palette too (our Quit replaces Textual's,
+        which would leave without saying what keeps running)."""
+        ours = {label.capitalize() for _, _, label, _ in KEYS}
+        for command in super().get_system_commands(screen):
+            if command.title not in ours:
+                yield command
         for _key, action, label, desc in KEYS:
+            if action == "escape":
+                continue
             yield SystemCommand(label.capitalize(), desc,
                                 lambda action=action: self.run_action(action))

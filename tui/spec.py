@@ -3,6 +3,7 @@ that ``gpurent-tui --help`` and argument errors stay fast."""
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 
 
@@ -35,3 +36,22 @@ class BoxSpec:
         if self.kind == "local":
             return "local"
         return self.target if self.port in (None, 22) else f"{self.target}:{self.port}"
+
+    def reattach(self, run: str | None = None) -> str:
+        """The command that opens this box (and ``run``) again."""
+        if self.kind == "local":
+            words = ["gpurent-tui", "--local", self.project]
+        else:
+            words = ["gpurent-tui", self.target]
+            if self.port not in (None, 22):
+                words += ["-p", str(self.port)]
+            words += ["--project", self.project]
+            if self.provider:
+                words += ["--provider", self.provider]
+            if self.instance:
+                words += ["--instance", self.instance]
+            if self.price is not None:
+                words += ["--price", f"{self.price:g}"]
+        if run:
+            words += ["--run", run]
+        return shlex.join(words)

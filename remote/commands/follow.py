@@ -18,6 +18,7 @@ from remote.events import (
     ConnectionEvent,
     GpuEvent,
     GuardEvent,
+    HostEvent,
     HubEvent,
     LogEvent,
     MetricsEvent,
@@ -40,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``follow`` subcommand."""
     p = sub.add_parser(
         "follow",
-        help="stream a run's status, metrics rows, log and GPU stats until it ends",
+        help="stream a run's status, metrics rows, log and GPU/CPU stats until it ends",
         description="Follow a run live (through drops, resuming without gap or duplicate) "
         "until it completes, fails, stops or dies. The log goes to stdout (its exact bytes "
         "when stdout is not a terminal), status and metrics lines to stderr; --json prints "
@@ -50,7 +51,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run", metavar="[HOST:]RUN")
     p.add_argument("--json", action="store_true", help="one JSON object per event")
     p.add_argument("--keep", action="store_true", help="keep following after the run ends")
-    p.add_argument("--gpu", action="store_true", help="also print GPU samples")
+    p.add_argument("--gpu", action="store_true",
+                   help="also print GPU samples and the box's CPU and RAM")
     p.add_argument("--silence", type=float, default=5.0,
                    help="seconds without data before reconnecting (default 5)")
     p.add_argument("--from-start", action="store_true",
@@ -78,6 +80,9 @@ def event_json(event: WatchEvent) -> dict[str, Any]:
         return {"event": "log", "offset": event.offset, "reset": event.reset, **body}
     if isinstance(event, GpuEvent):
         return {"event": "gpu", "gpus": [vars(g) for g in event.gpus]}
+    if isinstance(event, HostEvent):
+        return {"event": "host", "cpu_percent": event.cpu_percent, "cpus": event.cpus,
+                "mem_used_mib": event.mem_used_mib, "mem_total_mib": event.mem_total_mib}
     if isinstance(event, GuardEvent):
         return {"event": "guard", "guard": None if event.state is None
                 else {**event.state.to_dict(), "summary": event.state.summary()}}
@@ -133,6 +138,11 @@ class Printer:
                     self.note(f"gpu{g.index} {g.name} util {g.util_percent}% mem "
                               f"{g.mem_used_mib}/{g.mem_total_mib} MiB "
                               f"{g.temperature_c}°C {g.power_w} W")
+        elif isinstance(event, HostEvent):
+            if self.gpu and event.cpu_percent is not None and event.mem_used_mib is not None \
+                    and event.mem_total_mib is not None:
+                self.note(f"host cpu {event.cpu_percent:.0f}% of {event.cpus} CPUs, ram "
+                          f"{event.mem_used_mib:.0f}/{event.mem_total_mib:.0f} MiB")
         elif isinstance(event, ConnectionEvent):
             self.note(f"[{event.state}] {event.detail}".rstrip())
         elif isinstance(event, GuardEvent) and event.state is not None:

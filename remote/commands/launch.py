@@ -7,8 +7,8 @@ import json
 import sys
 
 from remote.commands.errors import fail
-from remote.launch import ENGINES, LaunchSpec, RunIsLive
-from remote.push import laptop_token
+from remote.launch import ENGINES, RunIsLive, make_spec
+from remote.push import require_token
 from remote.startup import START_WAIT, CannotStart, start_run
 from remote.target import add_connection_options, open_transport, parse_target
 from trainer.text import clean_text, one_line
@@ -24,6 +24,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "of `libreyolo train`; name= names the run directory PROJECT/NAME. Prints the "
         "exact command, then the pid. The Hugging Face token (HF_TOKEN or the "
         "huggingface_hub token store) is sent over stdin with --hf-token or hub=. "
+        "With --engine libreyolo: nothing is created in PROJECT/NAME (LibreYOLO would "
+        "train into NAME2); its console log and pid go to PROJECT/.gpurent/; hub=ORG/NAME "
+        "starts the box-side push watcher (`trainer push --watch`: best.pt at every new "
+        "best, everything at the end) instead of reaching LibreYOLO, which has no such "
+        "option; resume=True resumes NAME/weights/last.pt (or the model= checkpoint); a "
+        "model name on a box that cannot reach huggingface.co needs pretrained=False. "
         "Options go before PROJECT or after the last KEY=VALUE. Before starting, the box "
         "is asked whether its python can train (torch, numpy, pillow, pyyaml; for "
         "--engine libreyolo, whether libreyolo is on PATH); after starting, launch waits "
@@ -65,19 +71,16 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("name=RUN is required (the run directory is PROJECT/RUN)")
     if not 0 <= args.wait <= 600:
         raise ValueError("--wait must be 0 to 600 seconds")
-    spec = LaunchSpec(args.engine, target.path, name, pairs)
+    spec = make_spec(args.engine, target.path, name, pairs)
     secret = None
     if args.hf_token or pairs.get("hub"):
-        token = laptop_token()
-        if not token:
-            raise ValueError("no Hugging Face token here: set HF_TOKEN or log in with "
-                             "`hf auth login`")
-        secret = token.encode("utf-8")
+        secret = require_token().encode("utf-8")
 
     def note(line: str) -> None:
         print(f"gpurent launch: {clean_text(line)}", file=sys.stderr)
 
-    transport = open_transport(target, args, bootstrap=args.engine == "trainer", note=note)
+    transport = open_transport(target, args, bootstrap=args.engine == "trainer" or bool(spec.push),
+                               note=note)
     try:
         started = start_run(transport, spec, stdin=secret, wait=args.wait)
     except (RunIsLive, CannotStart) as exc:

@@ -8,7 +8,7 @@ import json
 import sys
 
 from remote.commands.errors import fail
-from remote.push import PushFailed, check_push_args, laptop_token, push_from_box
+from remote.push import NO_TOKEN, PushFailed, check_push_args, laptop_token, push_from_box
 from remote.target import add_connection_options, host_target, open_transport
 from trainer.text import clean_text
 
@@ -42,8 +42,7 @@ def run(args: argparse.Namespace) -> int:
     target = host_target(args.host, args.run)
     token = laptop_token()
     if not token:
-        return fail("push", "no Hugging Face token: set HF_TOKEN or log in with "
-                            "`hf auth login`", 2, args.json)
+        return fail("push", NO_TOKEN, 2, args.json)
 
     def note(line: str) -> None:
         print(f"gpurent push: {clean_text(line)}", file=sys.stderr)

@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
 from remote.guard import read_guard
 from remote.quickstatus import quick_read
-from remote.runs import read_run
+from remote.runs import read_run, run_extras
 from remote.target import Target, add_connection_options, open_transport, parse_target
 from remote.transport.base import Transport, TransportError
 from remote.transport.local import LocalTransport
@@ -37,10 +38,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 def summarise(transport: Transport, run_dir: str) -> dict[str, Any]:
     """Read and judge a run on ``transport``'s machine; the ``--json`` object, with the
     guard's state (``None`` when no guard was ever armed for the run)."""
-    return _with_guard(read_run(transport, run_dir).summary(), read_guard(transport, run_dir))
+    return _with_guard(read_run(transport, run_dir).summary(), run_extras(transport, run_dir),
+                       read_guard(transport, run_dir))
 
 
-def _with_guard(summary: dict[str, Any], guard: Any) -> dict[str, Any]:
+def _with_guard(summary: dict[str, Any], extras: dict[str, Any],
+                guard: Any) -> dict[str, Any]:
+    summary["extras"] = extras
     summary["guard"] = None if guard is None else {
         **guard.to_dict(), "summary": guard.summary(), "alarm_active": guard.alarm_active}
     return summary
@@ -71,21 +75,40 @@ def format_summary(s: dict[str, Any]) -> str:
         if guard.get("alarm_active"):  # first, where nobody can miss it
             rows.insert(0, ("ALARM", f"{guard['alarm'].get('message')} (acknowledge: "
                                      "gpurent guard RUN ack)"))
+    rows += extras_rows(s.get("extras") or {})
     lines = [f"{k:<6} {clean_text(str(v))}" for k, v in rows]
+    args = (s.get("extras") or {}).get("args") or {}
+    if args:
+        text = " ".join(f"{clean_text(str(k))}={clean_text(str(v))}" for k, v in args.items())
+        lines += textwrap.wrap(text, 100, initial_indent="args   ", subsequent_indent="       ",
+                               break_on_hyphens=False)
     if s.get("console"):
         lines.append("console.log (last lines; no status.json yet):")
         lines += [f"  {clean_text(line)}" for line in str(s["console"]).splitlines()]
     return "\n".join(lines)
 
 
+def extras_rows(extras: dict[str, Any]) -> list[tuple[str, str]]:
+    """Rows for what else the run directory holds (weights, results, plots)."""
+    rows = []
+    if extras.get("weights"):
+        rows.append(("ckpt", ", ".join(extras["weights"])))
+    files = list(extras.get("files") or [])
+    if extras.get("plots"):
+        files.append(f"val/plots/ ({extras['plots']} files)")
+    if files:
+        rows.append(("files", ", ".join(files)))
+    return rows
+
+
 def remote_summary(args: argparse.Namespace, target: Target) -> dict[str, Any]:
     """Read and judge a run on a box over SSH (``HOST:RUN_DIR``), in one exec."""
     transport = open_transport(target, args)
     try:
-        run, guard = quick_read(transport, target.path)  # one exec, no bootstrap
+        run, guard, extras = quick_read(transport, target.path)  # one exec, no bootstrap
     finally:
         transport.close()
-    summary = _with_guard(run.summary(), guard)
+    summary = _with_guard(run.summary(), extras, guard)
     summary["run_dir"] = target.label
     return summary
 

@@ -1,4 +1,5 @@
-"""``gpurent stop [HOST:]RUN``: stop a run gracefully (SIGTERM), by force after a timeout."""
+"""``gpurent stop [HOST:]RUN``: stop a run gracefully (SIGTERM for our trainer, SIGINT
+for LibreYOLO), by force after a timeout."""
 
 from __future__ import annotations
 
@@ -15,10 +16,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``stop`` subcommand."""
     p = sub.add_parser(
         "stop",
-        help="stop a run: SIGTERM to its process group, SIGKILL after a timeout",
-        description="Send SIGTERM to the run's process group (the trainer saves and writes "
-        "state 'stopped'), wait up to --timeout seconds for it to exit, then SIGKILL. "
-        "Prints which happened. The pid is signalled only while it is the process "
+        help="stop a run gracefully (SIGTERM, or SIGINT for LibreYOLO), SIGKILL after a "
+        "timeout",
+        description="Stop the run gracefully, wait up to --timeout seconds for it to exit, "
+        "then SIGKILL; prints which happened. Our trainer gets SIGTERM to its process "
+        "group: it saves last.pt and writes state 'stopped'. A LibreYOLO run (it writes "
+        "train_config.yaml) gets SIGINT, its only graceful stop (SIGTERM would kill it "
+        "outright), once no checkpoint is being written; it records 'failed: "
+        "KeyboardInterrupt', which gpurent shows as stopped (PROJECT/.gpurent/NAME.stop.json "
+        "says who stopped it), and a checkpoint still being written is named as cut short. "
+        "The pid is signalled only while it is the process "
         "status.json records (same start time). RUN is a local run directory or "
         "HOST:RUN_DIR. Exit 0 stopped, killed or not running; 1 the box could not be "
         "reached, or the pid is stale (not signalled); 2 bad input or an unreadable "
@@ -26,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("run", metavar="[HOST:]RUN")
     p.add_argument("--timeout", type=float, default=30.0,
-                   help="seconds to wait after SIGTERM before SIGKILL (default 30)")
+                   help="seconds to wait after the signal before SIGKILL (default 30)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     add_connection_options(p)
     p.set_defaults(func=run)
@@ -45,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     ok = result.outcome != "not-signalled"
     if args.json:
         print(json.dumps({"ok": ok, "outcome": result.outcome, "detail": result.detail,
-                          "run_dir": target.label}))
+                          "torn": list(result.torn), "run_dir": target.label}))
     else:
         print(f"{result.outcome}: {clean_text(result.detail)}")
     return 0 if ok else 1

@@ -25,6 +25,7 @@ import os
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import paramiko
@@ -68,13 +69,14 @@ class _Blocks:
         if not os.path.exists(self.path):
             return set()
         try:
-            saved = json.loads(open(self.state, encoding="utf-8").read())  # noqa: SIM115
+            saved = json.loads(Path(self.state).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             saved = None
         if isinstance(saved, dict) and saved.get("identity") == self.identity:
             return {i for i in saved.get("done") or () if isinstance(i, int)
                     and 0 <= i < self.count}
-        if saved is None:  # a partial file of the single-stream kind: its bytes are good
+        if saved is None and not os.path.exists(self.state):
+            # A partial file of the single-stream kind: its bytes are good.
             have = min(os.path.getsize(self.path), size)
             if have % BLOCK_BYTES and have < size:
                 self.starts[have // BLOCK_BYTES] = have
@@ -87,15 +89,15 @@ class _Blocks:
             return self.todo.popleft() if self.todo and self.error is None else None
 
     def finished(self, index: int) -> None:
-        """Record block ``index`` as written (and remember it on disk)."""
+        """Record block ``index`` as written (and remember it on disk: one writer at a
+        time, so the record is always whole)."""
         with self.cond:
             self.done.add(index)
-            done = sorted(self.done)
             self.cond.notify_all()
-        with contextlib.suppress(OSError):
-            with open(self.state + ".tmp", "w", encoding="utf-8") as fh:
-                json.dump({"identity": self.identity, "done": done}, fh)
-            os.replace(self.state + ".tmp", self.state)
+            with contextlib.suppress(OSError):
+                with open(self.state + ".tmp", "w", encoding="utf-8") as fh:
+                    json.dump({"identity": self.identity, "done": sorted(self.done)}, fh)
+                os.replace(self.state + ".tmp", self.state)
 
     def fail(self, exc: BaseException) -> None:
         """A stream failed: the others stop taking blocks."""

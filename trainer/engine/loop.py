@@ -194,6 +194,7 @@ def run(plan: Plan, group: Group | None = None) -> int:
         "start_epoch": start_epoch, "host": host_info(caps), "batch": args.batch,
         "imgsz": imgsz, "world_size": world.size, "best_metric": best_metric,
         "best_metric_name": BEST_METRIC, "best_epoch": best_epoch,
+        "args": args.to_dict(),
     }, log, hub_state=lambda: uploader.state() if uploader is not None else None)
     report.status(state="running", completed_epochs=start_epoch - 1, current_epoch=None)
     weights = run_dir / WEIGHTS_DIR

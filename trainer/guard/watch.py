@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainer import procid, runfiles, smi
+from trainer import engines, procid, runfiles, smi
 from trainer.guard.act import Ending, Policy, end_billing
 from trainer.guard.notify import Notifier, Target
 from trainer.guard.state import ACTIVE_STATES, GUARD_FILE
-from trainer.health import judge_health, local_pid_alive
+from trainer.health import apply_stop, judge_health, local_pid_alive
 from trainer.providers.base import Provider
 from trainer.text import format_duration, money, one_line, rate
 
@@ -43,6 +43,15 @@ def gpu_utilisation(timeout: float = 10.0) -> list[int] | None:
     values = [int(row["utilization.gpu"]) for row in rows or ()
               if row["utilization.gpu"] is not None]
     return values or None
+
+
+def filled_status(run_dir: Path) -> runfiles.StatusRead:
+    """``status.json`` with what a final LibreYOLO status drops taken from its history."""
+    read = runfiles.read_status(run_dir)
+    if not read.ok or read.get("state") == "running":
+        return read
+    return runfiles.StatusRead(engines.fill_from_history(read.fields,
+                                                         engines.last_metrics_row(run_dir)))
 
 
 @dataclass(frozen=True)
@@ -151,7 +160,7 @@ class Guard:
         """A notification: the facts (run, state, best metric, what the guard did, money)
         and ``title``/``text`` for people."""
         cfg = self.cfg
-        read = runfiles.read_status(cfg.run_dir)
+        read = filled_status(cfg.run_dir)
         run = cfg.run_dir.resolve().name
         best = None
         if read.get("best_metric") is not None:
@@ -243,9 +252,10 @@ class Guard:
             now = time.time()
             size = log_path.stat().st_size if log_path.exists() else 0
             history = [*history[-20:], (now, size)]
-            read = runfiles.read_status(cfg.run_dir)
-            health = judge_health(read, now=now, pid_alive=self.pid_alive,
-                                           log_history=history)
+            read = filled_status(cfg.run_dir)
+            health = apply_stop(judge_health(read, now=now, pid_alive=self.pid_alive,
+                                             log_history=history),
+                                read, engines.read_stop_mark(cfg.run_dir))
             verdict, reason = health.verdict, health.reason
             stalled_since = (stalled_since or time.monotonic()) if verdict == "stalled" \
                 else None

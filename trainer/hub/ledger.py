@@ -1,4 +1,5 @@
-"""The Hub ledger of a run, ``RUN/hub.json``: which file left the box, when, and where.
+"""The Hub ledger of a run, ``RUN/hub.json`` (beside a LibreYOLO run: ``ledger_path``):
+which file left the box, when, and where.
 
 Standard library only (``trainer safe`` must answer on a box without huggingface_hub).
 The ledger is one JSON object ``{"schema_version": 1, "entries": [...]}``; each entry
@@ -25,7 +26,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from trainer import runfiles
+from trainer import engines, runfiles
 
 LEDGER_SCHEMA = 1
 LOCK_FILE = ".hub.json.lock"
@@ -54,8 +55,17 @@ def file_identity(path: str | os.PathLike[str]) -> dict[str, int]:
 
 
 def ledger_path(run_dir: str | os.PathLike[str]) -> Path:
-    """``RUN/hub.json``."""
-    return Path(run_dir) / runfiles.HUB_FILE
+    """``RUN/hub.json``; for a run of another engine (LibreYOLO), whose folder holds no
+    file of ours, ``PROJECT/.gpurent/NAME.hub.json`` beside it."""
+    inside = Path(run_dir) / runfiles.HUB_FILE
+    if inside.exists() or not engines.is_libreyolo_run(run_dir):
+        return inside
+    return Path(engines.beside_path(run_dir, runfiles.HUB_FILE))
+
+
+def _lock_path(run_dir: Path) -> Path:
+    path = ledger_path(run_dir)
+    return run_dir / LOCK_FILE if path.parent == run_dir else Path(f"{path}.lock")
 
 
 def read_ledger(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
@@ -81,7 +91,9 @@ def read_ledger(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
 
 @contextlib.contextmanager
 def _locked(run_dir: Path) -> Iterator[None]:
-    with open(run_dir / LOCK_FILE, "a+b") as lock:
+    lock_path = _lock_path(run_dir)
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "a+b") as lock:
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
         try:
             yield

@@ -9,33 +9,33 @@ Files are snapshotted first: each one is hard-linked into ``RUN/.hub-push-<pid>-
 The trainer replaces checkpoints with ``os.replace``, which gives the new checkpoint a new
 inode, so the link keeps the old bytes intact while they are hashed and uploaded; the
 ledger's sha256 is exactly what reached the Hub. Where hard links are impossible the
-snapshot is a copy. Hashing reads 1 MiB at a time and huggingface_hub streams the upload,
+snapshot is a copy. Another engine's run (LibreYOLO) rewrites checkpoints in place, so a
+link would change under the upload, and its folder holds no file of ours: its snapshots
+are copies under the box's cache directory (``snapshot_parent``), taken again when the
+file changed while it was copied. ``--watch`` (``trainer.hub.watch``) pushes a run as it
+trains. Hashing reads 1 MiB at a time and huggingface_hub streams the upload,
 so a multi-GB checkpoint is never held in memory.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import json
 import os
 import re
 import shutil
-import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainer import runfiles
+from trainer import engines, runfiles
 from trainer.health import local_pid_alive
 from trainer.hub.client import (
     HubError,
     check_repo_id,
     describe_error,
     import_hub,
-    read_token,
 )
 from trainer.hub.ledger import append_entries, file_identity, sha256_file
 
@@ -80,8 +80,12 @@ class RunInfo:
 
 
 def read_run_info(run_dir: Path) -> RunInfo:
-    """Epoch, best epoch and best metric from ``status.json`` (all ``None`` if unreadable)."""
+    """Epoch, best epoch and best metric from ``status.json`` (all ``None`` if unreadable),
+    with what a final LibreYOLO status drops taken from the last metrics row."""
     read = runfiles.read_status(run_dir)
+    if read.ok and read.get("state") != "running":
+        read = runfiles.StatusRead(engines.fill_from_history(
+            read.fields, engines.last_metrics_row(run_dir)))
     return RunInfo(
         epoch=read.get("completed_epochs"),
         best_epoch=read.get("best_epoch"),
@@ -128,24 +132,45 @@ class SnapshotSet:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
-def _copy_snapshot(name: str, src: Path, dst: Path) -> Snapshot | None:
-    try:
-        before = file_identity(src)
-        shutil.copyfile(src, dst)
-    except FileNotFoundError:
-        return None
-    return Snapshot(name, dst, before if file_identity(src) == before else None)
+def _copy_snapshot(name: str, src: Path, dst: Path, tries: int = 3) -> Snapshot | None:
+    """Copy ``src``; when it changed during the copy (rewritten in place), copy again."""
+    for _ in range(tries):
+        try:
+            before = file_identity(src)
+            shutil.copyfile(src, dst)
+        except FileNotFoundError:
+            return None
+        if file_identity(src) == before:
+            return Snapshot(name, dst, before)
+    return Snapshot(name, dst, None)
+
+
+def snapshot_parent(run_dir: Path) -> Path:
+    """Where the snapshot directories of a run's pushes go: inside our own run (hard
+    links need the same filesystem), under the cache directory for another engine's."""
+    if not engines.is_libreyolo_run(run_dir):
+        return run_dir
+    parent = engines.run_cache(run_dir, "push")
+    parent.mkdir(parents=True, exist_ok=True)
+    return parent
 
 
 def take_snapshot(run_dir: Path, names: Sequence[str], *, copy: bool = True) -> SnapshotSet:
-    """Freeze ``names`` of ``run_dir`` into a fresh snapshot directory inside it (same
-    filesystem, so hard links work). Missing files are listed, not fatal. Where a hard
-    link is impossible the file is copied, or with ``copy=False`` left in ``deferred``
-    so that this call stays a few metadata operations."""
-    directory = Path(tempfile.mkdtemp(prefix=f"{SNAPSHOT_PREFIX}{os.getpid()}-", dir=run_dir))
+    """Freeze ``names`` of ``run_dir`` into a fresh snapshot directory (``snapshot_parent``).
+    Missing files are listed, not fatal. Where a hard link is impossible (or useless:
+    another engine rewrites in place) the file is copied, or with ``copy=False`` left in
+    ``deferred`` so that this call stays a few metadata operations."""
+    parent = snapshot_parent(run_dir)
+    directory = Path(tempfile.mkdtemp(prefix=f"{SNAPSHOT_PREFIX}{os.getpid()}-", dir=parent))
     snaps = SnapshotSet(directory)
     for name in names:
         src, dst = local_path(run_dir, name), directory / name
+        if parent != run_dir:  # copied by complete()
+            if src.is_file():
+                snaps.deferred.append((name, src))
+            else:
+                snaps.missing.append(name)
+            continue
         try:
             os.link(src, dst)
         except FileNotFoundError:
@@ -162,7 +187,7 @@ def take_snapshot(run_dir: Path, names: Sequence[str], *, copy: bool = True) -> 
 
 def clean_stale_snapshots(run_dir: Path) -> None:
     """Remove snapshot directories left by pushes whose process is gone (killed)."""
-    for entry in run_dir.glob(f"{SNAPSHOT_PREFIX}*"):
+    for entry in snapshot_parent(run_dir).glob(f"{SNAPSHOT_PREFIX}*"):
         match = SNAPSHOT_RE.match(entry.name)
         if match and entry.is_dir() and not local_pid_alive(int(match.group(1))):
             shutil.rmtree(entry, ignore_errors=True)
@@ -258,61 +283,3 @@ def push_run(run_dir: Path, repo: str, token: str | None,
     with consistent_snapshot(run_dir, files) as (snaps, info):
         return push_snapshot(run_dir, repo, token, snaps, info, public=public,
                              endpoint=endpoint, progress_bars=progress_bars)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The ``trainer push`` argument parser."""
-    p = argparse.ArgumentParser(
-        prog="python3 -m trainer push",
-        description="Push a run's weights to a Hugging Face model repository (created "
-        "private when missing) and append the ledger RUN_DIR/hub.json. The token is read "
-        "from stdin with --token-stdin, else from HF_TOKEN or the huggingface_hub store.",
-    )
-    p.add_argument("run_dir", metavar="RUN_DIR")
-    p.add_argument("--repo", required=True, metavar="ORG/NAME")
-    p.add_argument("--files", default=",".join(DEFAULT_FILES),
-                   help="comma-separated; *.pt are taken from weights/ (default: %(default)s)")
-    p.add_argument("--public", action="store_true", help="create the repository public")
-    p.add_argument("--token-stdin", action="store_true",
-                   help="read the token from the first line of stdin")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    return p
-
-
-def main(argv: list[str]) -> int:
-    """Run ``trainer push``; exit 0 pushed, 1 the push failed, 2 bad input."""
-    args = build_parser().parse_args(argv)
-
-    def fail(message: str, code: int) -> int:
-        print(f"trainer push: {message}", file=sys.stderr)
-        if args.json:
-            print(json.dumps({"ok": False, "error": message}))
-        return code
-
-    try:
-        files = parse_files(args.files)
-        check_repo_id(args.repo)
-    except ValueError as exc:
-        return fail(str(exc), 2)
-    token = read_token(args.token_stdin)
-    if not token:
-        return fail("no Hub token: set HF_TOKEN on the box or send it with --token-stdin", 2)
-    if args.json:
-        with contextlib.suppress(HubError):
-            import_hub(progress_bars=False).utils.logging.set_verbosity_error()
-    try:
-        result = push_run(Path(args.run_dir), args.repo, token, files, public=args.public,
-                          progress_bars=not args.json)
-    except ValueError as exc:
-        return fail(str(exc), 2)
-    except HubError as exc:
-        return fail(str(exc), 1)
-    if args.json:
-        print(runfiles.dumps(result))
-    else:
-        names = ", ".join(e["file"] for e in result["files"])
-        print(f"pushed {names} to {result['repo']} at {result['commit'][:12]}: "
-              f"{result['message']}\n{result['commit_url']}")
-        if result["skipped"]:
-            print(f"not found, skipped: {', '.join(result['skipped'])}")
-    return 0

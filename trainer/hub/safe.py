@@ -8,8 +8,8 @@ projects named, and with ``--registry`` every run launched on this box through g
 (``required``): ``best.pt``, and ``last.pt`` when it is newer than ``best.pt`` or there is
 no ``best.pt``; a run with neither needs its newest ``*.pt``. Required files are hashed
 (sha256; an unchanged file is known by its size, inode and mtime, from the ledger or the
-cache ``RUN/.hub-hash-cache.json``) and given the ledger entries (``RUN/hub.json``) that
-hold that content, newest first.
+cache under the box's cache directory, ``trainer.engines.run_cache``) and given the ledger
+entries (``RUN/hub.json``, or beside a LibreYOLO run) that hold that content, newest first.
 
 This command only reads the box. Whether a ledger entry is true is asked of the Hub by
 the caller: the laptop's teardown gate, or the guard (``verified_safety``).
@@ -37,12 +37,13 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Optional
 
-from trainer import runfiles
+from trainer import engines, runfiles
 from trainer.health import local_pid_alive
 from trainer.hub.ledger import LedgerError, file_identity, read_ledger, sha256_file
 
 SCHEMA = "gpurent.safe/2"
-HASH_CACHE = ".hub-hash-cache.json"
+#: The kind of cache (``trainer.engines.run_cache``) that remembers hashes by identity.
+HASH_CACHE = "hashes"
 #: Files whose presence makes a directory a run directory.
 RUN_MARKERS = (runfiles.STATUS_FILE, runfiles.METRICS_FILE, runfiles.RESULTS_FILE,
                runfiles.LAUNCH_PID_FILE)
@@ -152,7 +153,7 @@ def file_sha256(run_dir: Path, name: str, entries: Sequence[dict[str, Any]]) -> 
         if entry.get("file") == name and isinstance(entry.get("sha256"), str) \
                 and _same_file(entry, identity):
             return str(entry["sha256"])
-    cache_path = run_dir / HASH_CACHE
+    cache_path = engines.run_cache(run_dir, HASH_CACHE)
     cache: dict[str, Any] = {}
     with contextlib.suppress(OSError, ValueError):
         loaded = json.loads(cache_path.read_text(encoding="utf-8"))
@@ -238,15 +239,18 @@ def verified_safety(run_dir: Path, verify: Verify | None = None) -> dict[str, An
 
 
 def push_in_flight(run_dir: Path) -> bool:
-    """Whether a push of this run is under way: a snapshot directory of
-    ``trainer.hub.push`` whose process is alive (a killed push leaves a stale one)."""
-    from trainer.hub.push import SNAPSHOT_PREFIX, SNAPSHOT_RE
+    """Whether a push of this run is under way or still to come: a snapshot directory of
+    ``trainer.hub.push`` whose process is alive (a killed push leaves a stale one), or a
+    live push watcher of the run (``trainer push --watch``: its final push follows the
+    end of the run)."""
+    from trainer.hub.push import SNAPSHOT_PREFIX, SNAPSHOT_RE, snapshot_parent
+    from trainer.hub.watch import live_watchers
 
-    for entry in Path(run_dir).glob(f"{SNAPSHOT_PREFIX}*"):
+    for entry in snapshot_parent(Path(run_dir)).glob(f"{SNAPSHOT_PREFIX}*"):
         match = SNAPSHOT_RE.match(entry.name)
         if match and entry.is_dir() and local_pid_alive(int(match.group(1))):
             return True
-    return False
+    return bool(live_watchers(Path(run_dir)))
 
 
 def main(argv: list[str]) -> int:

@@ -19,8 +19,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trainer import runfiles
-from trainer.health import LaunchRead, judge_health, local_pid_alive, parse_launch_pid
+from trainer import engines, runfiles
+from trainer.health import (
+    LaunchRead,
+    apply_stop,
+    judge_health,
+    local_pid_alive,
+    parse_launch_pid,
+)
 from trainer.text import console_tail
 
 SCHEMA = "gpurent.runs/1"
@@ -34,13 +40,15 @@ CONSOLE_TAIL_BYTES = 8192
 
 
 def read_launch(run_dir: Path, tail_bytes: int = CONSOLE_TAIL_BYTES) -> LaunchRead | None:
-    """``launch.pid`` and the end of ``console.log`` (``None`` when neither exists)."""
+    """``launch.pid`` and the end of ``console.log``, inside the run or beside it
+    (``None`` when neither exists)."""
+    pid_path, console_file = engines.local_launch_files(run_dir)
     try:
-        pid = parse_launch_pid((run_dir / runfiles.LAUNCH_PID_FILE).read_bytes()[:256])
+        pid = parse_launch_pid(Path(pid_path).read_bytes()[:256])
     except OSError:
         pid = None
     try:
-        with open(run_dir / runfiles.CONSOLE_FILE, "rb") as fh:
+        with open(console_file, "rb") as fh:
             fh.seek(max(0, os.fstat(fh.fileno()).st_size - tail_bytes))
             console: bytes | None = fh.read(tail_bytes)
     except OSError:
@@ -64,15 +72,13 @@ class RunScanner:
 
     def __init__(self, project: str) -> None:
         self.project = project
-        self._reads: dict[str, tuple[tuple[int, int, int] | None, runfiles.StatusRead]] = {}
+        self._reads: dict[str, tuple[tuple[int, int, int] | None, runfiles.StatusRead,
+                                     runfiles.StatusRead]] = {}
 
     def scan(self, now: float | None = None) -> list[dict[str, Any]]:
         """The runs, newest first (``updated`` descending, then by name)."""
         now = time.time() if now is None else now
-        try:
-            names = sorted(e.name for e in os.scandir(self.project) if e.is_dir())
-        except OSError:
-            names = []
+        names = run_names(self.project)
         runs = []
         for name in names:
             item = self._run(name, now)
@@ -82,19 +88,22 @@ class RunScanner:
         runs.sort(key=lambda r: (-r["updated"], r["name"]))
         return runs
 
-    def _status(self, name: str, path: Path) -> tuple[runfiles.StatusRead,
-                                                       tuple[int, int, int] | None]:
-        sig = _signature(path)
+    def _status(self, name: str, run_dir: Path) -> tuple[runfiles.StatusRead,
+                                                          runfiles.StatusRead,
+                                                          tuple[int, int, int] | None]:
+        """status.json as read, the same with what another engine left out filled in
+        (``finished``), and its signature; cached while the signature holds."""
+        sig = _signature(run_dir / runfiles.STATUS_FILE)
         cached = self._reads.get(name)
         if cached is not None and cached[0] == sig and sig is not None:
-            return cached[1], sig
-        read = runfiles.read_status(path)
-        self._reads[name] = (sig, read)
-        return read, sig
+            return cached[1], cached[2], sig
+        read = runfiles.read_status(run_dir / runfiles.STATUS_FILE)
+        self._reads[name] = (sig, read, finished(run_dir, read))
+        return read, self._reads[name][2], sig
 
     def _run(self, name: str, now: float) -> dict[str, Any] | None:
         run_dir = Path(self.project) / name
-        read, sig = self._status(name, run_dir / runfiles.STATUS_FILE)
+        read, full, sig = self._status(name, run_dir)
         launch = None
         if read.missing:
             launch = read_launch(run_dir)
@@ -112,9 +121,12 @@ class RunScanner:
         health = judge_health(read, now=now,
                               pid_alive=None if alive is None else (lambda _p: alive),
                               log_history=history, launch=launch)
+        if health.verdict in ("failed", "dead"):
+            health = apply_stop(health, full, engines.read_stop_mark(run_dir))
+        read = full
         mtime = sig[1] / 1e9 if sig else None
         if mtime is None:
-            console = _signature(run_dir / runfiles.CONSOLE_FILE)
+            console = _signature(Path(engines.local_launch_files(run_dir)[1]))
             mtime = console[1] / 1e9 if console else None
         updated = runfiles.parse_iso(read.get("updated_at") or "") or mtime or 0.0
         return runfiles.finite_json({
@@ -124,6 +136,33 @@ class RunScanner:
             "best_metric": read.get("best_metric"),
             "best_metric_name": read.get("best_metric_name"),
             "updated_at": read.get("updated_at"), "updated": updated, "pid_alive": alive})
+
+
+def run_names(project: str) -> list[str]:
+    """The directories of ``project`` that may be runs, and the runs only known beside
+    it (launched by an engine that names its folder itself, not made yet)."""
+    try:
+        names = {e.name for e in os.scandir(project) if e.is_dir()}
+    except OSError:
+        return []
+    suffix = f".{engines.BESIDE_PID}"
+    try:
+        beside = [e.name[:-len(suffix)] for e in os.scandir(Path(project) / engines.BESIDE_DIR)
+                  if e.name.endswith(suffix)]
+    except OSError:
+        beside = []
+    return sorted((names - {engines.BESIDE_DIR}) | set(beside))
+
+
+def finished(run_dir: Path, read: runfiles.StatusRead) -> runfiles.StatusRead:
+    """What another engine's final status leaves out (LibreYOLO drops the epoch count
+    and the best metric's name), filled in from the last metrics row."""
+    if read.ok and read.get("state") != "running" and (
+            read.get("completed_epochs") is None or read.get("best_metric_name") is None
+            or (read.get("start_epoch") or 0) > 1):
+        return runfiles.StatusRead(engines.fill_from_history(
+            read.fields, engines.last_metrics_row(run_dir)))
+    return read
 
 
 def choose(runs: list[dict[str, Any]]) -> dict[str, Any] | None:

@@ -1,47 +1,45 @@
-"""The actions on one box (launch, profile, push, pull, stop run, stop or destroy the
-instance, guard), mixed into ``tui.box.view.BoxView``.
+"""The actions on one box (push, pull, stop run, stop or destroy the instance, guard) and
+how their outcome reaches the screen, mixed into ``tui.box.view.BoxView``. The launch form
+and the profiler are in ``tui.box.launching``.
 
 Each action asks in a dialog (Cancel first), then calls one ``remote`` function in a
-worker thread; results come back as notifications. Worker errors are reported in one
-place (``GpurentApp.on_worker_state_changed``)."""
+worker thread, shown in the status row while it runs. A failure raised in a worker is
+reported by ``report_failure`` (called from ``BoxView.on_worker_state_changed``) as one
+line with the next step, in a notification, the status row and the events history."""
 
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 from rich.text import Text
 from textual import work
 
-from remote import checks, fields
 from remote.billing.cost import money, rate
 from remote.billing.identity import box_address
-from remote.billing.providers import provider_for
+from remote.billing.providers import parse_instance_target, provider_for
 from remote.billing.teardown import resolve_safety, run_safety, teardown, warning_for
-from remote.launch import LaunchSpec, RunIsLive, build_command
 from remote.pull import pull_weights
-from remote.push import laptop_token, push_from_box
-from remote.startup import CannotStart, start_run
+from remote.push import laptop_token, require_token
 from remote.stop import stop_run
 from remote.transport.base import Transport
 from trainer.runfiles import parse_iso
 from trainer.text import format_duration, one_line
+from tui.box.activity import Activities
+from tui.box.failures import BACKGROUND, ActionRefused, describe
 from tui.box.guard import GuardActions
-from tui.box.reports import findings_text, instance_costs
+from tui.box.reports import instance_costs
 from tui.dialogs.confirm import ConfirmDialog
 from tui.dialogs.destroy import DestroyDialog
-from tui.dialogs.launch import LaunchForm, LaunchRequest
-from tui.dialogs.profile import ProfileCard
 from tui.dialogs.push import PushDialog
-from tui.fmt import safe
+from tui.fmt import advance_ages, safe
 from tui.widgets.badges import WeightsBadge
+
+__all__ = ["ActionRefused", "BoxActions"]
 
 #: Verdicts after which a box that still runs is idle, billing for nothing.
 RUN_OVER = ("completed", "failed", "stopped", "dead")
-
-
-class ActionRefused(Exception):
-    """An action cannot run now; the message says why in one line."""
 
 
 class BoxActions(GuardActions):
@@ -52,16 +50,72 @@ class BoxActions(GuardActions):
         self.preflight: dict[str, Any] | None = None
         self.instance: Any = None
         self.safety: Any = None
-        self.guard: Any = None
-        self.launch_form: LaunchForm | None = None
+        self.safety_at: float | None = None
         self.last_hub_repo = ""
+        self.activities = Activities()
+        #: The last outcome worth keeping on screen: ``(line, severity)``.
+        self.last_line: tuple[str, str] | None = None
+        self._background_failures: dict[str, str] = {}
+
+    # ------------------------------------------------------------------ outcomes
+
+    def begin(self, name: str, label: str) -> None:
+        """Action ``name`` (its worker's name) starts: show it in the status row."""
+        self.activities.start(name, label, self.clock())
+        self.draw_status_row()
+
+    def end_activity(self, name: str) -> None:
+        """Worker ``name`` ended (well or not): it leaves the status row."""
+        if self.activities.finish(name) is not None:
+            self.draw_status_row()
+
+    def done(self, line: str) -> None:
+        """An action succeeded: say so (notification, status row, history)."""
+        self.last_line = (line, "information")
+        self.app.notify(line, title=self.spec.title)
+        self.draw_status_row()
+
+    def report_failure(self, name: str, error: BaseException) -> None:
+        """Put the failure of ``name`` on screen as one line with the next step: a
+        notification (with the bell for the worst), the status row, the events history,
+        and inside the launch form when it is open. A broken link starts the reconnect."""
+        failure = describe(name, error, self.transport)
+        if failure.link and self.transport is not None:
+            self.relink()
+        if name in BACKGROUND:
+            if self._background_failures.get(name) == failure.line:
+                self.app.record(failure.line, self.spec.title, "note")
+                return
+            self._background_failures[name] = failure.line
+        self.last_line = (failure.line, failure.severity)
+        form = getattr(self, "launch_form", None)
+        if form is not None and form.is_attached and name in ("start_launch", "profile",
+                                                              "run_checks", "probe"):
+            form.show_error(failure.line)
+        if failure.bell:
+            self.app.alert(failure.line, self.spec.title, severity=failure.severity)
+        else:
+            self.app.notify(failure.line, title=self.spec.title, severity=failure.severity,
+                            timeout=12)
+        self.draw_status_row()
+
+    def relink(self) -> None:
+        """An action found the link broken: one reconnect for the control connection
+        (and the watcher, unless it is already on it)."""
+        if self.watcher is not None and self.down_since is None:
+            self.watcher.reconnect_now()
+        self.reconnect_control()
 
     # ------------------------------------------------------------------ helpers
 
     def need_transport(self) -> Transport:
-        """The control connection, or ``ActionRefused`` while connecting."""
+        """The control connection, or ``ActionRefused`` saying why there is none."""
         if self.transport is None:
-            raise ActionRefused("not connected to the box yet")
+            raise ActionRefused("not connected to the box yet: wait for the connection "
+                                "(r retries now)")
+        if self.down_since is not None:
+            raise ActionRefused(f"no link to the box ({self.stale_words()}): reconnecting "
+                                "on its own; r tries now")
         return self.transport
 
     def need_run(self) -> str:
@@ -129,11 +183,12 @@ class BoxActions(GuardActions):
 
     # ------------------------------------------------------------------ safety, instance
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="safety")
+    @work(thread=True, exclusive=True, exit_on_error=False, group="safety",
+          name="refresh_safety")
     def refresh_safety(self) -> None:
         """Ask whether the weights of every run the box knows are safe off it (Hub or
         laptop) and show it on the badge."""
-        if self.transport is None:
+        if self.transport is None or self.down_since is not None:
             return
         safety = resolve_safety(self.safety_source())
         self.app.call_from_thread(self._show_safety, safety)
@@ -151,15 +206,12 @@ class BoxActions(GuardActions):
         return ask
 
     def _show_safety(self, safety: Any) -> None:
-        self.safety = safety
-        known = bool(getattr(safety, "runs", True))  # no run to check: unknown, not unsafe
-        self.query_one(WeightsBadge).show(safety.safe if known else None,
-                                          getattr(safety, "where", None),
-                                          getattr(safety, "epoch", None), safety.reason,
-                                          nothing=bool(getattr(safety, "nothing", False)),
-                                          unsafe=getattr(safety, "unsafe_names", ""))
+        self.safety, self.safety_at = safety, self.clock()
+        self._background_failures.pop("refresh_safety", None)
+        self.draw_safety()
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="needs")
+    @work(thread=True, exclusive=True, exit_on_error=False, group="needs",
+          name="install_needs")
     def install_needs(self) -> None:
         """Install what the follower said the box tools lack (psutil, huggingface_hub),
         in the background; what happened is one notification."""
@@ -174,7 +226,20 @@ class BoxActions(GuardActions):
             self.app.call_from_thread(self.app.notify, one_line(note), title=self.spec.title,
                                       timeout=8)
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="instance")
+    def draw_safety(self) -> None:
+        """The weights badge, its reason's ages moved on to now."""
+        if self.safety is None or self.safety_at is None:
+            return
+        s = self.safety
+        reason = advance_ages(s.reason, self.clock() - self.safety_at)
+        known = bool(getattr(s, "runs", True))  # no run to check: unknown, not unsafe
+        self.query_one(WeightsBadge).show(s.safe if known else None, getattr(s, "where", None),
+                                          getattr(s, "epoch", None), reason,
+                                          nothing=bool(getattr(s, "nothing", False)),
+                                          unsafe=getattr(s, "unsafe_names", ""))
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="instance",
+          name="refresh_instance")
     def refresh_instance(self) -> None:
         """Ask the provider about the instance (price, storage, state); the guard's
         state on the box comes with the watcher's stream."""
@@ -191,113 +256,6 @@ class BoxActions(GuardActions):
                                 "or start with --provider vast|runpod|lambda --instance ID")
         return provider_for(self.spec.provider, base_url=self.spec.provider_url)
 
-    # ------------------------------------------------------------------ launch
-
-    def do_launch(self) -> None:
-        """Open the launch form (checks start at once in the background)."""
-        self.open_form("Launch a training run")
-
-    def open_form(self, title: str) -> None:
-        """The launch form; its answer launches or profiles."""
-        transport = self.need_transport()
-        defaults = self.launch_defaults()
-
-        def preview(request: LaunchRequest) -> str:
-            return build_command(self.launch_spec(request), transport)
-
-        form = LaunchForm(defaults, "trainer", preview, title=title)
-        self.launch_form = form
-        self.app.push_screen(form, self._form_answered)
-        self.run_checks(defaults.get("data", ""))
-
-    def launch_defaults(self) -> dict[str, str]:
-        """Sensible starting values for the form."""
-        from tui.widgets.runs import RunsList
-
-        existing = {r.name for r in self.query_one(RunsList).runs}
-        n = 1
-        while f"exp{n}" in existing:
-            n += 1
-        data = ""
-        if self.spec.demo:
-            from tui.demo import demo_data_yaml
-
-            data = demo_data_yaml()
-        return {"model": "n", "data": data, "epochs": "30", "batch": "16", "imgsz": "640",
-                "device": "", "name": f"exp{n}", "save_period": "", "hub": "", "extra": ""}
-
-    def launch_spec(self, request: LaunchRequest) -> Any:
-        """The ``remote.launch.LaunchSpec`` for the form's values."""
-        args = dict(request.args)
-        args.pop("name", None)
-        if request.hub:
-            args["hub"] = request.hub
-        return LaunchSpec(engine=request.engine, project=self.project,
-                                 name=request.name, args=args)
-
-    @work(thread=True, exclusive=True, exit_on_error=False, group="preflight")
-    def check_box(self) -> None:
-        """Preflight the box once connected; failed checks are notified at once."""
-        transport = self.need_transport()
-        report = checks.preflight(transport, self.project)
-        self.preflight = report
-        if report.get("ok") is not True:
-            failed = ", ".join(fields.texts(report.get("failed"))) or "?"
-            self.app.call_from_thread(self.app.notify, f"preflight found problems: {failed} "
-                                      "(l shows the details)", title=self.spec.title,
-                                      severity="warning", timeout=10)
-
-    @work(thread=True, exclusive=True, exit_on_error=False, group="checks")
-    def run_checks(self, data: str) -> None:
-        """Preflight (once per connection) and the dataset doctor, shown in the form."""
-        transport = self.need_transport()
-        if self.preflight is None:
-            self.preflight = checks.preflight(transport, self.project, data or None)
-        text = findings_text("preflight", self.preflight)
-        if data:
-            text.append_text(findings_text("doctor", checks.doctor(transport, data)))
-        form = self.launch_form
-        if form is not None and form.is_attached:
-            self.app.call_from_thread(form.show_findings, text)
-
-    def _form_answered(self, request: LaunchRequest | None) -> None:
-        self.launch_form = None
-        if request is None:
-            return
-        if request.action == "profile":
-            self.profile(request)
-        else:
-            self.start_launch(request)
-
-    @work(thread=True, exclusive=True, exit_on_error=False, group="launch")
-    def start_launch(self, request: LaunchRequest) -> None:
-        """Launch the run detached on the box, then watch it."""
-        transport = self.need_transport()
-        stdin = None
-        if request.hub:
-            token = laptop_token()
-            if token is None:
-                raise ActionRefused("a Hub repo needs a Hugging Face token: set HF_TOKEN "
-                                    "or run `hf auth login`")
-            stdin = token.encode()
-        try:
-            started = start_run(transport, self.launch_spec(request), stdin=stdin)
-        except (CannotStart, RunIsLive) as exc:
-            raise ActionRefused(str(exc)) from None
-        self.app.call_from_thread(self._launched, started)
-
-    def _launched(self, started: Any) -> None:
-        """Watch the new run; one that died in setup is watched too (its console.log
-        fills the log pane) and rings the bell with its error."""
-        result = started.result
-        if started.failed:
-            self.app.alert(started.error, self.spec.title)
-        else:
-            self.app.notify(f"launched {result.run_dir} (pid {result.pid})",
-                            title=self.spec.title)
-        self.watch_run(result.run_dir)
-        self.refresh_runs()
-
     # ------------------------------------------------------------------ push, pull
 
     def do_push(self) -> None:
@@ -312,49 +270,49 @@ class BoxActions(GuardActions):
     def _push_answered(self, answer: tuple[str, bool] | None) -> None:
         if answer is not None:
             self.last_hub_repo = answer[0]
+            self.begin("push", f"pushing best.pt to {answer[0]}")
             self.push(*answer)
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="push")
+    @work(thread=True, exclusive=True, exit_on_error=False, group="push", name="push")
     def push(self, repo: str, public: bool) -> None:
-        """Push best.pt from the box to ``repo``; a failure rings the bell."""
+        """Push best.pt from the box to ``repo`` (the box uploads it)."""
+        from remote.push import push_from_box
+
         transport, run_dir = self.need_transport(), self.need_run()
-        token = laptop_token()
-        if token is None:
-            raise ActionRefused("no Hugging Face token (HF_TOKEN or `hf auth login`)")
-        self.app.call_from_thread(self.app.notify, f"pushing best.pt to {repo}…",
-                                  title=self.spec.title)
-        try:
-            result = push_from_box(
-                transport, run_dir, repo, token, public=public)
-        except Exception as exc:
-            self.app.call_from_thread(self.app.alert, f"push to {repo} failed: {exc}",
-                                      self.spec.title)
-            return
+        result = push_from_box(transport, run_dir, repo, require_token(), public=public)
         commit = result.get("commit") if isinstance(result, dict) else None
-        self.app.call_from_thread(self.app.notify, f"pushed best.pt to {repo}"
-                                  + (f" (commit {str(commit)[:10]})" if commit else ""),
-                                  title=self.spec.title)
+        self.app.call_from_thread(self.done, f"pushed best.pt to {repo}"
+                                  + (f" (commit {str(commit)[:10]})" if commit else ""))
         self.refresh_safety()
 
     def do_pull(self) -> None:
         """Download the weights to this laptop."""
         self.need_transport()
         self.need_run()
+        self.begin("pull", "pulling the weights")
         self.pull()
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="pull")
+    @work(thread=True, exclusive=True, exit_on_error=False, group="pull", name="pull")
     def pull(self) -> None:
         """Pull best.pt and last.pt (verified by sha256) into
-        ./weights/<host>/<the run's path on the box>/weights/."""
+        ./weights/<host>/<the run's path on the box>/weights/, with progress in the
+        status row."""
         transport, run_dir = self.need_transport(), self.need_run()
         dest = os.path.join(os.getcwd(), "weights")
-        self.app.call_from_thread(self.app.notify, f"pulling the weights into {dest}…",
-                                  title=self.spec.title)
-        pulled = pull_weights(transport, run_dir, dest)
+
+        def progress(_name: str, done: int, total: int) -> None:
+            self.app.call_from_thread(self.activities.progress, "pull", done, total,
+                                      self.clock())
+
+        started = time.monotonic()
+        pulled = pull_weights(transport, run_dir, dest, progress=progress)
+        seconds = max(time.monotonic() - started, 1e-3)
+        size = sum(p.size for p in pulled)
         names = ", ".join(f"{p.name} ({p.size / 1e6:.1f} MB)" for p in pulled)
         where = os.path.dirname(pulled[-1].local_path) if pulled else dest
-        self.app.call_from_thread(self.app.notify, f"pulled {names} into {where}",
-                                  title=self.spec.title)
+        self.app.call_from_thread(self.done, f"pulled {names} into {where} in "
+                                  f"{seconds:.1f} s ({size / 1e6 / seconds:.1f} MB/s), "
+                                  "sha256 verified")
         self.refresh_safety()
 
     # ------------------------------------------------------------------ stop run
@@ -365,22 +323,28 @@ class BoxActions(GuardActions):
         run_dir = self.need_run()
         body = Text("Stop training ")
         body.append_text(safe(run_dir, 120, "bold"))
-        body.append("?\nThe trainer finishes its step, writes last.pt and status "
-                    "'stopped'. The instance keeps running and billing.")
-        price = self.price_per_hour()
-        if price is not None:
-            body.append(f" ({money(price)}/h)", style="bold")
+        body.append("?\nOur trainer (SIGTERM) finishes its step, writes last.pt and "
+                    "status 'stopped'; LibreYOLO (SIGINT, once no checkpoint is being "
+                    "written) ends as 'failed: KeyboardInterrupt', shown as stopped.")
+        if self.spec.kind != "local":
+            body.append(" The instance keeps running and billing.")
+            price = self.price_per_hour()
+            if price is not None:
+                body.append(f" ({money(price)}/h)", style="bold")
         self.app.push_screen(ConfirmDialog("Stop training", body, "Stop training"),
-                             lambda yes: self.stop_run() if yes else None)
+                             lambda yes: self.start_stop_run() if yes else None)
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="stop")
+    def start_stop_run(self) -> None:
+        """Stop the watched run now (no question)."""
+        self.begin("stop_run", "stopping the run")
+        self.stop_run()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="stop", name="stop_run")
     def stop_run(self) -> None:
-        """Stop the run (SIGINT, then harder after a timeout)."""
+        """Stop the run (SIGTERM, or SIGINT for LibreYOLO; SIGKILL after a timeout)."""
         transport, run_dir = self.need_transport(), self.need_run()
         result = stop_run(transport, run_dir)
-        self.app.call_from_thread(self.app.notify,
-                                  f"stop: {result.outcome}. {result.detail}",
-                                  title=self.spec.title)
+        self.app.call_from_thread(self.done, f"stop: {result.outcome}. {result.detail}")
         self.refresh_runs()
 
     # ------------------------------------------------------------------ instance
@@ -388,14 +352,17 @@ class BoxActions(GuardActions):
     def do_stop_instance(self) -> None:
         """Confirm with the money figures, then stop the instance."""
         self.provider()
+        self.begin("cost_figures", "asking the provider")
         self.cost_figures("stop")
 
     def do_destroy(self) -> None:
         """Type the id to confirm; refused while the weights are not safe."""
         self.provider()
+        self.begin("cost_figures", "asking the provider")
         self.cost_figures("destroy")
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="instance")
+    @work(thread=True, exclusive=True, exit_on_error=False, group="instance",
+          name="cost_figures")
     def cost_figures(self, what: str) -> None:
         """Fetch the instance and the weights verdict, then ask."""
         provider = self.provider()
@@ -415,51 +382,37 @@ class BoxActions(GuardActions):
                 self.app.notify(warning_for("stop", provider, instance), severity="warning")
                 return
             self.app.push_screen(ConfirmDialog("Stop instance", detail, "Stop instance"),
-                                 lambda yes: self.instance_call("stop") if yes else None)
+                                 lambda yes: self._instance("stop") if yes else None)
             return
         weights_safe = bool(safety is not None and safety.safe)
         unsafe = getattr(safety, "unsafe_names", "") or getattr(safety, "reason", "")
         dialog = DestroyDialog(str(self.spec.instance), weights_safe, detail, unsafe)
         self.app.push_screen(
-            dialog, lambda answer: self.instance_call("destroy", *answer) if answer else None)
+            dialog, lambda answer: self._instance("destroy", *answer) if answer else None)
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="instance-call")
+    def _instance(self, what: str, override: bool = False, typed_id: str = "") -> None:
+        verb = "stopping" if what == "stop" else "destroying"
+        self.begin("instance_call", f"{verb} instance {self.spec.instance}")
+        self.instance_call(what, override, typed_id)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="instance-call",
+          name="instance_call")
     def instance_call(self, what: str, override: bool = False, typed_id: str = "") -> None:
         """Stop or destroy through ``remote.billing.teardown``'s gate (a destroy re-checks the
         weights on the box; both check that the instance is this box), then confirm by
         polling the provider."""
         provider = self.provider()
         transport = self.need_transport()
-        address = box_address(None if self.spec.kind == "local" else self.spec.target,
-                              self.spec.port, transport)
+        # A box opened as its instance (vast:ID) is reached at the address its API gives.
+        named = self.spec.kind == "ssh" and parse_instance_target(self.spec.target)
+        address = None if named else box_address(
+            None if self.spec.kind == "local" else self.spec.target, self.spec.port, transport)
         outcome = teardown(provider, str(self.spec.instance), what,
                            safety=self.safety_source(), override=override,
                            typed_id=typed_id, box=address, interval=1.0)
-        self.app.call_from_thread(self.app.notify, outcome.message or
-                                  f"instance {self.spec.instance}: {outcome.state}",
-                                  title=self.spec.title,
-                                  severity="error" if outcome.alarm else "information")
+        line = outcome.message or f"instance {self.spec.instance}: {outcome.state}"
+        if outcome.alarm:
+            self.app.call_from_thread(self.app.alert, line, self.spec.title)
+        else:
+            self.app.call_from_thread(self.done, line)
         self.refresh_instance()
-
-
-    # ------------------------------------------------------------------ profile
-
-    def do_profile(self) -> None:
-        """The launch form, titled for profiling: its Profile button measures a short
-        run of those settings and shows the verdict card."""
-        self.open_form("Profile before launching (or launch)")
-
-    @work(thread=True, exclusive=True, exit_on_error=False, group="profile")
-    def profile(self, request: LaunchRequest) -> None:
-        """Run ``trainer profile`` with the form's settings and show the card."""
-        transport = self.need_transport()
-        spec = self.launch_spec(request)
-        args = {k: v for k, v in spec.args.items() if k != "hub"}
-        args.update(project=spec.project, name=spec.name)
-        price = self.price_per_hour()
-        if price is not None:
-            args["price"] = str(price)
-        self.app.call_from_thread(self.app.notify, "profiling a short run…",
-                                  title=self.spec.title)
-        report = checks.profile(transport, args)
-        self.app.call_from_thread(self.app.push_screen, ProfileCard(report))

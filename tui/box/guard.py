@@ -31,7 +31,7 @@ class GuardActions:
             text = Text(" ⚠ GUARD ALARM ", style="bold white on red")
             text.append(" ")
             text.append_text(safe(guard.alarm.get("message"), 160, "bold red"))
-            text.append("  (g: acknowledge)", style="dim")
+            text.append("  (a: acknowledge)", style="dim")
             return text
         return safe(guard.summary(), 100, "bold yellow" if guard.watching else "dim")
 
@@ -58,23 +58,32 @@ class GuardActions:
             body.append("\n\nCheck the instance in the provider's console. Acknowledging "
                         "only clears the red badge; guard.json keeps the alarm.")
             self.app.push_screen(ConfirmDialog("Guard alarm", body, "Acknowledge"),
-                                 lambda yes: self.acknowledge() if yes else None)
+                                 lambda yes: self._acknowledge() if yes else None)
         elif guard is not None and guard.watching:
             body = safe(guard.summary(), 200)
             self.app.push_screen(ConfirmDialog("Disarm the guard", body, "Disarm"),
-                                 lambda yes: self.set_guard(None) if yes else None)
+                                 lambda yes: self._guard(None) if yes else None)
         else:
             stoppable = not self.spec.provider or can_stop(self.spec.provider)
             self.app.push_screen(GuardDialog("Arm the guard", can_stop=stoppable),
-                                 lambda answer: self.set_guard(answer) if answer else None)
+                                 lambda answer: self._guard(answer) if answer else None)
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="guard")
+    def _acknowledge(self) -> None:
+        self.begin("acknowledge", "acknowledging the guard's alarm")
+        self.acknowledge()
+
+    def _guard(self, answer: tuple[str, str, float | None] | None) -> None:
+        self.begin("set_guard", "arming the guard" if answer else "disarming the guard")
+        self.set_guard(answer)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="guard", name="acknowledge")
     def acknowledge(self) -> None:
         """Mark the alarm as seen on the box."""
         state = acknowledge_alarm(self.need_transport(), self.need_run())
         self.app.call_from_thread(self._show_guard, state)
+        self.app.call_from_thread(self.done, "guard alarm acknowledged (guard.json keeps it)")
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="guard")
+    @work(thread=True, exclusive=True, exit_on_error=False, group="guard", name="set_guard")
     def set_guard(self, answer: tuple[str, str, float | None] | None) -> None:
         """Arm with ``(when, then, max_hours)`` (webhooks from ``[notify]`` in the
         config file), or disarm with ``None``."""
@@ -92,4 +101,4 @@ class GuardActions:
                               notify=urls, notify_format=fmt)
         self.app.call_from_thread(self._show_guard, state)
         summary = state.summary() if state is not None else "guard: off"
-        self.app.call_from_thread(self.app.notify, summary, title=self.spec.title)
+        self.app.call_from_thread(self.done, summary)

@@ -27,9 +27,11 @@ class ResumeActions:
     def do_resume(self) -> None:
         """Ask the provider about the instance, then confirm with the money figures."""
         self.provider()  # refuses without a provider instance
+        self.begin("resume_figures", "asking the provider")
         self.resume_figures()
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="instance")
+    @work(thread=True, exclusive=True, exit_on_error=False, group="instance",
+          name="resume_figures")
     def resume_figures(self) -> None:
         """Fetch the instance (state, prices) for the question."""
         instance = self.provider().get_instance(self.spec.instance)
@@ -60,9 +62,13 @@ class ResumeActions:
                     "provider (it often changes after a stop).")
         self.app.push_screen(ConfirmDialog("Start and resume", body, "Start and resume",
                                            variant="warning"),
-                             lambda yes: self.resume(run) if yes else None)
+                             lambda yes: self._resume(run) if yes else None)
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="resume")
+    def _resume(self, run: str | None) -> None:
+        self.begin("resume", f"starting instance {self.spec.instance}")
+        self.resume(run)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="resume", name="resume")
     def resume(self, run_dir: str | None) -> None:
         """Start, wait for SSH, relaunch; then the run is watched again."""
 

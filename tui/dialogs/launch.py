@@ -1,5 +1,11 @@
-"""The launch form: what to train and how, the exact command it will run, and the box
-checks (preflight, dataset doctor) that come first."""
+"""The launch form: what to train and how, checked as you type (required fields, the run
+name against the box's runs, the Hub repo and token, the dataset doctor), the exact
+command it will run, an estimate of the time, and the error of a launch that failed.
+
+The form stays open while the box launches: ``FormHooks.submit`` starts it, and the box
+view calls ``done()`` when the run started or ``show_error()`` when it did not. The body
+scrolls; the buttons stay at the bottom. Focus starts on the first required field that is
+empty; ctrl+s launches."""
 
 from __future__ import annotations
 
@@ -9,25 +15,37 @@ from dataclasses import dataclass, field
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Grid, VerticalScroll
+from textual.binding import Binding
+from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Button, Input, Label, Select, Static
 
 from tui.dialogs.base import Dialog
 from tui.fmt import safe
 
-#: Form fields: (key=value argument, label, placeholder).
+#: Form fields: (key=value argument, label, placeholder). ``*`` marks required ones.
 FIELDS: tuple[tuple[str, str, str], ...] = (
+    ("data", "data *", "path to data.yaml on the box (required)"),
+    ("name", "name *", "run name: a directory in the project"),
     ("model", "model", "n, s, m… or a .pt path"),
-    ("data", "data", "path to data.yaml on the box"),
     ("epochs", "epochs", "30"),
     ("batch", "batch", "16, or -1 for auto"),
     ("imgsz", "imgsz", "640"),
-    ("device", "device", "0 or 0,1 (empty: auto)"),
-    ("name", "name", "run name (a directory in the project)"),
+    ("device", "device", "cpu, 0 or 0,1 (empty: auto)"),
     ("save_period", "save_period", "snapshot every N epochs (empty: off)"),
-    ("hub", "Hub repo", "user/repo: push best.pt at milestones (empty: off)"),
+    ("hub", "Hub repo", "ORG/NAME: push best.pt at milestones (empty: off)"),
     ("extra", "more args", "other key=value arguments, e.g. workers=4 lr0=0.001"),
 )
+REQUIRED = ("data", "name")
+
+
+#: Per engine: the model the form offers and the model and Hub fields' hints.
+ENGINE_FIELDS: dict[str, dict[str, str]] = {
+    "trainer": {"model": "n", "model_hint": "n, s, m… or a .pt path",
+                "hub_hint": "user/repo: push best.pt at milestones (empty: off)"},
+    "libreyolo": {"model": "yolox-n", "model_hint": "yolox-n, yolo9-t… or a .pt path",
+                  "hub_hint": "user/repo: a box-side watcher pushes every new best "
+                              "(empty: off)"},
+}
 
 
 @dataclass
@@ -58,61 +76,114 @@ def parse_extra(text: str) -> dict[str, str]:
     return args
 
 
+@dataclass
+class FormHooks:
+    """What the form asks of the box. ``preview`` returns the exact command (or raises
+    ValueError); ``field_note(key, values)`` is an inline problem with one field ("" when
+    fine; a note starting with "⚠" warns without blocking); ``data_changed`` asks for the
+    dataset doctor again; ``submit`` launches or profiles; ``clone``/``resume`` give the
+    values of the selected run (``None`` when there is none)."""
+
+    preview: Callable[[LaunchRequest], str]
+    submit: Callable[[LaunchRequest], None]
+    field_note: Callable[[str, dict[str, str]], str] = lambda _k, _v: ""
+    data_changed: Callable[[str], None] = lambda _data: None
+    clone: Callable[[], dict[str, str] | None] = lambda: None
+    resume: Callable[[], dict[str, str] | None] = lambda: None
+    selected: str = ""
+
+
 class LaunchForm(Dialog[LaunchRequest | None]):
-    """The form. ``preview(request)`` returns the exact command (or raises ValueError
-    with a one-line reason); ``findings`` is updated by the box view as checks finish."""
+    """The form (see the module doc). Dismisses the request that started, or ``None``."""
 
     DEFAULT_CSS = """
-    LaunchForm > Vertical { width: 112; }
-    LaunchForm Grid { grid-size: 2; grid-columns: 14 1fr; grid-rows: 1; grid-gutter: 1 0;
-                      height: auto; margin-bottom: 1; }
-    LaunchForm Grid Input { border: none; height: 1; padding: 0 1; }
-    LaunchForm Grid SelectCurrent { border: none; height: 1; padding: 0 1; }
-    LaunchForm Grid Select { height: 1; }
-    LaunchForm #command { background: $boost; padding: 0 1; height: auto; margin-bottom: 1; }
+    LaunchForm > Vertical { width: 112; height: auto; max-height: 100%; }
+    LaunchForm .title { margin-bottom: 0; }
+    LaunchForm #hint { color: $text-muted; height: auto; }
+    LaunchForm #form-body { height: auto; max-height: 1fr; }
+    LaunchForm .row { height: 1; }
+    LaunchForm .row Label { width: 13; }
+    LaunchForm .row Input { width: 1fr; }
+    LaunchForm .row Select { width: 1fr; }
+    LaunchForm .note { height: auto; padding-left: 13; }
+    LaunchForm .note.-empty { display: none; }
+    LaunchForm #command { background: $boost; padding: 0 1; height: auto; margin-top: 1; }
     LaunchForm #findings { height: auto; }
-    LaunchForm VerticalScroll { height: auto; max-height: 34; }
+    LaunchForm #form-status { height: auto; }
+    LaunchForm #form-status.-empty { display: none; }
+    LaunchForm .buttons { margin-top: 0; }
     """
+    BINDINGS = [Binding("ctrl+s", "submit('launch')", "Launch", priority=True),
+                Binding("ctrl+o", "fill('clone')", "Clone", priority=True),
+                Binding("ctrl+r", "fill('resume')", "Resume", priority=True)]
 
-    def __init__(self, defaults: dict[str, str], engine: str,
-                 preview: Callable[[LaunchRequest], str],
-                 findings: Text | None = None, title: str = "Launch a training run") -> None:
+    def __init__(self, defaults: dict[str, str], engine: str, hooks: FormHooks,
+                 title: str = "Launch a training run") -> None:
         super().__init__(title)
         self.defaults = defaults
         self.engine = engine
-        self.preview = preview
-        self.initial_findings = findings or Text("checking the box…", style="dim")
+        self.hooks = hooks
+        #: Why Launch is refused now (empty: allowed); findings that block it.
+        self.blockers: list[str] = []
+        self.doctor_blocks = ""
+        #: The doctor's verdict on ``data`` when it passed ("✔ …").
+        self.data_note = ""
+        self.busy = False
+        #: The last time estimate (shown above the buttons).
+        self.estimate = Text()
+        self._touched: set[str] = set()
+        #: Whether the box cannot download pretrained weights (``None``: not known yet):
+        #: a LibreYOLO run is then offered ``pretrained=False``.
+        self.offline: bool | None = None
+
+    @property
+    def AUTO_FOCUS(self) -> str:  # noqa: N802 - Textual's name
+        """The first required field that is empty, else the first required field."""
+        empty = [key for key in REQUIRED if not self.defaults.get(key)]
+        return f"#f-{(empty or list(REQUIRED))[0]}"
 
     def compose_body(self) -> ComposeResult:
-        """Engine, the fields, the command preview and the findings."""
-        with VerticalScroll():
-            with Grid():
+        """Keys, the fields with their notes, the command and checks; then one line
+        above the buttons for the estimate or an error."""
+        hint = "ctrl+s launch · Tab next field · Esc cancel"
+        if self.hooks.selected:
+            hint += (f" · ctrl+o clone {self.hooks.selected} · ctrl+r resume "
+                     f"{self.hooks.selected}")
+        yield Static(safe(hint, 200), id="hint")
+        with VerticalScroll(id="form-body"):
+            with Horizontal(classes="row"):
                 yield Label("engine")
                 yield Select([("our trainer (python -m trainer train)", "trainer"),
-                              ("libreyolo train", "libreyolo")],
-                             value=self.engine, allow_blank=False, id="engine")
-                for key, label, placeholder in FIELDS:
+                              ("libreyolo train", "libreyolo")], value=self.engine,
+                             allow_blank=False, compact=True, id="engine")
+            for key, label, placeholder in FIELDS:
+                with Horizontal(classes="row"):
                     yield Label(label)
                     yield Input(value=self.defaults.get(key, ""), placeholder=placeholder,
-                                id=f"f-{key}")
-            yield Static(Text("command", style="bold"))
+                                compact=True, id=f"f-{key}")
+                yield Static("", id=f"note-{key}", classes="note -empty")
             yield Static(id="command")
-            yield Static(Text("checks", style="bold"))
-            yield Static(self.initial_findings, id="findings")
+            yield Static(Text("checking the box…", style="dim"), id="findings")
+        yield Static("", id="form-status", classes="-empty")
 
     def compose_buttons(self) -> ComposeResult:
         """Profile first, or launch."""
         yield Button("Profile", id="profile", variant="default")
-        yield Button("Launch", id="launch", variant="primary")
+        yield Button("Launch (ctrl+s)", id="launch", variant="primary")
 
     def on_mount(self) -> None:
-        """Show the command for the defaults."""
-        self.refresh_command()
+        """Check the defaults and show their command."""
+        self.refresh_form()
+
+    # ------------------------------------------------------------------ values
+
+    def values(self) -> dict[str, str]:
+        """Every field's text, stripped."""
+        return {key: self.query_one(f"#f-{key}", Input).value.strip() for key, _, _ in FIELDS}
 
     def request(self) -> LaunchRequest:
-        """The form's current values."""
-        values = {key: self.query_one(f"#f-{key}", Input).value.strip()
-                  for key, _, _ in FIELDS}
+        """The form's current values as a request (``ValueError`` for bad more args)."""
+        values = self.values()
         hub = values.pop("hub")
         extra = values.pop("extra")
         name = values.get("name", "")
@@ -121,40 +192,165 @@ class LaunchForm(Dialog[LaunchRequest | None]):
         args.update(parse_extra(extra))
         return LaunchRequest(engine=str(engine), name=name, args=args, hub=hub)
 
-    def refresh_command(self) -> str | None:
-        """Show the exact command, or why the values are not valid; the command."""
-        box = self.query_one("#command", Static)
+    def _later(self, method, *args) -> bool:  # noqa: ANN001 - any bound method
+        """Whether the form is still being built (then ``method`` runs once it is): the
+        box answers from its workers, and may be quicker than the form's compose."""
+        if self.query("#f-data"):
+            return False
+        self.call_after_refresh(method, *args)
+        return True
+
+    def set_values(self, values: dict[str, str], only_untouched: bool = False) -> None:
+        """Fill fields (the ones the user has not typed in, with ``only_untouched``)."""
+        if self._later(self.set_values, values, only_untouched):
+            return
+        for key, value in values.items():
+            if only_untouched and key in self._touched:
+                continue
+            box = self.query(f"#f-{key}")
+            if box:
+                box.first(Input).value = value
+        self.refresh_form()
+
+    # ------------------------------------------------------------------ checking
+
+    def refresh_form(self) -> str | None:
+        """Check every field, show the notes and the command, enable or refuse Launch;
+        returns the command when launching is allowed."""
+        values = self.values()
+        blockers = []
+        for key, _, _ in FIELDS:
+            note = "" if key in REQUIRED and not values[key] else \
+                self.hooks.field_note(key, values)
+            if key in REQUIRED and not values[key]:
+                note = f"✖ {key} is required"
+            elif key == "data" and self.doctor_blocks:
+                note = f"✖ {self.doctor_blocks.removeprefix('data: ')}"
+            elif key == "data" and self.data_note:
+                note = self.data_note
+            self._show_note(key, note)
+            if note and not note.startswith(("⚠", "✔")):
+                blockers.append(note.lstrip("✖ ").split(":")[0])
+        command_box = self.query_one("#command", Static)
+        command = None
         try:
-            command = self.preview(self.request())
+            command = self.hooks.preview(self.request())
+            command_box.update(safe(command, 2000))
         except ValueError as exc:
-            box.update(safe(f"✖ {exc}", 300, "bold red"))
-            self.query_one("#launch", Button).disabled = True
-            self.query_one("#profile", Button).disabled = True
-            return None
-        box.update(safe(command, 2000))
-        self.query_one("#launch", Button).disabled = False
-        self.query_one("#profile", Button).disabled = False
-        return command
+            command_box.update(safe(f"✖ {exc}", 300, "bold red"))
+            blockers.append(str(exc))
+        self.blockers = blockers
+        refused = bool(blockers) or self.busy
+        self.query_one("#launch", Button).disabled = refused
+        self.query_one("#profile", Button).disabled = refused
+        return None if refused else command
 
-    def show_findings(self, findings: Text) -> None:
-        """Replace the checks section (called by the box view when checks finish)."""
-        self.query_one("#findings", Static).update(findings)
+    def _show_note(self, key: str, note: str) -> None:
+        box = self.query_one(f"#note-{key}", Static)
+        box.set_class(not note, "-empty")
+        style = {"⚠": "yellow", "✔": "green"}.get(note[:1], "bold red")
+        box.update(safe(note, 300, style) if note else "")
 
-    def on_input_changed(self, _event: Input.Changed) -> None:
-        """Keep the command in step with the fields."""
-        self.refresh_command()
+    def on_input_changed(self, event: Input.Changed) -> None:
+        """Re-check after each key; a new data path asks for the doctor again."""
+        key = (event.input.id or "").removeprefix("f-")
+        if event.input.has_focus:
+            self._touched.add(key)
+            if self.query_one("#form-status", Static).has_class("-error") and not self.busy:
+                self._status(self.estimate)  # an edit answers the last refusal
+        if key == "data":
+            self.doctor_blocks = self.data_note = ""
+            self.hooks.data_changed(event.value.strip())
+        self.refresh_form()
 
     def on_select_changed(self, _event: Select.Changed) -> None:
-        """Keep the command in step with the engine."""
-        self.refresh_command()
+        """Switch the fields to the engine's defaults, then show the command."""
+        engine = str(self.query_one("#engine", Select).value)
+        fields = ENGINE_FIELDS.get(engine, ENGINE_FIELDS["trainer"])
+        model = self.query_one("#f-model", Input)
+        if model.value in {f["model"] for f in ENGINE_FIELDS.values()}:
+            model.value = fields["model"]
+        model.placeholder = fields["model_hint"]
+        self.query_one("#f-hub", Input).placeholder = fields["hub_hint"]
+        self.offer_pretrained()
+        self.refresh_form()
+
+    def offer_pretrained(self) -> None:
+        """For LibreYOLO on a box that cannot download, put ``pretrained=False`` into
+        "more args" (it would die retrying the download)."""
+        extra = self.query_one("#f-extra", Input)
+        if (self.offline and str(self.query_one("#engine", Select).value) == "libreyolo"
+                and "pretrained=" not in extra.value):
+            extra.value = f"pretrained=False {extra.value}".strip()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
-        """Enter in a field does not launch: the button does."""
+        """Enter moves to the next field (ctrl+s launches)."""
         event.stop()
+        self.focus_next()
+
+    # ------------------------------------------------------------------ from the box
+
+    def show_findings(self, findings: Text, blocks: str = "", data_note: str = "") -> None:
+        """The checks section; ``blocks`` is why the findings refuse Launch ("" if not),
+        ``data_note`` what the doctor said of ``data`` when it passed."""
+        if self._later(self.show_findings, findings, blocks, data_note):
+            return
+        self.query_one("#findings", Static).update(findings)
+        self.doctor_blocks = blocks
+        self.data_note = data_note
+        self.refresh_form()
+
+    def show_estimate(self, text: Text) -> None:
+        """The time estimate, above the buttons (unless an error is shown there)."""
+        if self._later(self.show_estimate, text):
+            return
+        self.estimate = text
+        if not self.query_one("#form-status", Static).has_class("-error"):
+            self._status(text)
+
+    def _status(self, text: Text, error: bool = False) -> None:
+        box = self.query_one("#form-status", Static)
+        box.set_class(not text.plain, "-empty")
+        box.set_class(error, "-error")
+        box.update(text)
+
+    def show_error(self, line: str) -> None:
+        """A launch or profile that failed: the form stays open with the reason."""
+        if self._later(self.show_error, line):
+            return
+        self.busy = False
+        self._status(safe(line, 600, "bold red"), error=True)
+        self.refresh_form()
+
+    def done(self, request: LaunchRequest) -> None:
+        """The box started what was asked: close."""
+        self.dismiss(request)
+
+    # ------------------------------------------------------------------ actions
+
+    def action_submit(self, action: str) -> None:
+        """Launch (or profile) when the values are valid; say why not otherwise."""
+        if self.refresh_form() is None:
+            if self.blockers and not self.busy:
+                self.show_error("cannot launch yet: " + "; ".join(self.blockers))
+            return
+        request = self.request()
+        request.action = action
+        self.busy = True
+        verb = "launching" if action == "launch" else "profiling a short run"
+        self._status(Text(f"{verb} on the box…", style="bold cyan"))
+        self.refresh_form()
+        self.hooks.submit(request)
+
+    def action_fill(self, how: str) -> None:
+        """ctrl+o / ctrl+r: take the selected run's settings (to clone or resume it)."""
+        values = self.hooks.clone() if how == "clone" else self.hooks.resume()
+        if values is None:
+            self.show_error("no run selected to take the settings from")
+            return
+        self.set_values(values)
 
     def button_pressed(self, button_id: str) -> None:
-        """Launch or profile when the values are valid."""
-        if button_id in ("launch", "profile") and self.refresh_command() is not None:
-            request = self.request()
-            request.action = button_id
-            self.dismiss(request)
+        """Launch or Profile."""
+        if button_id in ("launch", "profile"):
+            self.action_submit(button_id)

@@ -27,38 +27,45 @@ class ConnectionBadge(Static):
         self.update(text)
 
     def show(self, event: ConnectionEvent) -> None:
-        """The watcher's latest link state."""
+        """The watcher's latest link state (the run's own health is in the header: this
+        badge speaks of the connection only)."""
         self.state = event.state
         if event.state == "live":
-            text = Text("● live", style="bold green")
+            text = Text("⇄ connected", style="bold green")
         elif event.state == "stale":
-            text = Text(f"◐ stale {event.silent_for:.0f} s", style="bold yellow")
+            text = Text(f"◐ no data for {event.silent_for:.0f} s", style="bold yellow")
         elif event.state == "reconnecting":
             text = Text(f"↻ reconnecting (try {event.attempt})", style="bold dark_orange")
         elif event.state == "polling":
-            text = Text("● live (polling)", style="bold green")
+            text = Text("⇄ connected (reading files)", style="bold green")
         elif event.state == "closed":
             text = Text("○ closed", style="dim")
         else:
             text = safe(event.state, 30, "bold")
-        if event.detail and event.state != "live":
+        if event.detail and event.state not in ("live", "polling"):
             text.append("  ")
             text.append_text(safe(event.detail, 80, "dim"))
         self.update(text)
 
-    def show_error(self, message: str) -> None:
-        """Connecting failed (the user can press r to try again)."""
-        self.state = "error"
+    def show_error(self, message: str, retry_in: float | None = None,
+                   attempt: int = 1) -> None:
+        """Connecting failed; ``retry_in`` seconds until the next try, or ``None`` when
+        it is not tried again (r tries again)."""
+        self.state = "retrying" if retry_in is not None else "error"
         text = Text("✖ ", style="bold red")
         text.append_text(safe(message, 120, "red"))
-        text.append("  (r: reconnect)", style="dim")
+        if retry_in is not None:
+            text.append(f"  try {attempt + 1} in {retry_in:.0f} s (Esc: stop, r: now)",
+                        style="dim")
+        else:
+            text.append("  (r: try again)", style="dim")
         self.update(text)
 
 
 class WeightsBadge(Static):
-    """Whether the weights on the box are safe off it (on the Hub or the laptop): "no
-    weights yet" only when the box has no weight file at all; when not safe, which
-    files are not."""
+    """Whether the weights on the box are safe off it (on the Hub or the laptop): "none
+    yet" only when the box has no weight file at all; when not safe, which files are
+    not."""
 
     DEFAULT_CSS = "WeightsBadge { width: auto; padding: 0 1; }"
 
@@ -83,7 +90,7 @@ class WeightsBadge(Static):
             reason = reason or "not checked yet"
         elif unsafe:
             text = Text("⚠ not safe: ", style="bold red")
-            text.append_text(safe(unsafe, 80, "bold red"))
+            text.append_text(safe(unsafe, 48, "bold red"))  # the guard badge must fit too
         else:
             text = Text("⚠ weights not safe", style="bold red")
         if reason and not safe_now and not unsafe:  # why unknown, or unsafe unnamed

@@ -1,4 +1,6 @@
-"""The GPU pane: utilisation, memory, temperature and power per GPU, with short history."""
+"""The GPU pane: utilisation, memory, temperature and power per GPU, with short history;
+on a box without a GPU, its CPU and RAM instead. Hidden on narrow terminals (the header
+still names the GPUs)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ from collections import deque
 from rich.text import Text
 from textual.widgets import Static
 
-from remote.events import GpuEvent, GpuSample
+from remote.events import GpuEvent, GpuSample, HostEvent
 from tui.fmt import number, safe, spark
 
 #: Samples of history per GPU (one every couple of seconds).
@@ -27,6 +29,9 @@ class GpuPane(Static):
         self.latest: list[GpuSample] = []
         self.util_history: dict[int, deque[float]] = {}
         self.mem_history: dict[int, deque[float]] = {}
+        self.host: HostEvent | None = None
+        self.cpu_history: deque[float] = deque(maxlen=HISTORY)
+        self.ram_history: deque[float] = deque(maxlen=HISTORY)
 
     def add(self, event: GpuEvent) -> None:
         """Record one sample of every GPU and redraw."""
@@ -39,11 +44,21 @@ class GpuPane(Static):
                 mem.append(100.0 * gpu.mem_used_mib / gpu.mem_total_mib)
         self.update(self.render_text())
 
+    def add_host(self, event: HostEvent) -> None:
+        """Record the box's CPU and RAM; shown while no GPU has reported."""
+        self.host = event
+        if event.cpu_percent is not None:
+            self.cpu_history.append(event.cpu_percent)
+        if event.mem_used_mib is not None and event.mem_total_mib:
+            self.ram_history.append(100.0 * event.mem_used_mib / event.mem_total_mib)
+        if not self.latest:
+            self.border_title = "cpu · ram (no GPU)"
+            self.update(self.render_text())
+
     def render_text(self) -> Text:
         """The pane's content for the latest sample."""
         if not self.latest:
-            return Text("no GPU reported by the box (nvidia-smi missing or no GPU)",
-                        style="dim")
+            return self.host_text()
         text = Text()
         for n, gpu in enumerate(self.latest):
             if n:
@@ -64,4 +79,25 @@ class GpuPane(Static):
             temp = f"{gpu.temperature_c:.0f}°C" if gpu.temperature_c is not None else "-°C"
             power = f"{gpu.power_w:.0f} W" if gpu.power_w is not None else "- W"
             text.append(f"{temp}  {power}")
+        return text
+
+    def host_text(self) -> Text:
+        """CPU and RAM of a box without a GPU."""
+        host = self.host
+        if host is None:
+            return Text("no GPU reported by the box (nvidia-smi missing or no GPU)",
+                        style="dim")
+        text = Text("no GPU: training runs on the CPU\n", style="dim")
+        cpus = f" of {host.cpus} CPUs" if host.cpus else ""
+        text.append("cpu  ")
+        text.append(f"{number(host.cpu_percent, 3):>4}%", style="bold")
+        text.append(f"{cpus} ")
+        text.append(spark(list(self.cpu_history)), style="green")
+        text.append("\nram  ")
+        if host.mem_used_mib is not None and host.mem_total_mib:
+            text.append(f"{host.mem_used_mib / 1024:.1f}/{host.mem_total_mib / 1024:.0f} GiB ",
+                        style="bold")
+            text.append(spark(list(self.ram_history)), style="cyan")
+        else:
+            text.append("-")
         return text

@@ -13,7 +13,7 @@ from remote.billing.cost import money
 from remote.events import StatusEvent
 from trainer.runfiles import parse_iso
 from trainer.text import format_duration
-from tui.fmt import number, safe
+from tui.fmt import advance_ages, number, safe
 from tui.widgets.textline import TextLine
 
 #: Health verdict -> (badge label, style).
@@ -56,6 +56,7 @@ class RunHeader(Vertical):
         self._gpus: list[str] = []
         self._event: StatusEvent | None = None
         self._run = ""
+        self._stale = ""
         self._money = Text("money: $?/h (give --price or --provider)", style="dim")
 
     def compose(self) -> ComposeResult:
@@ -92,6 +93,12 @@ class RunHeader(Vertical):
                 self._gpus = [str(g) for g in gpus]
         self._draw()
 
+    def show_stale(self, words: str) -> None:
+        """``last data 34s ago`` while the link is down (the health shown is that old),
+        empty when data flows."""
+        self._stale = words
+        self._draw()
+
     def show_money(self, text: Text) -> None:
         """The money line (spent, $/h, projected), built by the box view."""
         self._money = text
@@ -120,12 +127,10 @@ class RunHeader(Vertical):
     def _draw(self) -> None:
         if not self.is_mounted:
             return
+        # Most important first: a narrow terminal cuts the end of the line.
         ident = Text()
         ident.append(" ")
         ident.append_text(safe(self._host, 60))
-        ident.append("  ")
-        gpus = ", ".join(self._gpus) if self._gpus else "no GPU reported"
-        ident.append_text(safe(gpus, 80))
         if self._run:
             ident.append("  run ", style="dim")
             ident.append_text(safe(self._run, 60))
@@ -135,9 +140,18 @@ class RunHeader(Vertical):
             state = ev.read.get("state") or "?"
             ident.append_text(safe(f"state {state}", 40))
             ident.append(" ")
-            ident.append_text(health_badge(ev.health.verdict))
-            ident.append(" ")
-            ident.append_text(safe(ev.health.reason, 120, "dim"))
+            if self._stale:  # the verdict is as old as the data: say so, not "live"
+                ident.append(" ◌ no link ", style="bold white on dark_orange")
+                ident.append_text(safe(f" {self._stale} (was {ev.health.verdict})", 80,
+                                       "bold"))
+            else:
+                ident.append_text(health_badge(ev.health.verdict))
+                ident.append(" ")
+                reason = advance_ages(ev.health.reason, self._clock() - ev.received_at)
+                ident.append_text(safe(reason, 120, "dim"))
+        ident.append("  ")
+        gpus = ", ".join(self._gpus) if self._gpus else "no GPU reported"
+        ident.append_text(safe(gpus, 80, "dim"))
         self.query_one("#ident", TextLine).update(ident)
         self._draw_progress()
 

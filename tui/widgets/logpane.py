@@ -1,5 +1,7 @@
 """The log pane: ``train.log`` followed live into a bounded ``Log`` widget, written in
-batches, with follow on/off, ``/`` search with highlights and a line filter.
+batches, with follow on/off, ``/`` search with highlights (``n``/``N`` cycle through the
+matches), a line filter, and the keys of a pager (j/k, g/G, ctrl+d/ctrl+u). Scrolling up
+pauses following, visibly; G or End resumes it; a resize keeps following.
 
 Bytes arrive on the watcher thread (``LogFeed.feed``), are cut into clean lines there,
 and the UI drains them a few times a second with one ``write_lines`` call, so a log
@@ -16,6 +18,7 @@ from typing import Any
 from rich.highlighter import Highlighter
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import Input, Log
@@ -47,7 +50,7 @@ class LogFeed:
         self._carry = b""
         self._reset = False
         self.received_lines = 0
-        #: Where the bytes held start in the file (the watch starts at the tail).
+        #: Where the bytes held start in the file (a watch starts at the log's tail).
         self.first_offset = 0
 
     def feed(self, event: LogEvent) -> None:
@@ -112,6 +115,60 @@ class SearchHighlighter(Highlighter):
                 text.stylize("bold black on yellow", m.start(), m.end())
 
 
+class FollowLog(Log):
+    """A ``Log`` that tells its pane when the user scrolls it (keys or wheel), so that
+    following pauses when they scroll up and resumes when they reach the end."""
+
+    class Scrolled(Message):
+        """The user scrolled; ``at_end`` when the view is now at the last line."""
+
+        def __init__(self, at_end: bool) -> None:
+            super().__init__()
+            self.at_end = at_end
+
+    def _told(self) -> None:
+        self.call_after_refresh(lambda: self.post_message(
+            self.Scrolled(self.is_vertical_scroll_end)))
+
+    def _on_mouse_scroll_up(self, event) -> None:  # noqa: ANN001 - Textual's event
+        super()._on_mouse_scroll_up(event)
+        self._told()
+
+    def _on_mouse_scroll_down(self, event) -> None:  # noqa: ANN001
+        super()._on_mouse_scroll_down(event)
+        self._told()
+
+    def action_scroll_up(self) -> None:
+        """Up arrow (and k)."""
+        super().action_scroll_up()
+        self._told()
+
+    def action_scroll_down(self) -> None:
+        """Down arrow (and j)."""
+        super().action_scroll_down()
+        self._told()
+
+    def action_page_up(self) -> None:
+        """Page up."""
+        super().action_page_up()
+        self._told()
+
+    def action_page_down(self) -> None:
+        """Page down."""
+        super().action_page_down()
+        self._told()
+
+    def action_scroll_home(self) -> None:
+        """Home (and g)."""
+        super().action_scroll_home()
+        self._told()
+
+    def action_scroll_end(self) -> None:
+        """End (and G)."""
+        super().action_scroll_end()
+        self._told()
+
+
 class LogPane(Vertical):
     """``train.log`` of the watched run. A watch starts at the log's tail: scrolled to its
     top, the pane asks for what came before (``WantsOlder``); a search also asks the box
@@ -129,11 +186,19 @@ class LogPane(Vertical):
 
     DEFAULT_CSS = """
     LogPane { border: round $primary; height: 1fr; }
-    LogPane Log { height: 1fr; }
+    LogPane Log { height: 1fr; scrollbar-size-horizontal: 0; }
     LogPane #log-status { height: 1; background: $boost; }
-    LogPane Input { display: none; height: 3; }
+    LogPane Input { display: none; height: 1; }
     LogPane Input.-open { display: block; }
     """
+    BINDINGS = [
+        Binding("j", "scroll('down')", "down", show=False),
+        Binding("k", "scroll('up')", "up", show=False),
+        Binding("g", "scroll('top')", "top", show=False),
+        Binding("G", "scroll('bottom')", "bottom", show=False),
+        Binding("ctrl+d", "scroll('half_down')", "half page down", show=False),
+        Binding("ctrl+u", "scroll('half_up')", "half page up", show=False),
+    ]
 
     def __init__(self, max_lines: int = MAX_LINES, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -145,6 +210,8 @@ class LogPane(Vertical):
         self.search = ""
         self.filter_text = ""
         self.follow = True
+        #: The line of the current search match (an index into the shown lines).
+        self.match_line: int | None = None
         self._editing: str | None = None
         #: Older lines exist on the box above the first one held.
         self.more_above = False
@@ -152,11 +219,11 @@ class LogPane(Vertical):
 
     def compose(self) -> ComposeResult:
         """The log, a one-line status and a hidden input for search and filter."""
-        log = Log(highlight=True, max_lines=self.max_lines, id="log")
+        log = FollowLog(highlight=True, max_lines=self.max_lines, auto_scroll=False, id="log")
         log.highlighter = self.highlighter
         yield log
         yield TextLine(id="log-status")
-        yield Input(id="log-input")
+        yield Input(id="log-input", compact=True)
 
     def on_mount(self) -> None:
         """Start draining the feed; watch for the top being reached."""
@@ -178,7 +245,7 @@ class LogPane(Vertical):
         self.all_lines.clear()
         self.all_lines.extend([*older, *keep][:self.max_lines])
         self.set_filter(self.filter_text)
-        self.log.scroll_to(y=len(older), animate=False)
+        self.log.scroll_to(y=len(older), animate=False, immediate=True)
 
     def show_box_matches(self, found: Any) -> None:
         """The box's count of the lines of the whole log holding the search term."""
@@ -191,6 +258,9 @@ class LogPane(Vertical):
         """The ``Log`` widget."""
         return self.query_one("#log", Log)
 
+    def _to_end(self) -> None:
+        self.log.scroll_end(animate=False, immediate=True, x_axis=False)
+
     def drain(self) -> int:
         """Move the lines that arrived into the pane; return how many were written."""
         reset, lines = self.feed.drain()
@@ -199,6 +269,7 @@ class LogPane(Vertical):
         if reset:
             self.all_lines.clear()
             self.log.clear()
+            self.match_line = None
         if lines and not self.all_lines and not self.log.lines:
             self.more_above = self.feed.first_offset > 0
         if not lines:
@@ -210,9 +281,21 @@ class LogPane(Vertical):
             needle = self.filter_text.lower()
             lines = [ln for ln in lines if needle in ln.lower()]
         if lines:
-            self.log.write_lines(lines[-self.max_lines:], scroll_end=self.follow)
+            before = len(self.log.lines)
+            self.log.write_lines(lines[-self.max_lines:], scroll_end=False)
+            if self.match_line is not None:  # lines pruned from the top shift the match
+                pruned = before + len(lines[-self.max_lines:]) - len(self.log.lines)
+                self.match_line = self.match_line - pruned if self.match_line >= pruned \
+                    else None
+            if self.follow:
+                self._to_end()
         self._draw_status()
         return len(lines)
+
+    def on_resize(self) -> None:
+        """A new size keeps following (the old end is no longer the end)."""
+        if self.follow:
+            self.call_after_refresh(self._to_end)
 
     def clear(self) -> None:
         """Empty the pane (another run was chosen)."""
@@ -221,6 +304,14 @@ class LogPane(Vertical):
         self.border_title = LOG_TITLE
         self.all_lines.clear()
         self.log.clear()
+        self.match_line = None
+        self._draw_status()
+
+    def set_follow(self, on: bool) -> None:
+        """Follow the end of the log, or stay where the view is."""
+        self.follow = on
+        if on:
+            self._to_end()
         self._draw_status()
 
     def show_console(self, text: str) -> None:
@@ -234,20 +325,37 @@ class LogPane(Vertical):
         self.set_filter(self.filter_text)
 
     def toggle_follow(self) -> bool:
-        """Follow on/off; returns the new state."""
-        self.follow = not self.follow
-        self.log.auto_scroll = self.follow
-        if self.follow:
-            self.log.scroll_end(animate=False)
-        self._draw_status()
+        """f: follow on/off; returns the new state."""
+        self.set_follow(not self.follow)
         return self.follow
+
+    def on_follow_log_scrolled(self, event: FollowLog.Scrolled) -> None:
+        """The user scrolled: up pauses following, reaching the end resumes it."""
+        if event.at_end != self.follow:
+            self.set_follow(event.at_end)
+
+    def action_scroll(self, how: str) -> None:
+        """The pager keys."""
+        log = self.log
+        half = max(1, log.size.height // 2)
+        if how == "bottom":
+            self.set_follow(True)
+            return
+        if how == "top":
+            log.scroll_home(animate=False, immediate=True)
+        elif how in ("up", "down"):
+            log.scroll_relative(y=-1 if how == "up" else 1, animate=False, immediate=True)
+        else:
+            log.scroll_relative(y=-half if how == "half_up" else half, animate=False,
+                                immediate=True)
+        self.set_follow(log.is_vertical_scroll_end and how not in ("top", "up", "half_up"))
 
     def open_input(self, what: str) -> None:
         """Open the input line for ``search`` or ``filter``."""
         self._editing = what
         box = self.query_one("#log-input", Input)
-        box.placeholder = ("search (enter: find, n/N: next/previous, empty: clear)"
-                           if what == "search" else "show only lines containing… (empty: all)")
+        box.placeholder = ("search (Enter: find, n/N: next/previous, Esc: clear)"
+                           if what == "search" else "show only lines containing… (Esc: all)")
         box.value = self.search if what == "search" else self.filter_text
         box.add_class("-open")
         box.focus()
@@ -269,30 +377,43 @@ class LogPane(Vertical):
         elif what == "filter":
             self.set_filter(value)
 
-    def key_escape(self) -> None:
-        """Escape closes the input line."""
+    def escape(self) -> bool:
+        """Esc: close the input line, else clear the search and the filter; ``True``
+        when there was something to close or clear."""
         if self._editing is not None:
             self.close_input()
+            return True
+        if self.search or self.filter_text:
+            if self.search:
+                self.set_search("")
+            if self.filter_text:
+                self.set_filter("")
+            return True
+        return False
 
     def set_search(self, term: str) -> None:
         """Highlight ``term`` and jump to its last occurrence; the box counts it in the
         whole log."""
         self.search, self.box_matches = term, None
         self.post_message(self.Searched(term))
+        self.match_line = None
         self.highlighter.set_term(term)
         self.log.refresh()
         if term:
-            self.find(forward=False, from_end=True)
+            self.find(forward=False)
         self._draw_status()
 
     def set_filter(self, text: str) -> None:
         """Show only lines holding ``text`` (case-insensitive); empty shows all."""
         self.filter_text = text
+        self.match_line = None
         needle = text.lower()
         lines = [ln for ln in self.all_lines if needle in ln.lower()] if text else \
             list(self.all_lines)
         self.log.clear()
-        self.log.write_lines(lines, scroll_end=self.follow)
+        self.log.write_lines(lines, scroll_end=False)
+        if self.follow:
+            self._to_end()
         self._draw_status()
 
     def matches(self) -> list[int]:
@@ -302,40 +423,47 @@ class LogPane(Vertical):
         needle = self.search.lower()
         return [i for i, ln in enumerate(self.log.lines) if needle in ln.lower()]
 
-    def find(self, forward: bool = True, from_end: bool = False) -> int | None:
-        """Scroll to the next (or previous) line holding the search term; its index."""
+    def find(self, forward: bool = True) -> int | None:
+        """n / N: move to the next (or previous) match, wrapping around; its line. The
+        first search starts from the end (the newest match)."""
         hits = self.matches()
         if not hits:
-            self.app.notify("no match for the search", severity="warning", timeout=2)
+            self.app.notify("no match for the search" if self.search else
+                            "no search yet: / starts one", severity="warning", timeout=3)
             return None
-        log = self.log
-        here = len(log.lines) if from_end else int(log.scroll_offset.y)
-        if forward:
+        here = self.match_line
+        if here is None:
+            target = hits[-1]
+        elif forward:
             target = next((i for i in hits if i > here), hits[0])
         else:
             target = next((i for i in reversed(hits) if i < here), hits[-1])
-        if self.follow:
-            self.toggle_follow()
-        log.scroll_to(y=max(0, target - log.size.height // 2), animate=False)
+        self.match_line = target
+        self.follow = False
+        log = self.log
+        log.scroll_to(y=max(0, target - log.size.height // 2), animate=False, immediate=True)
+        self._draw_status()
         return target
 
     def _draw_status(self) -> None:
         status = Text(" ")
-        status.append("follow on" if self.follow else "follow OFF",
-                      style="green" if self.follow else "bold yellow")
-        status.append(f"  {len(self.log.lines)} lines shown", style="dim")
+        if self.follow:
+            status.append("following", style="green")
+        else:
+            status.append("⏸ paused (G: follow)", style="bold yellow")
+        status.append(f"  {len(self.log.lines)} lines", style="dim")
         if self.search:
-            status.append("  search: ")
-            status.append_text(safe(self.search, 40, "bold"))
-            status.append(f" ({len(self.matches())} lines")
-            found = self.box_matches
-            if found is not None:
-                status.append(f", {found.total} in the whole log")
-                if found.matches:
-                    status.append(f" from line {found.matches[0].line}")
-            status.append(")")
+            hits = self.matches()
+            status.append("  /")
+            status.append_text(safe(self.search, 30, "bold"))
+            if self.match_line in hits:
+                status.append(f" match {hits.index(self.match_line) + 1}/{len(hits)}")
+            else:
+                status.append(f" {len(hits)} matches")
+            if self.box_matches is not None:
+                status.append(f" ({self.box_matches.total} in the whole log)")
         if self.filter_text:
-            status.append("  filter: ")
-            status.append_text(safe(self.filter_text, 40, "bold"))
-        status.append("   f follow · / search · n/N next · & filter", style="dim")
+            status.append("  &")
+            status.append_text(safe(self.filter_text, 30, "bold"))
+        status.append("  / search · n/N · & filter · j/k g/G · Esc clear", style="dim")
         self.query_one("#log-status", TextLine).update(status)

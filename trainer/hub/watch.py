@@ -1,0 +1,212 @@
+"""``python3 -m trainer push --watch RUN_DIR --repo ORG/NAME [--pid PID]``: push a run's
+weights to the Hub from the box while it trains, whatever engine writes it.
+
+``gpurent launch`` starts it beside an engine that cannot push by itself (LibreYOLO; our
+trainer pushes from inside with ``hub=``). It polls the run directory:
+
+- each new best (a ``metrics.jsonl`` row with ``is_best``: the engine wrote ``best.pt``
+  before the row) pushes ``best.pt`` and ``results.csv``;
+- when the run ends (a final state, or its pid gone) it pushes once more everything there
+  is (``best.pt``, ``last.pt``, ``summary.json``, ``results.csv``), leaving out a
+  checkpoint the stop cut short, then exits.
+
+Each push goes through ``trainer.hub.push`` (a snapshot first, the same ``hub.json``
+ledger). A failed push is tried again at later polls. While the watcher lives,
+``CACHE/watchers/<run>/<pid>`` says so: the guard waits for its final push
+(``trainer.hub.safe.push_in_flight``). The token: ``--token-stdin``, ``HF_TOKEN`` or the
+huggingface_hub store. Standard library, plus huggingface_hub for the upload itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from trainer import engines, runfiles
+from trainer.health import local_pid_alive
+from trainer.hub.client import HubError
+from trainer.hub.ledger import LedgerError, latest_entry, read_ledger
+from trainer.hub.push import DEFAULT_FILES, consistent_snapshot, local_path, push_snapshot
+
+BEST_FILES = ("best.pt", "results.csv")
+#: Seconds between tries of a push that failed (doubling up to the cap).
+RETRY_FIRST, RETRY_CAP = 5.0, 120.0
+#: Final pushes tried before giving up once the run has ended.
+FINAL_TRIES = 5
+ENDED = ("completed", "failed", "stopped")
+
+log = logging.getLogger("trainer.hub.watch")
+
+
+def live_watchers(run_dir: Path) -> list[int]:
+    """Pids of the push watchers of ``run_dir`` that are alive."""
+    where = engines.run_cache(run_dir, "watchers")
+    pids = []
+    with contextlib.suppress(OSError):
+        for entry in where.iterdir():
+            if entry.name.isdigit() and local_pid_alive(int(entry.name)):
+                pids.append(int(entry.name))
+    return pids
+
+
+@contextlib.contextmanager
+def registered(run_dir: Path) -> Iterator[None]:
+    """Mark this process as a watcher of ``run_dir`` while the block runs."""
+    mark = engines.run_cache(run_dir, "watchers") / str(os.getpid())
+    mark.parent.mkdir(parents=True, exist_ok=True)
+    mark.write_text(f"{run_dir}\n", encoding="utf-8")
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            mark.unlink()
+
+
+def torn_files(run_dir: Path) -> set[str]:
+    """Checkpoints not to push: those the stop mark names as cut short, and those that
+    end without a zip's end record."""
+    torn: set[str] = set()
+    with contextlib.suppress(OSError, ValueError):
+        mark = json.loads(Path(engines.beside_path(run_dir, engines.BESIDE_STOP)).read_text())
+        torn.update(str(n) for n in mark.get("torn") or [] if isinstance(n, str))
+    weights = run_dir / runfiles.WEIGHTS_DIR
+    for name in ("best.pt", "last.pt"):
+        if engines.file_torn(weights / name):
+            torn.add(name)
+    return torn
+
+
+class RunWatch:
+    """The state of one watched run: where ``metrics.jsonl`` was read to, the newest best
+    epoch seen and the one pushed."""
+
+    def __init__(self, run_dir: Path, pid: int | None) -> None:
+        self.run_dir = run_dir
+        self.pid = pid
+        self.offset = 0
+        self.best_seen: int | None = None
+        self.best_pushed = pushed_best_epoch(run_dir)
+
+    def poll_rows(self) -> None:
+        """Read new rows; note the newest ``is_best`` epoch."""
+        chunk = runfiles.read_metrics(self.run_dir, self.offset)
+        if chunk.reset:
+            self.best_seen = None
+        self.offset = chunk.next_offset
+        for row in chunk.rows:
+            epoch = row.get("epoch")
+            if row.get("is_best") is True and isinstance(epoch, int):
+                self.best_seen = epoch
+
+    def status(self) -> runfiles.StatusRead:
+        """This run's status: one that names another pid than ``--pid`` is an earlier
+        run's (a resume relaunched into the folder) and reads as missing."""
+        read = runfiles.read_status(self.run_dir)
+        if self.pid is not None and read.ok and read.get("pid") != self.pid:
+            return runfiles.StatusRead(None, "an earlier run's status.json", missing=True)
+        return read
+
+    def ended(self) -> str | None:
+        """Why the run is over (``None``: it is not)."""
+        read = self.status()
+        state = read.get("state")
+        if state in ENDED:
+            return f"state {state}"
+        pid = read.get("pid") if read.ok else self.pid
+        if isinstance(pid, int) and not isinstance(pid, bool) and not local_pid_alive(pid):
+            return f"pid {pid} is gone" + ("" if read.ok else " before it wrote its status")
+        return None
+
+    @property
+    def best_pending(self) -> bool:
+        """Whether a best newer than the last pushed one is waiting."""
+        return self.best_seen is not None and (self.best_pushed is None
+                                               or self.best_seen > self.best_pushed)
+
+
+def pushed_best_epoch(run_dir: Path) -> int | None:
+    """The epoch of the newest ``best.pt`` in the ledger (a watcher started again does not
+    push it twice)."""
+    try:
+        entry = latest_entry(read_ledger(run_dir), "best.pt")
+    except LedgerError:
+        return None
+    epoch = None if entry is None else entry.get("epoch")
+    return epoch if isinstance(epoch, int) else None
+
+
+def push_files(run_dir: Path, repo: str, token: str, names: tuple[str, ...],
+               endpoint: str | None) -> dict[str, Any]:
+    """Snapshot and push ``names`` (the ones that exist); raises ``HubError``."""
+    with consistent_snapshot(run_dir, names) as (snaps, info):
+        return push_snapshot(run_dir, repo, token, snaps, info, endpoint=endpoint,
+                             progress_bars=False)
+
+
+def watch(run_dir: Path, repo: str, token: str, *, pid: int | None = None,
+          poll: float = 2.0, endpoint: str | None = None,
+          sleep: Callable[[float], None] = time.sleep) -> int:
+    """Watch and push until the run ends and its final push is done; the exit code (0:
+    the final push was made, 1: it failed or the run never started)."""
+    state = RunWatch(run_dir, pid)
+    retry_at, delay, final_tries = 0.0, RETRY_FIRST, 0
+    log.info("watching %s, pushing to %s", run_dir, repo)
+    while True:
+        state.poll_rows()
+        ended = state.ended()
+        if ended is not None:
+            state.poll_rows()  # the rows written just before the end
+            if not state.status().ok:
+                log.error("the run ended (%s): nothing to push", ended)
+                return 1
+        now = time.monotonic()
+        if now >= retry_at and (ended is not None or state.best_pending):
+            names = DEFAULT_FILES if ended is not None else BEST_FILES
+            names = tuple(n for n in names if n not in torn_files(run_dir))
+            if ended is not None and not any(local_path(run_dir, n).is_file() for n in names):
+                log.info("the run ended (%s) with nothing to push", ended)
+                return 0
+            try:
+                result = push_files(run_dir, repo, token, names, endpoint)
+            except HubError as exc:
+                log.warning("push failed: %s", exc)
+                retry_at, delay = now + delay, min(delay * 2, RETRY_CAP)
+                final_tries += ended is not None
+                if final_tries >= FINAL_TRIES:
+                    log.error("giving up after %d final pushes", final_tries)
+                    return 1
+            else:
+                pushed = ", ".join(e["file"] for e in result["files"])
+                log.info("pushed %s to %s at %s: %s", pushed, repo, result["commit"][:12],
+                         result["message"])
+                state.best_pushed = state.best_seen or state.best_pushed
+                retry_at, delay = 0.0, RETRY_FIRST
+                if ended is not None:
+                    log.info("the run ended (%s): final push done", ended)
+                    return 0
+        sleep(poll)
+
+
+def main(args: Any, token: str) -> int:
+    """``trainer push --watch`` (arguments parsed by ``trainer.hub.push``)."""
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter(runfiles.LOG_FORMAT, runfiles.LOG_DATEFMT))
+    with contextlib.suppress(AttributeError, ValueError):
+        sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    with contextlib.suppress(HubError):
+        from trainer.hub.client import import_hub
+
+        import_hub(progress_bars=False).utils.logging.set_verbosity_error()
+    run_dir = Path(args.run_dir).absolute()
+    with registered(run_dir):
+        return watch(run_dir, args.repo, token, pid=args.pid, poll=args.poll)

@@ -1,0 +1,137 @@
+"""The words for leaving: what quitting leaves running and what it costs, per box and run
+state. Pure functions of plain facts (``Standing``), so the quit dialog, the farewell
+printed on exit and the tests say the same thing; no widget here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.text import Text
+
+from remote.billing.cost import money
+from tui.fmt import safe
+
+#: Run verdicts where training is still going (or may be: ``stalled`` still holds a GPU).
+TRAINING = ("live", "slow", "stalled", "starting")
+#: How an ended run reads ("run exp1 completed").
+ENDED = {"completed": "completed", "failed": "failed", "stopped": "was stopped",
+         "dead": "died (its process is gone)",
+         "unreadable": "has an unreadable status"}
+
+
+@dataclass(frozen=True)
+class Standing:
+    """What one box tab leaves behind when the app quits."""
+
+    title: str
+    #: This machine (``--local`` / ``--demo``): nothing bills.
+    local: bool
+    demo: bool
+    run: str | None
+    verdict: str | None
+    price: float | None
+    weights_safe: bool | None = None
+    weights_where: str | None = None
+    guard_watching: bool = False
+    guard_summary: str = ""
+    #: A provider instance that the app can stop (``--provider`` and ``--instance``).
+    can_stop_instance: bool = False
+    reattach: str = ""
+
+    @property
+    def training(self) -> bool:
+        """Whether the watched run is still training."""
+        return self.verdict in TRAINING
+
+    @property
+    def billing(self) -> bool:
+        """A rented box: it bills whether or not anything trains on it."""
+        return not self.local
+
+    def rate(self) -> str:
+        """``$3.00/h`` or ``$?/h``."""
+        return f"{money(self.price)}/h"
+
+
+def _run_words(s: Standing) -> str:
+    run = f"run {s.run}" if s.run else "no run"
+    if s.verdict is None or not s.run:
+        return run
+    if s.training:
+        return f"{run} keeps training" if s.verdict != "stalled" else f"{run} is stalled"
+    return f"{run} {ENDED.get(s.verdict, 'is ' + s.verdict)}"
+
+
+def _weights_words(s: Standing) -> str:
+    if s.weights_safe is None:
+        return "weights not checked"
+    if s.weights_safe and s.weights_where:
+        return f"weights safe ({s.weights_where})"
+    if s.weights_safe:
+        return "no weights yet"
+    return "weights NOT safe (only on the box)"
+
+
+def quit_text(standings: list[Standing]) -> Text:
+    """The quit dialog's body: one paragraph per box, in the words of its state."""
+    text = Text()
+    for n, s in enumerate(standings):
+        if n:
+            text.append("\n\n")
+        text.append_text(safe(s.title, 60, "bold"))
+        text.append(": ")
+        text.append_text(safe(_run_words(s), 120))
+        if s.local:
+            if s.demo and s.training:
+                text.append(" on this machine (the demo trainer; stop it below or leave "
+                            "it to finish).")
+            else:
+                text.append(" on this machine.")
+            continue
+        if s.training:
+            text.append(f". The box keeps billing {s.rate()}. ")
+            text.append(_weights_words(s) + ". ",
+                        style="" if s.weights_safe else "bold yellow")
+            if s.guard_watching:
+                text.append_text(safe(s.guard_summary, 120, "dim"))
+            else:
+                text.append("The guard is off: arm the guard?", style="bold yellow")
+        else:
+            text.append(f". Nothing trains, but the box is idle at {s.rate()}", style="bold")
+            text.append(" — stop it?" if s.can_stop_instance
+                        else " until you stop it at your provider.")
+    return text
+
+
+def quit_offers(standings: list[Standing]) -> list[tuple[str, str]]:
+    """Extra buttons of the quit dialog, ``(id, label)``: what the state suggests
+    doing before leaving (the first box that needs it)."""
+    offers: list[tuple[str, str]] = []
+    if any(s.billing and s.training and not s.guard_watching for s in standings):
+        offers.append(("arm", "Arm the guard"))
+    if any(s.billing and not s.training and s.can_stop_instance for s in standings):
+        offers.append(("stop-instance", "Stop the instance"))
+    if any(s.demo and s.training for s in standings):
+        offers.append(("stop-demo", "Stop the demo and quit"))
+    return offers
+
+
+def quit_title(standings: list[Standing]) -> str:
+    """The dialog's title and its quit button's label."""
+    return "Detach and quit" if any(s.billing or s.training for s in standings) else "Quit"
+
+
+def farewell(s: Standing) -> str:
+    """The line printed on exit for one box, with the command that reattaches."""
+    if s.local:
+        where = "on this machine"
+        line = f"{s.title}: {_run_words(s)} {where}." if s.run else f"{s.title}: no run."
+    elif s.training:
+        line = (f"Detached from {s.title}: {_run_words(s)}; the box bills {s.rate()} "
+                f"({_weights_words(s)}; {'guard armed' if s.guard_watching else 'guard off'}).")
+    else:
+        line = (f"Detached from {s.title}: {_run_words(s)}; the box is idle and bills "
+                f"{s.rate()} until you stop it.")
+    if s.reattach:
+        line += f"\n  reattach: {s.reattach}"
+    return line
