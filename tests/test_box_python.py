@@ -178,3 +178,35 @@ def test_a_python_310_box_with_torch_trains_is_watched_and_stops(
     status = json.loads((project / "r310" / runfiles.STATUS_FILE).read_text())
     assert status["state"] == "stopped" and (project / "r310" / "weights" / "last.pt").exists()
     assert py310 in started.result.command
+
+
+def test_a_python_39_box_is_watched_through_the_gate(py39_box: SSHServer, tmp_path: Path,
+                                                     monkeypatch) -> None:
+    """The TUI's connect path on a 3.9 box it has never met: the gate ships the package,
+    chooses 3.9 and starts the project-mode follower (status, then the runs); the older
+    log and the whole-log search run there too."""
+    from remote import config, logread
+    from remote.bootstrap import box_id
+    from remote.events import ChosenEvent, RunsEvent
+    from tests.fixtures.tui_runs import write_run
+    from tests.test_gate import watch_once
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "laptop"))
+    project = Path(py39_box.home) / "gate39"
+    lines = [f"step {n} {'needle' if n % 100 == 0 else 'hay'}" for n in range(1000)]
+    write_run(project / "exp1", done=2, total=2, state="completed", log_lines=lines)
+    write_run(project / "exp2", done=1, total=1, state="completed")
+    used, seen, gate = watch_once(py39_box, project)
+    assert len(used.execs) == 1 and used.sftp == 0
+    with py39_box.connect() as link:
+        assert config.remembered(box_id(link))["python"] == str(PY39)
+    assert sorted(r.name for r in seen.of(RunsEvent)[0].runs) == ["exp1", "exp2"]
+    assert seen.of(ChosenEvent)
+    with py39_box.connect() as box:
+        box.trainer_prefix = gate.trainer_prefix
+        found = logread.search(box, str(project / "exp1"), "NEEDLE")
+        older = logread.older(box, str(project / "exp1"), 300, 100)
+    assert found.total == 10 and found.matches[1].line == 101
+    whole = (project / "exp1" / "train.log").read_bytes()
+    assert 200 <= older.offset < 300 and whole[older.offset - 1:older.offset] == b"\n"
+    assert older.data == whole[older.offset:300] and older.size == len(whole)

@@ -1,7 +1,8 @@
 """The TUI's connect path and data plumbing on real runs (``Watcher`` and real followers
 over ``LocalTransport``): the box chooses the run and its status comes first, the runs
 list fills after; a log longer than the watch's tail shows its end, scrolling to the top
-brings the lines before it, and a search counts the matches in the whole log."""
+brings the lines before it, and a search counts and lists the matches in the whole log,
+or says why it cannot."""
 
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ import sys
 import pytest
 
 from remote.watcher import LOG_TAIL_BYTES
+from tests.fixtures.screen import until_shown
 from tests.fixtures.tui_runs import write_run
-from tests.test_tui_app import SIZE, quiet_env, until  # noqa: F401 (autouse fixture)
+from tests.test_tui_app import SIZE, quiet_env, shown, until  # noqa: F401 (autouse fixture)
 from tui.app import GpurentApp
 from tui.box.view import BoxView
+from tui.screens.matches import MatchesScreen
 from tui.spec import BoxSpec
 from tui.widgets.logpane import LogPane
 from tui.widgets.runs import RunsList
@@ -63,7 +66,7 @@ async def test_a_long_log_shows_its_tail_then_older_lines_and_whole_log_matches(
                     log_lines=lines)
     assert (run / "train.log").stat().st_size > 4 * LOG_TAIL_BYTES
     app = GpurentApp([BoxSpec("local", "local", project=str(run.parent), run="long")])
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
         box = app.query_one(BoxView)
         pane = box.query_one(LogPane)
         await until(pilot, lambda: pane.log.lines and "step 039999" in pane.log.lines[-1])
@@ -74,8 +77,27 @@ async def test_a_long_log_shows_its_tail_then_older_lines_and_whole_log_matches(
         pane.post_message(LogPane.WantsOlder())
         await until(pilot, lambda: pane.log.lines[0] != first)
         assert step(pane.log.lines[0]) < step(first)
-        assert any(first in line for line in pane.log.lines)  # the junction is kept
+        steps = [step(line) for line in pane.log.lines]
+        assert steps == list(range(steps[0], 40_000))  # joined exactly, nothing dropped
+        pane.post_message(LogPane.WantsOlder())
+        await until(pilot, lambda: step(pane.log.lines[0]) < steps[0])
+        steps = [step(line) for line in pane.log.lines]
+        assert steps == list(range(steps[0], 40_000)) and len(steps) > 5000
         pane.set_search("needle")
-        await until(pilot, lambda: pane.box_matches is not None)
-        assert pane.box_matches.total == 80
-        assert pane.box_matches.matches[0].line == 1
+        await until_shown(pilot, "whole log 80 (L)")
+        # L lists them with their line numbers, newest shown first; the oldest are far
+        # above what the pane holds.
+        await pilot.press("L")
+        text = await until_shown(pilot, "80 lines of the whole log hold 'needle'")
+        assert re.search(r"39,501 [^\n]*step 039500 needle", text)
+        listed = app.screen.query_one("#matches").render().plain
+        assert re.match(r"\s*1 [^\n]*step 000000 needle", listed)
+        await pilot.press("escape")
+        await until(pilot, lambda: not shown(app, MatchesScreen))
+        # A search the box cannot run says so, in the pane and as a failure line.
+        (run / "train.log").unlink()
+        pane.set_search("hay")
+        await until_shown(pilot, "whole log not searched",
+                          "searching the log failed:", "cannot read")
+        await pilot.press("L")
+        await until_shown(pilot, "cannot search the whole log:")

@@ -13,7 +13,7 @@ from tui.app import GpurentApp
 from tui.box.view import BoxView
 from tui.spec import BoxSpec
 from tui.widgets.gpu import GpuPane
-from tui.widgets.logpane import LogFeed
+from tui.widgets.logfeed import LogFeed
 from tui.widgets.runs import RunsList
 from tui.widgets.textline import TextLine
 
@@ -33,19 +33,21 @@ def test_log_feed_cleans_and_keeps_partial_lines():
     feed = LogFeed(max_lines=100)
     feed.feed(LogEvent(b"one\ntw", 0))
     feed.feed(LogEvent(b"o\n\x1b[2Jthree\xff\n", 7))
-    reset, lines = feed.drain()
+    reset, lines, sizes, start = feed.drain()
     assert not reset
     assert lines == ["one", "two", "three\ufffd"]
+    assert sizes == [4, 4, 11] and start == 0  # the file's bytes, before cleaning
     feed.feed(LogEvent(b"fresh\n", 0, reset=True))
-    assert feed.drain() == (True, ["fresh"])
+    assert feed.drain() == (True, ["fresh"], [6], 0)
 
 
 def test_log_feed_is_bounded_when_the_ui_falls_behind():
     feed = LogFeed(max_lines=50)
     for n in range(20):
         feed.feed(LogEvent(b"".join(b"line %d\n" % (n * 10 + i) for i in range(10)), 0))
-    _, lines = feed.drain()
+    _, lines, sizes, start = feed.drain()
     assert len(lines) == 50 and lines[-1] == "line 199"
+    assert start == sum(len(b"line %d\n" % n) for n in range(150))
 
 
 async def test_hostile_text_is_inert_everywhere(run_factory):

@@ -18,6 +18,7 @@ from tui.box.view import ALERT_VERDICTS, BoxView
 from tui.dialogs.quit import QuitDialog
 from tui.screens.events import MAX_EVENTS, Event, EventsScreen
 from tui.screens.help import HelpScreen
+from tui.screens.matches import MatchesScreen
 from tui.spec import BoxSpec
 from tui.words import Standing, farewell, quit_offers, quit_text, quit_title
 
@@ -43,10 +44,11 @@ KEYS: tuple[tuple[str, str, str, str], ...] = (
     ("n", "log('next')", "next", "Log: next search match"),
     ("N", "log('previous')", "prev", "Log: previous search match"),
     ("ampersand", "log('filter')", "filter", "Log: show only matching lines"),
+    ("L", "log('matches')", "matches", "Log: list the search's matches in the whole log"),
     ("escape", "escape", "clear", "Clear the log search/filter; stop retrying a connection"),
 )
 #: Keys that act but take no room in the footer.
-QUIET = ("n", "N", "escape", "m", "f", "slash", "ampersand", "r", "D", "i", "a", "p", "R")
+QUIET = ("n", "N", "L", "escape", "m", "f", "slash", "ampersand", "r", "D", "i", "a", "p", "R")
 #: The log pane's own keys, for the help screen.
 LOG_KEYS = (("j / k", "Log: line down / up"), ("g / G", "Log: top / bottom (G follows)"),
             ("ctrl+d / ctrl+u", "Log: half a page down / up"),
@@ -159,6 +161,16 @@ class GpurentApp(App[int]):
             pane.find(forward=True)
         elif what == "previous":
             pane.find(forward=False)
+        elif what == "matches":
+            if not pane.search:
+                self.notify("no search yet: / starts one", severity="warning", timeout=3)
+            elif pane.box_search_error is not None:
+                self.notify(f"cannot search the whole log: {pane.box_search_error}",
+                            severity="error", timeout=8)
+            elif pane.box_matches is None:
+                self.notify("the box is still searching the whole log", timeout=3)
+            else:
+                self.push_screen(MatchesScreen(pane.box_matches))
 
     def action_escape(self) -> None:
         """Esc: close or clear the log search; else stop retrying a connection."""

@@ -9,6 +9,7 @@ from textual import work
 from textual.message import Message
 
 from remote import logread
+from trainer.text import one_line
 from tui.widgets.logpane import LogPane
 
 #: Bytes asked for at each scroll to the top.
@@ -17,8 +18,6 @@ OLDER_BYTES = 256 * 1024
 
 class LogActions:
     """Fetching older log parts and searching the whole log (``self`` is the view)."""
-
-    log_first: int | None = None
 
     class OlderLog(Message):
         """Bytes of the log before those shown, for the run of generation ``gen``."""
@@ -29,26 +28,29 @@ class LogActions:
             self.chunk = chunk
 
     class LogMatches(Message):
-        """The box's answer to a search of the whole log (run of generation ``gen``)."""
+        """The box's answer to a search of the whole log (run of generation ``gen``), or
+        why there is none (``failed``: the term and the one-line reason)."""
 
-        def __init__(self, gen: int, found: logread.LogMatches) -> None:
+        def __init__(self, gen: int, found: logread.LogMatches | None,
+                     failed: tuple[str, str] | None = None) -> None:
             super().__init__()
             self.gen = gen
             self.found = found
+            self.failed = failed
 
     def init_logs(self) -> None:
         """State kept between requests."""
-        self.log_first = None
         self._older_busy = False
 
     def on_log_pane_wants_older(self, message: LogPane.WantsOlder) -> None:
         """The pane was scrolled to its top: fetch what came before, once at a time."""
         message.stop()
-        if self._older_busy or not self.log_first or self.transport is None \
+        pane = self.log_pane
+        if self._older_busy or not pane.more_above or self.transport is None \
                 or self.run_dir is None:
             return
         self._older_busy = True
-        self.fetch_older(self.gen, self.run_dir, self.log_first)
+        self.fetch_older(self.gen, self.run_dir, pane.all_lines.first)
 
     @work(thread=True, exit_on_error=False, group="log-older")
     def fetch_older(self, gen: int, run_dir: str, before: int) -> None:
@@ -61,10 +63,8 @@ class LogActions:
 
     def on_log_actions_older_log(self, message: OlderLog) -> None:
         """Put the older lines above the others."""
-        if message.gen != self.gen or not message.chunk.data:
-            return
-        self.log_first = message.chunk.offset
-        self.log_pane.show_older(message.chunk.data, more=message.chunk.offset > 0)
+        if message.gen == self.gen:
+            self.log_pane.show_older(message.chunk.offset, message.chunk.data)
 
     def on_log_pane_searched(self, message: LogPane.Searched) -> None:
         """A search in the pane also runs over the whole log, on the box."""
@@ -74,11 +74,19 @@ class LogActions:
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="log-search")
     def search_whole_log(self, gen: int, run_dir: str, term: str) -> None:
-        """Search the whole log on the box."""
-        found = logread.search(self.need_transport(), run_dir, term)
+        """Search the whole log on the box (a failure is also reported as usual)."""
+        try:
+            found = logread.search(self.need_transport(), run_dir, term)
+        except Exception as exc:
+            self.tell(self.LogMatches(gen, None, (term, one_line(str(exc)))))
+            raise
         self.tell(self.LogMatches(gen, found))
 
     def on_log_actions_log_matches(self, message: LogMatches) -> None:
         """Show how many lines of the whole log hold the term."""
-        if message.gen == self.gen:
+        if message.gen != self.gen:
+            return
+        if message.found is not None:
             self.log_pane.show_box_matches(message.found)
+        elif message.failed is not None:
+            self.log_pane.box_search_failed(*message.failed)

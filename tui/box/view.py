@@ -286,8 +286,11 @@ class BoxView(BoxLink, BoxLaunching, BoxActions, ResumeActions, LogActions, Stre
     # ------------------------------------------------------------------ connected
 
     def on_box_view_progress(self, message: Progress) -> None:
-        """Show a connecting step."""
-        self.conn_badge.show_progress(message.line)
+        """Show a connecting step, unless the watch's link is already up: the control
+        connection opens after the first status, and its steps must not make a live
+        link look as if it were still connecting."""
+        if self.conn_badge.state not in ("live", "polling"):
+            self.conn_badge.show_progress(message.line)
 
     def on_box_view_connected(self, message: Connected) -> None:
         """Actions may run, the box is checked; listed runs (a resume) choose the run."""
@@ -340,7 +343,6 @@ class BoxView(BoxLink, BoxLaunching, BoxActions, ResumeActions, LogActions, Stre
         self.status = None
         self._last_verdict = None
         self._weights = None
-        self.log_first = None
         self.unseen.discard(run_dir or "")
         self.header.show_run(run_dir.rstrip("/").rsplit("/", 1)[-1] if run_dir else "")
         self.query_one(MetricsPane).clear()
@@ -365,8 +367,6 @@ class BoxView(BoxLink, BoxLaunching, BoxActions, ResumeActions, LogActions, Stre
         if gen != self.gen:
             return
         if isinstance(event, LogEvent):
-            if event.reset or self.log_first is None:
-                self.log_first = event.offset  # older bytes are fetched on demand
             self.log_pane.feed.feed(event)
         else:
             self.tell(self.Watch(gen, event))

@@ -11,9 +11,6 @@ growing by tens of thousands of lines a second costs the UI one cheap call per t
 from __future__ import annotations
 
 import re
-import threading
-from collections import deque
-from typing import Any
 
 from rich.highlighter import Highlighter
 from rich.text import Text
@@ -23,73 +20,20 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import Input, Log
 
-from remote.events import LogEvent
+from remote.logread import LogMatches
 from trainer.text import clean_text
 from tui.fmt import safe
+from tui.widgets.logfeed import HeldLines, LogFeed
 from tui.widgets.textline import TextLine
 
 #: Lines kept in the pane (and in the unfiltered copy used to re-filter).
 MAX_LINES = 5000
-#: A line without a newline longer than this is shown anyway (a runaway progress bar).
-MAX_PARTIAL = 64 * 1024
+#: Lines the pane may hold once older parts of the log were fetched from the box.
+HISTORY_LINES = 50_000
 #: How often the UI takes the lines that arrived (seconds).
 DRAIN_INTERVAL = 0.1
 #: The pane's title: the run's log, or its console output before there is one.
 LOG_TITLE, CONSOLE_TITLE = "train.log", "console.log (no train.log yet)"
-
-
-class LogFeed:
-    """Thread-safe buffer between the watcher thread and the UI: whole, cleaned lines.
-
-    Memory is bounded: when the UI falls behind, only the newest ``max_lines`` lines
-    wait (older ones would have scrolled out of the pane anyway)."""
-
-    def __init__(self, max_lines: int = MAX_LINES) -> None:
-        self._lock = threading.Lock()
-        self._pending: deque[str] = deque(maxlen=max_lines)
-        self._carry = b""
-        self._reset = False
-        self.received_lines = 0
-        #: Where the bytes held start in the file (a watch starts at the log's tail).
-        self.first_offset = 0
-
-    def feed(self, event: LogEvent) -> None:
-        """Take one ``LogEvent`` (any thread)."""
-        data = event.data
-        with self._lock:
-            if event.reset or not self.received_lines and not self._carry:
-                self.first_offset = event.offset
-            if event.reset:
-                self._pending.clear()
-                self._carry = b""
-                self._reset = True
-            data = self._carry + data
-            end = data.rfind(b"\n") + 1
-            if end == 0 and len(data) > MAX_PARTIAL:
-                end = len(data)
-            whole, self._carry = data[:end], data[end:]
-        if not whole:
-            return
-        text = clean_text(whole.rstrip(b"\n"), keep_newlines=True)
-        lines = text.split("\n")
-        with self._lock:
-            self._pending.extend(lines)
-            self.received_lines += len(lines)
-
-    def restart(self) -> None:
-        """Forget everything: another run's log follows."""
-        with self._lock:
-            self._pending.clear()
-            self._carry, self._reset = b"", False
-            self.received_lines = self.first_offset = 0
-
-    def drain(self) -> tuple[bool, list[str]]:
-        """``(reset, lines)`` that arrived since the last drain (UI thread)."""
-        with self._lock:
-            reset, self._reset = self._reset, False
-            lines = list(self._pending)
-            self._pending.clear()
-        return reset, lines
 
 
 class SearchHighlighter(Highlighter):
@@ -205,7 +149,8 @@ class LogPane(Vertical):
         self.border_title = LOG_TITLE
         self.feed = LogFeed(max_lines)
         self.max_lines = max_lines
-        self.all_lines: deque[str] = deque(maxlen=max_lines)
+        #: The lines held (filtered or not), where they start in the file.
+        self.all_lines = HeldLines(max_lines)
         self.highlighter = SearchHighlighter()
         self.search = ""
         self.filter_text = ""
@@ -213,9 +158,10 @@ class LogPane(Vertical):
         #: The line of the current search match (an index into the shown lines).
         self.match_line: int | None = None
         self._editing: str | None = None
-        #: Older lines exist on the box above the first one held.
-        self.more_above = False
-        self.box_matches: Any = None
+        #: The box's answer to a search of the whole log (``None``: none yet).
+        self.box_matches: LogMatches | None = None
+        #: Why the box could not search the whole log for the current term.
+        self.box_search_error: str | None = None
 
     def compose(self) -> ComposeResult:
         """The log, a one-line status and a hidden input for search and filter."""
@@ -231,26 +177,40 @@ class LogPane(Vertical):
         self.watch(self.log, "scroll_y", self._scrolled, init=False)
         self._draw_status()
 
+    @property
+    def more_above(self) -> bool:
+        """Whether the log has lines before the first one held (on the box)."""
+        return self.all_lines.more_above
+
     def _scrolled(self, y: float) -> None:
         if y <= 0 and self.more_above and not self.follow:
-            self.post_message(self.WantsOlder())
+            if len(self.all_lines) >= HISTORY_LINES:
+                self.app.notify(f"the pane holds {HISTORY_LINES:,} lines: / searches the "
+                                "whole log on the box (L lists the matches)", timeout=5)
+            else:
+                self.post_message(self.WantsOlder())
 
-    def show_older(self, data: bytes, more: bool) -> None:
-        """Put the log's bytes that came before the first line held above it (the
-        newest lines past ``max_lines`` drop off the bottom), staying where the reader
-        was; ``more``: still older ones on the box."""
-        older = clean_text(data.rstrip(b"\n"), keep_newlines=True).split("\n")
-        keep = list(self.all_lines)[:max(0, self.max_lines - len(older))]
-        self.more_above = more
-        self.all_lines.clear()
-        self.all_lines.extend([*older, *keep][:self.max_lines])
+    def show_older(self, start: int, data: bytes) -> None:
+        """Put the log's bytes ``start``.. that end where the first line held begins
+        above it, staying where the reader was (nothing when they no longer join: the
+        log changed meanwhile)."""
+        shown = len(self.log.lines)
+        if not self.all_lines.prepend(start, data, HISTORY_LINES):
+            return
+        self.log.max_lines = self.all_lines.capacity
         self.set_filter(self.filter_text)
-        self.log.scroll_to(y=len(older), animate=False, immediate=True)
+        self.log.scroll_to(y=len(self.log.lines) - shown, animate=False, immediate=True)
 
-    def show_box_matches(self, found: Any) -> None:
+    def show_box_matches(self, found: LogMatches) -> None:
         """The box's count of the lines of the whole log holding the search term."""
         if found.term == self.search:
-            self.box_matches = found
+            self.box_matches, self.box_search_error = found, None
+            self._draw_status()
+
+    def box_search_failed(self, term: str, why: str) -> None:
+        """The box could not search the whole log for ``term``."""
+        if term == self.search:
+            self.box_search_error = why
             self._draw_status()
 
     @property
@@ -263,28 +223,29 @@ class LogPane(Vertical):
 
     def drain(self) -> int:
         """Move the lines that arrived into the pane; return how many were written."""
-        reset, lines = self.feed.drain()
+        reset, lines, sizes, start = self.feed.drain()
         if lines and self.border_title != LOG_TITLE:
             reset, self.border_title = True, LOG_TITLE  # train.log replaces the console
         if reset:
-            self.all_lines.clear()
+            self.all_lines.clear(start)
+        if lines and not self.all_lines.append(lines, sizes, start):
+            reset = True  # the feed dropped lines while the UI was behind: no gap shown
+        if reset:
+            self.log.max_lines = self.all_lines.capacity
             self.log.clear()
             self.match_line = None
-        if lines and not self.all_lines and not self.log.lines:
-            self.more_above = self.feed.first_offset > 0
         if not lines:
             if reset:
                 self._draw_status()
             return 0
-        self.all_lines.extend(lines)
         if self.filter_text:
             needle = self.filter_text.lower()
             lines = [ln for ln in lines if needle in ln.lower()]
         if lines:
             before = len(self.log.lines)
-            self.log.write_lines(lines[-self.max_lines:], scroll_end=False)
+            self.log.write_lines(lines[-self.all_lines.capacity:], scroll_end=False)
             if self.match_line is not None:  # lines pruned from the top shift the match
-                pruned = before + len(lines[-self.max_lines:]) - len(self.log.lines)
+                pruned = before + len(lines[-self.all_lines.capacity:]) - len(self.log.lines)
                 self.match_line = self.match_line - pruned if self.match_line >= pruned \
                     else None
             if self.follow:
@@ -293,16 +254,19 @@ class LogPane(Vertical):
         return len(lines)
 
     def on_resize(self) -> None:
-        """A new size keeps following (the old end is no longer the end)."""
+        """A new size keeps following (the old end is no longer the end); the status
+        line fits the new width."""
+        self._draw_status()
         if self.follow:
             self.call_after_refresh(self._to_end)
 
     def clear(self) -> None:
         """Empty the pane (another run was chosen)."""
-        self.more_above, self.box_matches = False, None
+        self.box_matches, self.box_search_error = None, None
         self.feed.restart()
         self.border_title = LOG_TITLE
         self.all_lines.clear()
+        self.log.max_lines = self.all_lines.capacity
         self.log.clear()
         self.match_line = None
         self._draw_status()
@@ -320,8 +284,7 @@ class LogPane(Vertical):
         if self.feed.received_lines or not text:
             return
         self.border_title = CONSOLE_TITLE
-        self.all_lines.clear()
-        self.all_lines.extend(clean_text(text, keep_newlines=True).splitlines())
+        self.all_lines.replace(clean_text(text, keep_newlines=True).splitlines())
         self.set_filter(self.filter_text)
 
     def toggle_follow(self) -> bool:
@@ -394,7 +357,7 @@ class LogPane(Vertical):
     def set_search(self, term: str) -> None:
         """Highlight ``term`` and jump to its last occurrence; the box counts it in the
         whole log."""
-        self.search, self.box_matches = term, None
+        self.search, self.box_matches, self.box_search_error = term, None, None
         self.post_message(self.Searched(term))
         self.match_line = None
         self.highlighter.set_term(term)
@@ -446,24 +409,32 @@ class LogPane(Vertical):
         return target
 
     def _draw_status(self) -> None:
+        # A narrow pane (an 80-column terminal) keeps what matters: the state, the
+        # search's place and the whole log's count; the counts and the key hints go.
+        wide = self.size.width == 0 or self.size.width >= 70
         status = Text(" ")
         if self.follow:
             status.append("following", style="green")
         else:
-            status.append("⏸ paused (G: follow)", style="bold yellow")
-        status.append(f"  {len(self.log.lines)} lines", style="dim")
+            status.append("⏸ paused (G: follow)" if wide else "⏸ paused (G)",
+                          style="bold yellow")
+        if wide:
+            status.append(f"  {len(self.log.lines)} lines", style="dim")
         if self.search:
             hits = self.matches()
             status.append("  /")
-            status.append_text(safe(self.search, 30, "bold"))
+            status.append_text(safe(self.search, 30 if wide else 12, "bold"))
             if self.match_line in hits:
                 status.append(f" match {hits.index(self.match_line) + 1}/{len(hits)}")
             else:
-                status.append(f" {len(hits)} matches")
+                status.append(f" {len(hits)} here" if hits else " none here")
             if self.box_matches is not None:
-                status.append(f" ({self.box_matches.total} in the whole log)")
+                status.append(f" · whole log {self.box_matches.total} (L)")
+            elif self.box_search_error is not None:
+                status.append(" · whole log not searched", style="yellow")
         if self.filter_text:
             status.append("  &")
-            status.append_text(safe(self.filter_text, 30, "bold"))
-        status.append("  / search · n/N · & filter · j/k g/G · Esc clear", style="dim")
+            status.append_text(safe(self.filter_text, 30 if wide else 12, "bold"))
+        if wide or not (self.search or self.filter_text):
+            status.append("  / search · n/N · & filter · j/k g/G · Esc clear", style="dim")
         self.query_one("#log-status", TextLine).update(status)
