@@ -61,6 +61,10 @@ NO_PYTHON_MARKERS = ("no module named", "not found", "no such file", "permission
 #: Bytes of train.log a fresh watch starts with (the pane keeps 5,000 lines); older
 #: parts are read on demand (``remote.logread``).
 LOG_TAIL_BYTES = 512 * 1024
+#: Seconds between the follower's looks at the project's runs (it sends what changed).
+#: The TUI's first watcher and ``tui.main.first_follow`` both take this default: the
+#: early follower is adopted only when its command is the very same.
+RUNS_INTERVAL = 8.0
 
 
 class _Dropped(Exception):
@@ -87,7 +91,8 @@ class Watcher(FollowStart, SideMessages, FilePolling):
                  on_event: Callable[[WatchEvent], None], *, silence_timeout: float = 5.0,
                  poll_interval: float = 0.25, gpu_interval: float = 2.0,
                  close_transport: bool = True, project: str | None = None,
-                 gate: Any = None, log_tail: int = 0, runs_interval: float = 15.0) -> None:
+                 gate: Any = None, log_tail: int = 0,
+                 runs_interval: float = RUNS_INTERVAL) -> None:
         self.connect = connect
         self.run_dir = run_dir
         self.project = project

@@ -189,8 +189,16 @@ def test_the_needs_check_is_cached_by_version(tmp_path: Path) -> None:
     assert boxinfo.missing_needs(["no_such_module_here"], install) == ["no_such_module_here"]
 
 
-def test_the_early_connection_and_its_follower_are_adopted(sshd: SSHServer, project: Path,
-                                                           monkeypatch) -> None:
+@pytest.mark.anyio
+async def test_the_early_connection_and_its_follower_are_adopted(sshd: SSHServer,
+                                                                 project: Path,
+                                                                 monkeypatch) -> None:
+    """What ``gpurent-tui HOST`` does: the early thread's follower is the one the app's
+    watcher uses (the app builds its own command; one follower means they matched)."""
+    from tests.test_tui_app import SIZE, until
+    from tui.app import GpurentApp
+    from tui.box.view import BoxView
+
     watch_once(sshd, project)  # the box is known: the early command is the watcher's
     gate = connector_for(sshd)
     target, port, options = gate.host, gate.port, dict(gate.ssh_options)
@@ -205,19 +213,11 @@ def test_the_early_connection_and_its_follower_are_adopted(sshd: SSHServer, proj
     spec = BoxSpec("ssh", target, port=port, project=str(project), run="exp3",
                    ssh_options=tuple(options.items()))
     headstart.start(target, port, options, follow=first_follow(spec))
-    seen = Recorder()
-    transports: list[Any] = []
-
-    def connect() -> Any:
-        transports.append(gate.open())
-        return transports[-1]
-
-    watcher = Watcher(connect, f"{project}/exp3", seen, project=str(project), gate=gate,
-                      log_tail=LOG_TAIL_BYTES)
-    watcher.start()
-    try:
-        seen.wait(lambda ev: any(isinstance(e, StatusEvent) for e in ev), what="status")
-    finally:
-        watcher.stop()
-    assert len(streams) == 1, "the watcher started a second follower"
-    assert seen.of(StatusEvent)[0].read.get("completed_epochs") == 2
+    app = GpurentApp([spec])
+    async with app.run_test(size=SIZE) as pilot:
+        box = app.query_one(BoxView)
+        await until(pilot, lambda: box.status is not None and box.transport is not None,
+                    timeout=60)
+        assert box.status.read.get("completed_epochs") == 2
+    followers = [c for c in streams if "trainer follow" in c]
+    assert len(followers) == 1, f"the app started a second follower: {followers}"

@@ -58,8 +58,6 @@ from tui.widgets.textline import TextLine
 #: Health verdicts that ring the bell when a run reaches them (any run of the box).
 ALERT_VERDICTS = {"completed": "information", "failed": "error", "dead": "error",
                   "stalled": "warning"}
-#: Seconds between the follower's looks at the project's runs (it sends what changed).
-RUNS_INTERVAL = 8.0
 
 
 class BoxView(BoxLink, BoxLaunching, BoxActions, ResumeActions, LogActions, StreamEvents,
@@ -351,8 +349,7 @@ class BoxView(BoxLink, BoxLaunching, BoxActions, ResumeActions, LogActions, Stre
         runs.show_runs(runs.runs, run_dir, self.unseen)
         self.watcher = Watcher(
             self.watcher_connect, run_dir, lambda ev: self.on_watch_event(gen, ev),
-            project=self.project, gate=self.connector, log_tail=LOG_TAIL_BYTES,
-            runs_interval=RUNS_INTERVAL)
+            project=self.project, gate=self.connector, log_tail=LOG_TAIL_BYTES)
         self.watcher.start()
         self.post_message(self.TitleChanged(self))
 
