@@ -132,11 +132,12 @@ class Connector:
         """Whether the next tool command goes through the gate."""
         return self.host is not None and self.bootstrap and self.trainer_prefix is None
 
-    def command(self, transport: Transport, words: list[str], *,
-                merge_stderr: bool = False) -> tuple[str, bytes | None]:
+    def command(self, transport: Transport, words: list[str], *, merge_stderr: bool = False,
+                name: str | None = None) -> tuple[str, bytes | None]:
         """The command (and its stdin) that runs ``python -m trainer ...`` (``words``
         start with ``-m``) on ``transport``'s box: plain once the prefix is known, else
-        the gate, with the package on stdin when this box is not remembered to hold it."""
+        the gate, with the package on stdin when this box is not remembered to hold it.
+        ``name``: the package's ``install_name()`` when the caller made it already."""
         if not self.gated():
             prefix = self.trainer_prefix or transport.trainer_prefix
             return f"{prefix} {shlex.join(words)}" + (" 2>&1" if merge_stderr else ""), None
@@ -145,9 +146,11 @@ class Connector:
 
         known = config.remembered(box_id(transport))
         python = self.python or config.host_python(self.host) or known.get("python")
-        ship = known.get("trainer") != gate.install_name()
+        name = name or gate.install_name()
+        ship = known.get("trainer") != name
         return (gate.script(words, python if isinstance(python, str) else None, ship=ship,
-                            merge_stderr=merge_stderr), gate.tarball() if ship else None)
+                            merge_stderr=merge_stderr, name=name),
+                gate.tarball() if ship else None)
 
     def boot(self, transport: Transport, probe: str,
              progress: Callable[[str], None] | None = None,

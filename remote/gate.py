@@ -61,12 +61,13 @@ def tarball() -> bytes:
 
 
 def script(words: list[str], python: str | None, *, ship: bool,
-           merge_stderr: bool = False) -> str:
+           merge_stderr: bool = False, name: str | None = None) -> str:
     """The gate's shell script for ``python -m trainer WORDS`` (``words`` start with
-    ``-m``). With ``ship`` the tarball is expected on stdin."""
+    ``-m``). With ``ship`` the tarball is expected on stdin. ``name``: ``install_name()``
+    when the caller has it already (it stats every file of the package)."""
     q = shlex.quote
-    digest = package_digest()
-    name = f"trainer-{__version__}-{digest}"  # install_name(), without hashing again
+    name = name or f"trainer-{__version__}-{package_digest()}"
+    digest = name.rsplit("-", 1)[1]
     base = f'"$HOME"/{CACHE_DIR}/{name}'
     unpack = (f't={base}.$$.partial; rm -rf "$t"; mkdir -p "$t" && tar -xzf - -C "$t" && '
               f"printf '%s\\n' {q(digest)} > \"$t\"/{MARKER} && "

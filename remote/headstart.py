@@ -1,6 +1,7 @@
 """Connecting while the app starts: ``gpurent-tui HOST`` opens SSH in a thread before it
 imports the UI, and starts the follower there (``follow``: a function of the connection
-that returns its command and stdin), so the round trips of the handshake and of the
+that returns its command and stdin; its ``prepare``, when it has one, runs while the
+handshake waits on the link), so the round trips of the handshake and of the
 follower's start overlap with that work. The first ``Connector.open`` for the same box
 that accepts an early connection takes it (``take``), and the watcher adopts the stream
 when it would run the very same command (``take_stream``).
@@ -42,12 +43,10 @@ def start(host: str, port: int | None, options: Mapping[str, object], *,
         _early[(host, port)] = future
 
     def prepare() -> None:
-        # What building the follower's command needs, loaded while SSH waits on the link.
+        # What building the follower's command needs, made while SSH waits on the link
+        # (``follow.prepare`` where it has one), so that the exec leaves once connected.
         with contextlib.suppress(Exception):
-            from remote import gate  # noqa: F401
-            from remote.bootstrap import package_digest
-
-            package_digest()
+            getattr(follow, "prepare", lambda: None)()
 
     def run() -> None:
         if follow is not None:

@@ -62,7 +62,7 @@ NO_PYTHON_MARKERS = ("no module named", "not found", "no such file", "permission
 #: parts are read on demand (``remote.logread``).
 LOG_TAIL_BYTES = 512 * 1024
 #: Seconds between the follower's looks at the project's runs (it sends what changed).
-#: The TUI's first watcher and ``tui.main.first_follow`` both take this default: the
+#: The TUI's first watcher and ``tui.main.FirstFollow`` both take this default: the
 #: early follower is adopted only when its command is the very same.
 RUNS_INTERVAL = 8.0
 

@@ -25,7 +25,7 @@ from tests.fixtures.sshd import SSHServer
 from tests.fixtures.tui_runs import write_run
 from tests.test_watcher import Recorder
 from trainer.watch import boxinfo
-from tui.main import first_follow
+from tui.main import FirstFollow
 from tui.spec import BoxSpec
 
 
@@ -212,7 +212,7 @@ async def test_the_early_connection_and_its_follower_are_adopted(sshd: SSHServer
     monkeypatch.setattr(type(gate.open(early=False)), "stream", counted)
     spec = BoxSpec("ssh", target, port=port, project=str(project), run="exp3",
                    ssh_options=tuple(options.items()))
-    headstart.start(target, port, options, follow=first_follow(spec))
+    headstart.start(target, port, options, follow=FirstFollow(spec))
     app = GpurentApp([spec])
     async with app.run_test(size=SIZE) as pilot:
         box = app.query_one(BoxView)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable
+import threading
 from typing import Any
 
 from tui.spec import BoxSpec
@@ -158,25 +158,47 @@ def connect_early(specs: list[BoxSpec]) -> None:
     for spec in specs:
         if spec.kind == "ssh" and not spec.instance:
             headstart.start(spec.target, spec.port, dict(spec.ssh_options),
-                            accept_new=spec.accept_new, follow=first_follow(spec))
+                            accept_new=spec.accept_new, follow=FirstFollow(spec))
 
 
-def first_follow(spec: BoxSpec) -> Callable[[Any], tuple[str, bytes | None]]:
-    """The command (and stdin) the box view's first watcher starts with: the same words,
-    through the gate, so that it adopts the early stream."""
+class FirstFollow:
+    """The command (and stdin) the box view's first watcher starts with, for a
+    connection (``FirstFollow(spec)(transport)``): the same words, through the gate, so
+    that it adopts the early stream. ``prepare`` does everything that needs no
+    connection (imports, the package's name and tarball, the words) while SSH waits on
+    the link;
+    only the box's remembered python is looked up once connected."""
 
-    def command(transport: Any) -> tuple[str, bytes | None]:
-        from remote.connect import Connector
-        from remote.watcher import LOG_TAIL_BYTES, Watcher
+    def __init__(self, spec: BoxSpec) -> None:
+        self.spec = spec
+        self._lock = threading.Lock()
+        self._ready: tuple[Any, list[str], str] | None = None
 
-        project = spec.project or "."
-        gate = Connector(spec.target, port=spec.port, python=spec.python, lazy=True)
-        run = f"{project.rstrip('/')}/{spec.run}" if spec.run else None
-        watcher = Watcher(lambda: transport, run, lambda _event: None, project=project,
-                          gate=gate, log_tail=LOG_TAIL_BYTES)
-        return gate.command(transport, watcher.follow_words(), merge_stderr=True)
+    def prepare(self) -> tuple[Any, list[str], str]:
+        """The gate, the follower's words and the package's install name (made once, in
+        any thread)."""
+        with self._lock:
+            if self._ready is None:
+                import remote.config  # noqa: F401 - loaded here, off the critical path
+                import remote.gate
+                from remote.bootstrap import install_name
+                from remote.connect import Connector
+                from remote.watcher import LOG_TAIL_BYTES, Watcher
 
-    return command
+                spec = self.spec
+                project = spec.project or "."
+                connector = Connector(spec.target, port=spec.port, python=spec.python,
+                                      lazy=True)
+                run = f"{project.rstrip('/')}/{spec.run}" if spec.run else None
+                watcher = Watcher(lambda: None, run, lambda _event: None, project=project,
+                                  gate=connector, log_tail=LOG_TAIL_BYTES)
+                self._ready = (connector, watcher.follow_words(), install_name())
+                remote.gate.tarball()  # read now, in case the box does not hold it
+            return self._ready
+
+    def __call__(self, transport: Any) -> tuple[str, bytes | None]:
+        gate, words, name = self.prepare()
+        return gate.command(transport, words, merge_stderr=True, name=name)
 
 
 def main(argv: list[str] | None = None) -> int:
