@@ -1,7 +1,8 @@
 """Pulls over several SFTP sessions at once, by ranges (``remote.transport.ranged``), over
 a real sshd: more than one session carries the file, an interrupted pull resumes from
 the blocks it recorded and is verified, a file replaced meanwhile is fetched again, and
-a box that allows one session at a time still gets a verified pull over one."""
+a box that allows one session at a time still gets a verified pull over one, and key
+re-exchanges come from the server only (never started here, where paramiko can hang)."""
 
 from __future__ import annotations
 
@@ -116,3 +117,34 @@ def test_one_session_at_a_time_still_pulls_verified(one_session_box: SSHServer,
 def test_a_missing_file_is_one_line(sshd: SSHServer, tmp_path: Path) -> None:
     with sshd.connect() as box, pytest.raises(TransportError, match="does not exist"):
         box.download_ranges(f"{sshd.home}/nope.pt", str(tmp_path / "n.part"))
+
+
+@pytest.fixture
+def rekeying_box() -> Iterator[SSHServer]:
+    """A box whose sshd starts a key re-exchange after every 2 MB it sends."""
+    workdir = Path(tempfile.mkdtemp(prefix="gpurent-rekey-"))
+    server = make_server(workdir, options=("RekeyLimit 2M",))
+    yield server
+    server.sshd.stop()
+
+
+def test_rekeying_is_left_to_the_server(rekeying_box: SSHServer, tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch,
+                                        caplog: pytest.LogCaptureFixture) -> None:
+    # A paramiko whose own trigger fires every 1 MB (as its 512 MB one does on a 1 GB
+    # pull): started from this side, a re-exchange can meet the server closing a
+    # session and hang the connection (paramiko issue 822). The server's work.
+    import paramiko
+
+    monkeypatch.setattr(paramiko.packet.Packetizer, "REKEY_BYTES", 1 << 20)
+    monkeypatch.setattr(paramiko.packet.Packetizer, "REKEY_PACKETS", 1 << 20)
+    caplog.set_level("DEBUG", logger="paramiko")
+    run, data = weights(rekeying_box, "rekeyed", 24 * BLOCK + 5)
+    for attempt in range(3):
+        with rekeying_box.connect() as box:
+            pulled = pull_weights(box, str(run), tmp_path / f"out{attempt}",
+                                  files=("best.pt",))
+        assert Path(pulled[0].local_path).read_bytes() == data
+    said = [r.getMessage() for r in caplog.records]
+    assert not [m for m in said if m.startswith("Rekeying (hit")], "this side started one"
+    assert sum(m.startswith("Switch to new keys") for m in said) > 3 * 10  # the server's

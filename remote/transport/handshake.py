@@ -77,6 +77,7 @@ def open_connection(spec: HostSpec, via: paramiko.Transport | None,
         raise TransportError(f"cannot connect to {where}: {one_line(exc)}") from None
     transport = paramiko.Transport(sock, default_window_size=WINDOW_SIZE,
                                    default_max_packet_size=MAX_PACKET_SIZE)
+    leave_rekeying_to_the_server(transport)
     try:
         transport.banner_timeout = timeout
         transport.handshake_timeout = timeout
@@ -126,6 +127,16 @@ def _tune_socket(sock: socket.socket) -> None:
     for name, value in (("TCP_KEEPIDLE", 30), ("TCP_KEEPINTVL", 10), ("TCP_KEEPCNT", 6)):
         if hasattr(socket, name):
             sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, name), value)
+
+
+def leave_rekeying_to_the_server(transport: paramiko.Transport) -> None:
+    """Never start a key re-exchange from this side; the server still does (OpenSSH
+    after 1-4 GB it sends, by its ``RekeyLimit``). paramiko's own trigger (512 MB)
+    races with the server closing a channel meanwhile: its transport thread then waits
+    on itself until the exchange times out and the connection drops (paramiko issue
+    822) - a pull of a 1 GB file over several SFTP sessions failed so, now and then."""
+    packetizer = transport.packetizer
+    packetizer.REKEY_BYTES = packetizer.REKEY_PACKETS = 1 << 62
 
 
 def _prefer_known_key_types(transport: paramiko.Transport, spec: HostSpec,
