@@ -101,3 +101,24 @@ async def test_a_long_log_shows_its_tail_then_older_lines_and_whole_log_matches(
                           "searching the log failed:", "cannot read")
         await pilot.press("L")
         await until_shown(pilot, "cannot search the whole log:")
+
+
+async def test_the_history_the_pane_holds_is_bounded_and_says_so(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr("tui.widgets.logpane.HISTORY_LINES", 6000)
+    lines = [f"step {n:06d} " + "x" * 60 for n in range(40_000)]
+    run = write_run(tmp_path / "runs" / "long", done=1, total=1, state="completed",
+                    log_lines=lines)
+    app = GpurentApp([BoxSpec("local", "local", project=str(run.parent), run="long")])
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        box = app.query_one(BoxView)
+        pane = box.query_one(LogPane)
+        await until(pilot, lambda: pane.log.lines and "step 039999" in pane.log.lines[-1])
+        await until(pilot, lambda: box.transport is not None)
+        pane.log.focus()
+        await pilot.press("g")  # to the top: the lines before come from the box
+        await until(pilot, lambda: len(pane.log.lines) == 6000)
+        steps = [step(line) for line in pane.log.lines]
+        assert steps == list(range(34_000, 40_000))
+        pane.log.scroll_home(animate=False, immediate=True)
+        await until_shown(pilot, "the pane holds 6,000 lines", "/ searches the whole log")
+        assert len(pane.log.lines) == 6000

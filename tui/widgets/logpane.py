@@ -182,8 +182,13 @@ class LogPane(Vertical):
         """Whether the log has lines before the first one held (on the box)."""
         return self.all_lines.more_above
 
-    def _scrolled(self, y: float) -> None:
-        if y <= 0 and self.more_above and not self.follow:
+    def _scrolled(self, _y: float) -> None:
+        self._at_top()
+
+    def _at_top(self) -> None:
+        # Checked on every scroll and when following stops: a key like g scrolls to the
+        # top first and stops following after, and either order must fetch.
+        if self.log.scroll_y <= 0 and self.more_above and not self.follow:
             if len(self.all_lines) >= HISTORY_LINES:
                 self.app.notify(f"the pane holds {HISTORY_LINES:,} lines: / searches the "
                                 "whole log on the box (L lists the matches)", timeout=5)
@@ -273,9 +278,11 @@ class LogPane(Vertical):
 
     def set_follow(self, on: bool) -> None:
         """Follow the end of the log, or stay where the view is."""
-        self.follow = on
+        was, self.follow = self.follow, on
         if on:
             self._to_end()
+        elif was:
+            self._at_top()
         self._draw_status()
 
     def show_console(self, text: str) -> None:
