@@ -9,11 +9,10 @@ from dataclasses import dataclass
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from tui.fmt import safe
+from tui.screens.reader import Reader
 
 SEVERITY_STYLES = {"error": "bold red", "warning": "yellow", "information": "",
                    "note": "dim"}
@@ -48,30 +47,16 @@ def events_text(events: list[Event]) -> Text:
     return text
 
 
-class EventsScreen(ModalScreen[None]):
+class EventsScreen(Reader):
     """The history, scrolled to the newest (Escape, e or q closes)."""
 
-    DEFAULT_CSS = """
-    EventsScreen { align: center middle; }
-    EventsScreen > VerticalScroll {
-        width: 120; max-width: 98%; height: 90%; border: thick $primary;
-        background: $surface; padding: 0 1;
-    }
-    EventsScreen #events-title { text-style: bold; margin-bottom: 1; }
-    """
     BINDINGS = [Binding("escape,e,q", "app.pop_screen", "Close")]
+    start_at_end = True
 
     def __init__(self, events: list[Event]) -> None:
-        super().__init__()
+        super().__init__(f"Events ({len(events)}, newest last; Escape closes)")
         self.events = list(events)
 
-    def compose(self) -> ComposeResult:
-        """Title, then the lines."""
-        with VerticalScroll():
-            yield Static(Text(f"Events ({len(self.events)}, newest last; Escape closes)"),
-                         id="events-title")
-            yield Static(events_text(self.events), id="events")
-
-    def on_mount(self) -> None:
-        """Show the newest first."""
-        self.query_one(VerticalScroll).scroll_end(animate=False)
+    def compose_body(self) -> ComposeResult:
+        """The lines."""
+        yield Static(events_text(self.events), id="events")

@@ -6,9 +6,9 @@ from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Static
+
+from tui.screens.reader import Reader
 
 INTRO = (
     "gpurent-tui watches runs on rented GPU boxes. Training runs detached on the box: "
@@ -17,32 +17,24 @@ INTRO = (
 )
 
 
-class HelpScreen(ModalScreen[None]):
+class HelpScreen(Reader):
     """Lists the app's key bindings (Escape, q or ? closes)."""
 
-    DEFAULT_CSS = """
-    HelpScreen { align: center middle; }
-    HelpScreen > VerticalScroll {
-        width: 90; max-width: 95%; height: 90%; border: thick $primary;
-        background: $surface; padding: 1 2;
-    }
-    """
+    DEFAULT_CSS = "HelpScreen > Vertical { width: 90; max-width: 95%; padding: 1 2; }"
     BINDINGS = [Binding("escape,q,question_mark,f1", "app.pop_screen", "Close")]
 
     def __init__(self, keys: list[tuple[str, str]]) -> None:
-        super().__init__()
+        super().__init__("Help")
         self.keys = keys
 
-    def compose(self) -> ComposeResult:
+    def compose_body(self) -> ComposeResult:
         """The intro and a table of keys."""
         table = Table(box=None, show_header=True, header_style="bold")
         table.add_column("key")
         table.add_column("action")
         for key, desc in self.keys:
             table.add_row(Text(key, style="bold cyan"), Text(desc))
-        with VerticalScroll():
-            yield Static(Text("Help", style="bold"))
-            yield Static(Text(INTRO + "\n"))
-            yield Static(table)
-            yield Static(Text("\nctrl+p opens the command palette with every action.",
-                              style="dim"))
+        yield Static(Text(INTRO + "\n"))
+        yield Static(table)
+        yield Static(Text("\nctrl+p opens the command palette with every action.",
+                          style="dim"))

@@ -4,15 +4,14 @@ match from hours ago is read, with its line number."""
 
 from __future__ import annotations
 
-from rich.text import Text
+from rich.table import Table
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical, VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from remote.logread import LogMatches
 from tui.fmt import safe
+from tui.screens.reader import Reader
 
 #: Characters of a matched line shown (the rest is cut with an ellipsis).
 LINE_CHARS = 400
@@ -28,45 +27,31 @@ def matches_title(found: LogMatches) -> str:
             f"{found.term!r}{more} (Escape closes)")
 
 
-def matches_text(found: LogMatches) -> Text:
-    """The matched lines, each after its line number, the term highlighted."""
-    text = Text()
-    width = len(f"{max((m.line for m in found.matches), default=0):,}")
-    for n, match in enumerate(found.matches):
-        if n:
-            text.append("\n")
-        text.append(f"{match.line:>{width},} ", style="dim")
+def matches_table(found: LogMatches) -> Table:
+    """The matched lines after their line numbers (a long line wraps under its own
+    column), the term highlighted."""
+    table = Table(box=None, show_header=False, padding=(0, 1, 0, 0), expand=True)
+    table.add_column(justify="right", style="dim", no_wrap=True)
+    table.add_column(ratio=1, overflow="fold")
+    for match in found.matches:
         line = safe(match.text, LINE_CHARS)
         line.highlight_words([found.term], style="reverse", case_sensitive=False)
-        text.append_text(line)
-    return text
+        table.add_row(f"{match.line:,}", line)
+    return table
 
 
-class MatchesScreen(ModalScreen[None]):
-    """The box's matches of a whole-log search (Escape, L or q closes)."""
+class MatchesScreen(Reader):
+    """The box's matches of a whole-log search, newest shown first (Escape, L or q
+    closes)."""
 
-    DEFAULT_CSS = """
-    MatchesScreen { align: center middle; }
-    MatchesScreen > Vertical {
-        width: 140; max-width: 98%; height: 90%; border: thick $primary;
-        background: $surface; padding: 0 1;
-    }
-    MatchesScreen #matches-title { text-style: bold; margin-bottom: 1; }
-    MatchesScreen VerticalScroll { height: 1fr; }
-    """
+    DEFAULT_CSS = "MatchesScreen > Vertical { width: 140; }"
     BINDINGS = [Binding("escape,L,q", "app.pop_screen", "Close")]
+    start_at_end = True
 
     def __init__(self, found: LogMatches) -> None:
-        super().__init__()
+        super().__init__(matches_title(found))
         self.found = found
 
-    def compose(self) -> ComposeResult:
-        """The title stays; the lines scroll under it."""
-        with Vertical():
-            yield Static(Text(matches_title(self.found)), id="matches-title")
-            with VerticalScroll():
-                yield Static(matches_text(self.found), id="matches")
-
-    def on_mount(self) -> None:
-        """The newest matches are the likeliest wanted: show the end."""
-        self.query_one(VerticalScroll).scroll_end(animate=False)
+    def compose_body(self) -> ComposeResult:
+        """The matched lines."""
+        yield Static(matches_table(self.found), id="matches")
