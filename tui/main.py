@@ -166,8 +166,7 @@ class FirstFollow:
     connection (``FirstFollow(spec)(transport)``): the same words, through the gate, so
     that it adopts the early stream. ``prepare`` does everything that needs no
     connection (imports, the package's name and tarball, the words) while SSH waits on
-    the link;
-    only the box's remembered python is looked up once connected."""
+    the link; only the box's remembered python is looked up once connected."""
 
     def __init__(self, spec: BoxSpec) -> None:
         self.spec = spec
