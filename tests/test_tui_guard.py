@@ -15,6 +15,7 @@ from textual.widgets._select import InvalidSelectValueError
 from remote.guard import arm_guard
 from remote.transport.local import LocalTransport
 from tests.fixtures.guard_kit import guard_over, stop_guard, wait_until
+from tests.test_tui_app import quiet_env, until  # noqa: F401 (autouse fixture)
 from trainer import runfiles
 from tui.app import GpurentApp
 from tui.box.view import BoxView
@@ -26,26 +27,6 @@ from tui.spec import BoxSpec
 
 pytestmark = pytest.mark.anyio
 SIZE = (150, 46)
-
-
-@pytest.fixture(autouse=True)
-def quiet_env(monkeypatch, tmp_path):
-    """No real keys or config."""
-    for var in ("HF_TOKEN", "VAST_API_KEY", "RUNPOD_API_KEY", "LAMBDA_API_KEY"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
-    monkeypatch.setenv("GPURENT_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    monkeypatch.chdir(tmp_path)
-
-
-async def until(pilot, check, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            notes = [n.message for n in pilot.app._notifications][-5:]
-            raise AssertionError(f"condition not met within {timeout}s; notifications: {notes}")
-        await pilot.pause(0.05)
 
 
 def ready(app, screen_type) -> bool:

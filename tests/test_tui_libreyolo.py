@@ -13,7 +13,13 @@ from pathlib import Path
 import pytest
 from textual.widgets import Input, Select
 
-from tests.test_tui_app import connected, local_app, shown, until
+from tests.test_tui_app import (  # noqa: F401 (quiet_env: autouse fixture)
+    connected,
+    local_app,
+    quiet_env,
+    shown,
+    until,
+)
 from tui.dialogs.launch import LaunchForm
 from tui.widgets.header import RunHeader
 from tui.widgets.metrics import MetricsPane, latest_columns, metric_columns, next_column
@@ -21,17 +27,6 @@ from tui.widgets.metrics import MetricsPane, latest_columns, metric_columns, nex
 pytestmark = pytest.mark.anyio
 ROOT = Path(__file__).resolve().parents[1]
 SIZE = (150, 46)
-
-
-@pytest.fixture(autouse=True)
-def quiet_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No real tokens or ledgers (as in ``tests.test_tui_app``)."""
-    for var in ("HF_TOKEN", "VAST_API_KEY", "RUNPOD_API_KEY", "LAMBDA_API_KEY"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
-    monkeypatch.setenv("GPURENT_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    monkeypatch.chdir(tmp_path)
 
 
 def libreyolo_run(project: Path, name: str = "ly", epochs: int = 4) -> Path:

@@ -19,7 +19,15 @@ from textual.widgets import Button, Input
 from remote.events import ConnectionEvent
 from tests.fixtures.screen import flat, screen_text, until_shown
 from tests.fixtures.tui_runs import write_run
-from tests.test_tui_app import connected, local_app, messages, press_button, shown, until
+from tests.test_tui_app import (  # noqa: F401 (quiet_env: autouse fixture)
+    connected,
+    local_app,
+    messages,
+    press_button,
+    quiet_env,
+    shown,
+    until,
+)
 from tui.app import GpurentApp
 from tui.box.view import BoxView
 from tui.dialogs.guard import GuardDialog
@@ -38,16 +46,6 @@ SIZE = (150, 46)
 SLOW_TO_STOP = ("import signal, sys, time\n"
                 "signal.signal(signal.SIGTERM, lambda *a: (time.sleep(2), sys.exit(0)))\n"
                 "time.sleep(300)\n")
-
-
-@pytest.fixture(autouse=True)
-def quiet_env(monkeypatch, tmp_path):
-    """No real tokens or ledgers: HF, provider keys and the pull ledger point at tmp."""
-    for var in ("HF_TOKEN", "VAST_API_KEY", "RUNPOD_API_KEY", "LAMBDA_API_KEY"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
-    monkeypatch.setenv("GPURENT_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.chdir(tmp_path)
 
 
 @pytest.fixture

@@ -25,6 +25,41 @@ class LineTooLong(TransportError):
     """A stream sent more than its line cap without a newline; the stream is closed."""
 
 
+class LineSplitter:
+    """Bytes in, whole lines out, for the streams' ``lines``: each byte is scanned for a
+    newline once, and ``LineTooLong`` (saying ``who``) is raised past ``max_line``
+    bytes without one."""
+
+    def __init__(self, who: str) -> None:
+        self.buf = bytearray()
+        self.who = who
+        self._scanned = 0  # bytes of buf already known to hold no newline
+
+    def add(self, data: bytes) -> None:
+        """Bytes that arrived."""
+        self.buf += data
+
+    def take(self, max_line: int | None = None) -> bytes | None:
+        """The next whole line (without its newline), or ``None`` until more arrive."""
+        nl = self.buf.find(b"\n", self._scanned)
+        if nl >= 0:
+            line = bytes(self.buf[:nl])
+            del self.buf[:nl + 1]
+            self._scanned = 0
+            return line
+        self._scanned = len(self.buf)
+        if max_line is not None and self._scanned > max_line:
+            raise LineTooLong(f"{self.who} a line over {max_line} bytes")
+        return None
+
+    def rest(self) -> bytes:
+        """What is left without a newline (at EOF), emptied."""
+        rest = bytes(self.buf)
+        self.buf.clear()
+        self._scanned = 0
+        return rest
+
+
 class Unreachable(TransportError):
     """Nothing answered as an SSH server (no route, refused, timed out, no banner yet):
     unlike a refused login or host key, trying again later may work."""

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import paramiko
 
-from remote.transport.base import LineTooLong, TransportError
+from remote.transport.base import LineSplitter, TransportError
 from trainer.text import one_line
 
 
@@ -83,20 +83,13 @@ class SSHStream:
         ``timeout`` seconds, ``LineTooLong`` past ``max_line`` bytes without a newline and
         ``TransportError`` when the connection broke."""
         chan = self._channel
-        buf = bytearray()
-        scanned = 0  # bytes of buf already known to hold no newline
+        split = LineSplitter("the box sent")
         last = time.monotonic()
         while True:
-            nl = buf.find(b"\n", scanned)
-            if nl >= 0:
-                line = bytes(buf[:nl])
-                del buf[:nl + 1]
-                scanned = 0
+            line = split.take(max_line)
+            if line is not None:
                 yield line
                 continue
-            scanned = len(buf)
-            if max_line is not None and scanned > max_line:
-                raise LineTooLong(f"the box sent a line over {max_line} bytes")
             got = False
             with errors("reading from the box"):
                 while chan.recv_stderr_ready():
@@ -107,7 +100,7 @@ class SSHStream:
                     data = chan.recv(65536)
                     if not data:
                         break
-                    buf += data
+                    split.add(data)
                     got = True
                 elif chan.eof_received or chan.closed:
                     break
@@ -120,8 +113,9 @@ class SSHStream:
             if now - last >= timeout:
                 raise TimeoutError(f"nothing from the box for {timeout:g}s")
             select.select([chan], [], [], min(timeout - (now - last), 1.0))
-        if buf:
-            yield bytes(buf)
+        rest = split.rest()
+        if rest:
+            yield rest
 
     def close(self) -> None:
         """Close the channel (the command on the box gets EOF/SIGPIPE). Idempotent."""

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from remote.transport.base import (
     FileStat,
-    LineTooLong,
+    LineSplitter,
     Progress,
     RunResult,
     TransportError,
@@ -47,7 +47,7 @@ class LocalStream:
 
     def __init__(self, proc: subprocess.Popen[bytes]) -> None:
         self._proc = proc
-        self._buffer = bytearray()
+        self._split = LineSplitter("the command wrote")
         self._closed = threading.Event()
         self._lock = threading.Lock()
         self._reading = False
@@ -65,22 +65,15 @@ class LocalStream:
         fd = self._proc.stdout.fileno()
         with self._lock:
             self._reading = True
-        buf = self._buffer
-        scanned = 0  # bytes of buf already known to hold no newline
+        split = self._split
         try:
             last = time.monotonic()
             while not self._closed.is_set():
-                nl = buf.find(b"\n", scanned)
-                if nl >= 0:
-                    line = bytes(buf[:nl])
-                    del buf[:nl + 1]
-                    scanned = 0
+                line = split.take(max_line)
+                if line is not None:
                     yield line
                     last = time.monotonic()
                     continue
-                scanned = len(buf)
-                if max_line is not None and scanned > max_line:
-                    raise LineTooLong(f"the command wrote a line over {max_line} bytes")
                 if self._closed.is_set():
                     return
                 silent = time.monotonic() - last
@@ -92,11 +85,11 @@ class LocalStream:
                     continue
                 data = os.read(fd, 65536)
                 if not data:
-                    if buf:
-                        yield bytes(buf)
-                    buf.clear()
+                    rest = split.rest()
+                    if rest:
+                        yield rest
                     return
-                buf += data
+                split.add(data)
                 last = time.monotonic()
         finally:
             with self._lock:
