@@ -8,10 +8,10 @@ import posixpath
 import time
 
 from remote.events import ConnectionEvent, LogEvent, MetricsEvent, RunsEvent
-from remote.runlist import GOING
 from remote.runs import console_path, list_runs, read_launch, read_status, stopped_pid
 from remote.transport.base import Transport
 from trainer import engines, runfiles
+from trainer.health import GOING
 
 #: Largest read of a file per poll.
 POLL_READ_BYTES = 1 << 20

@@ -16,8 +16,6 @@ from remote.transport.base import Transport, TransportError
 from trainer.health import HEALTH_VERDICTS
 
 RUNS_TIMEOUT = 120.0
-#: Verdicts of a run that is (or may still be) going: watched first.
-GOING = ("live", "starting", "slow", "stalled")
 _STR, _INT, _NUM = (str,), (int,), (int, float)
 #: ``RunInfo`` field -> the JSON types it accepts (``None`` always).
 _FIELDS: dict[str, tuple[type, ...]] = {

@@ -363,6 +363,17 @@ async def test_long_actions_show_a_spinner_and_time(run_factory, procs):
         await until_shown(pilot, "pulled best.pt (1.0 MB)", "MB/s", "sha256 verified")
 
 
+async def test_stopping_an_ended_run_is_refused_without_a_question(run_factory):
+    run = run_factory("exp1", done=3, total=3, state="completed")
+    app = local_app(run.parent)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        box = await connected(app, pilot)
+        await until(pilot, lambda: box.status is not None)
+        await pilot.press("x")
+        await until_shown(pilot, "nothing to stop: run exp1 completed")
+        assert not shown(app, QuitDialog) and not app.screen.query("#confirm")
+
+
 def test_transfer_progress_reads_percent_and_rate():
     from tui.box.activity import Activities
 

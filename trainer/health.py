@@ -16,6 +16,9 @@ HEALTH_VERDICTS = (
     "live", "starting", "slow", "stalled", "dead", "completed", "failed", "stopped",
     "unreadable",
 )
+#: Verdicts of a run that is (or may still be) training (``stalled`` still holds the
+#: GPU): chosen first to watch, and what a stop or the guard may act on.
+GOING = ("live", "starting", "slow", "stalled")
 
 
 @dataclass(frozen=True)

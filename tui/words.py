@@ -9,10 +9,9 @@ from dataclasses import dataclass
 from rich.text import Text
 
 from remote.billing.cost import money
+from trainer.health import GOING
 from tui.fmt import safe
 
-#: Run verdicts where training is still going (or may be: ``stalled`` still holds a GPU).
-TRAINING = ("live", "slow", "stalled", "starting")
 #: How an ended run reads ("run exp1 completed").
 ENDED = {"completed": "completed", "failed": "failed", "stopped": "was stopped",
          "dead": "died (its process is gone)",
@@ -41,7 +40,7 @@ class Standing:
     @property
     def training(self) -> bool:
         """Whether the watched run is still training."""
-        return self.verdict in TRAINING
+        return self.verdict in GOING
 
     @property
     def billing(self) -> bool:

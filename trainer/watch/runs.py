@@ -21,6 +21,7 @@ from typing import Any
 
 from trainer import engines, runfiles
 from trainer.health import (
+    GOING,
     LaunchRead,
     apply_stop,
     judge_health,
@@ -32,8 +33,6 @@ from trainer.text import console_tail
 SCHEMA = "gpurent.runs/1"
 #: A directory holding any of these is a run.
 RUN_FILES = (runfiles.STATUS_FILE, runfiles.LAUNCH_PID_FILE, runfiles.CONSOLE_FILE)
-#: Verdicts of a run that is (or may still be) going: chosen first.
-GOING = ("live", "starting", "slow", "stalled")
 #: States after which ``judge_health`` looks at nothing else.
 ENDED = ("completed", "failed", "stopped")
 CONSOLE_TAIL_BYTES = 8192

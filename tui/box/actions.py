@@ -35,6 +35,7 @@ from tui.dialogs.destroy import DestroyDialog
 from tui.dialogs.push import PushDialog
 from tui.fmt import advance_ages, safe
 from tui.widgets.badges import WeightsBadge
+from tui.words import ENDED
 
 __all__ = ["ActionRefused", "BoxActions"]
 
@@ -321,6 +322,10 @@ class BoxActions(GuardActions):
         """Confirm, then stop the training gracefully (best.pt and status are kept)."""
         self.need_transport()
         run_dir = self.need_run()
+        verdict = self.status.health.verdict if self.status is not None else None
+        if verdict in ENDED and verdict != "unreadable":
+            raise ActionRefused(f"nothing to stop: run {run_dir.rstrip('/').rsplit('/', 1)[-1]} "
+                                f"{ENDED[verdict]}")
         body = Text("Stop training ")
         body.append_text(safe(run_dir, 120, "bold"))
         body.append("?\nOur trainer (SIGTERM) finishes its step, writes last.pt and "

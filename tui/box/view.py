@@ -36,9 +36,10 @@ from remote.events import (
     StatusEvent,
     WatchEvent,
 )
-from remote.runlist import GOING, box_runs
+from remote.runlist import box_runs
 from remote.transport.base import Transport
 from remote.watcher import LOG_TAIL_BYTES, Watcher
+from trainer.health import GOING
 from trainer.text import one_line
 from tui.box.actions import BoxActions
 from tui.box.launching import BoxLaunching
