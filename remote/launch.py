@@ -37,8 +37,6 @@ NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
 KEY_RE = re.compile(r"[a-z_][a-z0-9_]*")
 #: Keys the launcher sets itself from the spec.
 RESERVED_KEYS = ("project", "name")
-#: The console output of the run (stdout and stderr), inside the run directory.
-CONSOLE_LOG = "console.log"
 #: The launched pid, so that a run still starting (no status.json yet) is not launched twice.
 PID_FILE = runfiles.LAUNCH_PID_FILE
 #: The environment variable the secret read from stdin is exported as.

@@ -46,11 +46,6 @@ class StopResult:
     torn: tuple[str, ...] = ()
 
 
-def _read_state(transport: Transport, run_dir: str) -> str:
-    read = read_status(transport, run_dir)
-    return clean_text(str(read.get("state"))) if read.ok else "unreadable"
-
-
 def _wait_gone(transport: Transport, pid: int, record: Mapping[str, Any], seconds: float,
                poll: float) -> bool:
     """Wait until the recorded process is gone (its pid dead, or someone else's now)."""

@@ -49,7 +49,6 @@ class Output:
     def __init__(self, stream: Any) -> None:
         self.stream = stream
         self.last_write = 0.0
-        self.bytes_written = 0
 
     def send(self, message: dict[str, Any]) -> None:
         """Write one message as a line and flush it."""
@@ -60,7 +59,6 @@ class Output:
         self.stream.write(data)
         self.stream.flush()
         self.last_write = time.monotonic()
-        self.bytes_written += len(data)
 
 
 def _json_line(message: dict[str, Any], *, ensure_ascii: bool) -> bytes:

@@ -36,7 +36,6 @@ class BoxLink:
         self.transport: Transport | None = None
         #: When the data on screen was last known fresh, while the link is down.
         self.down_since: float | None = None
-        self.down_detail = ""
         #: Set while a connection is being retried; Escape stops, r retries now.
         self.retrying = False
         self._retry_wake = threading.Event()
@@ -197,7 +196,6 @@ class BoxLink:
         if event.state in DOWN_STATES:
             if self.down_since is None:
                 self.link_down(event.detail, self.clock() - event.silent_for)
-            self.down_detail = event.detail
         elif event.state in ("live", "polling") and self.down_since is not None:
             self.link_up()
             self.reconnect_control()
@@ -205,7 +203,6 @@ class BoxLink:
     def link_down(self, detail: str, since: float) -> None:
         """The data on screen stops being fresh at ``since``."""
         self.down_since = since
-        self.down_detail = detail
         self.add_class("-offline")
         self.app.record(f"link lost: {detail or 'no data'}", self.spec.title, "warning")
         self.draw_link()
