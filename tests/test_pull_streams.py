@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -40,8 +41,25 @@ class Stop(Exception):
     """Raised from the progress callback: the laptop went away mid-pull."""
 
 
-def test_a_pull_uses_several_sessions_and_is_verified(sshd: SSHServer, tmp_path: Path) -> None:
+def test_a_pull_uses_several_sessions_and_is_verified(sshd: SSHServer, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     run, data = weights(sshd, "several", 12 * BLOCK + 12345)
+    # On loopback the first session could fetch every block before a second one is open
+    # (it did once, on a loaded machine): it starts once another session fetches too
+    # (or after 10 s, when none does: then the assertion below fails).
+    another, fetch = threading.Event(), ranged._Session.fetch
+    first: list[object] = []
+
+    def fetch_together(session: object, blocks: object) -> None:
+        if not first:
+            first.append(session)
+        if session is first[0]:
+            another.wait(10)
+        else:
+            another.set()
+        fetch(session, blocks)
+
+    monkeypatch.setattr(ranged._Session, "fetch", fetch_together)
     with sshd.connect() as box:
         sha, size, used = box.download_ranges(str(run / "weights" / "best.pt"),
                                               str(tmp_path / "x.part"))
