@@ -3,7 +3,7 @@
     .venv/bin/python bench/bench_guard.py [--poll 2] [--outage 12] [--backoff 0.33]
         [--retry-max 4] [--settle 2] [--only vast:outage]
 
-A real ``python -m trainer guard`` (armed through ``remote.guard.arm_guard``, key on
+A real ``python -m trainer guard`` (armed through ``remote.runs.guard.arm_guard``, key on
 stdin) watches a run directory whose trainer is a real process, and acts through the
 provider stand-ins (not the providers), whose billing clocks (``Meter``) are the judge.
 Three scenarios per provider:
@@ -38,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from remote.guard import arm_guard  # noqa: E402
+from remote.runs.guard import arm_guard  # noqa: E402
 from remote.transport.local import LocalTransport  # noqa: E402
 from tests.fixtures.guard_kit import guard_over, stop_guard, wait_until  # noqa: E402
 from tests.fixtures.hub_standin import VALID_TOKEN, HubStandin, record_push  # noqa: E402

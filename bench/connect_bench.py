@@ -180,7 +180,7 @@ def bench_link(box, repeat: int) -> dict:
 
 def bench_pull(box, sizes_mb: list[int]) -> dict:
     """``pull_weights`` against scp for each size (the relay in its own process)."""
-    from remote.pull import pull_weights
+    from remote.weights.pull import pull_weights
     from tests.fixtures.sshd import SSHServer, write_known_host
 
     server = box.server

@@ -30,8 +30,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from remote.events import MetricsEvent, StatusEvent  # noqa: E402
-from remote.watcher import Watcher  # noqa: E402
+from remote.watch.events import MetricsEvent, StatusEvent  # noqa: E402
+from remote.watch.watcher import Watcher  # noqa: E402
 from tests.fixtures.hub_standin import VALID_TOKEN, HubStandin  # noqa: E402
 from tests.fixtures.sshd import SSHServer, free_port, make_server  # noqa: E402
 from trainer import engines, runfiles  # noqa: E402

@@ -37,10 +37,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from remote.bootstrap import bootstrap  # noqa: E402
-from remote.events import StatusEvent  # noqa: E402
-from remote.pull import pull_weights  # noqa: E402
-from remote.watcher import Watcher  # noqa: E402
+from remote.link.bootstrap import bootstrap_box  # noqa: E402
+from remote.watch.events import StatusEvent  # noqa: E402
+from remote.watch.watcher import Watcher  # noqa: E402
+from remote.weights.pull import pull_weights  # noqa: E402
 from tests.fixtures.netbox import netbox_session  # noqa: E402
 from tests.fixtures.sshd import SSHServer  # noqa: E402
 from trainer import runfiles  # noqa: E402
@@ -124,7 +124,7 @@ def bench_watch(box, changes: int, idle: float) -> dict:
               "current_epoch": 0, "completed_epochs": 0, "mean_epoch_seconds": 3600.0}
     writer.write_status(status)
     with server.connect() as transport:
-        bootstrap(transport, preflight=False)
+        bootstrap_box(transport, preflight=False)
         prefix = transport.trainer_prefix
     rtt_samples = []
     with server.connect() as transport:

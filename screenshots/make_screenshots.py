@@ -1,7 +1,7 @@
 """Render the README screenshots from real run directories.
 
 A real (tiny, CPU) training run of the built-in trainer is launched through
-``remote.launch`` on ``LocalTransport`` and watched live by the app; a second run is
+``remote.runs.launch`` on ``LocalTransport`` and watched live by the app; a second run is
 killed with SIGKILL to show a dead run; the profiler card comes from a real
 ``trainer profile`` run; the destroy dialog talks to the local Vast API stand-in (the
 test harness's, never the real provider). Writes SVGs with Textual's ``save_screenshot``
@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from remote.launch import LaunchSpec, launch  # noqa: E402
+from remote.runs.launch import LaunchSpec, launch_run  # noqa: E402
 from remote.transport.local import LocalTransport  # noqa: E402
 from tests.fixtures.providers_standin import ProviderStandin  # noqa: E402
 from trainer import runfiles  # noqa: E402
@@ -73,12 +73,12 @@ def prepare(work: Path) -> tuple[Path, Path, dict]:
     yaml = str(data / "data.yaml")
     project = work / "runs"
     say("training a run that will be killed (dead run)")
-    dead = launch(t, LaunchSpec("trainer", str(project), "exp1",
+    dead = launch_run(t, LaunchSpec("trainer", str(project), "exp1",
                                 {**TRAIN, "data": yaml, "epochs": "30"}))
     wait_for(lambda: epochs_done(project / "exp1") >= 2, 600, "two epochs of exp1")
     os.killpg(dead.pid, signal.SIGKILL)  # like the OOM killer: status stays 'running'
     say("training the live run")
-    launch(t, LaunchSpec("trainer", str(project), "exp2",
+    launch_run(t, LaunchSpec("trainer", str(project), "exp2",
                          {**TRAIN, "data": yaml, "epochs": "400", "save_period": "5"}))
     say("profiling")
     out = work / "profile.json"

@@ -26,20 +26,36 @@ BASE = ("trainer.text",)
 #: everything under it. Imports inside a part are always allowed (the cycle check keeps
 #: them honest).
 MAY_IMPORT: dict[str, tuple[str, ...]] = {
-    # trainer.engines: where each engine's runs keep what (stdlib, box and laptop alike).
-    "tui": ("remote", "trainer.runfiles", "trainer.health", "trainer.engines"),
-    "remote.transport": ("trainer.runfiles", "trainer.health"),
-    "remote.cli": ("remote.commands", "remote.transport", "trainer.version"),
-    # Target parsing is the commands' glue: `vast:ID` is located through the provider.
-    "remote.target": ("remote", "remote.billing", "remote.transport", "trainer.runfiles",
-                      "trainer.health"),
-    "remote.billing": ("remote", "trainer.runfiles", "trainer.health", "trainer.providers"),
-    "remote.commands": ("remote", "trainer.runfiles", "trainer.health", "trainer.providers",
-                        "trainer.engines"),
+    # The TUI reaches remote/ through the wings' faces only (FACES_ONLY below).
+    "tui": (*("remote." + w for w in ("link", "watch", "runs", "weights", "billing")),
+            "remote.transport", "remote.config", "remote.fields",
+            "trainer.runfiles", "trainer.health", "trainer.engines"),
+    # remote/: the ground (config, fields, transport), the wings on it, the entry point.
+    # commands -> billing -> {weights, runs, link}; watch -> {link, runs}; runs and
+    # weights -> link (the one door to the box tools); every wing -> the ground.
+    "remote": ("trainer.runfiles", "trainer._exports"),
+    "remote.transport": ("trainer.runfiles", "trainer.health", "trainer._exports"),
+    "remote.link": ("remote.config", "remote.transport", "trainer.runfiles",
+                    "trainer.version", "trainer._exports"),
     # trainer.procid: the laptop reads a box pid's start time before signalling it.
-    "remote": ("remote.transport", "trainer.runfiles", "trainer.health", "trainer.providers",
-               "trainer.guard.state", "trainer.hub.client", "trainer.version",
-               "trainer.procid", "trainer.engines"),
+    "remote.runs": ("remote.link", "remote.config", "remote.fields", "remote.transport",
+                    "trainer.runfiles", "trainer.health", "trainer.engines",
+                    "trainer.guard.state", "trainer.hub.client", "trainer.procid",
+                    "trainer._exports"),
+    "remote.watch": ("remote.link", "remote.runs", "remote.config", "remote.fields",
+                     "remote.transport", "trainer.runfiles", "trainer.health",
+                     "trainer.engines", "trainer._exports"),
+    "remote.weights": ("remote.link", "remote.runs", "remote.config", "remote.fields",
+                       "remote.transport", "trainer.runfiles", "trainer.hub.client",
+                       "trainer._exports"),
+    "remote.billing": ("remote.weights", "remote.runs", "remote.link", "remote.config",
+                       "remote.fields", "remote.transport", "trainer.runfiles",
+                       "trainer.providers", "trainer._exports"),
+    "remote.commands": ("remote.billing", "remote.weights", "remote.runs", "remote.watch",
+                        "remote.link", "remote.config", "remote.fields", "remote.transport",
+                        "trainer.runfiles", "trainer.health", "trainer.providers",
+                        "trainer.engines"),
+    "remote.cli": ("remote.commands", "remote.transport", "trainer.version"),
     "trainer": ("trainer._exports", "trainer.version"),
     "trainer.__main__": ("trainer.version",),
     "trainer._exports": (),
@@ -71,6 +87,13 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
                          "trainer.datasets", "trainer.detector", "trainer._exports"),
 }
 
+#: Parts that may import these packages through their face (``__init__``) only, never
+#: a module inside them.
+FACES_ONLY: dict[str, tuple[str, ...]] = {
+    "tui": ("remote.link", "remote.watch", "remote.runs", "remote.weights", "remote.billing",
+            "remote.transport"),
+}
+
 #: Third-party packages a part must never import, not even inside a function.
 NEVER: dict[str, tuple[str, ...]] = {
     "tui": ("torch",),
@@ -88,7 +111,7 @@ def test_no_import_cycles() -> None:
 
 
 def test_every_import_follows_the_rules() -> None:
-    assert rule_violations(IMPORTS, MODULES, MAY_IMPORT, NEVER, BASE) == []
+    assert rule_violations(IMPORTS, MODULES, MAY_IMPORT, NEVER, BASE, FACES_ONLY) == []
 
 
 def test_box_side_light_modules_import_nothing_heavy_at_module_level() -> None:
@@ -104,6 +127,9 @@ def test_box_side_light_modules_import_nothing_heavy_at_module_level() -> None:
 def test_the_tree_stays_readable() -> None:
     top = list((ROOT / "trainer").glob("*.py"))
     assert len(top) <= 12, sorted(p.name for p in top)
+    # remote/'s top holds the entry point and the ground only; the rest lives in wings.
+    top = list((ROOT / "remote").glob("*.py"))
+    assert len(top) <= 5, sorted(p.name for p in top)
     long = {name: n for name, path in MODULES.items()
             if (n := len(path.read_text(encoding="utf-8").splitlines())) > 500}
     assert long == {}
@@ -136,12 +162,12 @@ def test_a_cycle_through_a_package_init_is_found(tmp_path: Path) -> None:
     modules = _plant(tmp_path, {
         "remote/__init__.py": "",
         "remote/billing/__init__.py": "from remote.billing.teardown import x\n",
-        "remote/billing/teardown.py": "from remote.safety import y\nx = 1\n",
-        "remote/safety.py": "from remote.billing.cost import z\ny = 1\n",
+        "remote/billing/teardown.py": "from remote.weights.safety import y\nx = 1\n",
+        "remote/weights/safety.py": "from remote.billing.cost import z\ny = 1\n",
         "remote/billing/cost.py": "z = 1\n",
     })
     found = cycles(import_graph(read_imports(modules), modules))
-    assert found == [["remote.billing", "remote.billing.teardown", "remote.safety"]]
+    assert found == [["remote.billing", "remote.billing.teardown", "remote.weights.safety"]]
 
 
 def test_planted_forbidden_imports_are_reported(tmp_path: Path) -> None:
@@ -149,19 +175,29 @@ def test_planted_forbidden_imports_are_reported(tmp_path: Path) -> None:
         "trainer/__init__.py": "",
         "trainer/runfiles.py": "def f():\n    import paramiko\n",
         "trainer/hub/__init__.py": "",
-        "trainer/hub/push.py": "from remote.pull import pull\n",
+        "trainer/hub/push.py": "from remote.weights.pull import pull\n",
         "remote/__init__.py": "",
-        "remote/pull.py": "from trainer.hub.push import push\npull = 1\n",
+        "remote/weights/__init__.py": "",
+        "remote/weights/pull.py": "from trainer.hub.push import push\npull = 1\n",
+        "remote/link/__init__.py": "",
+        "remote/link/gate.py": "from remote.runs.read import read_run\n",
+        "remote/runs/__init__.py": "",
+        "remote/runs/read.py": "read_run = 1\n",
         "tui/__init__.py": "",
         "tui/app.py": "def go():\n    import torch\n    from trainer import runfiles\n",
+        "tui/box.py": "from remote.runs import read_run\nfrom remote.runs.read import read_run\n",
     })
-    found = rule_violations(read_imports(modules), modules, MAY_IMPORT, NEVER, BASE)
+    found = rule_violations(read_imports(modules), modules, MAY_IMPORT, NEVER, BASE, FACES_ONLY)
+    link = ", ".join(MAY_IMPORT["remote.link"])
+    weights = ", ".join(MAY_IMPORT["remote.weights"])
     assert sorted(found) == sorted([
         "trainer.runfiles:2 imports paramiko (never under trainer)",
-        "trainer.hub.push:1 imports remote.pull (trainer.hub may import trainer.runfiles, "
-        "trainer.health, trainer._exports, trainer.engines)",
-        "remote.pull:1 imports trainer.hub.push (remote may import remote.transport, "
-        "trainer.runfiles, trainer.health, trainer.providers, trainer.guard.state, "
-        "trainer.hub.client, trainer.version, trainer.procid, trainer.engines)",
+        "trainer.hub.push:1 imports remote.weights.pull (trainer.hub may import "
+        "trainer.runfiles, trainer.health, trainer._exports, trainer.engines)",
+        f"remote.weights.pull:1 imports trainer.hub.push (remote.weights may import {weights})",
+        # a lower wing reaching up: the link must not know about runs
+        f"remote.link.gate:1 imports remote.runs.read (remote.link may import {link})",
         "tui.app:2 imports torch (never under tui)",
+        # the face is fine, the inside is not
+        "tui.box:2 imports remote.runs.read (tui may import remote.runs through its face only)",
     ])

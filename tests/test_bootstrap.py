@@ -1,4 +1,4 @@
-"""``remote.bootstrap`` against a real sshd: upload once per version (and again when the
+"""``remote.link.bootstrap`` against a real sshd: upload once per version (and again when the
 code changed), the python that can train, what is remembered and what overrides it,
 needs installed with ``pip --target``, notes."""
 
@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-import remote.bootstrap
+import remote.link.bootstrap
 import trainer
 from remote import config
-from remote.bootstrap import bootstrap, box_id, content_hash, package_files
-from remote.connect import Connector
+from remote.link.bootstrap import bootstrap_box, box_id, content_hash, package_files
+from remote.link.connector import Connector
 from remote.transport.base import TransportError
 from tests.fixtures.boxes import PY39, PY310, require, torch_venv
 from tests.fixtures.sshd import SSHServer
@@ -39,7 +39,7 @@ def test_bootstrap_uploads_once_and_sets_the_prefix(sshd: SSHServer) -> None:
     shutil.rmtree(Path(sshd.home) / ".cache" / "gpurent" /
                   f"trainer-{trainer.__version__}-{digest}", ignore_errors=True)
     with sshd.connect() as box:
-        first = bootstrap(box, steps.append)
+        first = bootstrap_box(box, steps.append)
         assert first.trainer_dir == f"{sshd.home}/.cache/gpurent/trainer-" \
                                     f"{trainer.__version__}-{digest}"
         assert (Path(first.trainer_dir) / ".complete").read_text().strip() == digest
@@ -56,7 +56,7 @@ def test_bootstrap_uploads_once_and_sets_the_prefix(sshd: SSHServer) -> None:
 
     with sshd.connect() as again:
         steps.clear()
-        second = bootstrap(again, steps.append, preflight=False)
+        second = bootstrap_box(again, steps.append, preflight=False)
         assert not second.uploaded and second.trainer_dir == first.trainer_dir
         assert any("already on the box" in s for s in steps)
         assert again.trainer_prefix == box.trainer_prefix
@@ -73,7 +73,7 @@ def test_a_trainer_folder_in_the_working_directory_cannot_shadow_ours(
     (shadow / "__main__.py").write_text("")
     with sshd.connect() as box:
         for python in (None, require(PY39, "Python 3.9")):
-            result = bootstrap(box, python=python, preflight=False, install=False)
+            result = bootstrap_box(box, python=python, preflight=False, install=False)
             assert ready(box, str(shadow.parent))["trainer"] == f"{result.trainer_dir}/trainer"
 
 
@@ -84,15 +84,15 @@ def test_edited_trainer_code_is_uploaded_again(sshd: SSHServer, tmp_path: Path,
     copy = tmp_path / "trainer"
     shutil.copytree(Path(trainer.__file__).parent, copy,
                     ignore=shutil.ignore_patterns("__pycache__"))
-    monkeypatch.setattr(remote.bootstrap, "_PACKAGE_DIR", copy)
+    monkeypatch.setattr(remote.link.bootstrap, "_PACKAGE_DIR", copy)
     target = copy / "smi.py"
     with sshd.connect() as box:
-        before = bootstrap(box, preflight=False, install=False)
+        before = bootstrap_box(box, preflight=False, install=False)
         original = target.read_bytes()
         edited = original.replace(b"nvidia-smi", b"NVIDIA-SMI", 1)
         assert edited != original and len(edited) == len(original)
         target.write_bytes(edited)
-        after = bootstrap(box, preflight=False, install=False)
+        after = bootstrap_box(box, preflight=False, install=False)
     assert after.uploaded and after.trainer_dir != before.trainer_dir
     assert (Path(after.trainer_dir) / "trainer" / "smi.py").read_bytes() == edited
     assert (Path(before.trainer_dir) / "trainer" / "smi.py").read_bytes() == original
@@ -100,11 +100,11 @@ def test_edited_trainer_code_is_uploaded_again(sshd: SSHServer, tmp_path: Path,
 
 def test_incomplete_upload_is_redone(sshd: SSHServer) -> None:
     with sshd.connect() as box:
-        result = bootstrap(box, preflight=False)
+        result = bootstrap_box(box, preflight=False)
         marker = Path(result.trainer_dir) / ".complete"
         marker.unlink()
         (Path(result.trainer_dir) / "trainer" / "runfiles.py").write_text("broken")
-        redone = bootstrap(box, preflight=False)
+        redone = bootstrap_box(box, preflight=False)
         assert redone.uploaded and marker.exists()
         assert "RunWriter" in (Path(redone.trainer_dir) / "trainer" / "runfiles.py").read_text()
 
@@ -122,14 +122,14 @@ def test_the_python_that_has_torch_is_chosen_and_remembered(mixed_box: SSHServer
     venv_python = f"{mixed_box.home}/venv/bin/python"
     with mixed_box.connect() as box:
         steps: list[str] = []
-        chosen = bootstrap(box, steps.append, preflight=False, install=False)
+        chosen = bootstrap_box(box, steps.append, preflight=False, install=False)
         assert chosen.python == venv_python and chosen.torch
         assert config.remembered(box_id(box))["python"] == venv_python
         blob = base64.b64decode(mixed_box.host_key_line.split()[1])
         fingerprint = base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
         assert box_id(box) == f"{mixed_box.user}@SHA256:{fingerprint}"
         # --python overrides for this connection and is not remembered.
-        forced = bootstrap(box, python=require(PY39, "Python 3.9"), preflight=False,
+        forced = bootstrap_box(box, python=require(PY39, "Python 3.9"), preflight=False,
                            install=False)
         assert forced.python == str(PY39) and forced.torch == ""
         assert ready(box)["executable"] == str(PY39)
@@ -143,9 +143,9 @@ def test_a_remembered_python_wins_while_it_can_train(box_factory, tmp_path: Path
     other = torch_venv(Path(box.home) / "venv", sys._base_executable)
     with box.connect() as t:
         config.remember(box_id(t), python=str(other))
-        assert bootstrap(t, preflight=False, install=False).python == str(other)
+        assert bootstrap_box(t, preflight=False, install=False).python == str(other)
         config.remember(box_id(t), python="/usr/bin/python3")  # no torch there
-        assert bootstrap(t, preflight=False, install=False).python != "/usr/bin/python3"
+        assert bootstrap_box(t, preflight=False, install=False).python != "/usr/bin/python3"
 
 
 def test_the_config_file_names_the_python_per_host(sshd: SSHServer, tmp_path: Path,
@@ -180,13 +180,13 @@ def test_a_venv_box_gets_its_needs_with_pip_target(sshd: SSHServer, tmp_path: Pa
     python = str(venv / "bin" / "python3")
     with sshd.connect() as box:
         assert all(ready(box)["optional"].values())  # the default python has them
-        result = bootstrap(box, python=python, preflight=False)
+        result = bootstrap_box(box, python=python, preflight=False)
         deps = f"{result.trainer_dir}/deps-3.10"
         assert f"installed huggingface_hub, psutil into {deps} (pip --target)" in result.notes
         report = ready(box)
         assert report["executable"] == python
         assert report["optional"]["psutil"] and report["optional"]["huggingface_hub"]
-        again = bootstrap(box, python=python, preflight=False)
+        again = bootstrap_box(box, python=python, preflight=False)
         assert not any("install" in n for n in again.notes)
 
 
@@ -198,17 +198,17 @@ def test_missing_needs_are_noted_once_when_pip_cannot_install(sshd: SSHServer,
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True,
                    timeout=120)
     with sshd.connect() as box:
-        result = bootstrap(box, python=str(bare / "bin" / "python3"), preflight=False)
+        result = bootstrap_box(box, python=str(bare / "bin" / "python3"), preflight=False)
         said = [n for n in result.notes if "could not install huggingface_hub, psutil" in n]
         assert len(said) == 1 and "this python has no pip" in said[0]
         res = box.run(f"{box.trainer_prefix} -m trainer follow --help")
         assert res.ok, res.stderr
         steps: list[str] = []
-        again = bootstrap(box, steps.append, python=str(bare / "bin" / "python3"),
+        again = bootstrap_box(box, steps.append, python=str(bare / "bin" / "python3"),
                           preflight=False)
         assert not any("install" in line for line in again.notes + steps)
 
 
 def test_no_usable_python_is_one_clear_error(sshd: SSHServer) -> None:
     with sshd.connect() as box, pytest.raises(TransportError, match="not a python"):
-        bootstrap(box, python="/bin/false")
+        bootstrap_box(box, python="/bin/false")

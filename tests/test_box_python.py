@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from remote.bootstrap import bootstrap
-from remote.events import MetricsEvent, StatusEvent
-from remote.launch import LaunchSpec
-from remote.startup import start_run
-from remote.stop import stop_run
-from remote.watcher import Watcher
+from remote.link.bootstrap import bootstrap_box
+from remote.runs.launch import LaunchSpec
+from remote.runs.start import start_run
+from remote.runs.stop import stop_run
+from remote.watch.events import MetricsEvent, StatusEvent
+from remote.watch.watcher import Watcher
 from tests.fixtures.boxes import PY39, PY310_VENV, py310_torch, require
 from tests.fixtures.importgraph import ROOT, box_light_modules, find_modules
 from tests.fixtures.pycompat import findings, iter_findings
@@ -74,7 +74,7 @@ def py39_box(box_factory: Callable[..., SSHServer]) -> SSHServer:
 @pytest.mark.timeout(300)
 def test_a_python_39_box_runs_the_box_side_tools(py39_box: SSHServer, tmp_path: Path) -> None:
     with py39_box.connect() as box:
-        result = bootstrap(box)
+        result = bootstrap_box(box)
         assert result.python_version.startswith("3.9.") and result.torch == ""
         assert any("no python on" in n and "has torch" in n for n in result.notes)
         # Every standard-library module imports on 3.9, and every module compiles.
@@ -137,7 +137,7 @@ def test_a_python_310_box_with_torch_trains_is_watched_and_stops(
     server = box_factory(path=[str(PY310_VENV / "bin"), "/usr/bin", "/bin"])
     project = Path(server.home) / "runs310"
     with server.connect() as box:
-        result = bootstrap(box, preflight=False)
+        result = bootstrap_box(box, preflight=False)
         assert result.python == py310 and result.python_version.startswith("3.10.")
         assert result.torch.startswith("2.13.0")
         # Every module of the box side, the torch ones included, imports on 3.10.
@@ -185,9 +185,10 @@ def test_a_python_39_box_is_watched_through_the_gate(py39_box: SSHServer, tmp_pa
     """The TUI's connect path on a 3.9 box it has never met: the gate ships the package,
     chooses 3.9 and starts the project-mode follower (status, then the runs); the older
     log and the whole-log search run there too."""
-    from remote import config, logread
-    from remote.bootstrap import box_id
-    from remote.events import ChosenEvent, RunsEvent
+    from remote import config
+    from remote.link.bootstrap import box_id
+    from remote.runs import log as logread
+    from remote.watch.events import ChosenEvent, RunsEvent
     from tests.fixtures.tui_runs import write_run
     from tests.test_gate import watch_once
 
@@ -204,8 +205,8 @@ def test_a_python_39_box_is_watched_through_the_gate(py39_box: SSHServer, tmp_pa
     assert seen.of(ChosenEvent)
     with py39_box.connect() as box:
         box.trainer_prefix = gate.trainer_prefix
-        found = logread.search(box, str(project / "exp1"), "NEEDLE")
-        older = logread.older(box, str(project / "exp1"), 300, 100)
+        found = logread.search_log(box, str(project / "exp1"), "NEEDLE")
+        older = logread.older_log(box, str(project / "exp1"), 300, 100)
     assert found.total == 10 and found.matches[1].line == 101
     whole = (project / "exp1" / "train.log").read_bytes()
     assert 200 <= older.offset < 300 and whole[older.offset - 1:older.offset] == b"\n"

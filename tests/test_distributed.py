@@ -111,7 +111,7 @@ def test_two_workers_train_one_model_and_only_rank_0_writes(
 
 def test_a_stop_from_the_laptop_reaches_every_worker_and_resume_finishes(
         shapes_data: Path, tmp_path: Path) -> None:
-    from remote.stop import stop_run
+    from remote.runs.stop import stop_run
     from remote.transport.local import LocalTransport
 
     run = tmp_path / "runs" / "stop"

@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from remote import logread
-from remote.events import GuardEvent, HubEvent, LogEvent, RunsEvent, StatusEvent, WeightsEvent
+from remote.runs import log as logread
 from remote.transport.local import LocalTransport
-from remote.watcher import LOG_TAIL_BYTES, Watcher
+from remote.watch.events import GuardEvent, HubEvent, LogEvent, RunsEvent, StatusEvent, WeightsEvent
+from remote.watch.watcher import LOG_TAIL_BYTES, Watcher
 from tests.fixtures.tui_runs import write_run
 from tests.test_watcher import Recorder
 from trainer import procid, runfiles
@@ -97,17 +97,17 @@ def test_older_parts_and_search_are_answered_on_the_box(tmp_path: Path) -> None:
     box = LocalTransport()
     end = len(data) - 5000
     end = data.index(b"\n", end) + 1  # where a tail watch would start
-    chunk = logread.older(box, str(run), end, 64 * 1024)
+    chunk = logread.older_log(box, str(run), end, 64 * 1024)
     assert chunk.offset + len(chunk.data) == end and end - chunk.offset <= 64 * 1024
     assert chunk.data == data[chunk.offset:end] and data[chunk.offset - 1:chunk.offset] == b"\n"
     assert chunk.size == len(data)
-    found = logread.search(box, str(run), "NEEDLE", limit=5)
+    found = logread.search_log(box, str(run), "NEEDLE", limit=5)
     assert found.total == 30 and found.truncated and len(found.matches) == 5
     first = found.matches[0]
     assert first.line == 1 and first.offset == 0 and "line 0 needle" in first.text
     assert found.matches[1].line == 1001
     assert data[found.matches[1].offset:].startswith(found.matches[1].text.encode())
-    assert logread.search(box, str(run), "absent").total == 0
+    assert logread.search_log(box, str(run), "absent").total == 0
 
 
 def test_side_files_and_runs_are_streamed_as_they_change(tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
-"""The connect path over a real sshd (``remote.gate``, ``remote.connect``): a watch starts
-in one exec (the first time with the package on the exec's stdin, and never SFTP; two
+"""The connect path over a real sshd (``remote.link.gate``, ``remote.link.connector``): a
+watch starts in one exec (the first time with the package on the exec's stdin, and never SFTP; two
 when the python the laptop remembers is gone), its first messages carry the chosen
 run's status and then the
 project's runs, the package hash is computed once per install, the box caches its needs
@@ -15,12 +15,13 @@ from typing import Any
 
 import pytest
 
-import remote.bootstrap
-from remote import config, headstart
-from remote.bootstrap import box_id, install_name, package_digest
-from remote.connect import Connector
-from remote.events import ChosenEvent, RunsEvent, StatusEvent
-from remote.watcher import LOG_TAIL_BYTES, Watcher
+import remote.link.bootstrap
+from remote import config
+from remote.link import early as headstart
+from remote.link.bootstrap import box_id, install_name, package_digest
+from remote.link.connector import Connector
+from remote.watch.events import ChosenEvent, RunsEvent, StatusEvent
+from remote.watch.watcher import LOG_TAIL_BYTES, Watcher
 from tests.fixtures.sshd import SSHServer
 from tests.fixtures.tui_runs import write_run
 from tests.test_watcher import Recorder
@@ -156,18 +157,18 @@ def test_a_version_already_on_the_box_is_not_shipped(sshd: SSHServer, project: P
 
 def test_the_package_hash_is_computed_once_per_install(tmp_path: Path, monkeypatch) -> None:
     package = tmp_path / "trainer"
-    shutil.copytree(Path(remote.bootstrap._PACKAGE_DIR), package,
+    shutil.copytree(Path(remote.link.bootstrap._PACKAGE_DIR), package,
                     ignore=shutil.ignore_patterns("__pycache__"))
-    monkeypatch.setattr(remote.bootstrap, "_PACKAGE_DIR", package)
-    monkeypatch.setattr(remote.bootstrap, "_digests", {})  # as a fresh process
+    monkeypatch.setattr(remote.link.bootstrap, "_PACKAGE_DIR", package)
+    monkeypatch.setattr(remote.link.bootstrap, "_digests", {})  # as a fresh process
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     hashed: list[int] = []
-    real = remote.bootstrap.content_hash
-    monkeypatch.setattr(remote.bootstrap, "content_hash",
+    real = remote.link.bootstrap.content_hash
+    monkeypatch.setattr(remote.link.bootstrap, "content_hash",
                         lambda files: hashed.append(1) or real(files))
     first = package_digest()
     assert package_digest() == first and len(hashed) == 1
-    remote.bootstrap._digests.clear()  # another process: the laptop's cache file answers
+    remote.link.bootstrap._digests.clear()  # another process: the laptop's cache file answers
     assert package_digest() == first and len(hashed) == 1
     (package / "version.py").write_text('__version__ = "0.1.0"  # edited\n')
     changed = package_digest()

@@ -1,6 +1,6 @@
 """The box-side guard end to end: a real ``python -m trainer guard`` process watching a
 run directory, acting through a provider stand-in; armed and disarmed with
-``remote.guard`` locally and over the sshd test box."""
+``remote.runs.guard`` locally and over the sshd test box."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from remote.guard import GuardError, arm_guard, disarm_guard, read_guard
+from remote.runs.guard import GuardError, arm_guard, disarm_guard, read_guard
 from remote.transport.local import LocalTransport
 from tests.fixtures.hub_standin import VALID_TOKEN, HubStandin
 from tests.fixtures.hub_standin import record_push as hub_record_push  # what a push leaves
@@ -309,7 +309,7 @@ def test_guard_over_ssh_on_the_test_box(sshd, tmp_path, runpod_standin):
     """Armed over SSH with the key on stdin, the guard runs with the box's plain
     python3 (only the uploaded ``trainer`` package) and destroys a finished run without
     weights (its plain python3 has no huggingface_hub to confirm a push with)."""
-    from remote.bootstrap import bootstrap
+    from remote.link.bootstrap import bootstrap_box
 
     pid = runpod_standin.add_instance()
     run_dir = tmp_path / "run"
@@ -320,7 +320,7 @@ def test_guard_over_ssh_on_the_test_box(sshd, tmp_path, runpod_standin):
     os.chmod(tmp_path, 0o755)
     box = sshd.connect()
     try:
-        bootstrap(box, python="/usr/bin/python3", preflight=False, install=False)
+        bootstrap_box(box, python="/usr/bin/python3", preflight=False, install=False)
         state = arm_guard(box, str(run_dir), "done", "destroy", None, "runpod", pid,
                           runpod_standin.key, base_url=runpod_standin.base_url, poll=0.1)
         assert state.pid is not None

@@ -1,5 +1,5 @@
 """The guard never leaves a crashed or abandoned box billing. Real CPU training runs, a
-real ``python -m trainer guard`` armed through ``remote.guard`` (key and webhooks on
+real ``python -m trainer guard`` armed through ``remote.runs.guard`` (key and webhooks on
 stdin), and the provider stand-ins' billing clocks (``Meter``) as the judge: a run killed
 with ``kill -9``, a provider API that answers 500 for a while, a destroy the provider
 accepts and ignores. Outages and deadlines are compressed (seconds for minutes); the code
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from remote.cli import main as gpurent
-from remote.guard import acknowledge_alarm, arm_guard, read_guard
+from remote.runs.guard import acknowledge_alarm, arm_guard, read_guard
 from remote.transport.local import LocalTransport
 from tests.fixtures.guard_kit import (
     guard_over,

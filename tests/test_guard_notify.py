@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from remote.billing.providers import ConfigError, notify_config
-from remote.guard import GuardError, arm_guard, notify_lines
+from remote.runs.guard import GuardError, arm_guard, notify_lines
 from remote.transport.local import LocalTransport
 from tests.fixtures.guard_kit import (
     Receiver,

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from remote.pull import pull_weights
-from remote.push import PushFailed, push_from_box
-from remote.safety import weights_safety
 from remote.transport.local import LocalTransport
+from remote.weights.pull import pull_weights
+from remote.weights.push import PushFailed, push_from_box
+from remote.weights.safety import weights_safety
 from tests.fixtures.hub_standin import (
     VALID_TOKEN,
     HubStandin,

@@ -20,9 +20,9 @@ import pytest
 from remote.billing import teardown
 from remote.billing.identity import WrongInstance, box_address
 from remote.cli import main as gpurent
-from remote.guard import GuardError, disarm_guard, read_guard
-from remote.procs import probe
-from remote.stop import stop_run
+from remote.runs.guard import GuardError, disarm_guard, read_guard
+from remote.runs.processes import probe
+from remote.runs.stop import stop_run
 from remote.transport.base import RunResult
 from remote.transport.local import LocalTransport
 from trainer import procid, runfiles
@@ -156,23 +156,23 @@ def test_destroy_refuses_an_instance_that_is_not_the_box(sshd, provider_standin)
         here = box_address("127.0.0.1", sshd.port, box)
         assert here.port == sshd.port and "127.0.0.1" in here.ips
         with pytest.raises(WrongInstance) as err:
-            teardown.teardown(provider, elsewhere, "destroy", safety=Answer(True, "ok"),
+            teardown.run_teardown(provider, elsewhere, "destroy", safety=Answer(True, "ok"),
                               box=here, interval=0, timeout=10)
         message = str(err.value)
         assert "ssh5.vast.ai:31022" in message and f"127.0.0.1:{sshd.port}" in message
         assert "\n" not in message
         with pytest.raises(WrongInstance):
-            teardown.teardown(provider, elsewhere, "stop", box=here, interval=0, timeout=10)
+            teardown.run_teardown(provider, elsewhere, "stop", box=here, interval=0, timeout=10)
         assert not vast.calls("DELETE") and not vast.calls("PUT")
         # Reached directly (Vast's public_ipaddr and the host port mapped to 22/tcp).
         direct = vast.add_instance(public_ipaddr="127.0.0.1", ports={
             "22/tcp": [{"HostIp": "0.0.0.0", "HostPort": str(sshd.port)}]})
-        outcome = teardown.teardown(provider, direct, "destroy", safety=Answer(True, "ok"),
+        outcome = teardown.run_teardown(provider, direct, "destroy", safety=Answer(True, "ok"),
                                     box=here, interval=0, timeout=10)
         assert outcome.confirmed and len(vast.calls("DELETE")) == 1
     runpod = provider_standin("runpod")
     pod = runpod.add_instance(ssh={"direct": {"host": "localhost", "port": sshd.port}})
-    teardown.teardown(get_provider("runpod", runpod.key, runpod.base_url), pod, "destroy",
+    teardown.run_teardown(get_provider("runpod", runpod.key, runpod.base_url), pod, "destroy",
                       safety=Answer(True, "ok"), box=here, interval=0, timeout=10)
     assert len(runpod.calls("DELETE")) == 1  # the name resolves to the box's address
 

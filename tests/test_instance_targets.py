@@ -24,9 +24,9 @@ from remote.billing.providers import (
     resolve_instance,
     split_instance_target,
 )
-from remote.connect import Connector
-from remote.resume import wait_for_ssh
-from remote.target import host_target, parse_target
+from remote.billing.resume import wait_for_ssh
+from remote.commands.target import host_target, parse_target
+from remote.link.connector import Connector
 from remote.transport.base import TransportError, Unreachable
 from tests.fixtures.sshd import SSHServer
 from tests.test_tui_main import specs
@@ -259,9 +259,9 @@ def test_cli_commands_take_instance_targets(provider_standin, sshd, tmp_path):
 
 
 def test_the_targets_know_every_provider_that_names_instances() -> None:
-    """``remote.target`` tells instance targets by their prefix without loading the
+    """``remote.commands.target`` tells instance targets by their prefix without loading the
     provider clients: the same names as the billing side's."""
-    from remote import target
     from remote.billing.providers import INSTANCE_PROVIDERS
+    from remote.commands import target
 
     assert target.INSTANCE_PREFIXES == INSTANCE_PROVIDERS

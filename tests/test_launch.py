@@ -1,4 +1,4 @@
-"""``remote.launch``, ``remote.stop`` and ``remote.runs`` on this machine through
+"""``remote.runs.launch``, ``remote.runs.stop`` and ``remote.runs.read`` on this machine through
 ``LocalTransport``: real detached processes, real signals, injection attempts."""
 
 from __future__ import annotations
@@ -15,16 +15,16 @@ from pathlib import Path
 
 import pytest
 
-from remote.launch import (
+from remote.runs.launch import (
     RESET_SIGNALS,
     LaunchSpec,
     RunIsLive,
     build_command,
-    launch,
+    launch_run,
     make_spec,
 )
-from remote.runs import list_runs
-from remote.stop import stop_run
+from remote.runs.read import list_runs
+from remote.runs.stop import stop_run
 from remote.transport.local import LocalTransport
 from trainer import runfiles
 from trainer.health import local_pid_alive
@@ -125,7 +125,7 @@ def test_hostile_values_arrive_verbatim_and_run_nothing(tmp_path: Path) -> None:
     }
     project = tmp_path / "pro ject's $(x)"
     transport = sim_transport()
-    result = launch(transport, LaunchSpec("trainer", str(project), "r1",
+    result = launch_run(transport, LaunchSpec("trainer", str(project), "r1",
                                           {**hostile, "epochs": "1", "epoch_seconds": "0.05"}))
     facts = wait_for(project / "r1" / "launch.json")
     words = facts["argv"]
@@ -142,7 +142,7 @@ def test_launch_is_detached_and_the_token_travels_on_stdin(tmp_path: Path) -> No
     token = "hf_SecretToken1234567890"
     transport = sim_transport()
     spec = LaunchSpec("trainer", str(tmp_path), "run", {"epochs": "1", "hold": "1"})
-    result = launch(transport, spec, stdin=token.encode())
+    result = launch_run(transport, spec, stdin=token.encode())
     try:
         facts = wait_for(tmp_path / "run" / "launch.json")
         assert facts["pid"] == result.pid
@@ -158,31 +158,31 @@ def test_launch_is_detached_and_the_token_travels_on_stdin(tmp_path: Path) -> No
                 assert token.encode() not in path.read_bytes(), path
         # A second launch into the run is refused, while it starts and while it runs.
         with pytest.raises(RunIsLive, match="starting|live run"):
-            launch(transport, LaunchSpec("trainer", str(tmp_path), "run", {}))
+            launch_run(transport, LaunchSpec("trainer", str(tmp_path), "run", {}))
         wait_for(tmp_path / "run" / runfiles.STATUS_FILE)
         with pytest.raises(RunIsLive, match="live run"):
-            launch(transport, LaunchSpec("trainer", str(tmp_path), "run", {"exist_ok": "1"}))
+            launch_run(transport, LaunchSpec("trainer", str(tmp_path), "run", {"exist_ok": "1"}))
     finally:
         os.killpg(result.pid, signal.SIGKILL)
     wait_gone(result.pid)
     with pytest.raises(ValueError, match="token|secret"):
-        launch(transport, spec, stdin=b"two\nlines")
+        launch_run(transport, spec, stdin=b"two\nlines")
 
 
 def test_earlier_runs_need_resume_or_exist_ok(tmp_path: Path) -> None:
     transport = sim_transport()
     runfiles.RunWriter(tmp_path / "done").write_status({"state": "completed"})
     with pytest.raises(ValueError, match="earlier run"):
-        launch(transport, LaunchSpec("trainer", str(tmp_path), "done", {}))
+        launch_run(transport, LaunchSpec("trainer", str(tmp_path), "done", {}))
     # A run without a pid (LibreYOLO) that was updated just now counts as live.
     runfiles.RunWriter(tmp_path / "libre").write_status({"state": "running"})
     with pytest.raises(RunIsLive, match="looks live"):
-        launch(transport, LaunchSpec("libreyolo", str(tmp_path), "libre", {"resume": "True"}))
+        launch_run(transport, LaunchSpec("libreyolo", str(tmp_path), "libre", {"resume": "True"}))
     # A dead run (pid gone) may be resumed.
     gone = subprocess.Popen(["true"])
     gone.wait()
     runfiles.RunWriter(tmp_path / "dead").write_status({"state": "running", "pid": gone.pid})
-    result = launch(transport, LaunchSpec("trainer", str(tmp_path), "dead",
+    result = launch_run(transport, LaunchSpec("trainer", str(tmp_path), "dead",
                                           {"resume": "True", "epochs": "1",
                                            "epoch_seconds": "0.01"}))
     wait_gone(result.pid)
@@ -191,10 +191,10 @@ def test_earlier_runs_need_resume_or_exist_ok(tmp_path: Path) -> None:
 
 def test_stop_run_graceful_then_forced(tmp_path: Path) -> None:
     transport = sim_transport()
-    graceful = launch(transport, LaunchSpec("trainer", str(tmp_path), "polite",
+    graceful = launch_run(transport, LaunchSpec("trainer", str(tmp_path), "polite",
                                             {"epochs": "1", "epoch_seconds": "0.05",
                                              "hold": "1"}))
-    stubborn = launch(transport, LaunchSpec("trainer", str(tmp_path), "stubborn",
+    stubborn = launch_run(transport, LaunchSpec("trainer", str(tmp_path), "stubborn",
                                             {"epochs": "1", "epoch_seconds": "0.05",
                                              "hold": "1", "ignore_term": "1"}))
     for name in ("polite", "stubborn"):
@@ -226,15 +226,15 @@ def test_stop_run_graceful_then_forced(tmp_path: Path) -> None:
 
 def test_real_trainer_launched_watched_and_stopped(shapes_data: Path, tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    from remote.events import LogEvent, MetricsEvent, StatusEvent
-    from remote.watcher import Watcher
+    from remote.watch.events import LogEvent, MetricsEvent, StatusEvent
+    from remote.watch.watcher import Watcher
 
     monkeypatch.setenv("OMP_NUM_THREADS", "1")  # a shared machine: one thread
     transport = LocalTransport()
     spec = LaunchSpec("trainer", str(tmp_path), "real", {
         "model": "n", "imgsz": "64", "workers": "0", "seed": "0", "batch": "8",
         "epochs": "40", "data": str(shapes_data)})
-    result = launch(transport, spec)
+    result = launch_run(transport, spec)
     events: list = []
     watcher = Watcher(LocalTransport, result.run_dir, events.append, poll_interval=0.05)
     watcher.start()

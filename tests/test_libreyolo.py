@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from remote.events import MetricsEvent, StatusEvent
-from remote.launch import launch, make_spec, resume_checkpoint
-from remote.runs import list_runs, read_run
-from remote.startup import start_run
-from remote.stop import signal_when_quiet, stop_run, torn_checkpoints
+from remote.runs.launch import launch_run, make_spec, resume_checkpoint
+from remote.runs.read import list_runs, read_run
+from remote.runs.start import start_run
+from remote.runs.stop import signal_when_quiet, stop_run, torn_checkpoints
 from remote.transport.local import LocalTransport
-from remote.watcher import Watcher
+from remote.watch.events import MetricsEvent, StatusEvent
+from remote.watch.watcher import Watcher
 from tests.fixtures.fake_libreyolo import PLACEHOLDERS, libreyolo_shim
 from tests.fixtures.hub_standin import VALID_TOKEN, HubStandin
 from trainer import engines, runfiles
@@ -243,7 +243,7 @@ def test_our_trainer_starts_with_default_signals(tmp_path: Path,
                                                  request: pytest.FixtureRequest) -> None:
     from tests.test_launch import sim_transport, wait_for
 
-    result = launch(sim_transport(), make_spec("trainer", str(tmp_path), "r",
+    result = launch_run(sim_transport(), make_spec("trainer", str(tmp_path), "r",
                                                {"epochs": "1", "hold": "1"}))
     request.addfinalizer(lambda: kill(result.pid))
     facts = wait_for(tmp_path / "r" / "launch.json")

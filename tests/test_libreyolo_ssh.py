@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from remote.events import MetricsEvent, StatusEvent
-from remote.launch import make_spec
-from remote.startup import start_run
-from remote.stop import stop_run
-from remote.watcher import Watcher
+from remote.runs.launch import make_spec
+from remote.runs.start import start_run
+from remote.runs.stop import stop_run
+from remote.watch.events import MetricsEvent, StatusEvent
+from remote.watch.watcher import Watcher
 from tests.fixtures.fake_libreyolo import libreyolo_shim
 from tests.fixtures.hub_standin import VALID_TOKEN, HubStandin
 from tests.fixtures.sshd import make_server

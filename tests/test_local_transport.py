@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from remote.target import parse_target
+from remote.commands.target import parse_target
 from remote.transport.base import TransportError
 from remote.transport.local import LocalTransport
 from trainer.health import local_pid_alive

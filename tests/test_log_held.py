@@ -5,7 +5,7 @@ and lines that do not follow what is held replace it rather than leave a hidden 
 
 from __future__ import annotations
 
-from remote.events import LogEvent
+from remote.watch.events import LogEvent
 from tui.widgets.logfeed import HeldLines, LogFeed, split_lines
 
 

@@ -1,4 +1,4 @@
-"""``remote.pull``: verified, resumable pulls and the ledger, over a real sshd."""
+"""``remote.weights.pull``: verified, resumable pulls and the ledger, over a real sshd."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from remote.pull import dest_for, ledger_entries, pull_weights, verified_copy
 from remote.transport.base import TransportError
+from remote.weights.pull import dest_for, ledger_entries, pull_weights, verified_copy
 from tests.fixtures.sshd import SSHServer
 
 

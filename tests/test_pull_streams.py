@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from remote.pull import pull_weights
 from remote.transport import ranged
 from remote.transport.base import TransportError
+from remote.weights.pull import pull_weights
 from tests.fixtures.sshd import SSHServer, make_server
 
 BLOCK = 1 << 20  # small blocks, so that a few MB make many

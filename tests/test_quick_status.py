@@ -1,5 +1,5 @@
 """``gpurent status HOST:RUN`` reads a run in one exec of ``sh``, with no bootstrap
-(``remote.quickstatus``): over a real sshd, for every kind of run, it reaches the same
+(``remote.runs.status``): over a real sshd, for every kind of run, it reaches the same
 summary and guard state as the readers that ask file by file over SFTP."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from remote.guard import read_guard
-from remote.quickstatus import quick_read
-from remote.runs import read_run, run_extras
+from remote.runs.guard import read_guard
+from remote.runs.read import read_run, run_extras
+from remote.runs.status import quick_read
 from remote.transport.base import TransportError
 from tests.fixtures.sshd import SSHServer
 from tests.fixtures.tui_runs import write_run

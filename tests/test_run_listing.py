@@ -1,4 +1,4 @@
-"""Listing a project's runs in one exec (``trainer runs``, ``remote.runlist``) over a real
+"""Listing a project's runs in one exec (``trainer runs``, ``remote.runs.listing``) over a real
 sshd: 500 runs in one exec and no SFTP, newest first; runs that have only ``launch.pid``
 and ``console.log`` are runs too (starting while the pid lives, failed after); the box's
 verdicts are the ones the SFTP reader reaches; malformed entries are dropped."""
@@ -10,8 +10,8 @@ import sys
 import time
 from pathlib import Path
 
-from remote.runlist import RunsBook, box_runs, parse_runs
-from remote.runs import list_runs
+from remote.runs.listing import RunsBook, box_runs, parse_runs
+from remote.runs.read import list_runs
 from tests.fixtures.sshd import SSHServer
 from tests.test_gate import Counting, connector_for
 from trainer import runfiles

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from remote.bootstrap import bootstrap
-from remote.events import MetricsEvent, StatusEvent
-from remote.launch import LaunchSpec, launch
-from remote.watcher import Watcher
+from remote.link.bootstrap import bootstrap_box
+from remote.runs.launch import LaunchSpec, launch_run
+from remote.watch.events import MetricsEvent, StatusEvent
+from remote.watch.watcher import Watcher
 from tests.fixtures.sshd import SSHServer
 from tests.fixtures.watch_log import Collector, wait_until
 
@@ -23,7 +23,7 @@ def test_bootstrap_launch_follow_to_completed(sshd: SSHServer) -> None:
     project = Path(sshd.home) / "e2e"
     data = project / "shapes"
     with sshd.connect() as box:
-        result = bootstrap(box, preflight=False)
+        result = bootstrap_box(box, preflight=False)
         prefix = box.trainer_prefix
         made = box.run(f"{prefix} -m trainer shapes {shlex.quote(str(data))} --train 8 "
                        "--val 4 --imgsz 32", timeout=120)
@@ -31,7 +31,7 @@ def test_bootstrap_launch_follow_to_completed(sshd: SSHServer) -> None:
         spec = LaunchSpec("trainer", str(project), "run1", {
             "data": str(data / "data.yaml"), "epochs": "3", "batch": "8", "imgsz": "32",
             "workers": "0", "device": "cpu"})
-        started = launch(box, spec)
+        started = launch_run(box, spec)
         assert result.trainer_dir in started.command
 
     def connect():

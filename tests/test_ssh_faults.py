@@ -1,7 +1,7 @@
 """Network faults between the laptop and a box in a network namespace (80 ms relay).
 
 A simulated trainer (``tests.fixtures.run_sim``, a real writer process) runs detached on
-the box while a ``remote.watcher.Watcher`` follows it over SSH. The bounds asserted are
+the box while a ``remote.watch.watcher.Watcher`` follows it over SSH. The bounds asserted are
 the issue's functional ones: the watcher resumes within 5 s of the link (or sshd) coming
 back, and a SIGKILLed trainer is reported ``dead`` within 3 s.
 """
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from remote.bootstrap import bootstrap
-from remote.events import ConnectionEvent, LogEvent, StatusEvent, WatchEvent
-from remote.watcher import Watcher
+from remote.link.bootstrap import bootstrap_box
+from remote.watch.events import ConnectionEvent, LogEvent, StatusEvent, WatchEvent
+from remote.watch.watcher import Watcher
 from tests.fixtures.netbox import NetBox
 from tests.fixtures.watch_log import Collector, wait_until
 
@@ -45,7 +45,7 @@ def start_sim(box: NetBox, run_dir: Path) -> int:
 def start_watcher(box: NetBox, run_dir: Path, events: Collector) -> Watcher:
     """Bootstrap the box and follow ``run_dir`` through the relay."""
     with box.server.connect() as transport:
-        bootstrap(transport, preflight=False)
+        bootstrap_box(transport, preflight=False)
         prefix = transport.trainer_prefix
 
     def connect():

@@ -12,7 +12,7 @@ from pathlib import Path
 import paramiko
 import pytest
 
-from remote.launch import LaunchSpec, build_command, launch
+from remote.runs.launch import LaunchSpec, build_command, launch_run
 from remote.transport.hostkeys import fingerprint, host_matches
 from remote.transport.ssh import HostKeyChanged, HostKeyRevoked, HostKeyUnknown
 from tests.fixtures.sshd import SSHServer, keygen
@@ -127,7 +127,7 @@ def test_injection_through_names_is_rejected(sshd, project: Path) -> None:
         for name in ("a;touch pwned", "$(touch pwned)", "../escape", "-rf", "a b", "`id`",
                      "x\ny", ".hidden"):
             with pytest.raises(ValueError):
-                launch(box, LaunchSpec("trainer", str(project), name, {}))
+                launch_run(box, LaunchSpec("trainer", str(project), name, {}))
         for key in ("epochs;id", "A", "x y", "$(id)"):
             with pytest.raises(ValueError):
                 build_command(LaunchSpec("trainer", str(project), "ok", {key: "1"}), box)
@@ -145,7 +145,7 @@ def test_injection_through_values_and_paths_is_inert(sshd, project: Path) -> Non
     with sshd.connect() as box:
         # Any program shows the argv it got: use the box's sh to echo its arguments.
         box.trainer_prefix = "printf '%s\\n'"
-        launch(box, LaunchSpec("trainer", str(weird_project), "run1", args))
+        launch_run(box, LaunchSpec("trainer", str(weird_project), "run1", args))
         log = weird_project / "run1" / "console.log"
         assert wait_until(lambda: log.exists() and b"name=run1" in log.read_bytes())
         got = log.read_text().splitlines()
@@ -169,7 +169,7 @@ def test_token_never_in_cmdline_or_files_during_a_launch(sshd, project: Path) ->
         "time.sleep(20)\n")
     with sshd.connect() as box:
         box.trainer_prefix = f"python3 {shlex.quote(str(waiter))}"
-        result = launch(box, LaunchSpec("trainer", str(project), "tokrun", {"epochs": "1"}),
+        result = launch_run(box, LaunchSpec("trainer", str(project), "tokrun", {"epochs": "1"}),
                         stdin=token.encode())
         try:
             console = project / "tokrun" / "console.log"

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from textual.widgets import Input
 
-from remote.events import StatusEvent
-from remote.runs import list_runs, read_run
+from remote.runs.read import list_runs, read_run
 from remote.transport.local import LocalTransport
-from remote.watcher import Watcher
+from remote.watch.events import StatusEvent
+from remote.watch.watcher import Watcher
 from tests.fixtures.sshd import SSHServer
 from tests.fixtures.watch_log import Collector, wait_until
 from tests.test_tui_app import messages, press_button, shown, until

@@ -24,7 +24,7 @@ from trainer.providers import get_provider
 
 @dataclass(frozen=True)
 class Answer:
-    """A safety answer as ``remote.safety.Safety`` gives it (the fields the gate reads)."""
+    """A safety answer as ``remote.weights.safety.Safety`` gives it (the fields the gate reads)."""
 
     safe: bool
     reason: str
@@ -98,11 +98,11 @@ def test_teardown_refuses_unsafe_destroy_without_override(vast_standin):
     iid = vast_standin.add_instance()
     provider = get_provider("vast", vast_standin.key, vast_standin.base_url)
     with pytest.raises(teardown.GateRefused) as err:
-        teardown.teardown(provider, iid, "destroy", safety=Answer(False, "never pushed"),
+        teardown.run_teardown(provider, iid, "destroy", safety=Answer(False, "never pushed"),
                           interval=0)
     assert "refusing to destroy" in str(err.value)
     assert not vast_standin.calls("DELETE")
-    outcome = teardown.teardown(provider, iid, "destroy", safety=lambda: Answer(True, "ok"),
+    outcome = teardown.run_teardown(provider, iid, "destroy", safety=lambda: Answer(True, "ok"),
                                 interval=0, timeout=10)
     assert outcome.confirmed and len(vast_standin.calls("DELETE")) == 1
 

@@ -183,7 +183,7 @@ def test_two_epochs_write_every_contract_file(shapes_data: Path, in_tmp: Path) -
 
 def test_sigterm_stops_gracefully_and_resume_finishes(shapes_data: Path, in_tmp: Path) -> None:
     run = in_tmp / "runs" / "stop"
-    # A loader worker too: the stop signals the whole process group, as remote.stop
+    # A loader worker too: the stop signals the whole process group, as remote.runs.stop
     # does, and the worker must not take the run down with it.
     args = ["model=n", "imgsz=64", "workers=1", "seed=0", f"data={shapes_data}", "epochs=3",
             "batch=2", "project=runs", "name=stop"]

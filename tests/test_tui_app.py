@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from textual.widgets import Button, Checkbox, Input
 
-from remote.pull import dest_for
+from remote.weights.pull import dest_for
 from tests.fixtures.screen import until_shown
 from tui.app import GpurentApp
 from tui.box.view import BoxView

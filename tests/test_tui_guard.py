@@ -12,7 +12,7 @@ import pytest
 from textual.widgets import Button, Select
 from textual.widgets._select import InvalidSelectValueError
 
-from remote.guard import arm_guard
+from remote.runs.guard import arm_guard
 from remote.transport.local import LocalTransport
 from tests.fixtures.guard_kit import guard_over, stop_guard, wait_until
 from tests.test_tui_app import quiet_env, until  # noqa: F401 (autouse fixture)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from remote.events import GpuEvent, GpuSample, LogEvent
-from remote.runs import list_runs
+from remote.runs.read import list_runs
 from remote.transport.local import LocalTransport
+from remote.watch.events import GpuEvent, GpuSample, LogEvent
 from tests.fixtures.tui_runs import FROZEN_NOW, frozen_status, log_event, metrics_event
 from tui.app import GpurentApp
 from tui.box.view import BoxView

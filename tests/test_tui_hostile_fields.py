@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from remote.events import ConnectionEvent, GpuEvent, GpuSample, LogEvent, MetricsEvent
-from remote.guard import GuardState
-from remote.runs import list_runs
-from remote.safety import weights_safety
+from remote.runs.guard import GuardState
+from remote.runs.read import list_runs
 from remote.transport.local import LocalTransport
+from remote.watch.events import ConnectionEvent, GpuEvent, GpuSample, LogEvent, MetricsEvent
+from remote.weights.safety import weights_safety
 from tests.fixtures.tui_runs import FROZEN_NOW, frozen_status
 from trainer import runfiles
 from trainer.hub.ledger import sha256_file

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from remote.events import ConnectionEvent
+from remote.watch.events import ConnectionEvent
 from tests.fixtures.tui_scenes import PROFILE, destroy_costs, scene_app, show_scene
 from tui.box.reports import instance_costs
 from tui.dialogs.destroy import DestroyDialog

@@ -16,7 +16,7 @@ import sys
 import pytest
 from textual.widgets import Button, Input
 
-from remote.events import ConnectionEvent
+from remote.watch.events import ConnectionEvent
 from tests.fixtures.screen import flat, screen_text, until_shown
 from tests.fixtures.tui_runs import write_run
 from tests.test_tui_app import (  # noqa: F401 (quiet_env: autouse fixture)

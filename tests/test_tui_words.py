@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from remote.billing.teardown import GateDecision, GateRefused
-from remote.connect import link_broken, retry_delay, worth_retrying
-from remote.guard import GuardError
-from remote.runs import list_runs
+from remote.link.connector import link_broken, retry_delay, worth_retrying
+from remote.runs.guard import GuardError
+from remote.runs.read import list_runs
 from remote.transport.base import TransportError
 from remote.transport.local import LocalTransport
 from tests.fixtures.tui_runs import write_run

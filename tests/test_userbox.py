@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from remote.bootstrap import bootstrap
-from remote.events import MetricsEvent, StatusEvent
-from remote.launch import LaunchSpec
-from remote.pull import local_sha256, pull_weights
-from remote.startup import start_run
-from remote.stop import stop_run
-from remote.watcher import Watcher
+from remote.link.bootstrap import bootstrap_box
+from remote.runs.launch import LaunchSpec
+from remote.runs.start import start_run
+from remote.runs.stop import stop_run
+from remote.watch.events import MetricsEvent, StatusEvent
+from remote.watch.watcher import Watcher
+from remote.weights.pull import local_sha256, pull_weights
 from tests.fixtures.sshd import SSHServer
 from tests.fixtures.watch_log import Collector, wait_until
 from trainer import runfiles
@@ -37,7 +37,7 @@ def test_a_non_root_box_runs_launch_watch_stop_pull(user_box: SSHServer, tmp_pat
         uid, login_home = who.stdout.decode().split()[:2]
         assert int(uid) == pwd.getpwnam(user_box.user).pw_uid != 0
         assert login_home == str(home) and not who.ok  # /opt is not writable for it
-        result = bootstrap(box, preflight=False)
+        result = bootstrap_box(box, preflight=False)
         assert result.python == f"{home}/venv/bin/python" and result.torch
         assert result.trainer_dir.startswith(f"{home}/.cache/gpurent/")
         made = box.run(f"{box.trainer_prefix} -m trainer shapes data --train 8 --val 4 "

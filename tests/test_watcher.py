@@ -1,4 +1,4 @@
-"""``remote.watcher.Watcher`` over ``LocalTransport``: real follower processes, a real
+"""``remote.watch.watcher.Watcher`` over ``LocalTransport``: real follower processes, a real
 writer process, the follower killed under it, no python on the "box", garbage lines."""
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from pathlib import Path
 
 import psutil
 
-from remote.events import (
+from remote.transport.local import LocalTransport
+from remote.watch.events import (
     ConnectionEvent,
     HostEvent,
     LogEvent,
@@ -23,8 +24,7 @@ from remote.events import (
     StatusEvent,
     WatchEvent,
 )
-from remote.transport.local import LocalTransport
-from remote.watcher import Watcher
+from remote.watch.watcher import Watcher
 from trainer import runfiles
 
 ROOT = Path(__file__).resolve().parents[1]

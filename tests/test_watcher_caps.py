@@ -1,4 +1,4 @@
-"""Caps on the follower stream (``remote.messages``): a box that sends an endless line,
+"""Caps on the follower stream (``remote.watch.caps``): a box that sends an endless line,
 a message nested without end or a flood of messages costs the laptop bounded memory; the
 watcher skips or reconnects and says why once. The endless line goes through the real
 sshd, and the laptop's peak RSS is read from ``/proc/self/status``."""
@@ -10,10 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from remote.events import ConnectionEvent, LogEvent
-from remote.messages import MAX_JSON_DEPTH, RateCap, decode_message, depth_within
 from remote.transport.local import LocalTransport
-from remote.watcher import Watcher
+from remote.watch.caps import MAX_JSON_DEPTH, RateCap, decode_message, depth_within
+from remote.watch.events import ConnectionEvent, LogEvent
+from remote.watch.watcher import Watcher
 from tests.test_watcher import Recorder
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,7 +48,7 @@ time.sleep(30)
 LAPTOP = r"""
 import json, sys, time
 from remote.transport.ssh import connect
-from remote.watcher import Watcher
+from remote.watch.watcher import Watcher
 server, fake, starts = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
 events = []
 

@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 
 from remote.cli import main as gpurent
-from remote.launch import LaunchResult, record_launch
-from remote.pull import ledger_path, pull_weights
-from remote.safety import weights_safety
+from remote.runs.launch import LaunchResult, record_launch
 from remote.transport.local import LocalTransport
+from remote.weights.pull import ledger_path, pull_weights
+from remote.weights.safety import weights_safety
 from tests.fixtures.hub_standin import VALID_TOKEN, record_push
 from trainer import procid, runfiles
 from trainer.hub import safe as box_safe
@@ -169,7 +169,7 @@ def test_runs_launched_through_gpurent_elsewhere_are_at_stake(laptop, vast, hub_
     record_push(hub_standin, run)
     elsewhere = our_run(laptop / "scratch" / "try3")
     proc = subprocess.Popen(["sleep", "60"])
-    try:  # what remote.launch.launch does after starting a run
+    try:  # what remote.runs.launch.launch does after starting a run
         record_launch(LocalTransport(), LaunchResult(proc.pid, "", str(elsewhere)))
         identity = (proc.pid, procid.start_ticks(proc.pid), procid.boot_id())
     finally:

@@ -265,7 +265,7 @@ class GpurentApp(App[int]):
         if answer == "stop-demo":
             for box, s in zip(boxes, standings, strict=True):
                 if s.demo and s.training and box.transport is not None and box.run_dir:
-                    from remote.stop import stop_run
+                    from remote.runs import stop_run
 
                     await asyncio.to_thread(stop_run, box.transport, box.run_dir, 15.0)
             standings = self.standings()

@@ -1,5 +1,5 @@
 """``gpurent-tui --demo``: a generated shapes dataset in the cache directory and a short
-run of the built-in trainer on this machine, launched through ``remote.launch`` with
+run of the built-in trainer on this machine, launched through ``remote.runs.launch`` with
 ``LocalTransport``: the whole job on a built-in default, no box needed."""
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ def start_demo(progress: Callable[[str], None]) -> tuple[str, str]:
     """Generate the dataset (once) and launch a demo run; ``(project, run name)``.
 
     Blocking: called from the box view's connect worker."""
-    from remote.launch import LaunchSpec, launch
-    from remote.transport.local import LocalTransport
+    from remote.runs import LaunchSpec, launch_run
+    from remote.transport import LocalTransport
 
     transport = LocalTransport()
     data = Path(demo_data_yaml())
@@ -54,6 +54,6 @@ def start_demo(progress: Callable[[str], None]) -> tuple[str, str]:
     progress(f"launching the demo run {name}")
     spec = LaunchSpec(engine="trainer", project=demo_project(), name=name,
                       args={**DEMO_ARGS, "data": str(data)})
-    launch(transport, spec)
+    launch_run(transport, spec)
     transport.close()
     return demo_project(), name

@@ -103,11 +103,11 @@ def _named_instance(host: str, args: argparse.Namespace,
                     parser: argparse.ArgumentParser) -> dict[str, str]:
     """``provider``/``instance`` for a HOST that names its instance (``vast:4242``);
     ``parser.error`` for a HOST that cannot be a box or contradicts the flags."""
-    from remote.transport.hostpolicy import refusal
+    from remote.transport import refusal
 
     named = None
     if host.partition(":")[0] in PROVIDERS:  # the provider clients load only then
-        from remote.billing.providers import split_instance_target
+        from remote.billing import split_instance_target
 
         try:
             named = split_instance_target(host)
@@ -152,8 +152,8 @@ def _local_project(path: str, project: str | None, run: str | None) -> tuple[str
 
 def connect_early(specs: list[BoxSpec]) -> None:
     """Start each box's SSH connection and its follower now, while the UI loads
-    (``remote.headstart``); the box's watcher adopts them."""
-    from remote import headstart
+    (``remote.link.early``); the box's watcher adopts them."""
+    from remote.link import early as headstart
 
     for spec in specs:
         if spec.kind == "ssh" and not spec.instance:
@@ -179,10 +179,9 @@ class FirstFollow:
         with self._lock:
             if self._ready is None:
                 import remote.config  # noqa: F401 - loaded here, off the critical path
-                import remote.gate
-                from remote.bootstrap import install_name
-                from remote.connect import Connector
-                from remote.watcher import LOG_TAIL_BYTES, Watcher
+                import remote.link.gate
+                from remote.link import Connector, install_name
+                from remote.watch import LOG_TAIL_BYTES, Watcher
 
                 spec = self.spec
                 project = spec.project or "."
@@ -192,7 +191,7 @@ class FirstFollow:
                 watcher = Watcher(lambda: None, run, lambda _event: None, project=project,
                                   gate=connector, log_tail=LOG_TAIL_BYTES)
                 self._ready = (connector, watcher.follow_words(), install_name())
-                remote.gate.tarball()  # read now, in case the box does not hold it
+                remote.link.gate.tarball()  # read now, in case the box does not hold it
             return self._ready
 
     def __call__(self, transport: Any) -> tuple[str, bytes | None]:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from rich.text import Text
 
-from remote.billing.cost import money
+from remote.billing import money
 from trainer.health import GOING
 from tui.fmt import safe
 

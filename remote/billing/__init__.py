@@ -1,10 +1,18 @@
-"""Money and instances: which provider instance a box is (``providers``), what it costs
-running, stopped or destroyed (``cost``), and the gate that stops or destroys it only when
-the weights are safe (``teardown``)."""
+"""Money and instances: which provider instance a box is (``providers``, ``identity``,
+``address``), what it costs running, stopped or destroyed (``cost``), the gate that stops
+or destroys it only when the weights are safe (``teardown``), and starting it again to
+resume a run (``resume``)."""
 
-from remote.billing.cost import CostReport, cost_report, money
-from remote.billing.providers import InstanceRef, provider_for, resolve_instance
-from remote.billing.teardown import GateRefused, check_destroy
+from trainer._exports import lazy_exports
 
-__all__ = ["CostReport", "GateRefused", "InstanceRef", "check_destroy", "cost_report",
-           "money", "provider_for", "resolve_instance"]
+__all__, __getattr__ = lazy_exports(__name__, {
+    "cost": ["CostReport", "cost_report", "format_report", "money", "rate"],
+    "providers": ["ConfigError", "InstanceRef", "InstanceTarget", "ProviderError", "can_stop",
+                  "notify_config", "parse_instance_target", "provider_for", "resolve_api_key",
+                  "resolve_base_url", "resolve_instance", "split_instance_target"],
+    "identity": ["WrongInstance", "box_address"],
+    "address": ["Locator"],
+    "teardown": ["GateRefused", "check_destroy", "resolve_safety", "run_safety", "run_teardown",
+                 "warning_for"],
+    "resume": ["Resumed", "Step", "resume_run"],
+})

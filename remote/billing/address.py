@@ -81,7 +81,7 @@ class Locator:
         return address
 
     def __call__(self, progress: Callable[[str], None] | None = None) -> tuple[str, int]:
-        """``("user@host", port)`` for ``remote.connect.Connector``."""
+        """``("user@host", port)`` for ``remote.link.connector.Connector``."""
         if progress is not None:
             progress(f"asking {self.target.provider} where {self.target.text} is")
         address = self.address()

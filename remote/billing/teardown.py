@@ -3,7 +3,7 @@ weights or to act on an instance that is not the box.
 
 Destroy is refused while any weight file the box must not lose is not safe off it (every
 run the box knows; on the Hub as confirmed by the Hub, or pulled to this laptop and still
-intact: ``remote.safety.weights_safety``, ``docs/WEIGHTS-SAFETY.md``), unless the user
+intact: ``remote.weights.safety.weights_safety``, ``docs/WEIGHTS-SAFETY.md``), unless the user
 overrides it explicitly: ``override`` *and* the instance id typed back. When the weights
 cannot be checked at all (no run given, box unreachable, Hub unreachable) they count as
 unsafe. The weights are checked again at the moment of acting, whatever was shown
@@ -37,7 +37,7 @@ ACTIONS = ("stop", "start", "destroy")
 
 
 class SafetyLike(Protocol):
-    """What the gate needs from ``remote.safety.Safety``."""
+    """What the gate needs from ``remote.weights.safety.Safety``."""
 
     safe: bool
     reason: str
@@ -93,9 +93,9 @@ def resolve_safety(source: SafetySource) -> SafetyLike:
 
 def run_safety(transport: Transport, run_dir: str | None,
                projects: Sequence[str] = ()) -> Callable[[], SafetyLike]:
-    """The gate's safety source for a box: ``remote.safety.weights_safety`` of the run,
+    """The gate's safety source for a box: ``remote.weights.safety.weights_safety`` of the run,
     its project, ``projects`` and the box's registry, asked anew at each call."""
-    from remote.safety import weights_safety
+    from remote.weights.safety import weights_safety
 
     return lambda: weights_safety(transport, run_dir, projects)
 
@@ -152,7 +152,7 @@ def warning_for(action: str, provider: Provider, instance: Instance | None) -> s
             "destroy": destroy_warning}[action](provider, instance)
 
 
-def teardown(provider: Provider, instance_id: str, action: str, *,
+def run_teardown(provider: Provider, instance_id: str, action: str, *,
              safety: SafetySource = None, override: bool = False,
              typed_id: str | None = None, box: BoxAddress | None = None,
              timeout: float = DEFAULT_CONFIRM_TIMEOUT,

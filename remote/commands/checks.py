@@ -10,10 +10,11 @@ import argparse
 import json
 from typing import Any
 
-from remote import checks, fields
+from remote import fields
 from remote.billing.cost import money
 from remote.commands.errors import fail
-from remote.target import add_connection_options, host_target, open_transport
+from remote.commands.target import add_connection_options, host_target, open_transport
+from remote.runs import checks
 from trainer.text import clean_text
 
 

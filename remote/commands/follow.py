@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from remote.commands.errors import fail
-from remote.events import (
+from remote.commands.target import add_connection_options, connector, parse_target
+from remote.transport.base import Transport
+from remote.watch.events import (
     ConnectionEvent,
     GpuEvent,
     GuardEvent,
@@ -26,9 +28,7 @@ from remote.events import (
     WatchEvent,
     WeightsEvent,
 )
-from remote.target import add_connection_options, connector, parse_target
-from remote.transport.base import Transport
-from remote.watcher import LOG_TAIL_BYTES, Watcher
+from remote.watch.watcher import LOG_TAIL_BYTES, Watcher
 from trainer.text import clean_text
 
 #: Health verdicts after which the run will not write more.
@@ -177,7 +177,7 @@ def follow(connect: Callable[[], Transport], run_dir: str, *, as_json: bool = Fa
     """Stream ``run_dir`` on the box ``connect()`` reaches until the run ends (or for
     ever with ``keep``); the exit code: 0 completed or stopped, else 1. ``log_tail``: start
     with only the log's last bytes; ``gate``: a ``Connector`` to start the follower with
-    (``remote.gate``)."""
+    (``remote.link.gate``)."""
     events: queue.Queue[WatchEvent] = queue.Queue()
     printer = Printer(gpu)
     watcher = Watcher(connect, run_dir, events.put, silence_timeout=silence,

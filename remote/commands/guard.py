@@ -16,7 +16,8 @@ from typing import Any
 
 from remote.billing.providers import ConfigError, notify_config, resolve_api_key
 from remote.commands.errors import fail
-from remote.guard import (
+from remote.commands.target import add_connection_options, open_transport, parse_target
+from remote.runs.guard import (
     NOTIFY_FORMATS,
     GuardError,
     GuardState,
@@ -27,7 +28,6 @@ from remote.guard import (
     parse_when,
     read_guard,
 )
-from remote.target import add_connection_options, open_transport, parse_target
 from trainer.text import clean_text
 
 

@@ -23,7 +23,7 @@ from remote.billing.providers import (
     resolve_instance,
     split_instance_target,
 )
-from remote.target import add_connection_options, host_target, open_transport
+from remote.commands.target import add_connection_options, host_target, open_transport
 from remote.transport.base import Transport, TransportError
 from trainer.providers import Instance, NotFoundError, ProviderError
 from trainer.providers.confirm import StillBilling
@@ -206,7 +206,7 @@ def _run(args: argparse.Namespace, box: _Box, out: dict[str, Any], say: Any,
     named = split_instance_target(args.host) if args.host else None
     address = None if named is not None else box_address(args.host, args.port, box.transport)
     try:  # the weights and the instance are checked again now, after any prompt
-        outcome = teardown.teardown(provider, ref.instance, args.action, safety=source,
+        outcome = teardown.run_teardown(provider, ref.instance, args.action, safety=source,
                                     override=override, typed_id=typed, box=address,
                                     timeout=args.timeout, interval=args.interval)
     except teardown.GateRefused as exc:

@@ -7,10 +7,10 @@ import json
 import sys
 
 from remote.commands.errors import fail
-from remote.launch import ENGINES, RunIsLive, make_spec
-from remote.push import require_token
-from remote.startup import START_WAIT, CannotStart, start_run
-from remote.target import add_connection_options, open_transport, parse_target
+from remote.commands.target import add_connection_options, open_transport, parse_target
+from remote.runs.launch import ENGINES, RunIsLive, make_spec
+from remote.runs.start import START_WAIT, CannotStart, start_run
+from remote.weights.push import require_token
 from trainer.text import clean_text, one_line
 
 

@@ -7,8 +7,8 @@ import json
 import sys
 
 from remote.commands.errors import fail
-from remote.pull import pull_weights
-from remote.target import add_connection_options, open_transport, parse_target
+from remote.commands.target import add_connection_options, open_transport, parse_target
+from remote.weights.pull import pull_weights
 from trainer.text import clean_text
 
 

@@ -8,8 +8,8 @@ import json
 import sys
 
 from remote.commands.errors import fail
-from remote.push import NO_TOKEN, PushFailed, check_push_args, laptop_token, push_from_box
-from remote.target import add_connection_options, host_target, open_transport
+from remote.commands.target import add_connection_options, host_target, open_transport
+from remote.weights.push import NO_TOKEN, PushFailed, check_push_args, laptop_token, push_from_box
 from trainer.text import clean_text
 
 

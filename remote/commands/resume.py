@@ -1,4 +1,4 @@
-"""``gpurent resume TARGET RUN``: back after a stop in one step (see ``remote.resume``)."""
+"""``gpurent resume TARGET RUN``: back after a stop in one step (see ``remote.billing.resume``)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import json
 import sys
 
 from remote.billing.providers import ConfigError, provider_for, resolve_instance
+from remote.billing.resume import Step, resume_run
 from remote.commands.errors import fail
 from remote.commands.follow import Printer, follow
-from remote.launch import ENGINES
-from remote.resume import Step, resume_run
-from remote.target import add_connection_options, connector, host_target
+from remote.commands.target import add_connection_options, connector, host_target
+from remote.runs.launch import ENGINES
 from trainer.providers import ProviderError
 from trainer.text import clean_text
 

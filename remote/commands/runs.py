@@ -6,9 +6,9 @@ import argparse
 import dataclasses
 import json
 
-from remote.runlist import box_runs
-from remote.runs import list_runs
-from remote.target import add_connection_options, connector, parse_target
+from remote.commands.target import add_connection_options, connector, parse_target
+from remote.runs.listing import box_runs
+from remote.runs.read import list_runs
 from remote.transport.local import LocalTransport
 from trainer.text import clean_text
 

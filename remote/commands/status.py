@@ -9,10 +9,10 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from remote.guard import read_guard
-from remote.quickstatus import quick_read
-from remote.runs import read_run, run_extras
-from remote.target import Target, add_connection_options, open_transport, parse_target
+from remote.commands.target import Target, add_connection_options, open_transport, parse_target
+from remote.runs.guard import read_guard
+from remote.runs.read import read_run, run_extras
+from remote.runs.status import quick_read
 from remote.transport.base import Transport, TransportError
 from remote.transport.local import LocalTransport
 from trainer.text import clean_text, format_duration

@@ -7,8 +7,8 @@ import argparse
 import json
 
 from remote.commands.errors import fail
-from remote.stop import stop_run
-from remote.target import add_connection_options, open_transport, parse_target
+from remote.commands.target import add_connection_options, open_transport, parse_target
+from remote.runs.stop import stop_run
 from trainer.text import clean_text
 
 

@@ -5,9 +5,14 @@ import os
 import shutil
 import sys
 
-from remote.transport.base import FileStat, RunResult, Stream, Transport, TransportError
+from trainer._exports import lazy_exports
 
-__all__ = ["FileStat", "RunResult", "Stream", "Transport", "TransportError"]
+__all__, __getattr__ = lazy_exports(__name__, {
+    "base": ["FileStat", "LineTooLong", "RunResult", "Stream", "Transport", "TransportError",
+             "Unreachable"],
+    "local": ["LocalTransport"],
+    "hostpolicy": ["refusal"],
+})
 
 # paramiko imports invoke (and with it unittest.mock, asyncio and yaml: about 0.1 s of
 # every start) only to run `Match exec` in its own ssh_config parser, which is used only

@@ -3,7 +3,7 @@
 
 Paths are strings in the box's own syntax (POSIX). Every call that can block on the
 network takes or has a timeout. Shell commands are strings run by ``sh -c`` on the box;
-callers quote every user value with ``shlex.quote`` (see ``remote.launch``).
+callers quote every user value with ``shlex.quote`` (see ``remote.runs.launch``).
 """
 
 from __future__ import annotations

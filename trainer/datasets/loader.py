@@ -277,7 +277,7 @@ class EpochSampler(Sampler):
 
 
 def _worker_init(worker_id: int) -> None:
-    # A graceful stop signals the trainer's whole process group (remote.stop), and a
+    # A graceful stop signals the trainer's whole process group (remote.runs.stop), and a
     # Ctrl-C reaches the terminal's foreground group. A worker killed by either would make
     # the main process raise instead of finishing its step, so workers leave the group:
     # the main process shuts them down itself, and they exit when it dies (torch's

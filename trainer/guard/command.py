@@ -1,6 +1,6 @@
 """``python3 -m trainer guard RUN_DIR --when done|dead|idle=MINUTES --then stop|destroy``:
 stop or destroy this box through the provider's API once the run is over and its
-weights are safe. Standard library only; started detached by ``remote.guard.arm_guard``.
+weights are safe. Standard library only; started detached by ``remote.runs.guard.arm_guard``.
 
 Triggers (``--when``):
 

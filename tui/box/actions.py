@@ -16,14 +16,20 @@ from typing import Any
 from rich.text import Text
 from textual import work
 
-from remote.billing.cost import money, rate
-from remote.billing.identity import box_address
-from remote.billing.providers import parse_instance_target, provider_for
-from remote.billing.teardown import resolve_safety, run_safety, teardown, warning_for
-from remote.pull import pull_weights
-from remote.push import laptop_token, require_token
-from remote.stop import stop_run
-from remote.transport.base import Transport
+from remote.billing import (
+    box_address,
+    money,
+    parse_instance_target,
+    provider_for,
+    rate,
+    resolve_safety,
+    run_safety,
+    run_teardown,
+    warning_for,
+)
+from remote.runs import stop_run
+from remote.transport import Transport
+from remote.weights import laptop_token, pull_weights, require_token
 from trainer.runfiles import parse_iso
 from trainer.text import format_duration, one_line
 from tui.box.activity import Activities
@@ -133,7 +139,7 @@ class BoxActions(GuardActions):
 
     def costs(self) -> Any:
         """``remote.billing.cost.CostReport`` for the watched run, elapsed counted up to now."""
-        from remote.billing.cost import cost_report
+        from remote.billing import cost_report
 
         status = dict(self.status.read.fields or {}) if self.status is not None else {}
         elapsed = self.header.elapsed()
@@ -195,7 +201,7 @@ class BoxActions(GuardActions):
         self.app.call_from_thread(self._show_safety, safety)
 
     def safety_source(self) -> Any:
-        """``remote.safety.weights_safety`` for the watched run, its project (the box's
+        """``remote.weights.safety.weights_safety`` for the watched run, its project (the box's
         project when no run is watched and it exists) and the box's registry, as a
         callable for the gate: blocking, asked anew at each call."""
         transport, run_dir, project = self.need_transport(), self.run_dir, self.project
@@ -219,7 +225,7 @@ class BoxActions(GuardActions):
         box, transport = self.connector.box, self.transport
         if not box or not box.get("missing") or transport is None:
             return
-        from remote.bootstrap import install_needs
+        from remote.link import install_needs
 
         notes: list[str] = []
         install_needs(transport, box, notes, lambda line: self.tell(self.Progress(line)))
@@ -277,7 +283,7 @@ class BoxActions(GuardActions):
     @work(thread=True, exclusive=True, exit_on_error=False, group="push", name="push")
     def push(self, repo: str, public: bool) -> None:
         """Push best.pt from the box to ``repo`` (the box uploads it)."""
-        from remote.push import push_from_box
+        from remote.weights import push_from_box
 
         transport, run_dir = self.need_transport(), self.need_run()
         result = push_from_box(transport, run_dir, repo, require_token(), public=public)
@@ -412,7 +418,7 @@ class BoxActions(GuardActions):
         named = self.spec.kind == "ssh" and parse_instance_target(self.spec.target)
         address = None if named else box_address(
             None if self.spec.kind == "local" else self.spec.target, self.spec.port, transport)
-        outcome = teardown(provider, str(self.spec.instance), what,
+        outcome = run_teardown(provider, str(self.spec.instance), what,
                            safety=self.safety_source(), override=override,
                            typed_id=typed_id, box=address, interval=1.0)
         line = outcome.message or f"instance {self.spec.instance}: {outcome.state}"

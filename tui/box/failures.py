@@ -7,14 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from remote.billing.providers import ProviderError
-from remote.billing.teardown import GateRefused
-from remote.checks import BoxToolFailed
-from remote.connect import link_broken
-from remote.guard import GuardError
-from remote.launch import RunIsLive
-from remote.push import PushFailed
-from remote.transport.base import TransportError
+from remote.billing import GateRefused, ProviderError
+from remote.link import link_broken
+from remote.runs import BoxToolFailed, GuardError, RunIsLive
+from remote.transport import TransportError
+from remote.weights import PushFailed
 from trainer.text import one_line
 
 

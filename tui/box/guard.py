@@ -9,8 +9,8 @@ from rich.text import Text
 from textual import work
 from textual.widgets import Static
 
-from remote.billing.providers import can_stop, notify_config, resolve_api_key, resolve_base_url
-from remote.guard import acknowledge_alarm, arm_guard, disarm_guard
+from remote.billing import can_stop, notify_config, resolve_api_key, resolve_base_url
+from remote.runs import acknowledge_alarm, arm_guard, disarm_guard
 from tui.dialogs.confirm import ConfirmDialog
 from tui.dialogs.guard import GuardDialog
 from tui.fmt import safe

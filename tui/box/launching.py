@@ -11,10 +11,20 @@ from typing import Any
 from rich.text import Text
 from textual import work
 
-from remote import checks, fields
-from remote.launch import RunIsLive, build_command, make_spec
-from remote.push import REPO_RE, laptop_token, require_token
-from remote.startup import CannotStart, hub_reachable, start_run
+from remote import fields
+from remote.runs import (
+    BoxToolFailed,
+    CannotStart,
+    RunIsLive,
+    build_command,
+    hub_reachable,
+    make_spec,
+    start_run,
+)
+from remote.runs import doctor as run_doctor
+from remote.runs import preflight as run_preflight
+from remote.runs import profile as run_profile
+from remote.weights import REPO_RE, laptop_token, require_token
 from trainer.text import format_duration
 from tui.box.failures import ActionRefused
 from tui.box.reports import findings_text
@@ -107,7 +117,7 @@ class BoxLaunching:
         return base
 
     def launch_spec(self, request: LaunchRequest) -> Any:
-        """The ``remote.launch.LaunchSpec`` for the form's values (``hub`` is our
+        """The ``remote.runs.launch.LaunchSpec`` for the form's values (``hub`` is our
         trainer's option, or the push watcher's repo for LibreYOLO)."""
         args = dict(request.args)
         args.pop("name", None)
@@ -168,7 +178,7 @@ class BoxLaunching:
     def check_box(self) -> None:
         """Preflight the box once connected; failed checks are notified at once."""
         transport = self.need_transport()
-        report = checks.preflight(transport, self.project)
+        report = run_preflight(transport, self.project)
         self.preflight = report
         if report.get("ok") is not True:
             failed = ", ".join(fields.texts(report.get("failed"))) or "?"
@@ -182,14 +192,14 @@ class BoxLaunching:
         doctor errors refuse Launch. A CPU box gets small defaults and an estimate."""
         transport = self.need_transport()
         if self.preflight is None:
-            self.preflight = checks.preflight(transport, self.project)
+            self.preflight = run_preflight(transport, self.project)
         text = findings_text("preflight", self.preflight)
         blocks = ""
         doctor = None
         if data:
             try:
-                doctor = checks.doctor(transport, data)
-            except checks.BoxToolFailed as exc:  # bad input: the doctor says why
+                doctor = run_doctor(transport, data)
+            except BoxToolFailed as exc:  # bad input: the doctor says why
                 why = str(exc).split(": ", 1)[-1]
                 text.append("doctor  ", style="bold")
                 text.append_text(safe(f"✖ {why}", 300, "bold red"))
@@ -241,7 +251,7 @@ class BoxLaunching:
         transport = self.need_transport()
         args = {k: v for k, v in self.launch_spec(request).args.items() if k != "hub"}
         args.update(PROBE_ARGS, project=self.project, name=request.name or "probe")
-        report = checks.profile(transport, args, out=f"/tmp/gpurent-probe-{request.name}.json")
+        report = run_profile(transport, args, out=f"/tmp/gpurent-probe-{request.name}.json")
         self.app.call_from_thread(self._show_estimate, report, request)
 
     def _show_estimate(self, report: dict[str, Any], request: LaunchRequest) -> None:
@@ -311,7 +321,7 @@ class BoxLaunching:
         price = self.price_per_hour()
         if price is not None:
             args["price"] = str(price)
-        report = checks.profile(transport, args)
+        report = run_profile(transport, args)
         self.app.call_from_thread(self._profiled, report, request)
 
     def _profiled(self, report: dict[str, Any], request: LaunchRequest) -> None:

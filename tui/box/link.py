@@ -14,10 +14,10 @@ from typing import Any
 
 from textual import work
 
-from remote.connect import retry_delay, worth_retrying
-from remote.events import ConnectionEvent
-from remote.runlist import box_runs
-from remote.transport.base import Transport
+from remote.link import retry_delay, worth_retrying
+from remote.runs import box_runs
+from remote.transport import Transport
+from remote.watch import ConnectionEvent
 from trainer.text import format_duration, one_line
 from tui.dialogs.confirm import host_key_dialog
 

@@ -1,14 +1,14 @@
 """The log beyond what the watch streamed, mixed into ``tui.box.view.BoxView``: a watch
 starts at the log's tail, so scrolling to the top of the pane asks the box for the
-bytes before (``remote.logread.older``), and a search runs over the whole file on the
-box (``remote.logread.search``), its matches shown in the pane's status line."""
+bytes before (``remote.runs.log.older_log``), and a search runs over the whole file on the
+box (``remote.runs.log.search_log``), its matches shown in the pane's status line."""
 
 from __future__ import annotations
 
 from textual import work
 from textual.message import Message
 
-from remote import logread
+from remote.runs import LogChunk, LogMatches, older_log, search_log
 from trainer.text import one_line
 from tui.widgets.logpane import LogPane
 
@@ -22,7 +22,7 @@ class LogActions:
     class OlderLog(Message):
         """Bytes of the log before those shown, for the run of generation ``gen``."""
 
-        def __init__(self, gen: int, chunk: logread.LogChunk) -> None:
+        def __init__(self, gen: int, chunk: LogChunk) -> None:
             super().__init__()
             self.gen = gen
             self.chunk = chunk
@@ -31,7 +31,7 @@ class LogActions:
         """The box's answer to a search of the whole log (run of generation ``gen``), or
         why there is none (``failed``: the term and the one-line reason)."""
 
-        def __init__(self, gen: int, found: logread.LogMatches | None,
+        def __init__(self, gen: int, found: LogMatches | None,
                      failed: tuple[str, str] | None = None) -> None:
             super().__init__()
             self.gen = gen
@@ -56,7 +56,7 @@ class LogActions:
     def fetch_older(self, gen: int, run_dir: str, before: int) -> None:
         """Ask the box for the bytes before ``before``."""
         try:
-            chunk = logread.older(self.need_transport(), run_dir, before, OLDER_BYTES)
+            chunk = older_log(self.need_transport(), run_dir, before, OLDER_BYTES)
         finally:
             self._older_busy = False
         self.tell(self.OlderLog(gen, chunk))
@@ -76,7 +76,7 @@ class LogActions:
     def search_whole_log(self, gen: int, run_dir: str, term: str) -> None:
         """Search the whole log on the box (a failure is also reported as usual)."""
         try:
-            found = logread.search(self.need_transport(), run_dir, term)
+            found = search_log(self.need_transport(), run_dir, term)
         except Exception as exc:
             self.tell(self.LogMatches(gen, None, (term, one_line(str(exc)))))
             raise

@@ -9,7 +9,7 @@ from typing import Any
 from rich.text import Text
 
 from remote import fields
-from remote.billing.cost import money
+from remote.billing import money
 from tui.fmt import safe
 
 

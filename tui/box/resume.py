@@ -1,6 +1,6 @@
 """The resume key of a box (a mixin of ``tui.box.view.BoxView``): start a stopped instance
 through its provider's API, wait for SSH at its new address, relaunch the interrupted run
-with ``resume=True`` and watch it (``remote.resume``). Each step appears on the connection
+with ``resume=True`` and watch it (``remote.billing.resume``). Each step appears on the connection
 badge and as a notification, with its time and the $/h billed from then on."""
 
 from __future__ import annotations
@@ -11,8 +11,7 @@ from typing import Any
 from rich.text import Text
 from textual import work
 
-from remote.billing.cost import money
-from remote.resume import Resumed, Step, resume_run
+from remote.billing import Resumed, Step, money, resume_run
 from remote.runs import list_runs
 from tui.dialogs.confirm import ConfirmDialog
 from tui.fmt import safe

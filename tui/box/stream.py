@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from remote.events import ChosenEvent, GuardEvent, HubEvent, RunsEvent, WeightsEvent
+from remote.watch import ChosenEvent, GuardEvent, HubEvent, RunsEvent, WeightsEvent
 from tui.widgets.runs import RunsList
 
 

@@ -1,9 +1,9 @@
 """One box tab: connects (with visible progress and retries, ``tui.box.link``), watches
-one run with ``remote.watcher.Watcher`` and feeds the panes, and reports the state of its
+one run with ``remote.watch.watcher.Watcher`` and feeds the panes, and reports the state of its
 workers: every failure reaches the screen from here. The actions live in
 ``tui.box.actions`` and ``tui.box.launching``.
 
-The watcher starts at once; its follower (through ``remote.gate``: one exec) chooses the
+The watcher starts at once; its follower (through ``remote.link.gate``: one exec) chooses the
 run and streams it, the project's runs and the side files (``tui.box.stream``): nothing
 here polls the box. The control connection opens once the follower has answered."""
 
@@ -24,21 +24,21 @@ from textual.message import Message
 from textual.widgets import Static
 from textual.worker import Worker, WorkerState
 
-from remote.billing.address import Locator
-from remote.billing.providers import parse_instance_target
-from remote.connect import Connector
-from remote.events import (
+from remote.billing import Locator, parse_instance_target
+from remote.link import Connector
+from remote.runs import box_runs
+from remote.transport import Transport
+from remote.watch import (
+    LOG_TAIL_BYTES,
     ConnectionEvent,
     GpuEvent,
     HostEvent,
     LogEvent,
     MetricsEvent,
     StatusEvent,
+    Watcher,
     WatchEvent,
 )
-from remote.runlist import box_runs
-from remote.transport.base import Transport
-from remote.watcher import LOG_TAIL_BYTES, Watcher
 from trainer.health import GOING
 from trainer.text import one_line
 from tui.box.actions import BoxActions

@@ -11,7 +11,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from remote import fields
-from remote.billing.cost import money
+from remote.billing import money
 from tui.dialogs.base import Dialog
 from tui.fmt import safe
 

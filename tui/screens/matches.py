@@ -1,5 +1,5 @@
 """The lines of the whole ``train.log`` that hold the search term, as the box found them
-(``remote.logread.search``): the pane holds only the log's tail, so this is where a
+(``remote.runs.log.search``): the pane holds only the log's tail, so this is where a
 match from hours ago is read, with its line number."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Static
 
-from remote.logread import LogMatches
+from remote.runs import LogMatches
 from tui.fmt import safe
 from tui.screens.reader import Reader
 

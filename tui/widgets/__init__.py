@@ -1,1 +1,1 @@
-"""The panes of the main screen; each takes ``remote.events`` objects or plain values."""
+"""The panes of the main screen; each takes ``remote.watch.events`` objects or plain values."""

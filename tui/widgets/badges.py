@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from remote.events import ConnectionEvent
+from remote.watch import ConnectionEvent
 from tui.fmt import safe
 
 
@@ -75,7 +75,7 @@ class WeightsBadge(Static):
 
     def show(self, safe_now: bool | None, where: str | None, epoch: int | None,
              reason: str = "", *, nothing: bool = False, unsafe: str = "") -> None:
-        """Show the verdict of ``remote.safety.weights_safety``: ``nothing`` when there
+        """Show the verdict of ``remote.weights.safety.weights_safety``: ``nothing`` when there
         are no weight files; ``unsafe`` names the files that are not safe."""
         self.safe_now = safe_now
         if safe_now and nothing:

@@ -9,7 +9,7 @@ from collections import deque
 from rich.text import Text
 from textual.widgets import Static
 
-from remote.events import GpuEvent, GpuSample, HostEvent
+from remote.watch import GpuEvent, GpuSample, HostEvent
 from tui.fmt import number, safe, spark
 
 #: Samples of history per GPU (one every couple of seconds).

@@ -9,8 +9,8 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import ProgressBar, Static
 
-from remote.billing.cost import money
-from remote.events import StatusEvent
+from remote.billing import money
+from remote.watch import StatusEvent
 from trainer.runfiles import parse_iso
 from trainer.text import format_duration
 from tui.fmt import advance_ages, number, safe

@@ -12,7 +12,7 @@ from collections import deque
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from remote.events import LogEvent
+from remote.watch import LogEvent
 from trainer.text import clean_text
 
 #: A line without a newline longer than this is shown anyway (a runaway progress bar).

@@ -20,7 +20,7 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import Input, Log
 
-from remote.logread import LogMatches
+from remote.runs import LogMatches
 from trainer.text import clean_text
 from tui.fmt import safe
 from tui.widgets.logfeed import HeldLines, LogFeed

@@ -15,7 +15,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
-from remote.events import MetricsEvent
+from remote.watch import MetricsEvent
 from trainer.text import clean_text
 from tui.fmt import number, safe
 

@@ -19,7 +19,7 @@ NARROW_TEXT = 20
 
 
 class RunsList(OptionList):
-    """One option per run (``remote.runs.RunInfo``-like objects)."""
+    """One option per run (``remote.runs.read.RunInfo``-like objects)."""
 
     DEFAULT_CSS = """
     RunsList { width: 30; border: round $primary; height: 1fr; }

@@ -1,4 +1,4 @@
-"""``Watcher``: follows one run on a box and delivers typed events (``remote.events``).
+"""``Watcher``: follows one run on a box and delivers typed events (``remote.watch.events``).
 
 A thread with a stop Event runs ``python3 -m trainer follow`` on the box through
 ``transport.stream`` and turns its JSON lines into events. It notices silence (the
@@ -22,15 +22,9 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from remote.events import (
-    ConnectionEvent,
-    LogEvent,
-    MetricsEvent,
-    StatusEvent,
-    WatchEvent,
-)
-from remote.gate import MARK
-from remote.messages import (
+from remote.link.gate import MARK
+from remote.transport.base import LineTooLong, Stream, Transport, TransportError
+from remote.watch.caps import (
     MAX_JSON_DEPTH,
     MAX_LINE_BYTES,
     MAX_MESSAGES_PER_SECOND,
@@ -39,10 +33,16 @@ from remote.messages import (
     RateCap,
     decode_message,
 )
-from remote.polling import FilePolling
-from remote.transport.base import LineTooLong, Stream, Transport, TransportError
-from remote.watchside import SideMessages
-from remote.watchstart import FollowStart, NoPython, StartFailed
+from remote.watch.context import SideMessages
+from remote.watch.events import (
+    ConnectionEvent,
+    LogEvent,
+    MetricsEvent,
+    StatusEvent,
+    WatchEvent,
+)
+from remote.watch.polling import FilePolling
+from remote.watch.start import FollowStart, NoPython, StartFailed
 from trainer import runfiles
 from trainer.engines import fill_from_history
 from trainer.health import Health, LaunchRead, apply_stop, judge_health
@@ -59,7 +59,7 @@ BACKOFF_MAX = 2.0
 NO_PYTHON_MARKERS = ("no module named", "not found", "no such file", "permission denied",
                      "syntaxerror", "can't open", "cannot import name", "importerror")
 #: Bytes of train.log a fresh watch starts with (the pane keeps 5,000 lines); older
-#: parts are read on demand (``remote.logread``).
+#: parts are read on demand (``remote.runs.log``).
 LOG_TAIL_BYTES = 512 * 1024
 #: Seconds between the follower's looks at the project's runs (it sends what changed).
 #: The TUI's first watcher and ``tui.main.FirstFollow`` both take this default: the
@@ -82,7 +82,7 @@ class Watcher(FollowStart, SideMessages, FilePolling):
 
     With ``project`` the follower also streams the project's runs (``RunsEvent``), and
     ``run_dir`` may be ``None``: the box chooses the run (``ChosenEvent``). With ``gate``
-    (a ``remote.connect.Connector``) the follower starts through the gate, in one exec
+    (a ``remote.link.connector.Connector``) the follower starts through the gate, in one exec
     whatever the box holds, and its ``hello`` teaches the connector the trainer's prefix.
     ``log_tail``: a fresh start streams only that many bytes of the log's end;
     ``runs_interval``: how often the follower looks at the project's runs."""
@@ -241,7 +241,7 @@ class Watcher(FollowStart, SideMessages, FilePolling):
     def _follow_once(self, transport: Transport, command: str,
                      stdin: bytes | None) -> str | None:
         """Run the follower until it ends; the gate's probe when it could not start."""
-        from remote import headstart
+        from remote.link import early as headstart
 
         stream = headstart.take_stream(transport, command) or \
             transport.stream(command, stdin=stdin)

@@ -5,7 +5,7 @@ instance (``vast:4242``) is located again on every connection: its address chang
 it is stopped and started.
 
 A ``lazy`` connector does not bootstrap when it opens: its first box-side tool goes
-through the gate (``remote.gate``: one exec that installs, checks and starts the tool)
+through the gate (``remote.link.gate``: one exec that installs, checks and starts the tool)
 and the tool's answer (the follower's ``hello``) says where the trainer runs. That is how
 the TUI shows a run after one round trip on the link."""
 
@@ -36,7 +36,7 @@ class Connector:
     """Opens connections to one box, ready to run ``python3 -m trainer``.
 
     ``host`` is ``None`` for this machine. With ``bootstrap`` the first connection
-    uploads the trainer (:mod:`remote.bootstrap`) and later ones reuse its
+    uploads the trainer (:mod:`remote.link.bootstrap`) and later ones reuse its
     ``trainer_prefix``. A bootstrap that fails raises when ``strict``; otherwise it is
     noted and the plain prefix is kept (the watcher then polls files over SFTP).
 
@@ -74,7 +74,7 @@ class Connector:
              gate: bool = False) -> Transport:
         """A new connection to the box; blocks, so call it from a worker thread.
         ``progress`` gets each step; what bootstrap found goes to ``notes`` when given,
-        else to ``progress``. ``early``: take the connection ``remote.headstart`` opened
+        else to ``progress``. ``early``: take the connection ``remote.link.early`` opened
         for this box, if any. ``gate``: its caller starts its tool through the gate, so
         no bootstrap here (as for a ``lazy`` connector)."""
         say = progress or self.note
@@ -91,7 +91,7 @@ class Connector:
                 target, port = self.locate(say)
                 options.setdefault("host_key_alias", self.host)
             elif early:
-                from remote import headstart
+                from remote.link import early as headstart
 
                 taken = headstart.take(target, port)
             transport = taken or ssh.connect(
@@ -105,13 +105,13 @@ class Connector:
             return transport
         if not self.bootstrap or self.lazy or gate:
             return transport
-        from remote.bootstrap import bootstrap
         from remote.config import host_python
+        from remote.link.bootstrap import bootstrap_box
 
         try:
             python = self.python or host_python(self.host)
             # Preflight (torch, a CUDA kernel) takes seconds: callers run it later.
-            result = bootstrap(transport, progress=say, preflight=False, python=python)
+            result = bootstrap_box(transport, progress=say, preflight=False, python=python)
         except (TransportError, ValueError) as exc:  # ValueError: a bad config file
             if self.strict:
                 transport.close()
@@ -141,8 +141,9 @@ class Connector:
         if not self.gated():
             prefix = self.trainer_prefix or transport.trainer_prefix
             return f"{prefix} {shlex.join(words)}" + (" 2>&1" if merge_stderr else ""), None
-        from remote import config, gate
-        from remote.bootstrap import box_id
+        from remote import config
+        from remote.link import gate
+        from remote.link.bootstrap import box_id
 
         known = config.remembered(box_id(transport))
         python = self.python or config.host_python(self.host) or known.get("python")
@@ -159,11 +160,11 @@ class Connector:
         package must be uploaded); then tools run with the plain prefix. Raises
         ``TransportError`` (no usable python, the upload failed) after telling whoever
         waits in :meth:`wait_ready`."""
-        from remote.bootstrap import bootstrap
         from remote.config import host_python
+        from remote.link.bootstrap import bootstrap_box
 
         try:
-            result = bootstrap(transport, progress or self.note, preflight=False,
+            result = bootstrap_box(transport, progress or self.note, preflight=False,
                                install=False, probe=probe,
                                python=self.python or host_python(self.host))
         except (TransportError, ValueError):
@@ -182,8 +183,8 @@ class Connector:
             return
         self.box = box
         if self.trainer_prefix is None and self.host is not None:
-            from remote.bootstrap import LAUNCHER_NAME
             from remote.config import host_python
+            from remote.link.bootstrap import LAUNCHER_NAME
 
             q = shlex.quote
             self.trainer_prefix = (f"PYTHONPATH={q(box['dir'])} {q(box['python'])} "
@@ -208,7 +209,7 @@ class Connector:
                  timeout: float = 120.0, stdin: bytes | None = None) -> RunResult:
         """Run ``python -m trainer ...`` once through the gate (twice the first time a
         box is met: the gate's probe, then the tool) and return its result."""
-        from remote import gate
+        from remote.link import gate
 
         shipped = self.gated()
         command, payload = self.command(transport, words)
@@ -228,7 +229,7 @@ class Connector:
     def _remember(transport: Transport, **facts: str) -> None:
         """Remember that the box holds this install (and ``facts``), when news."""
         from remote import config
-        from remote.bootstrap import box_id, install_name
+        from remote.link.bootstrap import box_id, install_name
 
         memory = box_id(transport)
         facts["trainer"] = install_name()

@@ -1,7 +1,7 @@
 """The follower's JSON lines, read under caps: a box cannot make the laptop hold an
 endless line (``MAX_LINE_BYTES``, enforced by ``Stream.lines``), parse a message nested
 without end (``MAX_JSON_DEPTH``) or handle an endless flood (``MAX_MESSAGES_PER_SECOND``).
-``remote.watcher`` skips a message past the depth cap and resets the connection past the
+``remote.watch.watcher`` skips a message past the depth cap and resets the connection past the
 others, saying the reason once."""
 
 from __future__ import annotations

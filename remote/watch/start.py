@@ -1,5 +1,5 @@
-"""How a ``remote.watcher.Watcher`` starts its follower (a mixin): the command's words,
-resuming where delivery stands, and through the gate (``remote.gate``: one exec that
+"""How a ``remote.watch.watcher.Watcher`` starts its follower (a mixin): the command's words,
+resuming where delivery stands, and through the gate (``remote.link.gate``: one exec that
 installs, checks and starts it), once more after the bootstrap the gate asks for."""
 
 from __future__ import annotations

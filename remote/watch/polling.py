@@ -1,15 +1,15 @@
 """The watcher's fallback on a box without a usable python: stat and read the run's
 files over SFTP each poll, instead of the follower's stream (a mixin of
-:class:`remote.watcher.Watcher`, whose state it reads and feeds)."""
+:class:`remote.watch.watcher.Watcher`, whose state it reads and feeds)."""
 
 from __future__ import annotations
 
 import posixpath
 import time
 
-from remote.events import ConnectionEvent, LogEvent, MetricsEvent, RunsEvent
-from remote.runs import console_path, list_runs, read_launch, read_status, stopped_pid
+from remote.runs.read import console_path, list_runs, read_launch, read_status, stopped_pid
 from remote.transport.base import Transport
+from remote.watch.events import ConnectionEvent, LogEvent, MetricsEvent, RunsEvent
 from trainer import engines, runfiles
 from trainer.health import GOING
 

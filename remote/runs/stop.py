@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from remote.procs import StalePid, send, signal_checked, why_not
-from remote.runs import read_run, read_status
+from remote.runs.processes import StalePid, send, signal_checked, why_not
+from remote.runs.read import read_run, read_status
 from remote.transport.base import Transport
 from trainer import engines, runfiles
 from trainer.text import clean_text
@@ -69,7 +69,7 @@ def stop_run(transport: Transport, run_dir: str, timeout: float = 30.0,
              poll: float = 0.25) -> StopResult:
     """Stop the run in ``run_dir`` gracefully (see the module doc), or by force after
     ``timeout`` seconds. Its pid is signalled only while it is the process status.json
-    records (``remote.procs``).
+    records (``remote.runs.processes``).
 
     Raises ``ValueError`` when the status cannot be read or names no pid to signal."""
     read = read_status(transport, run_dir)

@@ -69,7 +69,7 @@ def _count(value: object) -> int:
     raise TransportError("the box's log answer is malformed")
 
 
-def older(transport: Transport, run_dir: str, before: int,
+def older_log(transport: Transport, run_dir: str, before: int,
           nbytes: int = 256 * 1024) -> LogChunk:
     """Up to ``nbytes`` of the log ending at byte ``before``, from a line start."""
     doc = _ask(transport, run_dir, ["--before", str(before), "--bytes", str(nbytes)])
@@ -83,7 +83,7 @@ def older(transport: Transport, run_dir: str, before: int,
                     ino if isinstance(ino, int) else None, _count(doc.get("size")))
 
 
-def search(transport: Transport, run_dir: str, term: str, limit: int = 1000) -> LogMatches:
+def search_log(transport: Transport, run_dir: str, term: str, limit: int = 1000) -> LogMatches:
     """The lines of the whole log holding ``term`` (case-insensitive for ASCII)."""
     doc = _ask(transport, run_dir, ["--search", term, "--max", str(limit)])
     found = []

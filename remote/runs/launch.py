@@ -25,7 +25,7 @@ import shlex
 import time
 from dataclasses import dataclass, field
 
-from remote.runs import read_status
+from remote.runs.read import read_status
 from remote.transport.base import Transport, TransportError
 from trainer import engines, runfiles
 from trainer.health import judge_health
@@ -278,7 +278,7 @@ def _truthy(value: str | None) -> bool:
                                                                 "off", "none")
 
 
-def launch(transport: Transport, spec: LaunchSpec, stdin: bytes | None = None,
+def launch_run(transport: Transport, spec: LaunchSpec, stdin: bytes | None = None,
            python: str = "python3") -> LaunchResult:
     """Start ``spec`` detached on the box and return its pid and the command that ran.
 

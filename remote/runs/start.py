@@ -4,7 +4,7 @@ Before anything starts, the box is asked whether it can run the engine at all (o
 trainer: ``trainer ready``, whether its python has torch, numpy, pillow, pyyaml;
 LibreYOLO: whether ``libreyolo`` is on PATH and, for a model it would download, whether
 huggingface.co answers); a box that cannot is refused with the fix in one line and
-nothing is created. After :func:`remote.launch.launch` started the run,
+nothing is created. After :func:`remote.runs.launch.launch` started the run,
 :func:`wait_for_start` watches it for a few seconds until it writes its first status or
 dies, so a run that dies in setup (a typo in ``data=``, an unknown model, a missing
 package) is reported with the last lines of its ``console.log``; when LibreYOLO says it
@@ -22,8 +22,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from remote.launch import LaunchResult, LaunchSpec, check_run_dir, launch, validate
-from remote.runs import RunRead, read_launch, read_run
+from remote.runs.launch import LaunchResult, LaunchSpec, check_run_dir, launch_run, validate
+from remote.runs.read import RunRead, read_launch, read_run
 from remote.transport.base import Transport, TransportError
 from trainer.health import LaunchRead, judge_health
 from trainer.runfiles import StatusRead
@@ -181,7 +181,7 @@ def start_run(transport: Transport, spec: LaunchSpec, stdin: bytes | None = None
     validate(spec)
     check_run_dir(transport, spec)  # a live run there is the more useful refusal
     require_engine(transport, spec)
-    result = launch(transport, spec, stdin=stdin, python=find_python(transport))
+    result = launch_run(transport, spec, stdin=stdin, python=find_python(transport))
     if wait <= 0:
         return Started(result, None)
     run = wait_for_start(transport, result, wait)

@@ -1,4 +1,4 @@
-"""Typed events a ``remote.watcher.Watcher`` delivers to its callback (the TUI turns
+"""Typed events a ``remote.watch.watcher.Watcher`` delivers to its callback (the TUI turns
 them into Textual messages, ``gpurent follow`` into JSON lines)."""
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ class ConnectionEvent:
     """The watcher's link to the box: ``live``, ``stale`` (no data for ``silent_for``
     seconds), ``reconnecting`` (attempt ``attempt``), ``polling`` (SFTP fallback, no python
     on the box), ``limited`` (a cap on the box's stream tripped: said once per cap, see
-    ``remote.messages``) or ``closed``. ``detail`` is one line for the user."""
+    ``remote.watch.caps``) or ``closed``. ``detail`` is one line for the user."""
 
     state: str
     detail: str = ""
@@ -90,7 +90,7 @@ class ConnectionEvent:
 
 @dataclass(frozen=True)
 class RunsEvent:
-    """The project's runs as the follower listed them (``remote.runs.RunInfo`` objects,
+    """The project's runs as the follower listed them (``remote.runs.read.RunInfo`` objects,
     newest first): the whole list each time, after merging the follower's changes."""
 
     project: str
@@ -107,7 +107,7 @@ class ChosenEvent:
 @dataclass(frozen=True)
 class GuardEvent:
     """``guard.json`` or its acknowledgement changed, or the guard process came or went:
-    the ``remote.guard.GuardState`` (``None``: no guard was ever armed for the run)."""
+    the ``remote.runs.guard.GuardState`` (``None``: no guard was ever armed for the run)."""
 
     state: Any
 

@@ -2,7 +2,7 @@
 (``trainer.watch.runs``), whatever the number of runs, and the follower's ``runs``
 messages merged into the same list. Every field from the box is type-checked; a run
 that does not parse is left out. Where the box cannot run the tool (no usable python),
-the runs are read over SFTP instead (``remote.runs.list_runs``, a few round trips a run).
+the runs are read over SFTP instead (``remote.runs.read.list_runs``, a few round trips a run).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import json
 import shlex
 from typing import Any
 
-from remote.runs import RunInfo, list_runs
+from remote.runs.read import RunInfo, list_runs
 from remote.transport.base import Transport, TransportError
 from trainer.health import HEALTH_VERDICTS
 

@@ -8,7 +8,7 @@ run's ``weights/``, with the ones that must be off the box before a destroy mark
 (``best.pt``, and ``last.pt`` when it is newer) and hashed. A required file is safe when
 
 * this laptop holds a copy: a pull ledger line for that very file on that box with the
-  same sha256, whose local file is still intact (``remote.pull.verified_copy``); or
+  same sha256, whose local file is still intact (``remote.weights.pull.verified_copy``); or
 * the Hub confirms it: a ``hub.json`` entry with the same sha256, and the Hub says the
   file exists at the recorded commit with that LFS sha256 (``verify_pushed``). A Hub
   that cannot be reached cannot confirm anything.
@@ -25,9 +25,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from remote.pull import ledger_entries, verified_copy
-from remote.push import last_json_object
 from remote.transport.base import Transport, TransportError
+from remote.weights.pull import ledger_entries, verified_copy
+from remote.weights.push import last_json_object
 from trainer.hub.client import read_token, verify_pushed
 from trainer.text import clean_text
 

@@ -1,6 +1,6 @@
 """Getting a box ready to run ``python3 -m trainer``: once per trainer version.
 
-1. find the python that can train (``remote.boxpython``: the candidates of rented images,
+1. find the python that can train (``remote.link.interpreter``: the candidates of rented images,
    the one with torch preferred; ``--python`` or the config file overrides; the choice
    is remembered per box on the laptop, see ``remote.config``);
 2. upload this ``trainer`` package over SFTP, as one tarball, into
@@ -37,7 +37,7 @@ from typing import Any
 
 import trainer.version
 from remote import config
-from remote.boxpython import BoxPython, choose, parse_probe, probe_script
+from remote.link.interpreter import BoxPython, choose, parse_probe, probe_script
 from remote.transport.base import Transport, TransportError
 from trainer import runfiles
 
@@ -55,7 +55,7 @@ PREFLIGHT_TIMEOUT = 300.0
 #: shadow ours), and the needs pip installed into ``DIR/deps-X.Y`` last, after the
 #: python's own site-packages, so they fill gaps without shadowing torch's.
 LAUNCHER_NAME = "gpurent_main.py"
-LAUNCHER = b'''"""python gpurent_main.py -m trainer ARGS: see remote/bootstrap.py."""
+LAUNCHER = b'''"""python gpurent_main.py -m trainer ARGS: see remote/link/bootstrap.py."""
 import os
 import runpy
 import sys
@@ -202,14 +202,14 @@ def boot_probe(python: str | None = None, name: str | None = None) -> str:
     return _probe_script(name or install_name(), python)
 
 
-def bootstrap(transport: Transport, progress: StepProgress | None = None, *,
+def bootstrap_box(transport: Transport, progress: StepProgress | None = None, *,
               python: str | None = None, preflight: bool = True,
               install: bool = True, probe: str | None = None) -> BootstrapResult:
     """Make ``transport``'s box ready (see the module doc) and set its ``trainer_prefix``.
 
     ``python`` forces an interpreter (a path on the box) instead of choosing one; ``probe``
     is the output of ``boot_probe(python)`` when it already ran (the gate's answer,
-    ``remote.gate``), which saves its round trip. Raises ``TransportError`` with one line
+    ``remote.link.gate``), which saves its round trip. Raises ``TransportError`` with one line
     when no usable python exists or the upload fails."""
     say = progress or (lambda _msg: None)
     digest = package_digest()

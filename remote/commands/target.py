@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from remote.connect import Connector
+from remote.link.connector import Connector
 from remote.transport.base import Transport
 from remote.transport.hostpolicy import refusal
 
@@ -146,7 +146,7 @@ def identity_files(keys: list[str] | tuple[str, ...] | None) -> tuple[str, ...]:
 
 def connector(target: Target, args: argparse.Namespace, *, bootstrap: bool = False,
               strict: bool = True, note: Callable[[str], None] | None = None) -> Connector:
-    """A :class:`remote.connect.Connector` for ``target`` with the command's connection
+    """A :class:`remote.link.connector.Connector` for ``target`` with the command's connection
     options (``-p``, ``-i``, ``--accept-new``); an unknown host key is asked about on the
     terminal. An instance target is located through its provider's API."""
     port = getattr(args, "port", None)

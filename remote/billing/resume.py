@@ -1,5 +1,5 @@
 """Back after a stop, in one step: start the instance through its provider's API, wait
-until it runs, find where its SSH server answers now (``remote.connect.Connector``
+until it runs, find where its SSH server answers now (``remote.link.connector.Connector``
 locates an instance on every connection), wait for SSH, and relaunch the interrupted run
 with ``resume=True``. Each step is reported with the seconds since the start and the
 $/h that is billed from then on. Used by ``gpurent resume`` and the TUI's resume key.
@@ -12,9 +12,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from remote.connect import Connector
-from remote.launch import LaunchSpec, RunIsLive, launch
-from remote.runs import console_path, list_runs, read_run, read_status
+from remote.link.connector import Connector
+from remote.runs.launch import LaunchSpec, RunIsLive, launch_run
+from remote.runs.read import console_path, list_runs, read_run, read_status
 from remote.transport.base import Transport, TransportError, Unreachable
 from trainer.providers import Provider
 from trainer.providers.confirm import start_and_confirm
@@ -167,7 +167,7 @@ def resume_run(provider: Provider, instance_id: str, connector: Connector,
         spec = LaunchSpec(engine, posixpath.dirname(run_dir) or ".",
                           posixpath.basename(run_dir), {"resume": "True"})
         try:
-            result = launch(transport, spec)
+            result = launch_run(transport, spec)
         except RunIsLive as exc:
             step(f"{exc}: watching it")
             return Resumed(transport, run_dir, None, None, steps)

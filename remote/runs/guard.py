@@ -23,7 +23,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from remote.fields import typed
-from remote.procs import StalePid, is_ours, signal_checked, why_not
+from remote.runs.processes import StalePid, is_ours, signal_checked, why_not
 from remote.transport.base import Transport, TransportError
 from trainer import runfiles
 from trainer.guard.state import (

@@ -5,8 +5,8 @@ The script prints sections, each after a line holding a random boundary: the box
 clock, ``status.json`` (or, without one, ``launch.pid`` and the end of ``console.log``,
 inside the run or beside it), the size and mtime of ``train.log``, the last rows of
 ``metrics.jsonl`` and ``gpurent stop``'s mark (what another engine's final status leaves
-out: ``remote.runs.finish``), ``guard.json`` and its acknowledgement, what else the run
-holds (``remote.runs.run_extras``), and what ``/proc`` says about every pid those files
+out: ``remote.runs.read.finish``), ``guard.json`` and its acknowledgement, what else the run
+holds (``remote.runs.read.run_extras``), and what ``/proc`` says about every pid those files
 name (found with ``grep`` on the box; the laptop parses the JSON properly and uses the
 probe of the pid it finds, asking once more in the rare case the box's ``grep`` missed
 it). Health is judged here with the same rules as everywhere
@@ -21,10 +21,10 @@ import shlex
 import time
 from typing import Any
 
-from remote.guard import GuardState
-from remote.procs import probe as probe_pid
-from remote.procs import started_at
-from remote.runs import CONSOLE_TAIL_BYTES, RunRead, finish
+from remote.runs.guard import GuardState
+from remote.runs.processes import probe as probe_pid
+from remote.runs.processes import started_at
+from remote.runs.read import CONSOLE_TAIL_BYTES, RunRead, finish
 from remote.transport.base import Transport, TransportError
 from trainer import engines, procid, runfiles
 from trainer.guard.state import GUARD_ACK, GUARD_FILE
@@ -36,7 +36,7 @@ MAX_GUARD_BYTES = 1 << 20
 #: metrics.jsonl's tail read for its last row, and train_config.yaml's most read.
 LAST_ROW_BYTES = 65536
 CONFIG_BYTES = 256 * 1024
-#: The files ``remote.runs.run_extras`` lists when present.
+#: The files ``remote.runs.read.run_extras`` lists when present.
 EXTRA_FILES = (runfiles.RESULTS_FILE, runfiles.SUMMARY_FILE, engines.TRAIN_CONFIG_FILE)
 _PIDS = r'"pid"[[:space:]]*:[[:space:]]*[0-9][0-9]*'
 
@@ -119,7 +119,7 @@ def _int(text: bytes | None) -> int | None:
 def quick_read(transport: Transport,
                run_dir: str) -> tuple[RunRead, GuardState | None, dict[str, Any]]:
     """The run's ``RunRead``, its guard (``None``: none armed) and what else the run
-    directory holds (``remote.runs.run_extras``), in one exec. Raises
+    directory holds (``remote.runs.read.run_extras``), in one exec. Raises
     ``TransportError`` (one line) when the box cannot be reached or RUN_DIR is not a
     directory there."""
     boundary = f"--gpurent-{secrets.token_hex(8)}"
@@ -177,7 +177,7 @@ def quick_read(transport: Transport,
 
 
 def _last_row(data: bytes, metrics: tuple[int, int] | None) -> dict[str, Any] | None:
-    """The last whole row of metrics.jsonl from its tail (as ``remote.runs.last_row``)."""
+    """The last whole row of metrics.jsonl from its tail (as ``remote.runs.read.last_row``)."""
     if metrics is None or not data:
         return None
     if metrics[0] > LAST_ROW_BYTES:
@@ -187,7 +187,7 @@ def _last_row(data: bytes, metrics: tuple[int, int] | None) -> dict[str, Any] | 
 
 
 def _extras(parts: dict[str, bytes]) -> dict[str, Any]:
-    """What ``remote.runs.run_extras`` reads, from the script's sections."""
+    """What ``remote.runs.read.run_extras`` reads, from the script's sections."""
     def names(section: str) -> list[str]:
         return [n for n in parts.get(section, b"").decode("utf-8", "replace").splitlines()
                 if n]

@@ -1,4 +1,4 @@
-"""The follower's messages besides the run's own files, for ``remote.watcher.Watcher`` (a
+"""The follower's messages besides the run's own files, for ``remote.watch.watcher.Watcher`` (a
 mixin): the project's runs (merged from the follower's changes), the run it chose, the
 guard's state, the weight files' identity, ``hub.json``, GPU samples and the host's
 load. Each malformed field is dropped, never trusted (text from the box is cleaned where
@@ -10,7 +10,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from remote.events import (
+from remote.runs.guard import GuardState
+from remote.runs.listing import RunsBook
+from remote.watch.events import (
     ChosenEvent,
     GpuEvent,
     GpuSample,
@@ -21,8 +23,6 @@ from remote.events import (
     WeightFile,
     WeightsEvent,
 )
-from remote.guard import GuardState
-from remote.runlist import RunsBook
 from trainer.text import clean_text
 
 

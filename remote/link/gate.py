@@ -10,8 +10,8 @@ no python for the box, the script asks the candidates and picks one as bootstrap
 (the tool's answer names it, and the laptop remembers it). When the python it was told
 is gone, or none will do, it prints :data:`MARK` and the bootstrap probe (home, marker,
 the python candidates) instead; the laptop then chooses and bootstraps with that answer
-(``remote.bootstrap.bootstrap(probe=...)``) and runs the tool again. See
-``remote.connect.Connector.command``.
+(``remote.link.bootstrap.bootstrap(probe=...)``) and runs the tool again. See
+``remote.link.connector.Connector.command``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import functools
 import shlex
 
 from remote import config
-from remote.bootstrap import (
+from remote.link.bootstrap import (
     CACHE_DIR,
     LAUNCHER_NAME,
     MARKER,
@@ -31,13 +31,13 @@ from remote.bootstrap import (
     package_digest,
     package_files,
 )
-from remote.boxpython import probe_script
+from remote.link.interpreter import probe_script
 from trainer import runfiles
 from trainer.version import __version__
 
 #: The first stdout line of a gate that could not start the tool.
 MARK = "GPURENT-BOOT"
-#: awk over ``remote.boxpython.probe_script``'s lines: the python a box the laptop has
+#: awk over ``remote.link.interpreter.probe_script``'s lines: the python a box the laptop has
 #: not met yet runs the tool with, as ``boxpython.choose`` picks without a remembered or
 #: forced one (the first >= 3.9 with torch, else the first >= 3.9); the follower's hello
 #: names it and the laptop remembers it.

@@ -1,0 +1,11 @@
+"""The weights of a box's runs: pulled to the laptop verified (``pull``), pushed to the
+Hub from the box (``push``), and whether they are safe off the box (``safety``)."""
+
+from trainer._exports import lazy_exports
+
+__all__, __getattr__ = lazy_exports(__name__, {
+    "pull": ["pull_weights"],
+    "push": ["NO_TOKEN", "REPO_RE", "PushFailed", "check_push_args", "laptop_token",
+             "push_from_box", "require_token"],
+    "safety": ["weights_safety"],
+})
