@@ -109,7 +109,7 @@ def watchers_gone(box_home: str, run_dir: str) -> bool:
     old = os.environ.get(engines.CACHE_ENV)
     os.environ[engines.CACHE_ENV] = f"{box_home}/.cache/gpurent"
     try:
-        from trainer.hub.watch import live_watchers
+        from trainer.hub.autopush import live_watchers
 
         return not live_watchers(Path(run_dir))
     finally:

@@ -27,8 +27,7 @@ def main() -> None:
     from tui.main import build_parser, connect_early, specs_from_args
 
     parser = build_parser()
-    specs = specs_from_args(parser.parse_args(argv), parser)
-    connect_early(specs)
+    specs = connect_early(specs_from_args(parser.parse_args(argv), parser))
     import asyncio
 
     from tui.app import GpurentApp

@@ -13,8 +13,8 @@ from typing import Any
 
 from remote.runs import log as logread
 from remote.transport.local import LocalTransport
+from remote.watch import LOG_TAIL_BYTES, Watcher
 from remote.watch.events import GuardEvent, HubEvent, LogEvent, RunsEvent, StatusEvent, WeightsEvent
-from remote.watch.watcher import LOG_TAIL_BYTES, Watcher
 from tests.fixtures.tui_runs import write_run
 from tests.test_watcher import Recorder
 from trainer import procid, runfiles

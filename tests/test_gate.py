@@ -17,16 +17,15 @@ import pytest
 
 import remote.link.bootstrap
 from remote import config
-from remote.link import early as headstart
 from remote.link.bootstrap import box_id, install_name, package_digest
 from remote.link.connector import Connector
+from remote.watch import LOG_TAIL_BYTES, Watcher
 from remote.watch.events import ChosenEvent, RunsEvent, StatusEvent
-from remote.watch.watcher import LOG_TAIL_BYTES, Watcher
 from tests.fixtures.sshd import SSHServer
 from tests.fixtures.tui_runs import write_run
 from tests.test_watcher import Recorder
 from trainer.watch import boxinfo
-from tui.main import FirstFollow
+from tui.main import connect_early
 from tui.spec import BoxSpec
 
 
@@ -213,7 +212,7 @@ async def test_the_early_connection_and_its_follower_are_adopted(sshd: SSHServer
     monkeypatch.setattr(type(gate.open(early=False)), "stream", counted)
     spec = BoxSpec("ssh", target, port=port, project=str(project), run="exp3",
                    ssh_options=tuple(options.items()))
-    headstart.start(target, port, options, follow=FirstFollow(spec))
+    [spec] = connect_early([spec])
     app = GpurentApp([spec])
     async with app.run_test(size=SIZE) as pilot:
         box = app.query_one(BoxView)

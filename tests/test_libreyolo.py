@@ -30,9 +30,9 @@ from tests.fixtures.fake_libreyolo import PLACEHOLDERS, libreyolo_shim
 from tests.fixtures.hub_standin import VALID_TOKEN, HubStandin
 from trainer import engines, runfiles
 from trainer.health import local_pid_alive
+from trainer.hub.autopush import live_watchers
 from trainer.hub.ledger import read_ledger, sha256_file
 from trainer.hub.safe import inventory, push_in_flight
-from trainer.hub.watch import live_watchers
 
 ROOT = Path(__file__).resolve().parents[1]
 FAKE = ROOT / "tests" / "fixtures" / "fake_libreyolo.py"
@@ -280,9 +280,8 @@ def test_stop_is_sigint_and_shows_stopped_with_the_real_epochs(
         events: list = []
         seen = events
         watcher = Watcher(LocalTransport, run_dir, seen.append, poll_interval=0.05)
-        watcher.polling = polling
         if polling:
-            watcher._poll_reason = "test"
+            watcher.poll_files("test")
         watcher.start()
         try:
             # Stopped at once, and with its epochs once the last row has come.

@@ -18,8 +18,8 @@ from tests.fixtures.hub_standin import VALID_TOKEN, HubStandin
 from tests.fixtures.sshd import make_server
 from tests.test_libreyolo import LIBREYOLO_FILES, data_yaml, kill, until
 from trainer import engines, runfiles
+from trainer.hub.autopush import live_watchers
 from trainer.hub.ledger import sha256_file
-from trainer.hub.watch import live_watchers
 
 
 def test_over_ssh_launch_watch_stop_resume_push(tmp_path: Path, hub_standin: HubStandin,

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -13,6 +16,8 @@ from remote.commands.target import parse_target
 from remote.transport.base import TransportError
 from remote.transport.local import LocalTransport
 from trainer.health import local_pid_alive
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_spawn_detached_is_its_own_session_with_stdin_once(tmp_path: Path) -> None:
@@ -93,3 +98,29 @@ def test_files(tmp_path: Path) -> None:
 def test_targets(text: str, host: str | None, path: str) -> None:
     target = parse_target(text)
     assert (target.host, target.path) == (host, path)
+
+
+def test_the_trainer_runs_from_a_copy_of_the_packages_outside_the_checkout(
+        tmp_path: Path) -> None:
+    """``python -m trainer`` through the local transport finds the ``trainer`` beside
+    ``remote``, wherever both are: here a copy in a folder that is not the checkout, run
+    by a python that has neither installed (a bare venv), from a third directory."""
+    lib = tmp_path / "lib"
+    for package in ("remote", "trainer"):
+        shutil.copytree(ROOT / package, lib / package,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")],
+                   check=True, timeout=120)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    code = ("from remote.transport.local import LocalTransport\n"
+            "t = LocalTransport()\n"
+            "r = t.run(t.trainer_prefix + ' -m trainer --version', timeout=60)\n"
+            "print(r.rc, r.stdout.decode().strip(), r.stderr.decode().strip()[-200:])\n")
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(lib)}
+    out = subprocess.run([str(tmp_path / "venv" / "bin" / "python"), "-c", code],
+                         cwd=elsewhere, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    from trainer.version import __version__
+
+    assert out.stdout.split() == ["0", __version__], out.stdout

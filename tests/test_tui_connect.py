@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from remote.watch.watcher import LOG_TAIL_BYTES
+from remote.watch import LOG_TAIL_BYTES
 from tests.fixtures.screen import until_shown
 from tests.fixtures.tui_runs import write_run
 from tests.test_tui_app import SIZE, quiet_env, shown, until  # noqa: F401 (autouse fixture)

@@ -7,10 +7,9 @@ errors answer at once (textual and paramiko load only when the app starts).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
-import threading
-from typing import Any
 
 from tui.spec import BoxSpec
 
@@ -150,61 +149,40 @@ def _local_project(path: str, project: str | None, run: str | None) -> tuple[str
     return full, run
 
 
-def connect_early(specs: list[BoxSpec]) -> None:
-    """Start each box's SSH connection and its follower now, while the UI loads
-    (``remote.link.early``); the box's watcher adopts them."""
-    from remote.link import early as headstart
-
+def connect_early(specs: list[BoxSpec]) -> list[BoxSpec]:
+    """Start each box's SSH connection and its follower now, while the UI loads: the
+    specs again, each SSH box's with the connector its view adopts (see
+    ``remote.link.early``). The follower's words are the box view's first watcher's:
+    the same run, options and function (``remote.watch.follow_words``)."""
+    ready = []
     for spec in specs:
         if spec.kind == "ssh" and not spec.instance:
-            headstart.start(spec.target, spec.port, dict(spec.ssh_options),
-                            accept_new=spec.accept_new, follow=FirstFollow(spec))
+            from remote.link import Connector
+            from remote.watch import LOG_TAIL_BYTES, FollowOptions, follow_words
+
+            connector = Connector(spec.target, port=spec.port, accept_new=spec.accept_new,
+                                  ssh_options=dict(spec.ssh_options), python=spec.python)
+            project = spec.project or "."
+            run = f"{project.rstrip('/')}/{spec.run}" if spec.run else None
+            options = FollowOptions(project=project, log_tail=LOG_TAIL_BYTES, gated=True)
+            connector.start_early(follow_words(run, options), prepare=_import_the_watcher)
+            spec = dataclasses.replace(spec, connector=connector)
+        ready.append(spec)
+    return ready
 
 
-class FirstFollow:
-    """The command (and stdin) the box view's first watcher starts with, for a
-    connection (``FirstFollow(spec)(transport)``): the same words, through the gate, so
-    that it adopts the early stream. ``prepare`` does everything that needs no
-    connection (imports, the package's name and tarball, the words) while SSH waits on
-    the link; only the box's remembered python is looked up once connected."""
+def _import_the_watcher() -> None:
+    """Load the watcher's modules while SSH waits on the link, off the app's start."""
+    import remote.watch
 
-    def __init__(self, spec: BoxSpec) -> None:
-        self.spec = spec
-        self._lock = threading.Lock()
-        self._ready: tuple[Any, list[str], str] | None = None
-
-    def prepare(self) -> tuple[Any, list[str], str]:
-        """The gate, the follower's words and the package's install name (made once, in
-        any thread)."""
-        with self._lock:
-            if self._ready is None:
-                import remote.config  # noqa: F401 - loaded here, off the critical path
-                import remote.link.gate
-                from remote.link import Connector, install_name
-                from remote.watch import LOG_TAIL_BYTES, Watcher
-
-                spec = self.spec
-                project = spec.project or "."
-                connector = Connector(spec.target, port=spec.port, python=spec.python,
-                                      lazy=True)
-                run = f"{project.rstrip('/')}/{spec.run}" if spec.run else None
-                watcher = Watcher(lambda: None, run, lambda _event: None, project=project,
-                                  gate=connector, log_tail=LOG_TAIL_BYTES)
-                self._ready = (connector, watcher.follow_words(), install_name())
-                remote.link.gate.tarball()  # read now, in case the box does not hold it
-            return self._ready
-
-    def __call__(self, transport: Any) -> tuple[str, bytes | None]:
-        gate, words, name = self.prepare()
-        return gate.command(transport, words, merge_stderr=True, name=name)
+    remote.watch.Watcher  # noqa: B018 - the face loads the module on first use
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run ``gpurent-tui`` and return its exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    specs = specs_from_args(args, parser)
-    connect_early(specs)
+    specs = connect_early(specs_from_args(args, parser))
     from tui.app import GpurentApp
 
     app = GpurentApp(specs)

@@ -4,7 +4,8 @@ that ``gpurent-tui --help`` and argument errors stay fast."""
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,9 @@ class BoxSpec:
     python: str | None = None
     #: Extra keyword arguments for ``remote.transport.ssh.connect`` (known_hosts, identity_files).
     ssh_options: tuple[tuple[str, object], ...] = ()
+    #: The box's ``remote.link.Connector`` when one was made before the app
+    #: (``tui.main.connect_early``: its connection and follower already under way).
+    connector: Any = field(default=None, compare=False, repr=False)
 
     @property
     def title(self) -> str:

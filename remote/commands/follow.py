@@ -16,6 +16,7 @@ from typing import Any
 from remote.commands.errors import fail
 from remote.commands.target import add_connection_options, connector, parse_target
 from remote.transport.base import Transport
+from remote.watch import LOG_TAIL_BYTES, Watcher
 from remote.watch.events import (
     ConnectionEvent,
     GpuEvent,
@@ -28,7 +29,6 @@ from remote.watch.events import (
     WatchEvent,
     WeightsEvent,
 )
-from remote.watch.watcher import LOG_TAIL_BYTES, Watcher
 from trainer.text import clean_text
 
 #: Health verdicts after which the run will not write more.

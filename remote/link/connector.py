@@ -19,7 +19,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from remote.transport.base import RunResult, Transport, TransportError
+from remote.link.early import EarlyLink
+from remote.transport.base import RunResult, Stream, Transport, TransportError
 
 #: ``ask(host, key_type, fingerprint) -> bool``: whether to trust an unknown host key.
 AskHostKey = Callable[[str, str, str], bool]
@@ -64,6 +65,7 @@ class Connector:
     #: What the follower's ``hello`` said about the install (``trainer.watch.boxinfo``).
     box: dict[str, Any] | None = None
     _ready: threading.Event = field(default_factory=threading.Event, repr=False)
+    _early: EarlyLink | None = field(default=None, repr=False)
 
     def __call__(self) -> Transport:
         """A new connection (see :meth:`open`)."""
@@ -90,10 +92,8 @@ class Connector:
             if self.locate is not None:
                 target, port = self.locate(say)
                 options.setdefault("host_key_alias", self.host)
-            elif early:
-                from remote.link import early as headstart
-
-                taken = headstart.take(target, port)
+            elif early and self._early is not None:
+                taken = self._early.take()
             transport = taken or ssh.connect(
                 target, port=port, accept_new=self.accept_new, ask_unknown=self.ask_unknown,
                 timeout=self.timeout, progress=say, **options)
@@ -125,6 +125,49 @@ class Connector:
                     say(line)
         self.trainer_prefix = transport.trainer_prefix
         return transport
+
+    # ------------------------------------------------------------------ early
+
+    def start_early(self, words: list[str],
+                    prepare: Callable[[], object] | None = None) -> None:
+        """Open the first connection now, in a thread, and start ``python -m trainer
+        WORDS`` on it through the gate (``remote.link.early``); the next :meth:`open`
+        takes the connection and :meth:`take_stream` the stream. ``prepare`` runs while
+        SSH waits on the link, beside the gate's own preparation (its package name and
+        tarball). Not for this machine, nor for a box located through its provider."""
+        if self.host is None or self.locate is not None or self._early is not None:
+            return
+        host, port, options = self.host, self.port, dict(self.ssh_options)
+        lock, made = threading.Lock(), {}
+
+        def name() -> str:
+            with lock:
+                if "name" not in made:
+                    from remote.link import gate
+
+                    made["name"] = gate.install_name()
+                    gate.tarball()  # read now, in case the box does not hold it
+                return made["name"]
+
+        def prepared() -> None:
+            name()
+            if prepare is not None:
+                prepare()
+
+        def connect() -> Transport:
+            from remote.transport import ssh
+
+            return ssh.connect(host, port=port, accept_new=self.accept_new,
+                               ask_unknown=None, timeout=self.timeout, **options)
+
+        self._early = EarlyLink()
+        self._early.start(connect, prepare=prepared, first=lambda transport: self.command(
+            transport, words, merge_stderr=True, name=name()))
+
+    def take_stream(self, transport: Transport, command: str) -> Stream | None:
+        """The stream :meth:`start_early` started on ``transport`` for exactly
+        ``command`` (once), or ``None``."""
+        return None if self._early is None else self._early.take_stream(transport, command)
 
     # ------------------------------------------------------------------ the gate
 

@@ -26,8 +26,9 @@ from remote.transport.base import (
 from trainer import runfiles
 from trainer.health import local_pid_alive
 
-#: The directory that holds the ``trainer`` package (the repository root).
-REPO_ROOT = Path(__file__).resolve().parents[1]
+#: The directory that holds the ``trainer`` package: the checkout, or the site-packages
+#: the app was installed into.
+PACKAGE_ROOT = Path(runfiles.__file__).resolve().parents[1]
 
 _COPY_CHUNK = 1 << 20
 
@@ -119,7 +120,7 @@ class LocalTransport:
     def __init__(self, python: str | None = None) -> None:
         self.label = "local"
         exe = python or sys.executable
-        self.trainer_prefix = (f"PYTHONPATH={shlex.quote(str(REPO_ROOT))} "
+        self.trainer_prefix = (f"PYTHONPATH={shlex.quote(str(PACKAGE_ROOT))} "
                                f"{shlex.quote(exe)}")
 
     def run(self, command: str, *, stdin: bytes | None = None,

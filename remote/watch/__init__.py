@@ -4,7 +4,8 @@
 from trainer._exports import lazy_exports
 
 __all__, __getattr__ = lazy_exports(__name__, {
-    "watcher": ["LOG_TAIL_BYTES", "Watcher"],
+    "watcher": ["Watcher"],
+    "start": ["LOG_TAIL_BYTES", "FollowOptions", "follow_words"],
     "events": ["ChosenEvent", "ConnectionEvent", "GpuEvent", "GpuSample", "GuardEvent",
                "HostEvent", "HubEvent", "LogEvent", "MetricsEvent", "RunsEvent",
                "StatusEvent", "WatchEvent", "WeightsEvent"],

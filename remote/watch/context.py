@@ -1,8 +1,8 @@
-"""The follower's messages besides the run's own files, for ``remote.watch.watcher.Watcher`` (a
-mixin): the project's runs (merged from the follower's changes), the run it chose, the
-guard's state, the weight files' identity, ``hub.json``, GPU samples and the host's
-load. Each malformed field is dropped, never trusted (text from the box is cleaned where
-it is shown)."""
+"""The follower's messages besides the run's own files: the project's runs (merged from
+the follower's changes), the run the box chose, the guard's state, the weight files'
+identity, ``hub.json``, GPU samples and the host's load (``RunContext``, a part of
+``remote.watch.watcher.Watcher``). Each malformed field is dropped, never trusted (text
+from the box is cleaned where it is shown)."""
 
 from __future__ import annotations
 
@@ -20,22 +20,27 @@ from remote.watch.events import (
     HostEvent,
     HubEvent,
     RunsEvent,
+    WatchEvent,
     WeightFile,
     WeightsEvent,
 )
 from trainer.text import clean_text
 
 
-class SideMessages:
-    """Handlers of ``runs``, ``guard``, ``hub``, ``weights``, ``gpu`` and ``host`` messages
-    (``self`` is the watcher: ``_emit``, ``run_dir``, ``project``)."""
+class RunContext:
+    """The watched run (``run_dir``: ``None`` until the box chooses one), its project and
+    the handlers of ``runs``, ``guard``, ``hub``, ``weights``, ``gpu`` and ``host``
+    messages; ``emit`` gets each event."""
 
-    def init_side(self) -> None:
-        """State kept between messages."""
+    def __init__(self, run_dir: str | None, project: str | None,
+                 emit: Callable[[WatchEvent], None]) -> None:
+        self.run_dir = run_dir
+        self.project = project
+        self._emit = emit
         self.runs_book = RunsBook()
         self._chosen_told = False
 
-    def side_handlers(self) -> dict[str, Callable[[dict[str, Any]], None]]:
+    def handlers(self) -> dict[str, Callable[[dict[str, Any]], None]]:
         """Message type -> handler."""
         return {"runs": self._on_runs, "guard": self._on_guard, "hub": self._on_hub,
                 "weights": self._on_weights, "gpu": self._on_gpu, "host": self._on_host}
@@ -87,7 +92,6 @@ class SideMessages:
                 raise ValueError(f"{r[0]!r} is not a GPU index")
             gpus.append(GpuSample(r[0], clean_text(str(r[1])), *(_num(v) for v in r[2:7])))
         self._emit(GpuEvent(gpus, time.time()))
-
 
     def _on_host(self, message: dict[str, Any]) -> None:
         cpus = message.get("cpus")

@@ -5,5 +5,5 @@ from trainer._exports import lazy_exports
 
 __all__, __getattr__ = lazy_exports(__name__, {
     "state": ["GUARD_FILE", "ACTIVE_STATES", "GuardError", "parse_when", "read_guard"],
-    "watch": ["Guard", "GuardConfig"],
+    "loop": ["Guard", "GuardConfig"],
 })

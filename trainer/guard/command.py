@@ -41,6 +41,7 @@ import sys
 from pathlib import Path
 
 from trainer import runfiles
+from trainer.guard.loop import EXIT_USAGE, Guard, GuardConfig
 from trainer.guard.notify import Target, parse_targets
 from trainer.guard.state import (
     ACTIVE_STATES,
@@ -52,7 +53,6 @@ from trainer.guard.state import (
     parse_when,
     read_guard,
 )
-from trainer.guard.watch import EXIT_USAGE, Guard, GuardConfig
 from trainer.providers import ProviderError, get_provider
 from trainer.providers.base import Provider
 from trainer.providers.detect import box_api_key, detect_instance

@@ -12,7 +12,7 @@ ledger's sha256 is exactly what reached the Hub. Where hard links are impossible
 snapshot is a copy. Another engine's run (LibreYOLO) rewrites checkpoints in place, so a
 link would change under the upload, and its folder holds no file of ours: its snapshots
 are copies under the box's cache directory (``snapshot_parent``), taken again when the
-file changed while it was copied. ``--watch`` (``trainer.hub.watch``) pushes a run as it
+file changed while it was copied. ``--watch`` (``trainer.hub.autopush``) pushes a run as it
 trains. Hashing reads 1 MiB at a time and huggingface_hub streams the upload,
 so a multi-GB checkpoint is never held in memory.
 """

@@ -1,5 +1,5 @@
 """``python3 -m trainer push RUN_DIR --repo ORG/NAME [--watch]``: the command line of
-``trainer.hub.push`` (one push now) and ``trainer.hub.watch`` (stay and push the run's
+``trainer.hub.push`` (one push now) and ``trainer.hub.autopush`` (stay and push the run's
 new bests and its end, whatever engine writes it)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from trainer import runfiles
-from trainer.hub import watch
+from trainer.hub import autopush
 from trainer.hub.client import HubError, check_repo_id, import_hub, read_token
 from trainer.hub.push import DEFAULT_FILES, parse_files, push_run
 
@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--watch", action="store_true",
                    help="stay: push best.pt at every new best and everything when the run "
-                   "ends, whatever engine writes it (trainer.hub.watch); --files is ignored")
+                   "ends, whatever engine writes it (trainer.hub.autopush); --files is ignored")
     p.add_argument("--pid", type=int, default=None,
                    help="with --watch: the run's pid, for a run that has no status.json yet")
     p.add_argument("--poll", type=float, default=2.0, help="with --watch: seconds between "
@@ -61,7 +61,7 @@ def main(argv: list[str]) -> int:
     if not token:
         return fail("no Hub token: set HF_TOKEN on the box or send it with --token-stdin", 2)
     if args.watch:
-        return watch.main(args, token)
+        return autopush.main(args, token)
     if args.json:
         with contextlib.suppress(HubError):
             import_hub(progress_bars=False).utils.logging.set_verbosity_error()

@@ -243,8 +243,8 @@ def push_in_flight(run_dir: Path) -> bool:
     ``trainer.hub.push`` whose process is alive (a killed push leaves a stale one), or a
     live push watcher of the run (``trainer push --watch``: its final push follows the
     end of the run)."""
+    from trainer.hub.autopush import live_watchers
     from trainer.hub.push import SNAPSHOT_PREFIX, SNAPSHOT_RE, snapshot_parent
-    from trainer.hub.watch import live_watchers
 
     for entry in snapshot_parent(Path(run_dir)).glob(f"{SNAPSHOT_PREFIX}*"):
         match = SNAPSHOT_RE.match(entry.name)

@@ -152,11 +152,12 @@ class BoxView(BoxLink, BoxLaunching, BoxActions, ResumeActions, LogActions, Stre
         self.autoconnect = autoconnect
         named = parse_instance_target(spec.target) if spec.kind == "ssh" else None
         # A box named by its instance is located anew on every (re)connection.
-        self.connector = Connector(
+        self.connector = spec.connector or Connector(
             None if spec.kind == "local" else spec.target, port=spec.port,
-            accept_new=spec.accept_new, ask_unknown=self.ask_host_key,
-            ssh_options=dict(spec.ssh_options), python=spec.python,
+            accept_new=spec.accept_new, ssh_options=dict(spec.ssh_options),
+            python=spec.python,
             locate=Locator(named, base_url=spec.provider_url) if named else None)
+        self.connector.ask_unknown = self.ask_host_key
         self.project = spec.project
         self.run_dir: str | None = None
         self.status: StatusEvent | None = None

@@ -42,7 +42,7 @@ RETRY_FIRST, RETRY_CAP = 5.0, 120.0
 FINAL_TRIES = 5
 ENDED = ("completed", "failed", "stopped")
 
-log = logging.getLogger("trainer.hub.watch")
+log = logging.getLogger("trainer.hub.autopush")
 
 
 def live_watchers(run_dir: Path) -> list[int]:
