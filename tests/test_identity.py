@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from remote.billing import teardown
-from remote.billing.identity import WrongInstance, box_address
+from remote.billing.identity import BoxAddress, WrongInstance, box_address
 from remote.cli import main as gpurent
 from remote.guard import GuardError, disarm_guard, read_guard
 from remote.procs import probe
@@ -175,6 +175,26 @@ def test_destroy_refuses_an_instance_that_is_not_the_box(sshd, provider_standin)
     teardown.teardown(get_provider("runpod", runpod.key, runpod.base_url), pod, "destroy",
                       safety=Answer(True, "ok"), box=here, interval=0, timeout=10)
     assert len(runpod.calls("DELETE")) == 1  # the name resolves to the box's address
+
+
+def test_a_box_matching_only_in_port_or_only_in_host_is_refused(lambda_standin):
+    """Host and port must both match: every Lambda instance is at port 22, so a port
+    alone names any of them, and a host alone names another SSH server on it."""
+    lam = get_provider("lambda", lambda_standin.key, lambda_standin.base_url)
+    other_host = lambda_standin.add_instance(ip="198.51.100.8")  # port 22, like the box
+    here = BoxAddress("198.51.100.7", 22, frozenset({"198.51.100.7"}))
+    with pytest.raises(WrongInstance, match="198.51.100.8:22"):
+        teardown.teardown(lam, other_host, "destroy", safety=Answer(True, "ok"), box=here,
+                          interval=0, timeout=10)
+    same_host = lambda_standin.add_instance(ip="198.51.100.7")  # at 22; the box at 2222
+    with pytest.raises(WrongInstance, match="198.51.100.7:22"):
+        teardown.teardown(lam, same_host, "destroy", safety=Answer(True, "ok"),
+                          box=BoxAddress("198.51.100.7", 2222, here.ips),
+                          interval=0, timeout=10)
+    assert not lambda_standin.calls("POST")
+    outcome = teardown.teardown(lam, same_host, "destroy", safety=Answer(True, "ok"),
+                                box=here, interval=0, timeout=10)
+    assert outcome.confirmed and len(lambda_standin.calls("POST", "terminate")) == 1
 
 
 def test_cli_shows_both_addresses_and_acts_on_nothing(tmp_path, vast_standin, monkeypatch,
