@@ -3,6 +3,7 @@ writer process, the follower killed under it, no python on the "box", garbage li
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import signal
@@ -268,3 +269,48 @@ def test_a_silent_follower_is_stale_and_replaced(tmp_path: Path) -> None:
         watcher.stop()
     states = [e.state for e in rec.of(ConnectionEvent)]
     assert states[:4] == ["live", "stale", "reconnecting", "live"]
+
+
+#: A "follower" on the box: says hello, sends the lines of the file it is given, waits.
+REPLAY = r"""
+import json, sys, time
+out = sys.stdout.buffer
+out.write(b'{"t":"hello","now":%f}\n' % time.time())
+with open(sys.argv[1], "rb") as fh:
+    out.write(fh.read())
+out.flush()
+time.sleep(30)
+"""
+
+
+def test_bytes_and_rows_sent_again_are_delivered_once(tmp_path: Path) -> None:
+    """A follower may send again what was delivered (a resume from an older offset): the
+    log's overlap is trimmed, a metrics message already delivered is dropped."""
+    messages = [
+        {"t": "log", "offset": 0, "text": "one\ntwo\n"},
+        {"t": "log", "offset": 0, "text": "one\n"},
+        {"t": "log", "offset": 4, "text": "two\nthree\n"},
+        {"t": "metrics", "offset": 0, "next": 12, "rows": [{"epoch": 1}]},
+        {"t": "metrics", "offset": 0, "next": 12, "rows": [{"epoch": 1}]},
+        {"t": "metrics", "offset": 12, "next": 24, "rows": [{"epoch": 2}]},
+        {"t": "log", "offset": 14, "text": "end\n"},
+    ]
+    (tmp_path / "lines").write_text("".join(json.dumps(m) + "\n" for m in messages))
+    (tmp_path / "replay.py").write_text(REPLAY)
+
+    def replay() -> LocalTransport:
+        transport = LocalTransport()
+        transport.trainer_prefix = f"{sys.executable} {tmp_path / 'replay.py'} " \
+                                   f"{tmp_path / 'lines'}"
+        return transport
+
+    rec = Recorder()
+    watcher = Watcher(replay, str(tmp_path / "run"), rec, silence_timeout=30)
+    watcher.start()
+    try:
+        rec.wait(lambda _ev: any(e.data.endswith(b"end\n") for e in rec.of(LogEvent)),
+                 what="the last log line")
+    finally:
+        watcher.stop()
+    assert b"".join(e.data for e in rec.of(LogEvent)) == b"one\ntwo\nthree\nend\n"
+    assert [r["epoch"] for e in rec.of(MetricsEvent) for r in e.rows] == [1, 2]
