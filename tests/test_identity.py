@@ -130,6 +130,23 @@ def test_disarm_does_not_signal_a_stale_pid(tmp_path, victim):
     assert victim.wait(timeout=10) == -signal.SIGTERM
 
 
+def test_a_pid_reused_by_a_later_process_is_not_signalled(tmp_path, victim):
+    """The recorded process started one tick before the one holding its pid now: neither
+    stop nor disarm signals it."""
+    box = LocalTransport()
+    earlier = {"pid_start": procid.start_ticks(victim.pid) - 1}
+    run = status(tmp_path / "exp1", victim.pid, **earlier)
+    result = stop_run(box, str(run), timeout=1)
+    assert result.outcome == "not-signalled" and "stale pid" in result.detail
+    guard_json(run, pid=victim.pid, pgid=victim.pid, **earlier)
+    assert not read_guard(box, str(run)).watching
+    with pytest.raises(GuardError, match="stale pid"):
+        disarm_guard(box, str(run), wait=1)
+    # A fatal signal sent before this one would have decided how the process ended.
+    victim.kill()
+    assert victim.wait(timeout=10) == -signal.SIGKILL
+
+
 def test_over_ssh_the_start_time_is_read_on_the_box_and_pgid_1_is_refused(sshd, victim,
                                                                         monkeypatch):
     with sshd.connect() as box:
