@@ -314,3 +314,47 @@ def test_bytes_and_rows_sent_again_are_delivered_once(tmp_path: Path) -> None:
         watcher.stop()
     assert b"".join(e.data for e in rec.of(LogEvent)) == b"one\ntwo\nthree\nend\n"
     assert [r["epoch"] for e in rec.of(MetricsEvent) for r in e.rows] == [1, 2]
+
+
+def test_polling_starts_a_shrunk_log_and_metrics_again(tmp_path: Path) -> None:
+    """Without python on the box: a log or metrics file cut below what was delivered is
+    read again from its start (a reset), not skipped until it grows past the old end."""
+    run = tmp_path / "run"
+    writer = runfiles.RunWriter(run)
+    rec = Recorder()
+
+    def status_read(epochs: int) -> None:
+        """A new status, of a new size (a poll notices it by size and mtime)."""
+        writer.write_status({"state": "completed", "total_epochs": epochs})
+        rec.wait(lambda ev: any(isinstance(e, StatusEvent) and
+                                e.read.get("total_epochs") == epochs for e in ev),
+                 what=f"the status with {epochs} epochs")
+
+    def no_python() -> LocalTransport:
+        transport = LocalTransport()
+        transport.trainer_prefix = str(tmp_path / "no" / "python3")
+        return transport
+
+    (run / runfiles.LOG_FILE).parent.mkdir(parents=True, exist_ok=True)
+    (run / runfiles.LOG_FILE).write_bytes(b"a long first line\n")
+    (run / runfiles.METRICS_FILE).write_bytes(b'{"epoch": 1, "loss": 0.5}\n')
+    watcher = Watcher(no_python, str(run), rec, poll_interval=0.05)
+    writer.write_status({"state": "completed", "total_epochs": 3})
+    watcher.start()
+    try:
+        rec.wait(lambda _ev: rec.log() == b"a long first line\n" and rec.of(MetricsEvent),
+                 what="the first log and row")
+        (run / runfiles.LOG_FILE).write_bytes(b"new\n")
+        (run / runfiles.METRICS_FILE).write_bytes(b'{"epoch": 7}\n')
+        # Files are read after the status in each poll: a status seen, then another,
+        # means a whole poll read the shortened files.
+        status_read(30)
+        status_read(300)
+    finally:
+        watcher.stop()
+    assert watcher.polling
+    assert rec.log() == b"new\n"
+    rows: list[dict] = []
+    for event in rec.of(MetricsEvent):
+        rows = [] if event.reset else [*rows, *event.rows]
+    assert [r["epoch"] for r in rows] == [7]
