@@ -169,9 +169,13 @@ def test_the_package_hash_is_computed_once_per_install(tmp_path: Path, monkeypat
     assert package_digest() == first and len(hashed) == 1
     remote.link.bootstrap._digests.clear()  # another process: the laptop's cache file answers
     assert package_digest() == first and len(hashed) == 1
-    (package / "version.py").write_text('__version__ = "0.1.0"  # edited\n')
+    version = package / "version.py"
+    version.write_bytes(version.read_bytes().replace(b"0.1.0", b"0.1.1"))  # the same size
+    same_size = package_digest()
+    assert same_size != first and len(hashed) == 2
+    version.write_text('__version__ = "0.1.0"  # edited\n')
     changed = package_digest()
-    assert changed != first and len(hashed) == 2
+    assert changed not in (first, same_size) and len(hashed) == 3
 
 
 def test_the_needs_check_is_cached_by_version(tmp_path: Path) -> None:

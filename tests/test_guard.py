@@ -192,6 +192,30 @@ def test_max_hours_fires_on_a_run_that_never_ends(tmp_path, lambda_standin, trai
     assert guard_state(run_dir)["outcome"]["trigger"] == "max-hours"
 
 
+def test_a_failed_run_ends_the_watch(tmp_path, vast_standin):
+    """A run that failed is over: the guard acts on it at once rather than watching on
+    (a crashed run's box would bill until --max-hours, here unset)."""
+    iid = vast_standin.add_instance()
+    run_dir = tmp_path / "run"
+    writer = make_run(run_dir, 999_999_999, best=False)
+    finish_run(writer, 999_999_999, state="failed")
+    log = run_dir / "guard.log"
+    proc = start_guard(run_dir, vast_standin, iid, "--when", "done", "--then", "destroy")
+    try:
+        wait_for("the failed run seen", lambda: log.exists() and "run is failed" in
+                 log.read_text())
+        # A guard still watching would see this at its next poll and act on it instead.
+        finish_run(writer, 999_999_999, state="completed")
+        rc, err = finished(proc)
+    finally:
+        proc.kill()
+    assert rc == 0, err
+    text = log.read_text()
+    assert "trigger done: the run is failed" in text and "run is completed" not in text
+    assert len(vast_standin.calls("DELETE")) == 1 and iid not in vast_standin.instances
+    assert guard_state(run_dir)["outcome"]["confirmed"] is True
+
+
 def test_max_hours_with_unsafe_weights_stops_not_destroys(tmp_path, vast_standin,
                                                           trainer_pid):
     """The lifetime limit does not wait for a push, and it never destroys unsafe

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from remote.billing import teardown
-from remote.billing.identity import WrongInstance, box_address
+from remote.billing.identity import BoxAddress, WrongInstance, box_address
 from remote.cli import main as gpurent
 from remote.runs.guard import GuardError, disarm_guard, read_guard
 from remote.runs.processes import probe
@@ -130,6 +130,23 @@ def test_disarm_does_not_signal_a_stale_pid(tmp_path, victim):
     assert victim.wait(timeout=10) == -signal.SIGTERM
 
 
+def test_a_pid_reused_by_a_later_process_is_not_signalled(tmp_path, victim):
+    """The recorded process started one tick before the one holding its pid now: neither
+    stop nor disarm signals it."""
+    box = LocalTransport()
+    earlier = {"pid_start": procid.start_ticks(victim.pid) - 1}
+    run = status(tmp_path / "exp1", victim.pid, **earlier)
+    result = stop_run(box, str(run), timeout=1)
+    assert result.outcome == "not-signalled" and "stale pid" in result.detail
+    guard_json(run, pid=victim.pid, pgid=victim.pid, **earlier)
+    assert not read_guard(box, str(run)).watching
+    with pytest.raises(GuardError, match="stale pid"):
+        disarm_guard(box, str(run), wait=1)
+    # A fatal signal sent before this one would have decided how the process ended.
+    victim.kill()
+    assert victim.wait(timeout=10) == -signal.SIGKILL
+
+
 def test_over_ssh_the_start_time_is_read_on_the_box_and_pgid_1_is_refused(sshd, victim,
                                                                         monkeypatch):
     with sshd.connect() as box:
@@ -175,6 +192,26 @@ def test_destroy_refuses_an_instance_that_is_not_the_box(sshd, provider_standin)
     teardown.run_teardown(get_provider("runpod", runpod.key, runpod.base_url), pod, "destroy",
                       safety=Answer(True, "ok"), box=here, interval=0, timeout=10)
     assert len(runpod.calls("DELETE")) == 1  # the name resolves to the box's address
+
+
+def test_a_box_matching_only_in_port_or_only_in_host_is_refused(lambda_standin):
+    """Host and port must both match: every Lambda instance is at port 22, so a port
+    alone names any of them, and a host alone names another SSH server on it."""
+    lam = get_provider("lambda", lambda_standin.key, lambda_standin.base_url)
+    other_host = lambda_standin.add_instance(ip="198.51.100.8")  # port 22, like the box
+    here = BoxAddress("198.51.100.7", 22, frozenset({"198.51.100.7"}))
+    with pytest.raises(WrongInstance, match="198.51.100.8:22"):
+        teardown.teardown(lam, other_host, "destroy", safety=Answer(True, "ok"), box=here,
+                          interval=0, timeout=10)
+    same_host = lambda_standin.add_instance(ip="198.51.100.7")  # at 22; the box at 2222
+    with pytest.raises(WrongInstance, match="198.51.100.7:22"):
+        teardown.teardown(lam, same_host, "destroy", safety=Answer(True, "ok"),
+                          box=BoxAddress("198.51.100.7", 2222, here.ips),
+                          interval=0, timeout=10)
+    assert not lambda_standin.calls("POST")
+    outcome = teardown.teardown(lam, same_host, "destroy", safety=Answer(True, "ok"),
+                                box=here, interval=0, timeout=10)
+    assert outcome.confirmed and len(lambda_standin.calls("POST", "terminate")) == 1
 
 
 def test_cli_shows_both_addresses_and_acts_on_nothing(tmp_path, vast_standin, monkeypatch,

@@ -61,6 +61,26 @@ def test_pull_resumes_a_partial_file_and_records_it(sshd, run_dir, tmp_path, dat
     assert verified_copy(entries, remote, sha) is None  # a deleted copy is not safe
 
 
+def test_a_new_checkpoint_of_the_same_size_replaces_the_local_copy(sshd, run_dir, tmp_path,
+                                                                   data_dir) -> None:
+    """A local copy is kept only when its bytes are the box's, not when its size is."""
+    box_file = run_dir / "weights" / "best.pt"
+    old, new = os.urandom(200_000), os.urandom(200_000)
+    box_file.write_bytes(old)
+    with sshd.connect() as box:
+        label = box.label
+        [first] = pull_weights(box, str(run_dir), tmp_path / "dest", files=("best.pt",))
+        box_file.write_bytes(new)  # a better epoch, saved over it: same size
+        [second] = pull_weights(box, str(run_dir), tmp_path / "dest", files=("best.pt",))
+    target = Path(second.local_path)
+    assert second.local_path == first.local_path and target.read_bytes() == new
+    sha = hashlib.sha256(new).hexdigest()
+    assert second.sha256 == sha
+    entries = ledger_entries(label)
+    assert entries[0]["sha256"] == hashlib.sha256(target.read_bytes()).hexdigest() == sha
+    assert verified_copy(entries, str(box_file.resolve()), sha) == entries[0]
+
+
 def test_both_weights_by_default_each_run_in_its_own_folder(sshd, run_dir, tmp_path) -> None:
     (run_dir / "weights" / "best.pt").write_bytes(b"best")
     (run_dir / "weights" / "last.pt").write_bytes(b"last")

@@ -3,6 +3,7 @@ writer process, the follower killed under it, no python on the "box", garbage li
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import signal
@@ -268,3 +269,92 @@ def test_a_silent_follower_is_stale_and_replaced(tmp_path: Path) -> None:
         watcher.stop()
     states = [e.state for e in rec.of(ConnectionEvent)]
     assert states[:4] == ["live", "stale", "reconnecting", "live"]
+
+
+#: A "follower" on the box: says hello, sends the lines of the file it is given, waits.
+REPLAY = r"""
+import json, sys, time
+out = sys.stdout.buffer
+out.write(b'{"t":"hello","now":%f}\n' % time.time())
+with open(sys.argv[1], "rb") as fh:
+    out.write(fh.read())
+out.flush()
+time.sleep(30)
+"""
+
+
+def test_bytes_and_rows_sent_again_are_delivered_once(tmp_path: Path) -> None:
+    """A follower may send again what was delivered (a resume from an older offset): the
+    log's overlap is trimmed, a metrics message already delivered is dropped."""
+    messages = [
+        {"t": "log", "offset": 0, "text": "one\ntwo\n"},
+        {"t": "log", "offset": 0, "text": "one\n"},
+        {"t": "log", "offset": 4, "text": "two\nthree\n"},
+        {"t": "metrics", "offset": 0, "next": 12, "rows": [{"epoch": 1}]},
+        {"t": "metrics", "offset": 0, "next": 12, "rows": [{"epoch": 1}]},
+        {"t": "metrics", "offset": 12, "next": 24, "rows": [{"epoch": 2}]},
+        {"t": "log", "offset": 14, "text": "end\n"},
+    ]
+    (tmp_path / "lines").write_text("".join(json.dumps(m) + "\n" for m in messages))
+    (tmp_path / "replay.py").write_text(REPLAY)
+
+    def replay() -> LocalTransport:
+        transport = LocalTransport()
+        transport.trainer_prefix = f"{sys.executable} {tmp_path / 'replay.py'} " \
+                                   f"{tmp_path / 'lines'}"
+        return transport
+
+    rec = Recorder()
+    watcher = Watcher(replay, str(tmp_path / "run"), rec, silence_timeout=30)
+    watcher.start()
+    try:
+        rec.wait(lambda _ev: any(e.data.endswith(b"end\n") for e in rec.of(LogEvent)),
+                 what="the last log line")
+    finally:
+        watcher.stop()
+    assert b"".join(e.data for e in rec.of(LogEvent)) == b"one\ntwo\nthree\nend\n"
+    assert [r["epoch"] for e in rec.of(MetricsEvent) for r in e.rows] == [1, 2]
+
+
+def test_polling_starts_a_shrunk_log_and_metrics_again(tmp_path: Path) -> None:
+    """Without python on the box: a log or metrics file cut below what was delivered is
+    read again from its start (a reset), not skipped until it grows past the old end."""
+    run = tmp_path / "run"
+    writer = runfiles.RunWriter(run)
+    rec = Recorder()
+
+    def status_read(epochs: int) -> None:
+        """A new status, of a new size (a poll notices it by size and mtime)."""
+        writer.write_status({"state": "completed", "total_epochs": epochs})
+        rec.wait(lambda ev: any(isinstance(e, StatusEvent) and
+                                e.read.get("total_epochs") == epochs for e in ev),
+                 what=f"the status with {epochs} epochs")
+
+    def no_python() -> LocalTransport:
+        transport = LocalTransport()
+        transport.trainer_prefix = str(tmp_path / "no" / "python3")
+        return transport
+
+    (run / runfiles.LOG_FILE).parent.mkdir(parents=True, exist_ok=True)
+    (run / runfiles.LOG_FILE).write_bytes(b"a long first line\n")
+    (run / runfiles.METRICS_FILE).write_bytes(b'{"epoch": 1, "loss": 0.5}\n')
+    watcher = Watcher(no_python, str(run), rec, poll_interval=0.05)
+    writer.write_status({"state": "completed", "total_epochs": 3})
+    watcher.start()
+    try:
+        rec.wait(lambda _ev: rec.log() == b"a long first line\n" and rec.of(MetricsEvent),
+                 what="the first log and row")
+        (run / runfiles.LOG_FILE).write_bytes(b"new\n")
+        (run / runfiles.METRICS_FILE).write_bytes(b'{"epoch": 7}\n')
+        # Files are read after the status in each poll: a status seen, then another,
+        # means a whole poll read the shortened files.
+        status_read(30)
+        status_read(300)
+    finally:
+        watcher.stop()
+    assert watcher.polling
+    assert rec.log() == b"new\n"
+    rows: list[dict] = []
+    for event in rec.of(MetricsEvent):
+        rows = [] if event.reset else [*rows, *event.rows]
+    assert [r["epoch"] for r in rows] == [7]
