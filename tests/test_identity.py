@@ -201,15 +201,15 @@ def test_a_box_matching_only_in_port_or_only_in_host_is_refused(lambda_standin):
     other_host = lambda_standin.add_instance(ip="198.51.100.8")  # port 22, like the box
     here = BoxAddress("198.51.100.7", 22, frozenset({"198.51.100.7"}))
     with pytest.raises(WrongInstance, match="198.51.100.8:22"):
-        teardown.teardown(lam, other_host, "destroy", safety=Answer(True, "ok"), box=here,
+        teardown.run_teardown(lam, other_host, "destroy", safety=Answer(True, "ok"), box=here,
                           interval=0, timeout=10)
     same_host = lambda_standin.add_instance(ip="198.51.100.7")  # at 22; the box at 2222
     with pytest.raises(WrongInstance, match="198.51.100.7:22"):
-        teardown.teardown(lam, same_host, "destroy", safety=Answer(True, "ok"),
+        teardown.run_teardown(lam, same_host, "destroy", safety=Answer(True, "ok"),
                           box=BoxAddress("198.51.100.7", 2222, here.ips),
                           interval=0, timeout=10)
     assert not lambda_standin.calls("POST")
-    outcome = teardown.teardown(lam, same_host, "destroy", safety=Answer(True, "ok"),
+    outcome = teardown.run_teardown(lam, same_host, "destroy", safety=Answer(True, "ok"),
                                 box=here, interval=0, timeout=10)
     assert outcome.confirmed and len(lambda_standin.calls("POST", "terminate")) == 1
 
