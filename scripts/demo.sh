@@ -4,4 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-exec .venv/bin/gpurent-tui --demo "$@"
+status=0
+.venv/bin/gpurent-tui --demo "$@" || status=$?
+bin="$(pwd)/.venv/bin"
+echo "gpurent-tui and gpurent are in $bin; to run them by name:"
+echo "  export PATH=\"$bin:\$PATH\"    (or install the app on its own: pipx install $(pwd))"
+exit "$status"

@@ -1,0 +1,74 @@
+"""The app as the README installs it: a wheel built from the project, installed (not
+editable) into a fresh environment, started from a directory outside the checkout."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: Started by the installed python: the TUI headless on a local project, until it runs.
+START = """
+import asyncio, sys
+import tui
+from tui.app import GpurentApp
+from tui.main import build_parser, connect_early, specs_from_args
+
+async def main():
+    parser = build_parser()
+    specs = connect_early(specs_from_args(parser.parse_args(sys.argv[1:]), parser))
+    app = GpurentApp(specs)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        print("started", tui.__file__, flush=True)
+        await pilot.press("q")
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.slow
+def test_the_installed_wheel_starts_outside_the_checkout(tmp_path: Path) -> None:
+    source = tmp_path / "source"  # a copy: building writes build/ and egg-info beside it
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    for package in ("tui", "remote", "trainer"):
+        shutil.copytree(ROOT / package, source / package,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    wheels = tmp_path / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels),
+                    str(source)], check=True, timeout=600)
+    [wheel] = wheels.glob("gpurent_tui-*.whl")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
+                   timeout=120)
+    # The app's dependencies come from this environment's site-packages (a path added
+    # after the new one's own, so the wheel's packages are found first); not its
+    # .pth files, so the checkout's editable install stays out.
+    py = venv / "bin" / "python"
+    site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    Path(site, "deps.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q",
+                    "--no-deps", str(wheel)], check=True, timeout=600)
+
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "runs").mkdir(parents=True)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["HOME"] = str(tmp_path / "home")
+    helped = subprocess.run([str(venv / "bin" / "gpurent"), "--help"], cwd=elsewhere, env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert helped.returncode == 0 and "usage: gpurent" in helped.stdout, helped.stderr
+    started = subprocess.run([str(py), "-c", START, "--local", "runs"], cwd=elsewhere, env=env,
+                             capture_output=True, text=True, timeout=300)
+    assert started.returncode == 0, started.stderr[-2000:]
+    where = started.stdout.split("started ", 1)[1].split()[0]
+    assert Path(where).is_relative_to(venv), where
