@@ -19,4 +19,4 @@ fi
 scripts/setup.sh --dev
 scripts/py310.sh
 .venv/bin/ruff check .
-exec .venv/bin/python -m pytest -q -rs "$@"
+exec .venv/bin/python -m pytest -q -rs --durations=25 "$@"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 
 import pytest
@@ -16,6 +17,17 @@ pytest_plugins: list[str] = [
     "tests.fixtures.shapes",
     "tests.fixtures.boxes",
 ]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Children of tests start with the signal dispositions a terminal gives them, however
+    the suite was started: a job started with ``&`` (``nohup scripts/test.sh &``, many CI
+    runners) inherits SIGINT and SIGQUIT ignored, and an ignored signal stays ignored
+    across exec, so a graceful stop by SIGINT would never reach a child."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGQUIT) == signal.SIG_IGN:
+        signal.signal(signal.SIGQUIT, signal.SIG_DFL)
 
 
 @pytest.fixture(autouse=True)
