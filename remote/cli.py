@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from remote.commands.errors import fail
@@ -62,6 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("gpurent: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `gpurent ... | head`: the reader has all it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except ValueError as exc:  # bad input, an unreadable run
         return fail(args.command, exc, 2, as_json)
     except TransportError as exc:  # the box could not be reached, or failed the action

@@ -246,6 +246,12 @@ def test_gpurent_push_local_cli(hub_standin: HubStandin, tmp_path: Path) -> None
     answer = json.loads(result.stdout)
     assert [f["file"] for f in answer["files"]] == ["best.pt"]
     assert not hub_standin.repo("org/cli").private
+    # HOST:RUN, as every other command takes it (here the run's plain path: this machine).
+    result = subprocess.run([sys.executable, "-m", "remote.cli", "push", f"local:{run}",
+                             "--repo", "org/cli2", "--files", "best.pt", "--json"], env=env,
+                            cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["repo"] == "org/cli2"
     env.pop("HF_TOKEN")
     env["HF_HOME"] = str(tmp_path / "empty-hf-home")
     result = subprocess.run([sys.executable, "-m", "remote.cli", "push", "local", str(run),

@@ -101,3 +101,30 @@ def test_a_wrongly_typed_guard_json_is_unreadable_for_those_fields_only(tmp_path
     assert guard["max_hours"] is None and guard["pid"] is None and guard["when"] == "done"
     assert guard["unreadable"] == ["max_hours", "pid", "outcome"]
     assert "\\u202e" not in as_json.stdout and "\x1b" not in as_json.stdout
+
+
+def test_a_port_inside_the_target_is_refused_with_the_fix() -> None:
+    """``HOST:PORT:PATH`` would silently go to port 22 with PATH ``PORT:PATH``."""
+    out = gpurent("status", "box.example:9:/runs/x")
+    assert out.returncode == 2
+    assert out.stderr.strip().endswith("give it with -p: -p 9 box.example:/runs/x")
+    assert "Traceback" not in out.stderr
+
+
+def test_runs_of_a_missing_directory_is_an_error(tmp_path: Path) -> None:
+    out = gpurent("runs", str(tmp_path / "nope"))
+    assert out.returncode == 2 and "no such directory" in out.stderr
+
+
+def test_output_to_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
+    """``gpurent runs P | head -1``: the reader goes away after one line."""
+    for i in range(400):
+        completed_run(tmp_path / f"run{i:03d}")
+    proc = subprocess.Popen([str(GPURENT), "runs", str(tmp_path)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline().startswith(b"NAME")
+    proc.stdout.close()  # what head does once it has its line
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) == 141
+    assert err == b""

@@ -1,5 +1,6 @@
-"""``gpurent push HOST RUN --repo ORG/NAME``: push a run's weights to the Hub from the
-box (not through this laptop), with the token sent on the command's stdin."""
+"""``gpurent push HOST:RUN --repo ORG/NAME`` (or ``HOST RUN``): push a run's weights to
+the Hub from the box (not through this laptop), with the token sent on the command's
+stdin."""
 
 from __future__ import annotations
 
@@ -8,7 +9,12 @@ import json
 import sys
 
 from remote.commands.errors import fail
-from remote.commands.target import add_connection_options, host_target, open_transport
+from remote.commands.target import (
+    add_connection_options,
+    host_target,
+    open_transport,
+    parse_target,
+)
 from remote.weights.push import NO_TOKEN, PushFailed, check_push_args, laptop_token, push_from_box
 from trainer.text import clean_text
 
@@ -18,14 +24,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "push",
         help="push a run's weights to the Hugging Face Hub from the box",
-        description="Run `trainer push` on HOST (user@host, an ~/.ssh/config alias, or "
-        "`local` for this machine): creates the model repository when missing (private "
-        "unless --public), uploads, and appends the run's ledger hub.json. The token comes "
+        description="Run `trainer push` on the box of HOST:RUN (or HOST RUN; HOST is "
+        "user@host, an ~/.ssh/config alias, an instance such as vast:4242, or `local` for "
+        "this machine; a plain RUN is a run here): creates the model repository when "
+        "missing (private unless --public), uploads, and appends the run's ledger "
+        "hub.json. The token comes "
         "from HF_TOKEN or the huggingface_hub token store here and travels on stdin. "
         "Exit 0 pushed, 1 the push failed, 2 bad input or no token.",
     )
-    p.add_argument("host", metavar="HOST", help="the box, or `local`")
-    p.add_argument("run", metavar="RUN", help="the run directory on the box")
+    p.add_argument("target", metavar="HOST:RUN", help="the run on its box (or HOST, then RUN)")
+    p.add_argument("run", metavar="RUN", nargs="?", default=None,
+                   help="the run directory on HOST, when HOST is given alone")
     p.add_argument("--repo", required=True, metavar="ORG/NAME")
     p.add_argument("--files", metavar="A,B",
                    help="comma-separated (default: best.pt,last.pt,summary.json,results.csv)")
@@ -39,7 +48,8 @@ def run(args: argparse.Namespace) -> int:
     """Push and print the result."""
     files = [f.strip() for f in args.files.split(",") if f.strip()] if args.files else None
     check_push_args(args.repo, files)
-    target = host_target(args.host, args.run)
+    target = parse_target(args.target) if args.run is None else \
+        host_target(args.target, args.run)
     token = laptop_token()
     if not token:
         return fail("push", NO_TOKEN, 2, args.json)
@@ -49,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
 
     transport = open_transport(target, args, bootstrap=True, note=note)
     try:
-        result = push_from_box(transport, args.run, args.repo, token, files, args.public)
+        result = push_from_box(transport, target.path, args.repo, token, files, args.public)
     except PushFailed as exc:
         return fail("push", exc, 2 if exc.rc == 2 else 1, args.json)
     finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 
 from remote.commands.target import add_connection_options, connector, parse_target
 from remote.runs.listing import box_runs
@@ -22,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "console.log before it) under PROJECT, newest first, with state and health. PROJECT "
         "is a local path or HOST:PATH on a box over SSH (one exec of `trainer runs` there, "
         "uploading the trainer first when the box lacks it). Exit 0 listed (even none), "
-        "1 the box could not be reached, 2 bad input.",
+        "1 the box could not be reached, 2 bad input or no such directory.",
     )
     p.add_argument("project", metavar="[HOST:]PROJECT")
     p.add_argument("--json", action="store_true", help="print a JSON list")
@@ -34,6 +35,8 @@ def run(args: argparse.Namespace) -> int:
     """List the runs."""
     target = parse_target(args.project)
     if target.host is None:
+        if not os.path.isdir(target.path):
+            raise ValueError(f"{target.path}: no such directory")
         runs = list_runs(LocalTransport(), target.path)
     else:
         gate = connector(target, args, bootstrap=True)

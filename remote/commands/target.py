@@ -74,6 +74,10 @@ def parse_target(text: str, default_path: str = ".") -> Target:
     host, sep, path = text.partition(":")
     if sep or "@" in host:
         check_host(host, text)
+        port, colon, rest = path.partition(":")
+        if colon and port.isdigit():
+            raise ValueError(f"{text!r}: a port does not go in the target; give it with -p: "
+                             f"-p {port} {host}:{rest}")
         return Target(host, _box_path(path) or default_path)
     return Target(None, text)
 
