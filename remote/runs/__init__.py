@@ -1,0 +1,19 @@
+"""Runs on a box, from the laptop: read one (``read``), list a project's (``listing``),
+one run's status in one exec (``status``), the log's older parts and search (``log``),
+launch and start them, stop them, arm the guard, run the box-side checks, and signal
+only the processes we recorded (``processes``)."""
+
+from trainer._exports import lazy_exports
+
+__all__, __getattr__ = lazy_exports(__name__, {
+    "read": ["console_path", "list_runs", "read_run", "read_status", "run_extras"],
+    "listing": ["RunsBook", "box_runs"],
+    "status": ["quick_read"],
+    "log": ["LogChunk", "LogMatches", "older_log", "search_log"],
+    "launch": ["ENGINES", "LaunchSpec", "RunIsLive", "build_command", "launch_run", "make_spec"],
+    "start": ["START_WAIT", "CannotStart", "hub_reachable", "start_run"],
+    "stop": ["stop_run"],
+    "guard": ["GuardError", "GuardState", "NOTIFY_FORMATS", "acknowledge_alarm", "arm_guard",
+              "disarm_guard", "notify_lines", "parse_when", "read_guard"],
+    "checks": ["BoxToolFailed", "doctor", "preflight", "profile"],
+})
