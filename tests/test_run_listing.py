@@ -10,7 +10,8 @@ import sys
 import time
 from pathlib import Path
 
-from remote.runs.listing import RunsBook, box_runs, parse_runs
+from remote.link.tools import parse_report
+from remote.runs.listing import RunsBook, box_runs, runs_in
 from remote.runs.read import list_runs
 from tests.fixtures.sshd import SSHServer
 from tests.test_gate import Counting, connector_for
@@ -99,7 +100,7 @@ def test_malformed_entries_from_the_box_are_dropped() -> None:
     doc = (b'noise\n{"schema": "gpurent.runs/1", "runs": [{"name": "ok", "run_dir": "/p/ok", '
            b'"health": "live", "epoch": "7", "updated": 5}, {"name": 3}, "x", '
            b'{"name": "odd", "run_dir": "/p/odd", "health": "exploded", "updated": 9}]}')
-    runs = parse_runs(doc)
+    runs = runs_in(parse_report(doc))
     assert [r.name for r in runs] == ["odd", "ok"]
     assert runs[0].health == "unreadable" and runs[1].epoch is None
     book = RunsBook()
@@ -108,7 +109,7 @@ def test_malformed_entries_from_the_box_are_dropped() -> None:
     merged = book.apply({"full": False, "gone": ["a"], "runs": [
         {"name": "b", "run_dir": "/p/b", "health": "completed", "updated": 2}]})
     assert [r.name for r in merged] == ["b"]
-    assert parse_runs(b"no json here") is None
+    assert runs_in(parse_report(b"no json here")) is None
 
 
 def test_the_cli_lists_runs_over_ssh(sshd: SSHServer, tmp_path: Path) -> None:

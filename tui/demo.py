@@ -5,7 +5,6 @@ run of the built-in trainer on this machine, launched through ``remote.runs.laun
 from __future__ import annotations
 
 import os
-import shlex
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -37,6 +36,7 @@ def start_demo(progress: Callable[[str], None]) -> tuple[str, str]:
     """Generate the dataset (once) and launch a demo run; ``(project, run name)``.
 
     Blocking: called from the box view's connect worker."""
+    from remote.link import BoxToolFailed, tool_report
     from remote.runs import LaunchSpec, launch_run
     from remote.transport import LocalTransport
 
@@ -44,12 +44,11 @@ def start_demo(progress: Callable[[str], None]) -> tuple[str, str]:
     data = Path(demo_data_yaml())
     if not data.is_file():
         progress(f"generating the shapes dataset in {data.parent}")
-        words = shlex.join([str(data.parent), *DEMO_SHAPES])
-        result = transport.run(f"{transport.trainer_prefix} -m trainer shapes {words}",
-                               timeout=600)
-        if not result.ok:
-            tail = result.stderr.decode("utf-8", errors="replace").strip().splitlines()
-            raise RuntimeError(f"generating the dataset failed: {tail[-1] if tail else '?'}")
+        try:
+            tool_report(transport, ["shapes", str(data.parent), *DEMO_SHAPES, "--json"],
+                        timeout=600)
+        except BoxToolFailed as exc:
+            raise RuntimeError(f"generating the dataset failed: {exc.why or '?'}") from None
     name = time.strftime("demo-%Y%m%d-%H%M%S")
     progress(f"launching the demo run {name}")
     spec = LaunchSpec(engine="trainer", project=demo_project(), name=name,

@@ -38,6 +38,7 @@ from typing import Any
 import trainer.version
 from remote import config
 from remote.link.interpreter import BoxPython, choose, parse_probe, probe_script
+from remote.link.tools import ask_tool
 from remote.transport.base import Transport, TransportError
 from trainer import runfiles
 
@@ -371,22 +372,17 @@ def _pip_failure(stderr: bytes) -> str:
 def _preflight(transport: Transport, notes: list[str], say: StepProgress) -> dict | None:
     say("running preflight on the box")
     try:
-        res = transport.run(f"{transport.trainer_prefix} -m trainer preflight --json",
-                            timeout=PREFLIGHT_TIMEOUT)
+        answer = ask_tool(transport, ["preflight", "--json"], timeout=PREFLIGHT_TIMEOUT)
     except TransportError as exc:
         notes.append(f"preflight did not finish: {exc}")
         return None
-    text = res.stdout.decode("utf-8", errors="replace")
-    start = text.find("{")
-    try:
-        report, _ = json.JSONDecoder().raw_decode(text[start:]) if start >= 0 else (None, 0)
-    except ValueError:
-        report = None
-    if not isinstance(report, dict):
-        notes.append(f"preflight failed (exit {res.rc}): {_last_line(res.stderr)}")
+    report = answer.report
+    if report is None:
+        notes.append(f"preflight failed (exit {answer.rc}): "
+                     f"{answer.why[:300] or 'no message'}")
         return None
-    if not res.ok:
-        failed = ", ".join(str(f) for f in report.get("failed") or []) or f"exit {res.rc}"
+    if not answer.ok:
+        failed = ", ".join(str(f) for f in report.get("failed") or []) or f"exit {answer.rc}"
         notes.append(f"preflight found a problem: {failed}")
     return report
 

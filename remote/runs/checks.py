@@ -1,44 +1,24 @@
 """The box-side checks, run from the laptop: ``trainer preflight``, ``doctor`` and
-``profile`` with ``--json``, parsed into their documented reports (docs/SCHEMAS.md).
+``profile`` with ``--json``, their documented reports (docs/SCHEMAS.md) read by the door
+to the box tools (``remote.link.tools``), whose ``BoxToolFailed`` says why a tool gave
+no report.
 
 The TUI's launch form and profiler card and the headless ``gpurent preflight|doctor|
 profile`` commands both call these functions."""
 
 from __future__ import annotations
 
-import json
-import shlex
 from collections.abc import Mapping
 from typing import Any
 
+from remote.link.tools import BoxToolFailed, tool_report
 from remote.transport.base import Transport
-from trainer.text import clean_text
+
+__all__ = ["BoxToolFailed", "doctor", "preflight", "profile"]
 
 PREFLIGHT_TIMEOUT = 300.0
 DOCTOR_TIMEOUT = 600.0
 PROFILE_TIMEOUT = 900.0
-
-
-class BoxToolFailed(Exception):
-    """A box-side tool printed no report; the message is its last line of stderr."""
-
-
-def box_report(transport: Transport, words: list[str], timeout: float) -> dict[str, Any]:
-    """Run ``trainer WORDS --json`` on the box and return its JSON report.
-
-    A report is returned whatever the exit code (a failed preflight still reports);
-    ``BoxToolFailed`` when there is no JSON object on stdout."""
-    command = f"{transport.trainer_prefix} -m trainer {shlex.join(words)} --json"
-    result = transport.run(command, timeout=timeout)
-    try:
-        value = json.loads(result.stdout.decode("utf-8", errors="replace"))
-    except ValueError:
-        value = None
-    if not isinstance(value, dict):
-        tail = clean_text(result.stderr, keep_newlines=True).strip().splitlines()
-        raise BoxToolFailed(f"trainer {words[0]} failed (exit {result.rc}): "
-                            f"{tail[-1] if tail else 'no JSON report'}")
-    return value
 
 
 def preflight(transport: Transport, project: str | None = None, data: str | None = None,
@@ -51,12 +31,12 @@ def preflight(transport: Transport, project: str | None = None, data: str | None
         words += ["--data", data]
     if require_gpu:
         words.append("--require-gpu")
-    return box_report(transport, words, PREFLIGHT_TIMEOUT)
+    return tool_report(transport, [*words, "--json"], timeout=PREFLIGHT_TIMEOUT)
 
 
 def doctor(transport: Transport, data_yaml: str) -> dict[str, Any]:
     """The dataset doctor's report (``gpurent.doctor/1``) for ``data_yaml`` on the box."""
-    return box_report(transport, ["doctor", data_yaml], DOCTOR_TIMEOUT)
+    return tool_report(transport, ["doctor", data_yaml, "--json"], timeout=DOCTOR_TIMEOUT)
 
 
 def profile(transport: Transport, train_args: Mapping[str, str],
@@ -67,4 +47,4 @@ def profile(transport: Transport, train_args: Mapping[str, str],
     words = ["profile", *(f"{key}={value}" for key, value in train_args.items())]
     if out:
         words += ["--out", out]
-    return box_report(transport, words, PROFILE_TIMEOUT)
+    return tool_report(transport, [*words, "--json"], timeout=PROFILE_TIMEOUT)

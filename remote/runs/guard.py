@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import posixpath
-import shlex
 import signal
 import tempfile
 import time
@@ -23,6 +22,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from remote.fields import typed
+from remote.link.tools import trainer_command
 from remote.runs.processes import StalePid, is_ours, signal_checked, why_not
 from remote.transport.base import Transport, TransportError
 from trainer import runfiles
@@ -143,7 +143,7 @@ def guard_command(transport: Transport, run_dir: str, when: str, then: str,
                   **tuning: float | None) -> str:
     """The exact shell command that starts the guard on the box (no secrets in it);
     ``tuning`` holds options named in ``TUNING``."""
-    words = ["-m", "trainer", "guard", run_dir, "--when", when, "--then", then]
+    words = ["guard", run_dir, "--when", when, "--then", then]
     if max_hours is not None:
         words += ["--max-hours", f"{max_hours:g}"]
     if provider:
@@ -161,7 +161,7 @@ def guard_command(transport: Transport, run_dir: str, when: str, then: str,
             raise TypeError(f"unknown guard option {name!r}")
         if value is not None:
             words += [f"--{name.replace('_', '-')}", f"{value:g}"]
-    return f"{transport.trainer_prefix} " + " ".join(shlex.quote(w) for w in words)
+    return trainer_command(transport, words)
 
 
 def notify_lines(urls: Sequence[str], fmt: str | None = None) -> list[str]:

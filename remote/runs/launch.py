@@ -25,6 +25,7 @@ import shlex
 import time
 from dataclasses import dataclass, field
 
+from remote.link.tools import trainer_command
 from remote.runs.read import read_status
 from remote.transport.base import Transport, TransportError
 from trainer import engines, runfiles
@@ -195,7 +196,7 @@ def build_command(spec: LaunchSpec, transport: Transport, *, read_secret: bool =
     validate(spec)
     project, name = shlex.quote(spec.project), shlex.quote(spec.name)
     if spec.engine == "trainer":
-        program = f"env {transport.trainer_prefix} -m trainer train"
+        program = f"env {trainer_command(transport, ['train'])}"
     else:
         program = "libreyolo train"
     words = [f"{key}={shlex.quote(value)}"
@@ -227,9 +228,8 @@ def watch_command(spec: LaunchSpec, transport: Transport, read_secret: bool) -> 
     log = shlex.quote(posixpath.relpath(engines.beside_path(spec.run_dir, "push.log"),
                                         spec.project))
     token = f'{SECRET_ENV}="${SECRET_ENV}" ' if read_secret else ""
-    return (f"{token}setsid nohup env {transport.trainer_prefix} -m trainer push --watch "
-            f"{shlex.quote(spec.name)} --repo {shlex.quote(spec.push)} --pid \"$p\" "
-            f"> {log} 2>&1 < /dev/null & ")
+    push = trainer_command(transport, ["push", "--watch", spec.name, "--repo", spec.push])
+    return f'{token}setsid nohup env {push} --pid "$p" > {log} 2>&1 < /dev/null & '
 
 
 def check_run_dir(transport: Transport, spec: LaunchSpec, now: float | None = None) -> None:

@@ -7,13 +7,15 @@ the runs are read over SFTP instead (``remote.runs.read.list_runs``, a few round
 
 from __future__ import annotations
 
-import json
-import shlex
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from remote.link.tools import ask_tool
 from remote.runs.read import RunInfo, list_runs
 from remote.transport.base import Transport, TransportError
 from trainer.health import HEALTH_VERDICTS
+
+if TYPE_CHECKING:
+    from remote.link.connector import Connector
 
 RUNS_TIMEOUT = 120.0
 _STR, _INT, _NUM = (str,), (int,), (int, float)
@@ -75,32 +77,23 @@ class RunsBook:
         return _ordered(self.entries)
 
 
-def parse_runs(stdout: bytes) -> list[RunInfo] | None:
-    """The runs of a ``gpurent.runs/1`` document (``None`` when it is not one)."""
-    text = stdout.decode("utf-8", errors="replace")
-    start = text.find('{"schema"')
-    try:
-        doc = json.loads(text[start:]) if start >= 0 else None
-    except ValueError:
-        return None
-    if not isinstance(doc, dict) or not isinstance(doc.get("runs"), list):
+def runs_in(report: dict[str, Any] | None) -> list[RunInfo] | None:
+    """The runs of a ``gpurent.runs/1`` report (``None`` when it is not one)."""
+    if report is None or not isinstance(report.get("runs"), list):
         return None
     book = RunsBook()
-    return book.apply({"full": True, "runs": doc["runs"]})
+    return book.apply({"full": True, "runs": report["runs"]})
 
 
-def box_runs(transport: Transport, project: str, connector: Any = None) -> list[RunInfo]:
+def box_runs(transport: Transport, project: str,
+             connector: Connector | None = None) -> list[RunInfo]:
     """The runs under ``project``, newest first, in one exec of ``trainer runs`` (through
     ``connector``'s gate when given: a box without the trainer gets it on the way). Falls
     back to reading the files over SFTP when the tool cannot run there."""
-    words = ["-m", "trainer", "runs", project, "--json"]
     try:
-        if connector is not None:
-            result = connector.run_tool(transport, words, timeout=RUNS_TIMEOUT)
-        else:
-            result = transport.run(f"{transport.trainer_prefix} {shlex.join(words)}",
-                                   timeout=RUNS_TIMEOUT)
+        answer = ask_tool(transport, ["runs", project, "--json"], connector=connector,
+                          timeout=RUNS_TIMEOUT)
     except (TransportError, ValueError):
-        result = None
-    runs = parse_runs(result.stdout) if result is not None and result.ok else None
+        answer = None
+    runs = runs_in(answer.report) if answer is not None and answer.ok else None
     return runs if runs is not None else list_runs(transport, project)

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
-import shlex
 from dataclasses import dataclass
+from typing import Any
 
+from remote.link.tools import ask_tool
 from remote.transport.base import Transport, TransportError
 from trainer.text import clean_text
 
@@ -46,21 +46,12 @@ class LogMatches:
     truncated: bool
 
 
-def _ask(transport: Transport, run_dir: str, words: list[str]) -> dict:
-    command = (f"{transport.trainer_prefix} -m trainer log "
-               + " ".join(shlex.quote(w) for w in [run_dir, *words]))
-    result = transport.run(command, timeout=LOG_TIMEOUT)
-    text = result.stdout.decode("utf-8", errors="replace")
-    start = text.find('{"schema"')
-    try:
-        doc = json.loads(text[start:]) if start >= 0 and result.ok else None
-    except ValueError:
-        doc = None
-    if not isinstance(doc, dict):
-        lines = result.stderr.decode("utf-8", errors="replace").strip().splitlines()
-        why = lines[-1] if lines else f"exit {result.rc}"
-        raise TransportError(f"cannot read the log on {transport.label}: {clean_text(why)}")
-    return doc
+def _ask(transport: Transport, run_dir: str, words: list[str]) -> dict[str, Any]:
+    answer = ask_tool(transport, ["log", run_dir, *words], timeout=LOG_TIMEOUT)
+    if not answer.ok or answer.report is None:
+        raise TransportError(f"cannot read the log on {transport.label}: "
+                             f"{answer.why or f'exit {answer.rc}'}")
+    return answer.report
 
 
 def _count(value: object) -> int:

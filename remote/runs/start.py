@@ -14,7 +14,6 @@ trains into ``NAME2`` (``NAME`` appeared meanwhile), that directory is the run.
 from __future__ import annotations
 
 import dataclasses
-import json
 import posixpath
 import re
 import shlex
@@ -22,6 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from remote.link.tools import ask_tool
 from remote.runs.launch import LaunchResult, LaunchSpec, check_run_dir, launch_run, validate
 from remote.runs.read import RunRead, read_launch, read_run
 from remote.transport.base import Transport, TransportError
@@ -110,14 +110,11 @@ def require_engine(transport: Transport, spec: LaunchSpec) -> None:
                               f"{model}'s pretrained weights: add pretrained=False to "
                               "train from scratch, or give model= a .pt file on the box")
         return
-    res = transport.run(f"{transport.trainer_prefix} -m trainer ready --json", timeout=60.0)
-    text = res.stdout.decode("utf-8", errors="replace")
-    try:
-        report = json.loads(text[text.index("{"):])
-    except ValueError:
-        why = one_line(clean_text(res.stderr or res.stdout).strip().splitlines()[-1:] or "")
+    answer = ask_tool(transport, ["ready", "--json"], timeout=60.0)
+    report = answer.report
+    if report is None:
         raise TransportError(f"cannot run the trainer on {transport.label}: "
-                             f"{why or f'exit {res.rc}'}") from None
+                             f"{one_line(answer.why) or f'exit {answer.rc}'}")
     missing = [str(m) for m in report.get("missing") or []]
     if missing:
         exe = clean_text(str(report.get("executable") or "the box's python"))

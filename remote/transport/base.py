@@ -109,7 +109,8 @@ class Transport(Protocol):
     label: str
     #: Shell words that start the box's python with our ``trainer`` importable, e.g.
     #: ``PYTHONPATH=/root/.cache/gpurent/trainer-0.1.0 /usr/bin/python3``. Set by
-    #: bootstrap; ``python3 -m trainer`` commands are built as f"{trainer_prefix} -m trainer".
+    #: bootstrap; ``python3 -m trainer`` commands are built from it by the door to the box
+    #: tools (``remote.link.tools``) as f"{trainer_prefix} -m trainer ...".
     trainer_prefix: str
 
     def run(self, command: str, *, stdin: bytes | None = None,

@@ -3,12 +3,11 @@ transport), with the token on the command's stdin: never in argv, never in a fil
 
 from __future__ import annotations
 
-import json
 import re
-import shlex
 from collections.abc import Sequence
 from typing import Any
 
+from remote.link.tools import ask_tool
 from remote.transport.base import Transport
 from trainer.hub.client import read_token
 from trainer.text import clean_text
@@ -54,31 +53,16 @@ def check_push_args(repo: str, files: Sequence[str] | None) -> None:
             raise ValueError(f"{name!r} is not a file name (expected e.g. best.pt)")
 
 
-def build_push_command(transport: Transport, run_dir: str, repo: str,
-                       files: Sequence[str] | None = None, public: bool = False) -> str:
-    """The shell command run on the box (it holds no secret)."""
+def push_args(run_dir: str, repo: str, files: Sequence[str] | None = None,
+              public: bool = False) -> list[str]:
+    """The words of ``trainer push`` (they hold no secret: the token comes on stdin)."""
     check_push_args(repo, files)
-    words = [f"{transport.trainer_prefix} -m trainer push", shlex.quote(run_dir),
-             "--repo", shlex.quote(repo), "--token-stdin", "--json"]
+    words = ["push", run_dir, "--repo", repo, "--token-stdin", "--json"]
     if files:
-        words += ["--files", shlex.quote(",".join(files))]
+        words += ["--files", ",".join(files)]
     if public:
         words.append("--public")
-    return " ".join(words)
-
-
-def last_json_object(data: bytes) -> dict[str, Any] | None:
-    """The last stdout line that is a JSON object, or ``None``."""
-    for line in reversed(data.decode("utf-8", errors="replace").splitlines()):
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                value = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(value, dict):
-                return value
-    return None
+    return words
 
 
 def push_from_box(transport: Transport, run_dir: str, repo: str, token: str,
@@ -91,14 +75,13 @@ def push_from_box(transport: Transport, run_dir: str, repo: str, token: str,
     push fails and ``remote.transport.base.TransportError`` when the box cannot be reached."""
     if not token or not token.strip() or "\n" in token.strip():
         raise ValueError(NO_TOKEN)
-    command = build_push_command(transport, run_dir, repo, files, public)
-    result = transport.run(command, stdin=(token.strip() + "\n").encode(), timeout=timeout)
-    answer = last_json_object(result.stdout)
-    if result.ok and answer is not None and answer.get("ok"):
-        return answer
-    if answer is not None and answer.get("error"):
-        message = str(answer["error"])
+    answer = ask_tool(transport, push_args(run_dir, repo, files, public), timeout=timeout,
+                      stdin=(token.strip() + "\n").encode())
+    report = answer.report
+    if answer.ok and report is not None and report.get("ok"):
+        return report
+    if report is not None and report.get("error"):
+        message = str(report["error"])
     else:
-        lines = result.stderr.decode("utf-8", errors="replace").strip().splitlines()
-        message = lines[-1] if lines else f"trainer push exited with {result.rc}"
-    raise PushFailed(clean_text(message), result.rc)
+        message = answer.why or f"trainer push exited with {answer.rc}"
+    raise PushFailed(clean_text(message), answer.rc)

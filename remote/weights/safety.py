@@ -20,14 +20,13 @@ unreachable Hub, a deleted local copy) is not safe. See ``docs/WEIGHTS-SAFETY.md
 from __future__ import annotations
 
 import posixpath
-import shlex
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from remote.link.tools import ask_tool
 from remote.transport.base import Transport, TransportError
 from remote.weights.pull import ledger_entries, verified_copy
-from remote.weights.push import last_json_object
 from trainer.hub.client import read_token, verify_pushed
 from trainer.text import clean_text
 
@@ -99,19 +98,15 @@ def box_inventory(transport: Transport, run_dirs: Iterable[str] = (),
     """The box's ``trainer safe --json`` answer for these runs and projects (and the
     registry). Raises ``TransportError`` with the box's one-line reason, e.g. for a
     path that is not a run directory."""
-    words = ["--json", *(f"--project={p}" for p in projects)]
+    words = ["safe", "--json", *(f"--project={p}" for p in projects)]
     words += ["--registry"] if registry else []
     words += ["--", *run_dirs]
-    command = (f"{transport.trainer_prefix} -m trainer safe "
-               + " ".join(shlex.quote(w) for w in words))
-    result = transport.run(command, timeout=timeout)
-    answer = last_json_object(result.stdout)
-    if not result.ok or answer is None or not isinstance(answer.get("runs"), list):
-        lines = result.stderr.decode("utf-8", errors="replace").strip().splitlines()
-        why = lines[-1].removeprefix("trainer safe: ") if lines else f"exit {result.rc}"
-        raise TransportError(f"cannot list the weights on {transport.label}: "
-                             f"{clean_text(why)}")
-    return answer
+    answer = ask_tool(transport, words, timeout=timeout)
+    report = answer.report
+    if not answer.ok or report is None or not isinstance(report.get("runs"), list):
+        why = answer.why.removeprefix("trainer safe: ") or f"exit {answer.rc}"
+        raise TransportError(f"cannot list the weights on {transport.label}: {why}")
+    return report
 
 
 def laptop_verify() -> HubVerify:
