@@ -13,12 +13,12 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import shlex
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from remote.link.gate import MARK
+from remote.link.tools import trainer_command
 from remote.transport.base import LineTooLong, Stream, Transport, TransportError
 from remote.watch.caps import (
     MAX_JSON_DEPTH,
@@ -84,7 +84,8 @@ class Follower:
         """One session: follow until the stream ends (``Dropped``, ``StartFailed``)."""
         self.went_live = False
         if self.gate is None:
-            command = f"{transport.trainer_prefix} {shlex.join(self.words())} 2>&1"
+            # words[2:]: the door adds the ``-m trainer`` the gate's words carry
+            command = trainer_command(transport, self.words()[2:]) + " 2>&1"
             self._follow_once(transport, command, None)
             return
         for _ in range(2):
