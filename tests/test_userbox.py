@@ -13,12 +13,15 @@ from pathlib import Path
 import pytest
 
 from remote.link.bootstrap import bootstrap_box
+from remote.runs.checks import doctor
+from remote.runs.guard import arm_guard, read_guard
 from remote.runs.launch import LaunchSpec
 from remote.runs.start import start_run
 from remote.runs.stop import stop_run
 from remote.watch.events import MetricsEvent, StatusEvent
 from remote.watch.watcher import Watcher
 from remote.weights.pull import local_sha256, pull_weights
+from tests.fixtures.providers_standin import ProviderStandin
 from tests.fixtures.sshd import SSHServer
 from tests.fixtures.watch_log import Collector, wait_until
 from trainer import runfiles
@@ -27,7 +30,12 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 
 
 def test_a_non_root_box_runs_launch_watch_stop_pull(user_box: SSHServer, tmp_path: Path,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+                                                     monkeypatch: pytest.MonkeyPatch,
+                                                     vast_standin: ProviderStandin) -> None:
+    """The defaults as a user has them: the project and the data path relative to the
+    login directory (the user's home), the dataset doctor's verdict holding for the
+    launch, and the guard armed on the run by its relative path, ending the billing when
+    the run ends."""
     monkeypatch.setenv("GPURENT_DATA_DIR", str(tmp_path / "laptop-data"))
     home = Path(user_box.home)
     before = tmp_path / "before"  # what the user writes after this counts
@@ -43,14 +51,21 @@ def test_a_non_root_box_runs_launch_watch_stop_pull(user_box: SSHServer, tmp_pat
         made = box.run(f"{box.trainer_prefix} -m trainer shapes data --train 8 --val 4 "
                        "--imgsz 32", timeout=180)
         assert made.ok, made.stderr
-        # Relative paths: the project lives in the login directory, the user's home.
-        spec = LaunchSpec("trainer", "runs", "r1", {
-            "data": f"{home}/data/data.yaml", "epochs": "500", "batch": "8", "imgsz": "32",
+        # Relative paths, as the form and `gpurent launch` take them by default: from
+        # the login directory, the user's home. What the doctor passes, the run finds.
+        assert doctor(box, "data/data.yaml")["ok"] is True
+        spec = LaunchSpec("trainer", "runs/train", "r1", {
+            "data": "data/data.yaml", "epochs": "500", "batch": "8", "imgsz": "32",
             "workers": "0", "device": "cpu"})
         started = start_run(box, spec, wait=60)
         assert not started.failed, started.error
+        assert f"data={home}/data/data.yaml " in started.result.command
         prefix = box.trainer_prefix
-    run_dir = home / "runs" / "r1"
+        iid = vast_standin.add_instance()
+        guard = arm_guard(box, "runs/train/r1", "done", "stop", None, "vast", iid,
+                          vast_standin.key, base_url=vast_standin.base_url, poll=0.2)
+        assert guard.watching, guard
+    run_dir = home / "runs" / "train" / "r1"
 
     def connect():
         transport = user_box.connect()
@@ -80,6 +95,12 @@ def test_a_non_root_box_runs_launch_watch_stop_pull(user_box: SSHServer, tmp_pat
             local_sha256(run_dir / "weights" / item.name)
     status = json.loads((run_dir / runfiles.STATUS_FILE).read_text())
     assert status["state"] == "stopped"
+    # The run ended: the guard stops the instance.
+    with user_box.connect() as box:
+        assert wait_until(lambda: (read_guard(box, "runs/train/r1") or guard).state == "done",
+                          120), read_guard(box, "runs/train/r1")
+    assert len(vast_standin.calls("PUT", iid)) == 1
+    assert vast_standin.instances[iid]["intended_status"] == "stopped"
     owner = pwd.getpwnam(user_box.user).pw_uid
     assert run_dir.stat().st_uid == owner
     # torch keeps its own compile cache in /tmp/torchinductor_USER; nothing else of

@@ -265,6 +265,9 @@ def arm_guard(transport: Transport, run_dir: str, when: str, then: str,
         raise GuardError(f"--then {clean_text(str(then))!r}: use stop or destroy")
     if max_hours is not None and not max_hours > 0:
         raise GuardError("--max-hours must be a positive number")
+    # The guard starts in the run's folder: a path from the login directory (the default
+    # project, runs/train) must not be read from there.
+    run_dir = transport.absolute(run_dir)
     current = read_guard(transport, run_dir)
     if current is not None and current.watching:
         raise GuardError(f"a guard is already armed on this run (pid {current.pid}): "

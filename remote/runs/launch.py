@@ -53,6 +53,11 @@ class RunIsLive(Exception):
     """The run directory holds a run that is still going; the message says which."""
 
 
+#: Arguments that name a file on the box (read from the login directory, as the doctor
+#: reads ``data=``).
+PATH_ARGS = ("data", "model")
+
+
 @dataclass(frozen=True)
 class LaunchSpec:
     """What to start: ``engine`` (``trainer`` or ``libreyolo``), the ``project``
@@ -293,8 +298,8 @@ def launch_run(transport: Transport, spec: LaunchSpec, stdin: bytes | None = Non
         spec = dataclasses.replace(spec, args={**spec.args,
                                                "model": resume_checkpoint(transport, spec)})
     exists = spec.beside and transport.stat(spec.run_dir) is not None
-    command = build_command(spec, transport, read_secret=stdin is not None, python=python,
-                            run_exists=exists)
+    command = build_command(with_box_paths(transport, spec), transport,
+                            read_secret=stdin is not None, python=python, run_exists=exists)
     check_run_dir(transport, spec)
     result = transport.run(command, stdin=stdin, timeout=60.0)
     out = result.stdout.decode("utf-8", "replace").strip().splitlines()
@@ -304,6 +309,22 @@ def launch_run(transport: Transport, spec: LaunchSpec, stdin: bytes | None = Non
     launched = LaunchResult(int(out[-1]), command, spec.run_dir, spec.pid_path)
     record_launch(transport, launched)
     return launched
+
+
+def with_box_paths(transport: Transport, spec: LaunchSpec) -> LaunchSpec:
+    """``spec`` with its paths absolute on the box, as the dataset doctor reads them: the
+    project, and a relative ``data=`` or ``model=`` that names a file from the login
+    directory. The launch ``cd``s into the project first, where a relative path would
+    mean something else; a name that is no file there (a dataset or model an engine
+    knows by name) is left as it is."""
+    args = dict(spec.args)
+    for key in PATH_ARGS:
+        value = args.get(key, "")
+        if value and not value.startswith("/") and "://" not in value:
+            there = transport.absolute(value)
+            if transport.stat(there) is not None:
+                args[key] = there
+    return dataclasses.replace(spec, project=transport.absolute(spec.project), args=args)
 
 
 # ---------------------------------------------------------------------- the box's record

@@ -122,7 +122,13 @@ class Transport(Protocol):
                        stdin: bytes | None = None) -> int:
         """Start ``command`` in a new session (``setsid nohup``), stdout and stderr to
         ``log_path``, so that nothing on the laptop can kill it; return its pid (which is
-        also its process group id). ``stdin`` is written to it once and closed."""
+        also its process group id). ``stdin`` is written to it once and closed. Relative
+        ``cwd`` and ``log_path`` are taken from the login directory, as ``absolute``."""
+        ...
+
+    def absolute(self, path: str) -> str:
+        """``path`` as an absolute path on the box: a relative one is taken from the login
+        directory, where every command starts (so it means the same after a ``cd``)."""
         ...
 
     def stream(self, command: str, *, stdin: bytes | None = None) -> Stream:

@@ -143,9 +143,10 @@ class LocalTransport:
         """Start ``command`` in a new session with output to ``log_path`` and return its
         pid (= its process group id). ``stdin`` is written once, then closed."""
         try:
-            with open(log_path, "ab") as log:
+            with open(self.absolute(log_path), "ab") as log:
                 # ``trap '' HUP`` is nohup: an ignored signal stays ignored across exec.
-                proc = _popen_group(f"trap '' HUP; {command}", cwd=cwd, stdout=log,
+                proc = _popen_group(f"trap '' HUP; {command}", cwd=self.absolute(cwd),
+                                    stdout=log,
                                     stderr=subprocess.STDOUT,
                                     stdin=subprocess.PIPE if stdin is not None
                                     else subprocess.DEVNULL)
@@ -210,6 +211,11 @@ class LocalTransport:
         except PermissionError as exc:
             raise TransportError(f"not allowed to signal process group {pgid}") from exc
         return True
+
+    def absolute(self, path: str) -> str:
+        """``path`` made absolute against this process's working directory (where the
+        commands it runs start)."""
+        return os.path.abspath(os.path.expanduser(path))
 
     def pid_alive(self, pid: int) -> bool:
         """Whether ``pid`` is a live, non-zombie process here."""

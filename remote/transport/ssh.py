@@ -22,6 +22,7 @@ import contextlib
 import dataclasses
 import logging
 import os
+import posixpath
 import select
 import shlex
 import signal
@@ -132,6 +133,7 @@ class SSHTransport:
         self._sftp: paramiko.SFTPClient | None = None
         self._sftp_lock = threading.RLock()
         self._home: str | None = None
+        self._login_dir: str | None = None
 
     # ---------------------------------------------------------------- commands
 
@@ -215,6 +217,7 @@ class SSHTransport:
         return its pid (= its process group). ``stdin`` reaches it through a pipe fed by
         ``cat`` from this channel (never argv, never a file); the launching shell waits
         until it was all handed over, so none is lost when the channel closes."""
+        cwd, log_path = self.absolute(cwd), self.absolute(log_path)
         detached = (f"setsid nohup sh -c {shlex.quote(command)} "
                     f"> {shlex.quote(log_path)} 2>&1")
         if stdin is None:
@@ -275,6 +278,19 @@ class SSHTransport:
                 raise TransportError(f"cannot find the home directory on {self.label}")
             self._home = home
         return self._home
+
+    def absolute(self, path: str) -> str:
+        """``path`` on the box made absolute against the login directory (asked once)."""
+        if path.startswith("/"):
+            return path
+        if self._login_dir is None:
+            # Capped: the box's answer is a claim, and one line is all a path needs.
+            result = self.run("pwd | head -c 4096", timeout=self.timeout)
+            where = result.stdout.decode("utf-8", errors="replace").strip()
+            if not result.ok or not where.startswith("/") or "\n" in where:
+                raise TransportError(f"cannot find the login directory on {self.label}")
+            self._login_dir = where
+        return posixpath.normpath(posixpath.join(self._login_dir, path))
 
     def expand(self, path: str) -> str:
         """``path`` with a leading ``~`` replaced by the box's home directory."""
