@@ -14,6 +14,7 @@ from typing import Any
 
 from textual.message import Message
 
+from remote.link import Connector
 from remote.runs import box_runs
 from remote.transport import Transport
 from remote.watch import (
@@ -51,12 +52,12 @@ class RunsListed(Message, bubble=False, namespace="box"):
 
 class Watching:
     """The watched run of one box and its watcher. ``connect`` opens the watcher's
-    connections and ``gate`` starts its follower (``remote.link.Connector``);
+    connections and ``gate`` starts its follower;
     ``title_changed`` and ``health_changed(run, verdict, reason)`` tell the app;
     ``visible`` says whether the box's tab is the one shown."""
 
     def __init__(self, ports: Ports, panes: Panes, connect: Callable[[], Transport],
-                 gate: Any, title_changed: Callable[[], None],
+                 gate: Connector, title_changed: Callable[[], None],
                  health_changed: Callable[[str, str, str], None],
                  visible: Callable[[], bool]) -> None:
         self.ports = ports
