@@ -236,7 +236,8 @@ class Link:
 
     def show_failure(self, message: ConnectFailed) -> None:
         """Show why connecting failed and when it is tried again."""
-        retrying = self.ports.state.retrying = message.retry_in is not None
+        retrying = message.retry_in is not None
+        self.ports.state.retrying = retrying
         line = f"{message.what}: {message.error}"
         self.panes.conn_badge.show_error(message.error, message.retry_in, message.attempt)
         if message.attempt == 1:
