@@ -99,7 +99,7 @@ async def flood(seconds: float, rate: int) -> dict:
         async with app.run_test(size=(160, 46)) as pilot:
             box = app.query_one(BoxView)
             deadline = time.monotonic() + 60
-            while box.status is None or not box.log_pane.log.lines:
+            while box.state.status is None or not box.log_pane.log.lines:
                 if time.monotonic() > deadline:
                     raise SystemExit("the app never showed the run")
                 await asyncio.sleep(0.1)
@@ -158,7 +158,7 @@ async def first_status_ssh() -> dict:
                 t0 = time.perf_counter()
                 async with app.run_test(size=(160, 46)):
                     box = app.query_one(BoxView)
-                    while box.status is None:
+                    while box.state.status is None:
                         if time.perf_counter() - t0 > 180:
                             raise SystemExit("no status over ssh within 180 s")
                         await asyncio.sleep(0.02)

@@ -48,7 +48,7 @@ def main() -> None:
             box = app.query_one(BoxView)
             deadline = time.monotonic() + 300
             while time.monotonic() < deadline and not wanted <= said:
-                if box.status is not None:
+                if box.state.status is not None:
                     say("status")
                 if want_runs and len(box.query_one(RunsList).runs) >= want_runs:
                     say("runs")

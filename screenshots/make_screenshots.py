@@ -121,10 +121,11 @@ async def shoot(out: Path, project: Path, data: Path, report: dict) -> list[Path
 
     async with app.run_test(size=LARGE) as pilot:
         box = app.query_one(BoxView)
-        await settle(pilot, lambda: box.status is not None and box.instance is not None
+        await settle(pilot, lambda: box.state.status is not None
+                     and box.state.instance is not None
                      and len(box.query_one(MetricsPane).rows) >= 4
                      and box.log_pane.log.lines)
-        await settle(pilot, lambda: box.safety is not None)
+        await settle(pilot, lambda: box.state.safety is not None)
         await pilot.pause(2.5)  # a CPU/RAM sample (no GPU on this machine)
         await save(pilot, "main")
         await pilot.press("l")
@@ -154,12 +155,12 @@ async def shoot(out: Path, project: Path, data: Path, report: dict) -> list[Path
         runs.focus()
         runs.highlighted = [r.name for r in runs.runs].index("exp1")
         await pilot.press("enter")
-        await settle(pilot, lambda: box.status is not None
-                     and box.status.health.verdict == "dead")
+        await settle(pilot, lambda: box.state.status is not None
+                     and box.state.status.health.verdict == "dead")
         await pilot.pause(0.5)
         await save(pilot, "dead-run")
-        box.run_dir = f"{project}/exp2"
-        box.start_stop_run()  # end the live run gracefully before leaving
+        box.state.run_dir = f"{project}/exp2"
+        box.run_stop.stop()  # end the live run gracefully before leaving
         await pilot.pause(3)
     standin.close()
     return saved

@@ -220,8 +220,8 @@ async def test_the_early_connection_and_its_follower_are_adopted(sshd: SSHServer
     app = GpurentApp([spec])
     async with app.run_test(size=SIZE) as pilot:
         box = app.query_one(BoxView)
-        await until(pilot, lambda: box.status is not None and box.transport is not None,
+        await until(pilot, lambda: box.state.status is not None and box.state.transport is not None,
                     timeout=60)
-        assert box.status.read.get("completed_epochs") == 2
+        assert box.state.status.read.get("completed_epochs") == 2
     followers = [c for c in streams if "trainer follow" in c]
     assert len(followers) == 1, f"the app started a second follower: {followers}"

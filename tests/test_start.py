@@ -154,7 +154,7 @@ async def test_the_tui_shows_a_run_that_died_in_setup(sshd: SSHServer, tmp_path:
     app = GpurentApp([ssh_spec(sshd, project, sshd.known_hosts)])
     async with app.run_test(size=(150, 46)) as pilot:
         box = app.query_one(BoxView)
-        await until(pilot, lambda: box.transport is not None, timeout=120)
+        await until(pilot, lambda: box.state.transport is not None, timeout=120)
         await pilot.press("l")
         await until(pilot, lambda: shown(app, LaunchForm) and app.focused is not None)
         form = app.screen
@@ -163,8 +163,9 @@ async def test_the_tui_shows_a_run_that_died_in_setup(sshd: SSHServer, tmp_path:
             form.query_one(f"#f-{key}", Input).value = value
         await pilot.pause(0.1)
         await press_button(pilot, "#launch")
-        await until(pilot, lambda: box.run_dir == f"{project}/typo" and box.status is not None
-                    and box.status.health.verdict == "failed", timeout=120)
+        state = box.state
+        await until(pilot, lambda: state.run_dir == f"{project}/typo" and state.status is not None
+                    and state.status.health.verdict == "failed", timeout=120)
         assert any(m.startswith("failed to start: ") and "does not exist" in m
                    for m in messages(app))
         assert "does not exist" in box.header.query_one("#ident", TextLine).text.plain

@@ -98,7 +98,7 @@ def local_app(project: Path, **spec) -> GpurentApp:
 
 async def connected(app, pilot) -> BoxView:
     box = app.query_one(BoxView)
-    await until(pilot, lambda: box.status is not None and box.query_one(MetricsPane).rows
+    await until(pilot, lambda: box.state.status is not None and box.query_one(MetricsPane).rows
                 and box.log_pane.log.lines)
     return box
 
@@ -109,8 +109,8 @@ async def test_connects_and_fills_every_pane(run_factory, sleeper):
     app = local_app(run.parent)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         box = await connected(app, pilot)
-        assert box.run_dir == str(run)  # the live run is chosen over the finished one
-        assert box.status.health.verdict in ("live", "slow", "stalled")
+        assert box.state.run_dir == str(run)  # the live run is chosen over the finished one
+        assert box.state.status.health.verdict in ("live", "slow", "stalled")
         assert len(box.query_one(MetricsPane).rows) == 5
         assert "epoch 5/20" in box.log_pane.log.lines[-1]
         names = [r.name for r in box.query_one(RunsList).runs]
@@ -120,9 +120,10 @@ async def test_connects_and_fills_every_pane(run_factory, sleeper):
         runs.focus()
         runs.highlighted = names.index("exp0")
         await pilot.press("enter")
-        await until(pilot, lambda: box.run_dir.endswith("exp0") and box.status is not None
+        await until(pilot, lambda: box.state.run_dir.endswith("exp0")
+                    and box.state.status is not None
                     and len(box.query_one(MetricsPane).rows) == 20)
-        assert box.status.health.verdict == "completed"
+        assert box.state.status.health.verdict == "completed"
 
 
 async def test_launch_form_cancel_and_invalid_values(run_factory):
@@ -202,7 +203,7 @@ async def test_no_weights_yet_only_without_any_weight_file(run_factory):
         await until(pilot, lambda: badge.safe_now is True)
         assert badge.content.plain == "no weights yet"
         (run / "weights" / "last.pt").write_bytes(b"epoch 1")  # LibreYOLO: no best.pt yet
-        box.refresh_safety()
+        box.weights.refresh()
         await until(pilot, lambda: badge.safe_now is False)
         assert "not safe: exp1/weights/last.pt" in badge.content.plain
 
@@ -251,7 +252,7 @@ async def test_stop_instance_shows_costs_then_stops(run_factory, vast_standin, m
                     provider_url=vast_standin.base_url)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         box = await connected(app, pilot)
-        await until(pilot, lambda: box.instance is not None)
+        await until(pilot, lambda: box.state.instance is not None)
         assert "$0.45/h" in box.money_text().plain
         await pilot.press("i")
         await until(pilot, lambda: shown(app, ConfirmDialog))
@@ -367,11 +368,11 @@ async def test_help_reconnect_and_quit(run_factory, sleeper):
         await until(pilot, lambda: shown(app, HelpScreen))
         await pilot.press("escape")
         await until(pilot, lambda: not isinstance(app.screen, HelpScreen))
-        watcher = box.watcher
+        watcher = box.watching.watcher
         await pilot.press("r")
         await until(pilot, lambda: "reconnecting…" in messages(app))
         await pilot.pause(0.5)
-        assert box.watcher is watcher and watcher.running
+        assert box.watching.watcher is watcher and watcher.running
         await pilot.press("q")
         await until(pilot, lambda: shown(app, QuitDialog))
         await until_shown(pilot, "keeps training on this machine")
@@ -397,7 +398,7 @@ async def test_host_key_question_from_a_worker_thread(run_factory):
         answers: list[bool] = []
         for press in ("escape", "confirm"):
             thread = threading.Thread(target=lambda: answers.append(
-                box.ask_host_key("203.0.113.7", "ssh-ed25519", "SHA256:abc[/]def")))
+                box.link.ask_host_key("203.0.113.7", "ssh-ed25519", "SHA256:abc[/]def")))
             thread.start()
             await until(pilot, lambda: shown(app, ConfirmDialog)
                         and app.focused is not None)
@@ -410,7 +411,7 @@ async def test_host_key_question_from_a_worker_thread(run_factory):
             await until(pilot, lambda t=thread: not t.is_alive())
         assert answers == [False, True]
         # A key accepted in this session is not asked about again (reconnects).
-        assert box.ask_host_key("203.0.113.7", "ssh-ed25519", "SHA256:abc[/]def")
+        assert box.link.ask_host_key("203.0.113.7", "ssh-ed25519", "SHA256:abc[/]def")
 
 
 async def test_run_death_rings_the_bell(run_factory, monkeypatch):
@@ -422,10 +423,10 @@ async def test_run_death_rings_the_bell(run_factory, monkeypatch):
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         monkeypatch.setattr(app, "bell", lambda: bells.append(1))
         box = await connected(app, pilot)
-        assert box.status.health.verdict != "dead"
+        assert box.state.status.health.verdict != "dead"
         os.killpg(proc.pid, signal.SIGKILL)  # like the OOM killer: status stays running
         proc.wait(timeout=10)
-        await until(pilot, lambda: box.status.health.verdict == "dead", timeout=30)
+        await until(pilot, lambda: box.state.status.health.verdict == "dead", timeout=30)
         await until_shown(pilot, "run exp1 dead", "pid")
         assert any(m.startswith("run exp1 dead") for m in messages(app))
         assert bells
@@ -441,11 +442,11 @@ async def test_several_boxes_as_tabs(run_factory, tmp_path):
                       BoxSpec("local", "local", project=str(other))])
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         boxes = app.boxes()
-        await until(pilot, lambda: all(b.status is not None for b in boxes))
+        await until(pilot, lambda: all(b.state.status is not None for b in boxes))
         assert app.box is boxes[0]
         app.query_one("TabbedContent").active = "box-1"
         await pilot.pause(0.1)
-        assert app.box is boxes[1] and app.box.run_dir.endswith("exp9")
+        assert app.box is boxes[1] and app.box.state.run_dir.endswith("exp9")
 
 
 async def test_unreachable_box_retries_until_escape(tmp_path):

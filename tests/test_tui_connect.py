@@ -51,8 +51,8 @@ async def test_the_box_chooses_the_going_run_and_the_list_fills(tmp_path, traine
     app = GpurentApp([BoxSpec("local", "local", project=str(project))])
     async with app.run_test(size=SIZE) as pilot:
         box = app.query_one(BoxView)
-        await until(pilot, lambda: box.status is not None)
-        assert box.run_dir == str(project / "going")
+        await until(pilot, lambda: box.state.status is not None)
+        assert box.state.run_dir == str(project / "going")
         runs = box.query_one(RunsList)
         await until(pilot, lambda: len(runs.runs) == 7)
         assert runs.current == str(project / "going")
@@ -71,7 +71,7 @@ async def test_a_long_log_shows_its_tail_then_older_lines_and_whole_log_matches(
         pane = box.query_one(LogPane)
         await until(pilot, lambda: pane.log.lines and "step 039999" in pane.log.lines[-1])
         assert "step 000000" not in pane.log.lines[0] and pane.more_above
-        await until(pilot, lambda: box.transport is not None)
+        await until(pilot, lambda: box.state.transport is not None)
         first = pane.log.lines[0]
         pane.toggle_follow()
         pane.post_message(LogPane.WantsOlder())
@@ -114,7 +114,7 @@ async def test_the_history_the_pane_holds_is_bounded_and_says_so(tmp_path, monke
         box = app.query_one(BoxView)
         pane = box.query_one(LogPane)
         await until(pilot, lambda: pane.log.lines and "step 039999" in pane.log.lines[-1])
-        await until(pilot, lambda: box.transport is not None)
+        await until(pilot, lambda: box.state.transport is not None)
         pane.log.focus()
         await pilot.press("g")  # to the top: the lines before come from the box
         await until(pilot, lambda: len(pane.log.lines) == 6000)

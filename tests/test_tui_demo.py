@@ -29,13 +29,13 @@ async def test_demo_generates_data_launches_and_shows_the_run(monkeypatch, tmp_p
             box = app.query_one(BoxView)
             # Dataset generation, the torch import and the first status: a functional
             # bound, generous for a loaded 2-core machine.
-            await until(pilot, lambda: box.status is not None and box.status.read.ok,
+            await until(pilot, lambda: box.state.status is not None and box.state.status.read.ok,
                         timeout=240)
-            status = box.status.read
+            status = box.state.status.read
             pid = status.get("pid")
             assert status.get("state") == "running"
-            assert box.status.health.verdict == "live"
-            assert box.run_dir.startswith(str(runs))
+            assert box.state.status.health.verdict == "live"
+            assert box.state.run_dir.startswith(str(runs))
             await until(pilot, lambda: box.log_pane.log.lines, timeout=60)
         data = tmp_path / "cache" / "gpurent" / "demo" / "shapes" / "data.yaml"
         assert data.is_file()

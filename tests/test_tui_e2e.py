@@ -42,8 +42,9 @@ async def test_launch_watch_and_stop_over_ssh(sshd, shapes_data: Path, tmp_path)
                     and app.focused is not None, timeout=60)
         assert "SHA256:" in app.screen.body.plain and app.focused.id == "cancel"
         await press_button(pilot, "#confirm")
-        await until(pilot, lambda: box.transport is not None, timeout=120)
-        assert box.connector.trainer_prefix and "PYTHONPATH=" in box.connector.trainer_prefix
+        await until(pilot, lambda: box.state.transport is not None, timeout=120)
+        prefix = box.link.connector.trainer_prefix
+        assert prefix and "PYTHONPATH=" in prefix
         await pilot.press("l")
         await until(pilot, lambda: shown(app, LaunchForm)
                     and app.focused is not None)
@@ -56,20 +57,20 @@ async def test_launch_watch_and_stop_over_ssh(sshd, shapes_data: Path, tmp_path)
         await pilot.pause(0.1)
         assert "epochs=200" in form.query_one("#command").content.plain
         await press_button(pilot, "#launch")
-        await until(pilot, lambda: box.run_dir == f"{project}/e2e", timeout=60)
+        await until(pilot, lambda: box.state.run_dir == f"{project}/e2e", timeout=60)
         # The panes fill from the live run: status, a metrics row, log lines.
-        await until(pilot, lambda: box.status is not None
-                    and box.status.read.get("state") == "running"
+        await until(pilot, lambda: box.state.status is not None
+                    and box.state.status.read.get("state") == "running"
                     and len(box.query_one(MetricsPane).rows) >= 1
                     and len(box.query_one(LogPane).log.lines) >= 2, timeout=240)
-        assert box.status.health.verdict in ("live", "slow")
+        assert box.state.status.health.verdict in ("live", "slow")
         assert "$1.25/h" in box.money_text().plain
         await pilot.press("x")
         await until(pilot, lambda: shown(app, ConfirmDialog))
         await press_button(pilot, "#confirm")
         await until(pilot, lambda: any(m.startswith("stop: ") for m in messages(app)),
                     timeout=90)
-        await until(pilot, lambda: box.status.health.verdict == "stopped", timeout=30)
+        await until(pilot, lambda: box.state.status.health.verdict == "stopped", timeout=30)
     status = json.loads((Path(project) / "e2e" / "status.json").read_text())
     assert status["state"] == "stopped"
     assert 1 <= status["completed_epochs"] < status["total_epochs"] == 200

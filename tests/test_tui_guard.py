@@ -67,18 +67,19 @@ async def test_arming_stops_an_idle_box_and_the_money_line_follows(run_factory,
     try:
         async with app.run_test(size=SIZE) as pilot:
             box = app.query_one(BoxView)
-            await until(pilot, lambda: box.status is not None and box.instance is not None)
+            await until(pilot, lambda: box.state.status is not None
+                        and box.state.instance is not None)
             assert "idle 30 min: $0.23 and counting" in box.money_text().plain
             await pilot.press("a")
             await until(pilot, lambda: ready(app, GuardDialog))
             assert app.screen.query_one("#when", Select).value == "done"
             assert app.screen.query_one("#then", Select).value == "stop"
             await press(pilot, "#arm")
-            await until(pilot, lambda: box.guard is not None and box.guard.state == "done",
-                        timeout=60)
+            await until(pilot, lambda: box.state.guard is not None
+                        and box.state.guard.state == "done", timeout=60)
             assert "instance stopped: its disk bills $0.0694/h" in box.money_text().plain
             assert "and counting" not in box.money_text().plain
-            assert box.guard_text().plain.startswith("guard done: Vast.ai instance")
+            assert box.guard.text().plain.startswith("guard done: Vast.ai instance")
     finally:
         stop_guard(run)
     assert vast.instances[iid]["actual_status"] == "stopped"
@@ -101,27 +102,27 @@ async def test_an_alarm_stays_red_until_acknowledged(run_factory, vast_standin, 
     monkeypatch.setattr(app, "bell", lambda: bells.append(1))
     async with app.run_test(size=SIZE) as pilot:
         box = app.query_one(BoxView)
-        await until(pilot, lambda: box.guard is not None and box.guard.alarm_active)
-        badge = box.guard_text()
+        await until(pilot, lambda: box.state.guard is not None and box.state.guard.alarm_active)
+        badge = box.guard.text()
         assert badge.plain.startswith(" ⚠ GUARD ALARM ") and "gave up after" in badge.plain
         assert any("red" in str(span.style) for span in badge.spans)
         assert bells == [1]
         await pilot.pause(1.0)  # refreshed a few times: still red, told only once
-        assert box.guard.alarm_active and bells == [1]
+        assert box.state.guard.alarm_active and bells == [1]
         await pilot.press("a")
         await until(pilot, lambda: ready(app, ConfirmDialog))
         assert "gave up after" in app.screen.body.plain
         assert "destroy accepted, but the instance is still running" in app.screen.body.plain
         await press(pilot, "#confirm")
-        await until(pilot, lambda: not box.guard.alarm_active)
-        assert box.guard_text().plain.startswith("GUARD ALARM (acknowledged)")
-        assert not any("red" in str(span.style) for span in box.guard_text().spans)
+        await until(pilot, lambda: not box.state.guard.alarm_active)
+        assert box.guard.text().plain.startswith("GUARD ALARM (acknowledged)")
+        assert not any("red" in str(span.style) for span in box.guard.text().spans)
     assert (run / "guard.ack.json").exists()
     again = app_for(run, vast_standin, iid)  # a new session: the acknowledgement holds
     async with again.run_test(size=SIZE) as pilot:
         box = again.query_one(BoxView)
-        await until(pilot, lambda: box.guard is not None)
-        assert box.guard.alarm is not None and not box.guard.alarm_active
+        await until(pilot, lambda: box.state.guard is not None)
+        assert box.state.guard.alarm is not None and not box.state.guard.alarm_active
 
 
 async def test_a_provider_that_cannot_stop_gets_no_stop(run_factory, lambda_standin,
@@ -132,7 +133,7 @@ async def test_a_provider_that_cannot_stop_gets_no_stop(run_factory, lambda_stan
     app = app_for(run, lambda_standin, iid)
     async with app.run_test(size=SIZE) as pilot:
         box = app.query_one(BoxView)
-        await until(pilot, lambda: box.status is not None and box.instance is not None)
+        await until(pilot, lambda: box.state.status is not None and box.state.instance is not None)
         await pilot.press("a")
         await until(pilot, lambda: ready(app, GuardDialog))
         then = app.screen.query_one("#then", Select)

@@ -60,15 +60,15 @@ async def test_hostile_text_is_inert_everywhere(run_factory):
                      clock=lambda: FROZEN_NOW, autoconnect=False)
     async with app.run_test(size=(150, 44)) as pilot:
         box = app.query_one(BoxView)
-        box.run_dir, box.gen = str(run), 1
-        box._last_verdict = box._last_epoch = None
+        box.state.run_dir, box.state.gen = str(run), 1
+        box.state.last_verdict = None
         box.query_one(RunsList).show_runs(list_runs(LocalTransport(), str(run.parent)),
                                           str(run))
         box.header.show_run(run.name)
-        box.on_watch_event(1, frozen_status(run, pid_alive=False))
-        box.on_watch_event(1, metrics_event(run))
-        box.on_watch_event(1, log_event(run))
-        box.on_watch_event(1, GpuEvent([GpuSample(0, "[/]\x1b[2J GPU \x1b]0;x\x07")], 0.0))
+        box.watching.deliver(1, frozen_status(run, pid_alive=False))
+        box.watching.deliver(1, metrics_event(run))
+        box.watching.deliver(1, log_event(run))
+        box.watching.deliver(1, GpuEvent([GpuSample(0, "[/]\x1b[2J GPU \x1b]0;x\x07")], 0.0))
         await pilot.pause(0.3)
         lines = list(box.log_pane.log.lines)
         assert any("[@click=app.quit]x[/] click me" in ln for ln in lines)

@@ -115,19 +115,19 @@ async def test_every_box_field_reaches_the_terminal_inert(tmp_path: Path) -> Non
                      clock=lambda: FROZEN_NOW, autoconnect=False)
     async with app.run_test(size=(160, 50)) as pilot:
         box = app.query_one(BoxView)
-        box.run_dir, box.gen = str(run), 1
-        box._last_verdict = box._last_epoch = None
+        box.state.run_dir, box.state.gen = str(run), 1
+        box.state.last_verdict = None
         box.header.show_run(HOSTILE)
         box.query_one(RunsList).show_runs(list_runs(LocalTransport(), str(run.parent)),
                                           str(run))
-        box.on_watch_event(1, frozen_status(run, pid_alive=True))
-        box.on_watch_event(1, MetricsEvent(runfiles.read_metrics(run).rows, 100))
-        box.on_watch_event(1, LogEvent((run / runfiles.LOG_FILE).read_bytes(), 0))
-        box.on_watch_event(1, GpuEvent([GpuSample(0, HOSTILE, 50.0, 1.0, 2.0, 3.0, 4.0)],
+        box.watching.deliver(1, frozen_status(run, pid_alive=True))
+        box.watching.deliver(1, MetricsEvent(runfiles.read_metrics(run).rows, 100))
+        box.watching.deliver(1, LogEvent((run / runfiles.LOG_FILE).read_bytes(), 0))
+        box.watching.deliver(1, GpuEvent([GpuSample(0, HOSTILE, 50.0, 1.0, 2.0, 3.0, 4.0)],
                                        FROZEN_NOW))
-        box.on_watch_event(1, ConnectionEvent(HOSTILE, HOSTILE))
-        box._show_safety(weights_safety(LocalTransport(), str(run)))
-        box._show_guard(GuardState.from_dict(GUARD, alive=True))
+        box.watching.deliver(1, ConnectionEvent(HOSTILE, HOSTILE))
+        box.weights.show(weights_safety(LocalTransport(), str(run)))
+        box.guard.show(GuardState.from_dict(GUARD, alive=True))
         await pilot.pause(0.3)
         # A ledger entry the Hub cannot confirm (its repo and commit are hostile) is unsafe.
         main = assert_inert(app, expect=("[@click=app.quit]q[/]", "not safe"))
@@ -149,8 +149,8 @@ async def test_every_box_field_reaches_the_terminal_inert(tmp_path: Path) -> Non
         assert "GPU busy: not measured" in card
         app.pop_screen()
 
-        box.transport = LocalTransport()
-        box.do_guard()  # armed and alive: asks to disarm, showing guard.json's summary
+        box.state.transport = LocalTransport()
+        box.guard.ask()  # armed and alive: asks to disarm, showing guard.json's summary
         await pilot.pause(0.2)
         assert isinstance(app.screen, ConfirmDialog)
         assert_inert(app, expect=("Disarm",))

@@ -46,7 +46,8 @@ async def test_link_drop_dims_then_runs_badge_and_pull_recover(netbox: NetBox, t
     try:
         async with app.run_test(size=(160, 48), notifications=True) as pilot:
             box = app.query_one(BoxView)
-            await until(pilot, lambda: box.status is not None and box.run_dir == str(run_dir)
+            await until(pilot, lambda: box.state.status is not None
+                        and box.state.run_dir == str(run_dir)
                         and box.log_pane.log.lines, timeout=180)
             await until_shown(pilot, "⇄ connected", "● live", "live", timeout=60)
             badge = box.query_one(WeightsBadge)

@@ -36,7 +36,7 @@ def instance_spec(name: str, sshd, standin, known: Path, project: Path,
 
 
 def label_port(box: BoxView) -> int | None:
-    return None if box.transport is None else int(box.transport.label.rsplit(":", 1)[1])
+    return None if box.state.transport is None else int(box.state.transport.label.rsplit(":", 1)[1])
 
 
 @pytest.fixture
@@ -85,7 +85,7 @@ async def test_resume_key_starts_a_stopped_instance_and_watches_its_run(
     app = GpurentApp([spec])
     async with app.run_test(size=(150, 46)) as pilot:
         box = app.query_one(BoxView)
-        box.resume_interval = 0.05
+        box.resume.interval = 0.05
         # Stopped: connecting says so, and what to press.
         await until(pilot, lambda: any("is stopped" in m and "R in gpurent-tui" in m
                                        for m in messages(app)), timeout=60)
@@ -95,7 +95,7 @@ async def test_resume_key_starts_a_stopped_instance_and_watches_its_run(
         assert "is stopped and bills $0.0694/h" in body and "live1" in body
         await press_button(pilot, "#confirm")
         await until(pilot, lambda: label_port(box) == moved_sshd.port
-                    and box.run_dir == str(live_run) and box.status is not None,
+                    and box.state.run_dir == str(live_run) and box.state.status is not None,
                     timeout=120)
         shown_steps = [m for m in messages(app) if m.startswith("[")]
         assert any("is running: billing $0.6900/h again" in m for m in shown_steps)

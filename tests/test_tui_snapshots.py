@@ -28,8 +28,8 @@ def test_dead_run(snap_compare, tmp_path, size):
 def test_link_down_dims_the_panes(snap_compare, tmp_path):
     async def before(pilot):
         box = await show_scene(pilot)
-        box.on_watch_event(1, ConnectionEvent("stale", "no data for 5s", silent_for=34.0))
-        box.on_watch_event(1, ConnectionEvent("reconnecting", "timed out", attempt=3))
+        box.watching.deliver(1, ConnectionEvent("stale", "no data for 5s", silent_for=34.0))
+        box.watching.deliver(1, ConnectionEvent("reconnecting", "timed out", attempt=3))
         await pilot.pause(0.3)
 
     assert snap_compare(scene_app(tmp_path, "live"), terminal_size=LARGE, run_before=before)

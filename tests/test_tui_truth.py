@@ -101,8 +101,9 @@ async def test_actions_on_a_dead_link_say_so_and_panes_dim(run_factory, procs):
         box = await connected(app, pilot)
         await until_shown(pilot, "⇄ connected")
         # The watcher reports the link gone (what it sends when a box stops answering).
-        box.on_watch_event(box.gen, ConnectionEvent("stale", "no data for 5s", silent_for=5))
-        box.on_watch_event(box.gen, ConnectionEvent("reconnecting", "timed out", attempt=1))
+        gen = box.state.gen
+        box.watching.deliver(gen, ConnectionEvent("stale", "no data for 5s", silent_for=5))
+        box.watching.deliver(gen, ConnectionEvent("reconnecting", "timed out", attempt=1))
         text = await until_shown(pilot, "no link", "last data", "reconnecting (try 1)")
         header = text.splitlines()[0]
         assert "● live" not in header  # the health is as old as the data: not "live"
@@ -112,7 +113,7 @@ async def test_actions_on_a_dead_link_say_so_and_panes_dim(run_factory, procs):
         await pilot.press("x")
         await until_shown(pilot, "no link to the box (last data")
         # The link comes back: panes lit again, the control connection reopened.
-        box.on_watch_event(box.gen, ConnectionEvent("live", "following"))
+        box.watching.deliver(box.state.gen, ConnectionEvent("live", "following"))
         await until(pilot, lambda: not box.has_class("-offline"))
         await until(pilot, lambda: any(e.message == "control connection open again"
                                        for e in app.history))
@@ -190,7 +191,7 @@ async def test_launch_form_types_checks_estimates_launches_and_remembers(
             form.query_one("#f-name", Input).value = "typed"
             await pilot.press("ctrl+s")
             await until(pilot, lambda: not isinstance(app.screen, LaunchForm), timeout=60)
-            await until(pilot, lambda: box.run_dir == str(run.parent / "typed"))
+            await until(pilot, lambda: box.state.run_dir == str(run.parent / "typed"))
             launched = run.parent / "typed"
             await until_shown(pilot, "launched", "typed")
             # The next form starts from what was launched, under a free name; ctrl+r
@@ -201,8 +202,8 @@ async def test_launch_form_types_checks_estimates_launches_and_remembers(
             assert form.query_one("#f-data", Input).value == str(shapes_data)
             assert form.query_one("#f-imgsz", Input).value == "64"
             assert form.query_one("#f-name", Input).value == "exp2"
-            await until(pilot, lambda: box.status is not None
-                        and box.status.read.get("args") is not None, timeout=120)
+            await until(pilot, lambda: box.state.status is not None
+                        and box.state.status.read.get("args") is not None, timeout=120)
             await pilot.press("ctrl+r")
             await until(pilot, lambda: form.query_one("#f-name", Input).value == "typed")
             assert form.query_one("#f-extra", Input).value == "resume=True"
@@ -252,7 +253,7 @@ async def test_any_run_alerts_and_the_runs_list_is_live(run_factory, procs, monk
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         monkeypatch.setattr(app, "bell", lambda: bells.append(1))
         box = await connected(app, pilot)
-        assert box.run_dir == str(run)
+        assert box.state.run_dir == str(run)
         await until_shown(pilot, "broken", "failed to start")
         os.killpg(other.pid, signal.SIGKILL)  # the run nobody watches dies
         other.wait(timeout=10)
@@ -261,7 +262,7 @@ async def test_any_run_alerts_and_the_runs_list_is_live(run_factory, procs, monk
         # The watched run's row follows the watcher, not the periodic listing.
         os.killpg(watched.pid, signal.SIGKILL)
         watched.wait(timeout=10)
-        await until(pilot, lambda: box.status.health.verdict == "dead", timeout=30)
+        await until(pilot, lambda: box.state.status.health.verdict == "dead", timeout=30)
         row = next(r for r in box.query_one(RunsList).runs if r.name == "exp1")
         assert row.health == "dead"
 
@@ -276,7 +277,7 @@ async def test_tabs_show_state_and_switch_by_number(run_factory, tmp_path, procs
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         monkeypatch.setattr(app, "bell", lambda: None)
         boxes = app.boxes()
-        await until(pilot, lambda: all(b.status is not None for b in boxes))
+        await until(pilot, lambda: all(b.state.status is not None for b in boxes))
         assert app.box is boxes[0]
         os.killpg(sleeper.pid, signal.SIGKILL)  # a run in the tab not shown dies
         sleeper.wait(timeout=10)
@@ -368,7 +369,7 @@ async def test_stopping_an_ended_run_is_refused_without_a_question(run_factory):
     app = local_app(run.parent)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         box = await connected(app, pilot)
-        await until(pilot, lambda: box.status is not None)
+        await until(pilot, lambda: box.state.status is not None)
         await pilot.press("x")
         await until_shown(pilot, "nothing to stop: run exp1 completed")
         assert not shown(app, QuitDialog) and not app.screen.query("#confirm")
@@ -412,7 +413,7 @@ async def test_words_match_a_billing_box(tmp_path):
     app = scene_app(tmp_path, "live")
     async with app.run_test(size=(160, 48), notifications=True) as pilot:
         box = await show_scene(pilot)
-        box.guard = None
+        box.state.guard = None
         await pilot.press("q")
         await until(pilot, lambda: shown(app, QuitDialog))
         await until_shown(pilot, "run exp3 keeps training", "keeps billing $3.00/h",
@@ -420,8 +421,8 @@ async def test_words_match_a_billing_box(tmp_path):
         await pilot.press("escape")
         await until(pilot, lambda: not isinstance(app.screen, QuitDialog))
         # The same box once the run completed: idle money, and the way to stop it.
-        box.on_watch_event(box.gen, _completed(app))
-        await until(pilot, lambda: box.status.health.verdict == "completed")
+        box.watching.deliver(box.state.gen, _completed(app))
+        await until(pilot, lambda: box.state.status.health.verdict == "completed")
         await pilot.press("q")
         await until(pilot, lambda: shown(app, QuitDialog))
         await until_shown(pilot, "run exp3 completed", "idle at $3.00/h — stop it?",
@@ -480,10 +481,10 @@ async def test_quitting_the_demo_can_stop_its_trainer(run_factory, procs):
                      autoconnect=False)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         box = app.query_one(BoxView)
-        box.transport = LocalTransport()
-        box.run_dir, box.gen = str(run), 1
-        box.on_watch_event(1, frozen_status(run, pid_alive=True, updated_ago=1.0))
-        await until(pilot, lambda: box.status is not None)
+        box.state.transport = LocalTransport()
+        box.state.run_dir, box.state.gen = str(run), 1
+        box.watching.deliver(1, frozen_status(run, pid_alive=True, updated_ago=1.0))
+        await until(pilot, lambda: box.state.status is not None)
         await pilot.press("q")
         await until(pilot, lambda: shown(app, QuitDialog))
         await until_shown(pilot, "run demo-1 keeps training on this machine",

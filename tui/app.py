@@ -14,7 +14,8 @@ from textual.screen import Screen
 from textual.widgets import Footer, TabbedContent, TabPane
 
 from trainer.text import clean_text
-from tui.box.view import ALERT_VERDICTS, BoxView
+from tui.box.state import ALERT_VERDICTS
+from tui.box.view import BoxView
 from tui.dialogs.quit import QuitDialog
 from tui.screens.events import MAX_EVENTS, Event, EventsScreen
 from tui.screens.help import HelpScreen
@@ -100,7 +101,7 @@ class GpurentApp(App[int]):
         box = event.pane.query_one(BoxView)
         if not box.log_pane.log.has_focus_within:
             box.log_pane.log.focus()
-        box.seen()
+        box.watching.seen()
 
     # ------------------------------------------------------------------ helpers
 
@@ -137,13 +138,13 @@ class GpurentApp(App[int]):
     # ------------------------------------------------------------------ actions
 
     def action_box(self, name: str) -> None:
-        """Run box action ``name`` on the active tab; a refusal is shown like any
-        failure (one line with the next step)."""
+        """Run box action ``name`` (a key of ``BoxView.commands``) on the active tab; a
+        refusal is shown like any failure (one line with the next step)."""
         box = self.box
         if box is None:
             return
         try:
-            getattr(box, f"do_{name}")()
+            box.commands[name]()
         except Exception as exc:  # noqa: BLE001 - every refusal reaches the screen
             box.report_failure(name, exc)
 
@@ -179,7 +180,7 @@ class GpurentApp(App[int]):
             return
         if box.log_pane.escape():
             return
-        if box.stop_retrying():
+        if box.link.stop_retrying():
             self.notify("stopped retrying; r tries again", title=box.spec.title, timeout=5)
 
     def action_metric(self) -> None:
@@ -227,19 +228,19 @@ class GpurentApp(App[int]):
         """What each box leaves behind if the app quits now."""
         out = []
         for box in self.boxes():
-            safety = box.safety
-            run = box.run_dir.rstrip("/").rsplit("/", 1)[-1] if box.run_dir else None
+            state = box.state
+            safety, guard, spec = state.safety, state.guard, state.spec
+            run = state.run_name or None
             out.append(Standing(
-                title=box.spec.title, local=box.spec.kind == "local", demo=box.spec.demo,
-                run=run, verdict=box.status.health.verdict if box.status else None,
-                price=box.price_per_hour(),
+                title=spec.title, local=spec.kind == "local", demo=spec.demo,
+                run=run, verdict=state.status.health.verdict if state.status else None,
+                price=state.price_per_hour(),
                 weights_safe=None if safety is None else safety.safe,
                 weights_where=None if safety is None else safety.where,
-                guard_watching=bool(box.guard is not None and box.guard.watching),
-                guard_summary=box.guard.summary() if box.guard is not None else "",
-                can_stop_instance=bool(box.spec.provider and box.spec.instance
-                                       and box.spec.provider != "manual"),
-                reattach=box.spec.reattach(run)))
+                guard_watching=bool(guard is not None and guard.watching),
+                guard_summary=guard.summary() if guard is not None else "",
+                can_stop_instance=state.has_instance(),
+                reattach=spec.reattach(run)))
         return out
 
     async def action_quit(self) -> None:
@@ -264,10 +265,11 @@ class GpurentApp(App[int]):
             return
         if answer == "stop-demo":
             for box, s in zip(boxes, standings, strict=True):
-                if s.demo and s.training and box.transport is not None and box.run_dir:
+                state = box.state
+                if s.demo and s.training and state.transport is not None and state.run_dir:
                     from remote.runs import stop_run
 
-                    await asyncio.to_thread(stop_run, box.transport, box.run_dir, 15.0)
+                    await asyncio.to_thread(stop_run, state.transport, state.run_dir, 15.0)
             standings = self.standings()
         elif answer != "quit":
             return

@@ -1,6 +1,5 @@
-"""One box tab: the watching half (``view.BoxView``: connect, list runs, follow one) and
-the acting half (``actions.BoxActions``: launch, checks, push, pull, stop, guard,
-teardown)."""
+"""One box tab: ``view.BoxView`` composes the parts that watch and act on one box, over
+one plain state object (``state.BoxState``)."""
 
 from tui.box.view import BoxView
 

@@ -1,15 +1,17 @@
-"""Launching and profiling from the launch form, mixed into ``tui.box.view.BoxView``:
-defaults fitted to the box (a CPU box gets small images and a time estimate from a short
-probe), the values of the last launch remembered, clone and resume of the selected run,
-inline checks of the name and the Hub repo, and the dataset doctor run again (debounced)
-whenever ``data`` changes, its errors refusing Launch."""
+"""Launching and profiling from the launch form: defaults fitted to the box (a CPU box gets
+small images and a time estimate from a short probe), the values of the last launch
+remembered, clone and resume of the selected run, inline checks of the name and the Hub
+repo, and the dataset doctor run again (debounced) whenever ``data`` changes, its errors
+refusing Launch. Also the box's preflight, once connected."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from rich.text import Text
-from textual import work
+from textual.message import Message
 
 from remote import fields
 from remote.runs import (
@@ -27,6 +29,7 @@ from remote.runs import profile as run_profile
 from remote.weights import REPO_RE, laptop_token, require_token
 from trainer.text import format_duration
 from tui.box.failures import ActionRefused
+from tui.box.ports import Done, Panes, Ports
 from tui.box.reports import findings_text
 from tui.dialogs.launch import FormHooks, LaunchForm, LaunchRequest
 from tui.dialogs.profile import ProfileCard
@@ -42,6 +45,8 @@ PROBE_ARGS = {"steps": "3", "warmup": "1"}
 #: Status fields a clone takes, as form fields.
 CLONE_FIELDS = {"model": "model_size", "epochs": "total_epochs", "batch": "batch",
                 "imgsz": "imgsz"}
+#: Workers whose failure is also shown inside the open form.
+FORM_WORKERS = ("start_launch", "profile", "run_checks", "probe")
 
 
 def has_gpu(preflight: dict[str, Any] | None) -> bool | None:
@@ -51,65 +56,119 @@ def has_gpu(preflight: dict[str, Any] | None) -> bool | None:
     return bool(preflight["gpu_available"])
 
 
-class BoxLaunching:
-    """The launch form's side of a box view (a mixin: ``self`` is the ``BoxView``)."""
+@dataclass
+class PreflightRead(Message, bubble=False, namespace="box"):
+    """The box's preflight report, once connected."""
 
-    def init_launching(self) -> None:
-        """State kept between forms."""
-        self.launch_form: LaunchForm | None = None
-        #: The values of the last launch from this tab (the next form starts from them).
-        self.last_launch: dict[str, str] = {}
+    report: dict[str, Any]
+
+
+@dataclass
+class ChecksDone(Message, bubble=False, namespace="box"):
+    """Preflight and doctor findings for the form; ``blocks``: why Launch is refused."""
+
+    preflight: dict[str, Any]
+    text: Text
+    blocks: str
+    data_ok: bool
+
+
+@dataclass
+class HubChecked(Message, bubble=False, namespace="box"):
+    """Whether the box reaches the Hub (pretrained weights), for ``form``."""
+
+    form: LaunchForm
+    offline: bool
+
+
+@dataclass
+class Estimated(Message, bubble=False, namespace="box"):
+    """The probe's report for the settings of ``request``."""
+
+    report: dict[str, Any]
+    request: LaunchRequest
+
+
+@dataclass
+class Launched(Message, bubble=False, namespace="box"):
+    """``request`` was started on the box (``started``: ``remote.runs`` start result)."""
+
+    started: Any
+    request: LaunchRequest
+
+
+@dataclass
+class Profiled(Message, bubble=False, namespace="box"):
+    """``trainer profile``'s report for ``request``."""
+
+    report: dict[str, Any]
+    request: LaunchRequest
+
+
+class Launching:
+    """The launch form's side of one box. ``timer(seconds, fn)`` calls ``fn`` later on
+    the UI thread (a Textual timer, with ``stop()``)."""
+
+    def __init__(self, ports: Ports, panes: Panes,
+                 timer: Callable[[float, Callable[[], None]], Any]) -> None:
+        self.ports = ports
+        self.panes = panes
+        self.timer = timer
+        self.form: LaunchForm | None = None
         self._doctor_timer: Any = None
-        self._probed: tuple[str, ...] | None = None
+        self._probed: tuple[Any, ...] | None = None
 
     # ------------------------------------------------------------------ the form
 
-    def do_launch(self) -> None:
+    def open_launch(self) -> None:
         """Open the launch form (checks start at once in the background)."""
         self.open_form("Launch a training run")
 
-    def do_profile(self) -> None:
+    def open_profile(self) -> None:
         """The launch form, titled for profiling: its Profile button measures a short
         run of those settings and shows the verdict card."""
         self.open_form("Profile before launching (or launch)")
 
     def open_form(self, title: str) -> None:
         """The launch form; it stays open until the run started or the user cancels."""
-        transport = self.need_transport()
+        state = self.ports.state
+        transport = state.need_transport()
         defaults = self.launch_defaults()
-        selected = self.run_dir.rstrip("/").rsplit("/", 1)[-1] if self.run_dir else ""
 
         def preview(request: LaunchRequest) -> str:
             return build_command(self.launch_spec(request), transport)
 
-        hooks = FormHooks(preview=preview, submit=self.submit_form,
+        hooks = FormHooks(preview=preview, submit=self.submit,
                           field_note=self.field_note, data_changed=self.data_changed,
                           clone=lambda: self.selected_values(resume=False),
                           resume=lambda: self.selected_values(resume=True),
-                          selected=selected)
+                          selected=state.run_name)
         form = LaunchForm(defaults, "trainer", hooks, title=title)
-        self.launch_form = form
+        self.form = form
         self._probed = None
-        self.app.push_screen(form, self._form_closed)
+        self.ports.ask(form, self._closed)
         self.run_checks(defaults.get("data", ""))
 
-    def _form_closed(self, _request: LaunchRequest | None) -> None:
-        self.launch_form = None
+    def _closed(self, _request: LaunchRequest | None) -> None:
+        self.form = None
+
+    def _open_form(self) -> LaunchForm | None:
+        """The form, while it is on screen."""
+        return self.form if self.form is not None and self.form.is_attached else None
 
     def launch_defaults(self) -> dict[str, str]:
         """The form's starting values: the last launch from this tab, else defaults
         fitted to the box; always a free run name."""
-        from tui.widgets.runs import RunsList
-
-        base = dict(CPU_DEFAULTS if has_gpu(self.preflight) is False else GPU_DEFAULTS)
+        state = self.ports.state
+        base = dict(CPU_DEFAULTS if has_gpu(state.preflight) is False else GPU_DEFAULTS)
         base.update({"data": "", "save_period": "", "hub": "", "extra": ""})
-        if self.spec.demo:
+        if state.spec.demo:
             from tui.demo import DEMO_ARGS, demo_data_yaml
 
             base.update({k: v for k, v in DEMO_ARGS.items() if k in base},
                         data=demo_data_yaml())
-        base.update(self.last_launch)
-        existing = {r.name for r in self.query_one(RunsList).runs}
+        base.update(state.last_launch)
+        existing = {r.name for r in self.panes.runs.runs}
         n = 1
         while f"exp{n}" in existing:
             n += 1
@@ -123,15 +182,12 @@ class BoxLaunching:
         args.pop("name", None)
         if request.hub:
             args["hub"] = request.hub
-        return make_spec(request.engine, self.project, request.name, args)
+        return make_spec(request.engine, self.ports.state.project, request.name, args)
 
     def field_note(self, key: str, values: dict[str, str]) -> str:
         """An inline problem with one field ("" when fine; "⚠…" only warns)."""
         if key == "name" and values.get("name"):
-            from tui.widgets.runs import RunsList
-
-            info = next((r for r in self.query_one(RunsList).runs
-                         if r.name == values["name"]), None)
+            info = next((r for r in self.panes.runs.runs if r.name == values["name"]), None)
             extra = values.get("extra", "")
             if info is None or "resume=" in extra or "exist_ok=" in extra:
                 return ""
@@ -150,20 +206,44 @@ class BoxLaunching:
     def selected_values(self, resume: bool) -> dict[str, str] | None:
         """The selected run's settings (from its status.json) for a clone (new name) or
         a resume (same name, ``resume=True``)."""
-        if self.run_dir is None or self.status is None:
+        state = self.ports.state
+        if state.run_dir is None or state.status is None:
             return None
-        st = self.status.read
+        st = state.status.read
         values = {field: str(st.get(key)) for field, key in CLONE_FIELDS.items()
                   if st.get(key) is not None}
         args = st.get("args") if isinstance(st.get("args"), dict) else {}
         if args.get("data"):
             values["data"] = str(args["data"])
-        name = self.run_dir.rstrip("/").rsplit("/", 1)[-1]
         if resume:
-            values.update(name=name, extra="resume=True")
+            values.update(name=state.run_name, extra="resume=True")
         else:
             values.update(name=self.launch_defaults()["name"], extra="")
         return values
+
+    def failed(self, name: str, line: str) -> None:
+        """A failure of worker ``name`` is also said inside the form, when it is its."""
+        form = self._open_form()
+        if form is not None and name in FORM_WORKERS:
+            form.show_error(line)
+
+    # ------------------------------------------------------------------ preflight
+
+    def check_box(self) -> None:
+        """Preflight the box once connected; failed checks are notified at once."""
+        self.ports.work("check_box", self._preflight, group="preflight")
+
+    def _preflight(self) -> None:
+        state = self.ports.state
+        self.ports.post(PreflightRead(run_preflight(state.need_transport(), state.project)))
+
+    def preflight_read(self, report: dict[str, Any]) -> None:
+        """Keep the preflight report; say at once what failed."""
+        self.ports.state.preflight = report
+        if report.get("ok") is not True:
+            failed = ", ".join(fields.texts(report.get("failed"))) or "?"
+            self.ports.notify(f"preflight found problems: {failed} (l shows the details)",
+                              severity="warning", timeout=10)
 
     # ------------------------------------------------------------------ checks
 
@@ -171,29 +251,22 @@ class BoxLaunching:
         """``data`` changed in the form: run the doctor once typing pauses."""
         if self._doctor_timer is not None:
             self._doctor_timer.stop()
-        self._doctor_timer = self.set_timer(DOCTOR_DEBOUNCE, lambda: self.run_checks(data))
+        self._doctor_timer = self.timer(DOCTOR_DEBOUNCE, lambda: self.run_checks(data))
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="preflight",
-          name="check_box")
-    def check_box(self) -> None:
-        """Preflight the box once connected; failed checks are notified at once."""
-        transport = self.need_transport()
-        report = run_preflight(transport, self.project)
-        self.preflight = report
-        if report.get("ok") is not True:
-            failed = ", ".join(fields.texts(report.get("failed"))) or "?"
-            self.app.call_from_thread(self.app.notify, f"preflight found problems: {failed} "
-                                      "(l shows the details)", title=self.spec.title,
-                                      severity="warning", timeout=10)
-
-    @work(thread=True, exclusive=True, exit_on_error=False, group="checks", name="run_checks")
     def run_checks(self, data: str) -> None:
+        """Preflight (once per connection) and the dataset doctor, in the background."""
+        form = self.form
+        self.ports.work("run_checks", lambda: self._check(data, form), group="checks")
+
+    def _check(self, data: str, form: LaunchForm | None) -> None:
         """Preflight (once per connection) and the dataset doctor, shown in the form;
         doctor errors refuse Launch. A CPU box gets small defaults and an estimate."""
-        transport = self.need_transport()
-        if self.preflight is None:
-            self.preflight = run_preflight(transport, self.project)
-        text = findings_text("preflight", self.preflight)
+        state = self.ports.state
+        transport = state.need_transport()
+        preflight = state.preflight
+        if preflight is None:
+            preflight = run_preflight(transport, state.project)
+        text = findings_text("preflight", preflight)
         blocks = ""
         doctor = None
         if data:
@@ -212,23 +285,32 @@ class BoxLaunching:
         else:
             text.append("doctor  waits for data\n", style="dim")
         data_ok = doctor is not None and bool(doctor.get("ok"))
-        self.app.call_from_thread(self._show_checks, text, blocks, data_ok)
-        form = self.launch_form
+        self.ports.post(ChecksDone(preflight, text, blocks, data_ok))
         if form is not None and form.offline is None:
-            form.offline = not hub_reachable(transport)
-            self.app.call_from_thread(form.offer_pretrained)
+            self.ports.post(HubChecked(form, not hub_reachable(transport)))
 
-    def _show_checks(self, text: Text, blocks: str, data_ok: bool) -> None:
-        form = self.launch_form
-        if form is None or not form.is_attached:
+    def show_checks(self, checks: ChecksDone) -> None:
+        """The findings in the form; a clean doctor starts the time estimate."""
+        state = self.ports.state
+        if state.preflight is None:
+            state.preflight = checks.preflight
+        form = self._open_form()
+        if form is None:
             return
-        if has_gpu(self.preflight) is False:
+        if has_gpu(state.preflight) is False:
             form.set_values({k: v for k, v in CPU_DEFAULTS.items()
-                             if k not in self.last_launch}, only_untouched=True)
-        form.show_findings(text, blocks, "✔ the dataset doctor found no errors" if data_ok
-                           else "")
-        if data_ok:
+                             if k not in state.last_launch}, only_untouched=True)
+        form.show_findings(checks.text, checks.blocks,
+                           "✔ the dataset doctor found no errors" if checks.data_ok else "")
+        if checks.data_ok:
             self.start_probe(form)
+
+    def hub_checked(self, checked: HubChecked) -> None:
+        """The form offers pretrained weights only where the box reaches the Hub."""
+        form = checked.form
+        if form.offline is None and form.is_attached:
+            form.offline = checked.offline
+            form.offer_pretrained()
 
     def start_probe(self, form: LaunchForm) -> None:
         """Estimate the time per epoch with a few real steps (once per settings)."""
@@ -242,29 +324,30 @@ class BoxLaunching:
         self._probed = key
         form.show_estimate(Text("estimating the time per epoch (a 3-step probe)…",
                                 style="dim"))
-        self.begin("probe", "estimating the time per epoch")
-        self.probe(request)
+        self.ports.work("probe", lambda: self._probe(request), group="probe",
+                        label="estimating the time per epoch")
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="probe", name="probe")
-    def probe(self, request: LaunchRequest) -> None:
-        """Run the probe and show the estimate in the form."""
-        transport = self.need_transport()
+    def _probe(self, request: LaunchRequest) -> None:
+        """Run the probe (its report is shown in the form)."""
+        state = self.ports.state
+        transport = state.need_transport()
         args = {k: v for k, v in self.launch_spec(request).args.items() if k != "hub"}
-        args.update(PROBE_ARGS, project=self.project, name=request.name or "probe")
+        args.update(PROBE_ARGS, project=state.project, name=request.name or "probe")
         report = run_profile(transport, args, out=f"/tmp/gpurent-probe-{request.name}.json")
-        self.app.call_from_thread(self._show_estimate, report, request)
+        self.ports.post(Estimated(report, request))
 
-    def _show_estimate(self, report: dict[str, Any], request: LaunchRequest) -> None:
-        form = self.launch_form
-        if form is None or not form.is_attached:
+    def show_estimate(self, estimated: Estimated) -> None:
+        """The time per epoch (and for the whole run) in the form."""
+        form = self._open_form()
+        if form is None:
             return
-        cost = report.get("cost") or {}
+        cost = estimated.report.get("cost") or {}
         epoch = cost.get("epoch_seconds")
         if not isinstance(epoch, int | float):
             form.show_estimate(Text("no estimate: the probe measured no epoch time",
                                     style="dim"))
             return
-        epochs = request.args.get("epochs", "")
+        epochs = estimated.request.args.get("epochs", "")
         total = epoch * int(epochs) if epochs.isdigit() else None
         text = Text("estimate: ", style="bold")
         text.append(f"~{format_duration(epoch)} per epoch of training steps")
@@ -273,58 +356,59 @@ class BoxLaunching:
         text.append(" (3 steps measured on this box; validation not included)", style="dim")
         form.show_estimate(text)
 
-    # ------------------------------------------------------------------ launch
+    # ------------------------------------------------------------------ launch, profile
 
-    def submit_form(self, request: LaunchRequest) -> None:
+    def submit(self, request: LaunchRequest) -> None:
         """The form's Launch or Profile: start it; the form stays open until it did."""
         if request.action == "profile":
-            self.begin("profile", "profiling a short run")
-            self.profile(request)
+            self.ports.work("profile", lambda: self._profile(request), group="profile",
+                            label="profiling a short run")
         else:
-            self.begin("start_launch", f"launching {request.name}")
-            self.start_launch(request)
+            self.ports.work("start_launch", lambda: self._launch(request), group="launch",
+                            label=f"launching {request.name}")
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="launch",
-          name="start_launch")
-    def start_launch(self, request: LaunchRequest) -> None:
-        """Launch the run detached on the box, then watch it."""
-        transport = self.need_transport()
+    def _launch(self, request: LaunchRequest) -> None:
+        """Launch the run detached on the box."""
+        transport = self.ports.state.need_transport()
         stdin = require_token().encode() if request.hub else None
         try:
             started = start_run(transport, self.launch_spec(request), stdin=stdin)
         except (CannotStart, RunIsLive) as exc:
             raise ActionRefused(str(exc)) from None
-        self.app.call_from_thread(self._launched, started, request)
+        self.ports.post(Launched(started, request))
 
-    def _launched(self, started: Any, request: LaunchRequest) -> None:
-        """Watch the new run; one that died in setup is watched too (its console.log
-        fills the log pane) and rings the bell with its error."""
+    def launched(self, launched: Launched) -> str:
+        """Remember the values and close the form; a run that died in setup rings the
+        bell with its error. Returns the new run's directory (watched either way: its
+        console.log fills the log pane)."""
+        request, started = launched.request, launched.started
         remembered = {k: v for k, v in request.args.items() if k != "name"}
-        self.last_launch = {**remembered, "hub": request.hub}
-        if self.launch_form is not None and self.launch_form.is_attached:
-            self.launch_form.done(request)
+        self.ports.state.last_launch = {**remembered, "hub": request.hub}
+        form = self._open_form()
+        if form is not None:
+            form.done(request)
         result = started.result
         if started.failed:
-            self.app.alert(started.error, self.spec.title)
+            self.ports.alert(started.error)
         else:
-            self.done(f"launched {result.run_dir} (pid {result.pid})")
-        self.watch_run(result.run_dir)
-        self.refresh_runs()
+            self.ports.post(Done(f"launched {result.run_dir} (pid {result.pid})"))
+        return result.run_dir
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="profile", name="profile")
-    def profile(self, request: LaunchRequest) -> None:
-        """Run ``trainer profile`` with the form's settings and show the card."""
-        transport = self.need_transport()
+    def _profile(self, request: LaunchRequest) -> None:
+        """Run ``trainer profile`` with the form's settings (the card shows it)."""
+        state = self.ports.state
+        transport = state.need_transport()
         spec = self.launch_spec(request)
         args = {k: v for k, v in spec.args.items() if k != "hub"}
         args.update(project=spec.project, name=spec.name)
-        price = self.price_per_hour()
+        price = state.price_per_hour()
         if price is not None:
             args["price"] = str(price)
-        report = run_profile(transport, args)
-        self.app.call_from_thread(self._profiled, report, request)
+        self.ports.post(Profiled(run_profile(transport, args), request))
 
-    def _profiled(self, report: dict[str, Any], request: LaunchRequest) -> None:
-        if self.launch_form is not None and self.launch_form.is_attached:
-            self.launch_form.done(request)
-        self.app.push_screen(ProfileCard(report))
+    def profiled(self, profiled: Profiled) -> None:
+        """Close the form and show the profile's verdict card."""
+        form = self._open_form()
+        if form is not None:
+            form.done(profiled.request)
+        self.ports.ask(ProfileCard(profiled.report))

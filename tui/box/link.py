@@ -1,6 +1,7 @@
-"""The link to one box, mixed into ``tui.box.view.BoxView``: the first connection (retried
-with backoff until it works, the user presses Escape or quits), the control connection
-that actions use, and one truth about the link for the watcher and the actions together.
+"""The link to one box: the connector (one per box), the first connection (retried with
+backoff until it works, the user presses Escape or quits), the control connection that
+actions use, host-key questions, and one truth about the link for the watcher and the
+actions together.
 
 The watcher reconnects on its own; when it comes back after a drop the control connection
 is opened again too, so runs list, weights badge and actions recover without ``r``. While
@@ -10,15 +11,18 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from textual import work
+from textual.message import Message
 
-from remote.link import retry_delay, worth_retrying
+from remote.billing import Locator, parse_instance_target
+from remote.link import Connector, retry_delay, worth_retrying
 from remote.runs import box_runs
 from remote.transport import Transport
 from remote.watch import ConnectionEvent
 from trainer.text import format_duration, one_line
+from tui.box.ports import Notice, Panes, Ports, Progress
 from tui.dialogs.confirm import host_key_dialog
 
 #: Watcher states that mean the data on screen is getting old.
@@ -28,56 +32,115 @@ DOWN_STATES = ("stale", "reconnecting")
 READY_TIMEOUT = 60.0
 
 
-class BoxLink:
-    """Connecting and the link state of a box view (a mixin: ``self`` is the ``BoxView``)."""
+@dataclass
+class Connected(Message, bubble=False, namespace="box"):
+    """The control connection is up; ``runs`` were listed in ``project`` (``None``: the
+    watcher's follower lists them); ``run``: the run asked for, by name."""
 
-    def init_link(self) -> None:
-        """State kept about the link."""
-        self.transport: Transport | None = None
-        #: When the data on screen was last known fresh, while the link is down.
-        self.down_since: float | None = None
-        #: Set while a connection is being retried; Escape stops, r retries now.
-        self.retrying = False
+    transport: Transport
+    project: str
+    runs: list[Any] | None
+    run: str | None
+    notes: list[str]
+
+
+@dataclass
+class ConnectFailed(Message, bubble=False, namespace="box"):
+    """A try to connect failed: ``error`` in one line, ``retry_in`` seconds to the next
+    try (``None``: not retried), ``attempt`` the try that failed."""
+
+    error: str
+    what: str
+    retry_in: float | None
+    attempt: int
+
+
+@dataclass
+class PauseWatching(Message, bubble=False, namespace="box"):
+    """The first connection failed: stop the watcher, whose own retries would contradict
+    the badge; it starts again once connected."""
+
+
+@dataclass
+class DemoStarted(Message, bubble=False, namespace="box"):
+    """The demo run was launched in ``project``: watch ``run_dir``."""
+
+    project: str
+    run_dir: str | None
+
+
+@dataclass
+class HostKeyAsked(Message, bubble=False, namespace="box"):
+    """A connection met an unknown host key: ask the user; ``answered`` gets the
+    dialog's result (on the UI thread; the asking thread waits for it)."""
+
+    host: str
+    key_type: str
+    fingerprint: str
+    answered: Callable[[bool | None], None]
+
+
+class Link:
+    """Connecting and the link state of one box, with its ``connector``. ``redraw``
+    draws the status row again."""
+
+    def __init__(self, ports: Ports, panes: Panes, redraw: Callable[[], None]) -> None:
+        self.ports = ports
+        self.panes = panes
+        self.redraw = redraw
+        spec = ports.state.spec
+        named = parse_instance_target(spec.target) if spec.kind == "ssh" else None
+        # A box named by its instance is located anew on every (re)connection; a box
+        # whose connection began before the app (tui.main.connect_early) keeps its own.
+        self.connector = spec.connector or Connector(
+            None if spec.kind == "local" else spec.target, port=spec.port,
+            accept_new=spec.accept_new, ssh_options=dict(spec.ssh_options),
+            python=spec.python,
+            locate=Locator(named, base_url=spec.provider_url) if named else None)
+        self.connector.ask_unknown = self.ask_host_key
         self._retry_wake = threading.Event()
         self._retry_stop = threading.Event()
+        #: Set when the app ends: no more questions, no more retries.
+        self._closing = threading.Event()
         self._accepted_keys: set[str] = set()
         self._asking = threading.Lock()
 
     # ------------------------------------------------------------------ connecting
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="connect", name="connect")
     def connect(self) -> None:
+        """Open the control connection (in a worker, retried with backoff)."""
+        self.ports.work("connect", self._connect, group="connect")
+
+    def _connect(self) -> None:
         """Open the control connection once the watcher's follower said where the
         trainer runs (the run is on screen first; bootstrapping here only when it could
         not say); on failure try again with backoff."""
-        spec = self.spec
+        state, post = self.ports.state, self.ports.post
 
         def progress(line: str) -> None:
-            self.tell(self.Progress(line))
+            post(Progress(line))
 
         attempt = 0
         self._retry_stop.clear()
         while True:
             try:
                 notes: list[str] = []
-                project, run = self.project, spec.run
-                if spec.demo and attempt == 0:
+                project, run = state.project, state.spec.run
+                if state.spec.demo and attempt == 0:
                     from tui.demo import start_demo
 
                     project, run = start_demo(progress)
-                    self.project = project
-                    self._app.call_from_thread(self.watch_run,
-                                               f"{project.rstrip('/')}/{run}" if run else None)
+                    post(DemoStarted(project, state.run_path(run, project) if run else None))
                 self.connector.wait_ready(READY_TIMEOUT)
                 transport = self.open_transport(progress, notes, early=False)
             except Exception as exc:  # noqa: BLE001 - any failure is shown, never raised
-                if attempt == 0:  # its retries would contradict the badge: it restarts
-                    self._app.call_from_thread(self.stop_watcher)  # once connected
+                if attempt == 0:
+                    post(PauseWatching())
                 if not self._wait_retry(exc, attempt, "cannot connect"):
                     return
                 attempt += 1
                 continue
-            self.tell(self.Connected(transport, project, None, run, notes))
+            post(Connected(transport, project, None, run, notes))
             return
 
     def _wait_retry(self, error: BaseException, attempt: int, what: str) -> bool:
@@ -85,21 +148,28 @@ class BoxLink:
         to try again (the error needs a person, or Escape or quitting stopped it)."""
         retry = worth_retrying(error) and not self._retry_stop.is_set()
         delay = retry_delay(attempt) if retry else None
-        self.tell(self.ConnectFailed(one_line(error), what, delay, attempt + 1))
+        self.ports.post(ConnectFailed(one_line(error), what, delay, attempt + 1))
         if delay is None:
             return False
         self._retry_wake.clear()
         self._retry_wake.wait(delay)
         if self._retry_stop.is_set():  # Escape or quitting: say it is not retried
-            self.tell(self.ConnectFailed(one_line(error), what, None, attempt + 1))
+            self.ports.post(ConnectFailed(one_line(error), what, None, attempt + 1))
             return False
         return True
 
     def stop_retrying(self) -> bool:
         """Escape: give up retrying; ``True`` when a retry was going on."""
-        if not self.retrying:
+        if not self.ports.state.retrying:
             return False
         self._retry_stop.set()
+        self._retry_wake.set()
+        return True
+
+    def retry_now(self) -> bool:
+        """r while a retry waits: try at once; ``False`` when none waits."""
+        if not self.ports.state.retrying:
+            return False
         self._retry_wake.set()
         return True
 
@@ -110,23 +180,33 @@ class BoxLink:
         ``python3 -m trainer`` (bootstrapped unless the connector knows where the trainer
         runs; ``gate``: not at all, the watcher's follower starts through the gate).
         ``early``: the connection opened while the app started, if any (the watcher's)."""
-        if self.spec.kind != "local":
-            progress(f"connecting to {self.spec.title}")
+        spec = self.ports.state.spec
+        if spec.kind != "local":
+            progress(f"connecting to {spec.title}")
             if self.connector.trainer_prefix is None and not gate:
                 progress("bootstrapping the box (python, trainer upload)")
         return self.connector.open(progress, notes, early=early, gate=gate)
 
+    def watcher_transport(self) -> Transport:
+        """The watcher's own connection (called again after a drop, from its thread);
+        its follower starts through the gate."""
+        post = self.ports.post
+        return self.open_transport(lambda line: post(Progress(line)), gate=True)
+
     def ask_host_key(self, host: str, key_type: str, fingerprint: str) -> bool:
-        """Asked by the SSH worker thread about an unknown host key: shows the modal on
-        the UI thread and waits for the answer. A key trusted once in this session is
-        trusted again on reconnect; the watcher's and the control connection's questions
-        about the same key are asked once."""
+        """Asked by an SSH thread about an unknown host key: the dialog is shown on the
+        UI thread and this thread waits for the answer. A key trusted once in this
+        session is trusted again on reconnect; the watcher's and the control
+        connection's questions about the same key are asked once."""
         with self._asking:
             if fingerprint in self._accepted_keys:
                 return True
-            return self._ask_host_key(host, key_type, fingerprint)
+            answer = self._ask(host, key_type, fingerprint)
+            if answer:
+                self._accepted_keys.add(fingerprint)
+            return answer
 
-    def _ask_host_key(self, host: str, key_type: str, fingerprint: str) -> bool:
+    def _ask(self, host: str, key_type: str, fingerprint: str) -> bool:
         answered = threading.Event()
         answer: list[bool] = [False]
 
@@ -134,101 +214,145 @@ class BoxLink:
             answer[0] = bool(result)
             answered.set()
 
-        self.tell(self.Progress(f"waiting for you to check {host}'s host key"))
-        self._app.call_from_thread(self._app.push_screen,
-                                   host_key_dialog(host, key_type, fingerprint), done)
-        answered.wait()
-        if answer[0]:
-            self._accepted_keys.add(fingerprint)
+        post = self.ports.post
+        post(Progress(f"waiting for you to check {host}'s host key"))
+        if not post(HostKeyAsked(host, key_type, fingerprint, done)):
+            return False  # the view is gone: nobody can answer
+        while not answered.wait(0.2):
+            if self._closing.is_set():
+                return False
         return answer[0]
 
-    def on_box_view_connect_failed(self, message: Any) -> None:
+    def ask_user(self, asked: HostKeyAsked) -> None:
+        """Show the host-key dialog; its answer goes to the thread that waits for it."""
+        self.ports.ask(host_key_dialog(asked.host, asked.key_type, asked.fingerprint),
+                       asked.answered)
+
+    def show_progress(self, line: str) -> None:
+        """Show a connecting step, unless the watch's link is already up: the control
+        connection opens after the first status, and its steps must not make a live
+        link look as if it were still connecting."""
+        badge = self.panes.conn_badge
+        if badge.state not in ("live", "polling"):
+            badge.show_progress(line)
+
+    def show_failure(self, message: ConnectFailed) -> None:
         """Show why connecting failed and when it is tried again."""
-        self.retrying = message.retry_in is not None
+        retrying = message.retry_in is not None
+        self.ports.state.retrying = retrying
         line = f"{message.what}: {message.error}"
-        badge = self.conn_badge
-        badge.show_error(message.error, message.retry_in, message.attempt)
+        self.panes.conn_badge.show_error(message.error, message.retry_in, message.attempt)
         if message.attempt == 1:
             next_step = ("retrying every few seconds (Escape: stop, r: now)"
-                         if self.retrying else "r tries again")
-            self.app.notify(f"{line} — {next_step}", title=self.spec.title,
-                            severity="error", timeout=10)
+                         if retrying else "r tries again")
+            self.ports.notify(f"{line} — {next_step}", severity="error", timeout=10)
         else:
-            self.app.record(f"{line} (try {message.attempt})", self.spec.title, "note")
+            self.ports.record(f"{line} (try {message.attempt})")
 
-    def reconnect(self) -> None:
-        """r: reconnect now, the watcher and the control connection together."""
-        if self.retrying:
-            self._retry_wake.set()
-            return
-        if self.transport is None:
-            self.connect()
-            return
-        if self.watcher is not None:
-            self.watcher.reconnect_now()
-        self.reconnect_control()
+    def connected(self, message: Connected) -> bool:
+        """Take the new control connection (the old one is closed); ``True`` when it is
+        the first."""
+        state = self.ports.state
+        if state.transport is not None and state.transport is not message.transport:
+            self.close_transport(state.transport)
+        first = state.transport is None
+        state.transport = message.transport
+        state.retrying = False
+        state.project = message.project
+        for note in message.notes:
+            self.ports.notify(one_line(note), timeout=8)
+        return first
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="connect",
-          name="reconnect_control")
+    def close_transport(self, transport: Transport) -> None:
+        """Close an old connection without blocking the UI."""
+        self.ports.work("close_transport", transport.close, group="close", exclusive=False)
+
     def reconnect_control(self) -> None:
+        """A fresh connection for actions and the runs list (in a worker)."""
+        self.ports.work("reconnect_control", self._reconnect_control, group="connect")
+
+    def _reconnect_control(self) -> None:
         """A fresh connection for actions and the runs list (the old one may have died
         with the link), retried with backoff while the box cannot be reached."""
+        state = self.ports.state
         attempt = 0
         self._retry_stop.clear()
         while True:
             try:
                 transport = self.open_transport(lambda line: None)
-                runs = box_runs(transport, self.project, self.connector)
+                runs = box_runs(transport, state.project, self.connector)
             except Exception as exc:  # noqa: BLE001 - shown, then retried
                 if not self._wait_retry(exc, attempt, "reconnecting"):
                     return
                 attempt += 1
                 continue
-            run = self.run_dir.rstrip("/").rsplit("/", 1)[-1] if self.run_dir else None
-            self.tell(self.Connected(transport, self.project, runs, run, []))
+            self.ports.post(Connected(transport, state.project, runs,
+                                      state.run_name or None, []))
             return
+
+    def install_needs(self) -> None:
+        """Install what the follower said the box tools lack (psutil, huggingface_hub),
+        in the background; what happened is one notification."""
+        self.ports.work("install_needs", self._install_needs, group="needs")
+
+    def _install_needs(self) -> None:
+        box, transport = self.connector.box, self.ports.state.transport
+        if not box or not box.get("missing") or transport is None:
+            return
+        from remote.link import install_needs
+
+        post = self.ports.post
+        notes: list[str] = []
+        install_needs(transport, box, notes, lambda line: post(Progress(line)))
+        for note in notes:
+            post(Notice(one_line(note), timeout=8))
+
+    def shutdown(self) -> None:
+        """The app ends: stop retrying and asking."""
+        self._closing.set()
+        self._retry_stop.set()
+        self._retry_wake.set()
 
     # ------------------------------------------------------------------ link state
 
-    def on_link_event(self, event: ConnectionEvent) -> None:
-        """The watcher's view of the link: dim on a drop, recover on its return."""
-        self.conn_badge.show(event)
+    def on_event(self, event: ConnectionEvent) -> bool:
+        """The watcher's view of the link: dim on a drop, recover on its return.
+        ``True`` when the link went down or came back."""
+        state = self.ports.state
+        before = state.down_since
+        self.panes.conn_badge.show(event)
         if event.state in DOWN_STATES:
-            if self.down_since is None:
-                self.link_down(event.detail, self.clock() - event.silent_for)
-        elif event.state in ("live", "polling") and self.down_since is not None:
+            if state.down_since is None:
+                self.link_down(event.detail, state.clock() - event.silent_for)
+        elif event.state in ("live", "polling") and state.down_since is not None:
             self.link_up()
             self.reconnect_control()
+        return before != state.down_since
 
     def link_down(self, detail: str, since: float) -> None:
         """The data on screen stops being fresh at ``since``."""
-        self.down_since = since
-        self.add_class("-offline")
-        self.app.record(f"link lost: {detail or 'no data'}", self.spec.title, "warning")
-        self.draw_link()
-        self.draw_status_row()
+        self.ports.state.down_since = since
+        self.panes.set_offline(True)
+        self.ports.record(f"link lost: {detail or 'no data'}", "warning")
+        self.draw()
+        self.redraw()
 
     def link_up(self) -> None:
         """Data flows again."""
-        if self.down_since is not None:
-            gap = format_duration(self.clock() - self.down_since)
-            self.app.record(f"link back after {gap}", self.spec.title, "information")
-            self.last_line = (f"link back after {gap} without data", "information")
-        self.down_since = None
-        self.remove_class("-offline")
-        self.draw_link()
-        self.draw_status_row()
+        state = self.ports.state
+        if state.down_since is not None:
+            gap = format_duration(state.clock() - state.down_since)
+            self.ports.record(f"link back after {gap}", "information")
+            state.last_line = (f"link back after {gap} without data", "information")
+        state.down_since = None
+        self.panes.set_offline(False)
+        self.draw()
+        self.redraw()
 
-    def stale_words(self) -> str:
-        """``last data 34s ago`` while the link is down, else empty."""
-        if self.down_since is None:
-            return ""
-        return f"last data {format_duration(max(0.0, self.clock() - self.down_since))} ago"
-
-    def draw_link(self) -> None:
+    def draw(self) -> None:
         """Say on every pane how old its data is (empty when the link is up)."""
-        words = self.stale_words()
+        words = self.ports.state.stale_words()
         subtitle = f"⚠ {words}" if words else ""
-        for pane in self.query(".data-pane"):
+        for pane in self.panes.data_panes():
             pane.border_subtitle = subtitle
-        self.header.show_stale(words)
+        self.panes.header.show_stale(words)

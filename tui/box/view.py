@@ -1,68 +1,72 @@
-"""One box tab: connects (with visible progress and retries, ``tui.box.link``), watches
-one run with ``remote.watch.watcher.Watcher`` and feeds the panes, and reports the state of its
-workers: every failure reaches the screen from here. The actions live in
-``tui.box.actions`` and ``tui.box.launching``.
+"""One box tab, composed of parts that each own their share of the box: the facts live in
+one ``tui.box.state.BoxState``; ``Link`` connects, ``Watching`` follows one run,
+``Weights``, ``RunStop``, ``Instance``, ``Guard``, ``Resume`` and ``Launching`` act,
+``LogPaging`` reads the log beyond the watch, ``Outcomes`` puts how actions end on screen.
 
-The watcher starts at once; its follower (through ``remote.link.gate``: one exec) chooses the
-run and streams it, the project's runs and the side files (``tui.box.stream``): nothing
-here polls the box. The control connection opens once the follower has answered."""
+Each part gets what it needs (``tui.box.ports``), never this view. Worker threads and the
+watcher's thread post their results as messages; the handlers here run on the UI thread
+and hand each to the part it belongs to. Every worker's failure reaches the screen from
+``on_worker_state_changed``, and so does what a result's handler raises."""
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from rich.text import Text
-from textual import work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import Static
 from textual.worker import Worker, WorkerState
 
-from remote.billing import Locator, parse_instance_target
-from remote.link import Connector
-from remote.runs import box_runs
-from remote.transport import Transport
-from remote.watch import (
-    LOG_TAIL_BYTES,
-    ConnectionEvent,
-    GpuEvent,
-    HostEvent,
-    LogEvent,
-    MetricsEvent,
-    StatusEvent,
-    Watcher,
-    WatchEvent,
+from remote.watch import ConnectionEvent, GuardEvent, HubEvent, StatusEvent, WeightsEvent
+from tui.box import money
+from tui.box.failures import describe
+from tui.box.guard import Guard, GuardRead
+from tui.box.instance import Instance, InstanceFigures, InstanceRead
+from tui.box.launching import (
+    ChecksDone,
+    Estimated,
+    HubChecked,
+    Launched,
+    Launching,
+    PreflightRead,
+    Profiled,
 )
-from trainer.health import GOING
-from trainer.text import one_line
-from tui.box.actions import BoxActions
-from tui.box.launching import BoxLaunching
-from tui.box.link import BoxLink
-from tui.box.logs import LogActions
-from tui.box.resume import ResumeActions
-from tui.box.stream import StreamEvents
+from tui.box.lines import status_line, tab_label
+from tui.box.link import Connected, ConnectFailed, DemoStarted, HostKeyAsked, Link, PauseWatching
+from tui.box.logs import LogPaging, LogSearched, OlderLog
+from tui.box.outcomes import Outcomes, result_of
+from tui.box.ports import (
+    Done,
+    InstanceStale,
+    Notice,
+    Panes,
+    Ports,
+    Progress,
+    RunsStale,
+    SafetyStale,
+)
+from tui.box.resume import Resume, ResumeDone, ResumeFigures
+from tui.box.state import BoxState
+from tui.box.stop import RunStop
+from tui.box.watching import RunsListed, Watch, Watching
+from tui.box.weights import SafetyJudged, Transferred, Weights
 from tui.spec import BoxSpec
 from tui.widgets.badges import ConnectionBadge, WeightsBadge
 from tui.widgets.gpu import GpuPane
-from tui.widgets.header import HEALTH_STYLES, RunHeader
+from tui.widgets.header import RunHeader
 from tui.widgets.logpane import LogPane
 from tui.widgets.metrics import MetricsPane
 from tui.widgets.runs import RunsList
 from tui.widgets.textline import TextLine
 
-#: Health verdicts that ring the bell when a run reaches them (any run of the box).
-ALERT_VERDICTS = {"completed": "information", "failed": "error", "dead": "error",
-                  "stalled": "warning"}
 
-
-class BoxView(BoxLink, BoxLaunching, BoxActions, ResumeActions, LogActions, StreamEvents,
-              Vertical):
+class BoxView(Vertical):
     """Everything about one box. ``clock`` gives the time (injected for snapshots)."""
 
     DEFAULT_CSS = """
@@ -80,109 +84,85 @@ class BoxView(BoxLink, BoxLaunching, BoxActions, ResumeActions, LogActions, Stre
     BoxView.-offline .data-pane { border: round $warning; }
     """
 
-    class Progress(Message):
-        """A connecting / bootstrap step (from the connect worker)."""
-
-        def __init__(self, line: str) -> None:
-            super().__init__()
-            self.line = line
-
-    class Connected(Message):
-        """The control connection is up; ``runs`` were listed in ``project`` (``None``:
-        the watcher's follower lists them)."""
-
-        def __init__(self, transport: Transport, project: str, runs: list[Any] | None,
-                     run: str | None, notes: list[str]) -> None:
-            super().__init__()
-            self.transport = transport
-            self.project = project
-            self.runs = runs
-            self.run = run
-            self.notes = notes
-
-    class ConnectFailed(Message):
-        """A try to connect failed: ``error`` in one line, ``retry_in`` seconds to the
-        next try (``None``: not retried), ``attempt`` the try that failed."""
-
-        def __init__(self, error: str, what: str, retry_in: float | None,
-                     attempt: int) -> None:
-            super().__init__()
-            self.error = error
-            self.what = what
-            self.retry_in = retry_in
-            self.attempt = attempt
-
-    class Watch(Message):
-        """A watcher event for the run of generation ``gen``."""
-
-        def __init__(self, gen: int, event: WatchEvent) -> None:
-            super().__init__()
-            self.gen = gen
-            self.event = event
-
-    class RunsListed(Message):
-        """A fresh list of the project's runs."""
-
-        def __init__(self, runs: list[Any]) -> None:
-            super().__init__()
-            self.runs = runs
-
+    @dataclass
     class HealthChanged(Message):
         """A run of this box (any run, watched or not) reached a verdict worth an alert."""
 
-        def __init__(self, box: BoxView, run: str, verdict: str, reason: str) -> None:
-            super().__init__()
-            self.box = box
-            self.run = run
-            self.verdict = verdict
-            self.reason = reason
+        box: BoxView
+        run: str
+        verdict: str
+        reason: str
 
+    @dataclass
     class TitleChanged(Message):
         """The tab's label changed (run health, link, unseen alerts)."""
 
-        def __init__(self, box: BoxView) -> None:
-            super().__init__()
-            self.box = box
+        box: BoxView
 
     def __init__(self, spec: BoxSpec, clock: Callable[[], float] = time.time,
                  autoconnect: bool = True, **kwargs) -> None:
         super().__init__(**kwargs)
         self.spec = spec
-        self.clock = clock
         self.autoconnect = autoconnect
-        named = parse_instance_target(spec.target) if spec.kind == "ssh" else None
-        # A box named by its instance is located anew on every (re)connection.
-        self.connector = spec.connector or Connector(
-            None if spec.kind == "local" else spec.target, port=spec.port,
-            accept_new=spec.accept_new, ssh_options=dict(spec.ssh_options),
-            python=spec.python,
-            locate=Locator(named, base_url=spec.provider_url) if named else None)
-        self.connector.ask_unknown = self.ask_host_key
-        self.project = spec.project
-        self.run_dir: str | None = None
-        self.status: StatusEvent | None = None
-        self.watcher: Any = None
-        self.gen = 0
-        self._last_verdict: str | None = None
-        #: The last verdict seen of every run (run dir -> verdict), to alert on changes.
-        self.verdicts: dict[str, str] = {}
-        #: Runs whose alert the user has not looked at yet.
-        self.unseen: set[str] = set()
+        self.state = BoxState(spec, clock)
+        self.panes = Panes(self)
+        ports = Ports(self.state, post=self._post, work=self._work, app=lambda: self.app)
+        self.outcomes = Outcomes(ports, redraw=self.draw_status_row)
+        self.link = Link(ports, self.panes, redraw=self.draw_status_row)
+        self.watching = Watching(
+            ports, self.panes, connect=self.link.watcher_transport, gate=self.link.connector,
+            title_changed=self._title_changed, health_changed=self._health_changed,
+            visible=self.is_visible_tab)
+        self.weights = Weights(ports, self.panes)
+        self.run_stop = RunStop(ports)
+        self.instance = Instance(ports, costs=self.costs)
+        self.guard = Guard(ports, self.panes)
+        self.resume = Resume(ports, self.link.connector)
+        self.launching = Launching(ports, self.panes, timer=self.set_timer)
+        self.logs = LogPaging(ports, self.panes)
+        #: The box keys of the app: action name -> what it does on this box.
+        self.commands: dict[str, Callable[[], None]] = {
+            "launch": self.launching.open_launch, "profile": self.launching.open_profile,
+            "pull": self.weights.pull, "push": self.weights.ask_push,
+            "stop_run": self.run_stop.ask, "guard": self.guard.ask,
+            "resume": self.resume.ask, "stop_instance": self.instance.ask_stop,
+            "destroy": self.instance.ask_destroy,
+        }
         self._frame = 0
-        self.init_link()
-        self.init_actions()
-        self.init_launching()
-        self.init_logs()
+
+    # ------------------------------------------------------------------ wiring
+
+    def _post(self, message: Message) -> bool:
+        """Post ``message`` to this view from any thread (``post_message`` is
+        thread-safe); ``False`` once the view or the app has gone."""
+        with contextlib.suppress(RuntimeError):  # the app's loop has closed
+            return self.post_message(message)
+        return False
+
+    def _work(self, name: str, fn: Callable[[], object], *, group: str,
+              label: str | None = None, exclusive: bool = True) -> None:
+        """Run ``fn`` in a worker thread named ``name``; ``label``: in the status row
+        while it runs."""
+        if label is not None:
+            self.outcomes.begin(name, label)
+        self.run_worker(fn, name=name, group=group, exclusive=exclusive, thread=True,
+                        exit_on_error=False)
+
+    def _title_changed(self) -> None:
+        self.post_message(self.TitleChanged(self))
+
+    def _health_changed(self, run: str, verdict: str, reason: str) -> None:
+        self.post_message(self.HealthChanged(self, run, verdict, reason))
 
     # ------------------------------------------------------------------ layout
 
     def compose(self) -> ComposeResult:
         """Header, badges, status row, then runs list beside the metrics, GPU and log."""
-        yield RunHeader(self.spec.title, self.clock, id="header")
+        yield RunHeader(self.spec.title, self.state.clock, id="header")
         with Horizontal(id="badges"):
             yield ConnectionBadge(id="conn-badge")
             yield WeightsBadge(id="weights-badge")
-            yield Static(self.guard_text(), id="guard-badge")
+            yield Static(self.guard.text(), id="guard-badge")
         yield TextLine(id="status-row")  # shown only when it has something to say
         with Horizontal(id="body"):
             yield RunsList(id="runs", classes="data-pane")
@@ -194,306 +174,311 @@ class BoxView(BoxLink, BoxLaunching, BoxActions, ResumeActions, LogActions, Stre
 
     def on_mount(self) -> None:
         """Start connecting, the one-second tick and the spinner."""
-        self._app = self.app  # for threads Textual did not start (the watcher's)
         self.set_interval(1.0, self.tick)
         self.set_interval(0.15, self.spin)
         if self.autoconnect:
             if not self.spec.demo:
-                self.watch_run(_join(self.project, self.spec.run) if self.spec.run else None)
-            self.connect()
-
-    def tell(self, message: Message) -> None:
-        """Post ``message`` to this view from any thread, including the watcher's,
-        which has no Textual context. Dropped once the app has stopped."""
-        if threading.get_ident() == self._thread_id:
-            self.post_message(message)
-            return
-        if self._app.is_running:
-            with contextlib.suppress(RuntimeError):
-                self._app.call_from_thread(self.post_message, message)
+                self.watching.watch(self.state.run_path(self.spec.run) if self.spec.run
+                                    else None)
+            self.link.connect()
 
     @property
     def header(self) -> RunHeader:
         """The run header."""
-        return self.query_one(RunHeader)
+        return self.panes.header
 
     @property
     def log_pane(self) -> LogPane:
         """The log pane."""
-        return self.query_one(LogPane)
+        return self.panes.log
 
-    @property
-    def conn_badge(self) -> ConnectionBadge:
-        """The connection badge."""
-        return self.query_one(ConnectionBadge)
+    def costs(self) -> Any:
+        """The ``CostReport`` of the run watched, up to now."""
+        return money.costs(self.state, self.header.elapsed())
+
+    def money_text(self) -> Text:
+        """The header's money line (``tui.box.money.money_text``)."""
+        return money.money_text(self.state, self.header.elapsed())
 
     def tick(self) -> None:
         """Once a second: times, ages and money move on."""
         self.header.tick()
         self.header.show_money(self.money_text())
-        self.draw_safety()
-        if self.down_since is not None:
-            self.draw_link()
+        self.weights.draw()
+        if self.state.down_since is not None:
+            self.link.draw()
         self.draw_status_row()
 
     def spin(self) -> None:
         """Turn the spinner while an action runs."""
-        if self.activities:
+        if self.state.activities:
             self._frame += 1
             self.draw_status_row()
 
     def draw_status_row(self) -> None:
-        """Actions in progress; else the link warning; else the last thing that happened."""
-        now = self.clock()
-        if self.activities:
-            text = self.activities.line(now, self._frame)
-        elif self.down_since is not None:
-            text = Text("⚠ no link to the box: ", style="bold yellow")
-            text.append(f"{self.stale_words()}; reconnecting on its own (r: now)")
-        elif self.last_line is not None:
-            line, severity = self.last_line
-            text = Text(line, style="red" if severity == "error" else "dim")
-            text.append("  (e: events)", style="dim")
-        else:
-            text = Text("")
-        row = self.query_one("#status-row", TextLine)
+        """The status row, shown only when it has something to say."""
+        text = status_line(self.state, self._frame)
+        row = self.panes.status_row
         row.display = bool(text.plain)
         row.update(text)
 
     def tab_label(self) -> Text:
-        """The tab's title: host, the watched run's health glyph, link and alerts."""
-        text = Text(self.spec.title)
-        if self.status is not None:
-            label, style = HEALTH_STYLES.get(self.status.health.verdict, ("?", ""))
-            text.append(" " + label.split(" ", 1)[0], style=style)
-        if self.down_since is not None:
-            text.append(" ◌", style="bold yellow")
-        if self.unseen:
-            text.append(f" ⚠{len(self.unseen)}", style="bold red")
-        return text
+        """The tab's title (``tui.box.lines.tab_label``)."""
+        return tab_label(self.state)
 
-    # ------------------------------------------------------------------ workers
+    def is_visible_tab(self) -> bool:
+        """Whether this box's tab is the one shown."""
+        return self.app.box is self if hasattr(self.app, "box") else True
+
+    # ------------------------------------------------------------------ keys, failures
+
+    def reconnect(self) -> None:
+        """r: reconnect now, the watcher and the control connection together."""
+        if self.link.retry_now():
+            return
+        if self.state.transport is None:
+            self.link.connect()
+            return
+        self.watching.kick()
+        self.link.reconnect_control()
+
+    def relink(self) -> None:
+        """An action found the link broken: one reconnect for the control connection
+        (and the watcher, unless it is already on it)."""
+        if self.state.down_since is None:
+            self.watching.kick()
+        self.link.reconnect_control()
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """The one place this box's worker outcomes are handled (the message does not
         bubble): an ended action leaves the status row, a failed one is reported."""
         worker = event.worker
         if event.state in (WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.CANCELLED):
-            self.end_activity(worker.name)
+            self.outcomes.end(worker.name)
         if event.state == WorkerState.ERROR and worker.error is not None:
             self.report_failure(worker.name, worker.error)
 
-    # ------------------------------------------------------------------ connected
+    def report_failure(self, name: str, error: BaseException) -> None:
+        """Put the failure of ``name`` on screen as one line with the next step (inside
+        the launch form too when it is the form's); a broken link starts the reconnect."""
+        failure = describe(name, error, self.state.transport)
+        if failure.link and self.state.transport is not None:
+            self.relink()
+        if self.outcomes.failed(name, failure):
+            self.launching.failed(name, failure.line)
 
-    def on_box_view_progress(self, message: Progress) -> None:
-        """Show a connecting step, unless the watch's link is already up: the control
-        connection opens after the first status, and its steps must not make a live
-        link look as if it were still connecting."""
-        if self.conn_badge.state not in ("live", "polling"):
-            self.conn_badge.show_progress(message.line)
-
-    def on_box_view_connected(self, message: Connected) -> None:
-        """Actions may run, the box is checked; listed runs (a resume) choose the run."""
-        if self.transport is not None and self.transport is not message.transport:
-            self.close_transport(self.transport)
-        first = self.transport is None
-        self.transport = message.transport
-        self.retrying = False
-        self.project = message.project
-        for note in message.notes:
-            self.app.notify(one_line(note), title=self.spec.title, timeout=8)
-        runs = message.runs
-        chosen = self.run_dir
-        if runs is not None:
-            if message.run:
-                chosen = next((r.run_dir for r in runs if r.name == message.run),
-                              _join(message.project, message.run))
-            elif runs and chosen is None:
-                chosen = ([r for r in runs if r.health in GOING] or runs)[0].run_dir
-            self.show_runs(runs)
-            if chosen is None:
-                self.conn_badge.show_progress(
-                    f"connected; no runs in {message.project} yet (l: launch)")
-        if self.watcher is None or (chosen is not None and chosen != self.run_dir):
-            self.watch_run(chosen)  # None: the box chooses (after a failed start)
-        if self.watcher is None or first:
-            self.link_up()
-        self.refresh_safety()
-        self.refresh_instance()
-        self.install_needs()
-        if self.preflight is None and self.spec.kind == "ssh":
-            self.check_box()
-        if not first:
-            self.app.record("control connection open again", self.spec.title, "note")
-
-    @work(thread=True, exit_on_error=False, group="close")
-    def close_transport(self, transport: Transport) -> None:
-        """Close an old connection without blocking the UI."""
-        transport.close()
-
-    # ------------------------------------------------------------------ watching
-
-    def watch_run(self, run_dir: str | None) -> None:
-        """Watch ``run_dir`` from now on (stops watching the previous run); ``None``: the
-        run the box chooses in the project (the newest going one, else the newest)."""
-        self.stop_watcher()
-        self.gen += 1
-        gen = self.gen
-        self.run_dir = run_dir
-        self.status = None
-        self._last_verdict = None
-        self._weights = None
-        self.unseen.discard(run_dir or "")
-        self.header.show_run(run_dir.rstrip("/").rsplit("/", 1)[-1] if run_dir else "")
-        self.query_one(MetricsPane).clear()
-        self.log_pane.clear()
-        runs = self.query_one(RunsList)
-        runs.show_runs(runs.runs, run_dir, self.unseen)
-        self.watcher = Watcher(
-            self.watcher_connect, run_dir, lambda ev: self.on_watch_event(gen, ev),
-            project=self.project, gate=self.connector, log_tail=LOG_TAIL_BYTES)
-        self.watcher.start()
-        self.post_message(self.TitleChanged(self))
-
-    def watcher_connect(self) -> Transport:
-        """The watcher's own connection (called again after a drop, from its thread);
-        its follower starts through the gate."""
-        return self.open_transport(lambda line: self.tell(self.Progress(line)), gate=True)
-
-    def on_watch_event(self, gen: int, event: WatchEvent) -> None:
-        """Called on the watcher thread: log bytes go straight into the log feed (cut
-        into clean lines there), everything else becomes a message for the UI."""
-        if gen != self.gen:
-            return
-        if isinstance(event, LogEvent):
-            self.log_pane.feed.feed(event)
-        else:
-            self.tell(self.Watch(gen, event))
-
-    def on_box_view_watch(self, message: Watch) -> None:
-        """Route a watcher event to its pane."""
-        if message.gen != self.gen:
-            return
-        ev = message.event
-        if isinstance(ev, StatusEvent):
-            self.on_status(ev)
-        elif isinstance(ev, MetricsEvent):
-            self.query_one(MetricsPane).add(ev)
-        elif isinstance(ev, GpuEvent):
-            self.query_one(GpuPane).add(ev)
-            self.header.show_gpus([g.name for g in ev.gpus])
-        elif isinstance(ev, HostEvent):
-            self.query_one(GpuPane).add_host(ev)
-        elif self.on_stream_event(ev):
-            pass
-        elif isinstance(ev, ConnectionEvent):
-            if ev.state == "limited":  # a cap on the box's stream tripped (said once)
-                self.app.notify(ev.detail, title=self.spec.title, severity="warning")
-            before = self.down_since
-            self.on_link_event(ev)
-            if before != self.down_since:
-                self.post_message(self.TitleChanged(self))
-
-    def on_status(self, ev: StatusEvent) -> None:
-        """A new status: header, runs list row, money, alerts."""
-        self.status = ev
-        self.header.show_status(ev)
-        if ev.console:
-            self.log_pane.show_console(ev.console)
-        self.header.show_money(self.money_text())
-        verdict = ev.health.verdict
-        if self.run_dir is not None:
-            self.query_one(RunsList).update_run(
-                self.run_dir, health=verdict, reason=ev.health.reason,
-                state=ev.read.get("state"), epoch=ev.read.get("completed_epochs"),
-                total_epochs=ev.read.get("total_epochs"),
-                best_metric=ev.read.get("best_metric"))
-            self.note_verdict(self.run_dir, verdict, ev.health.reason)
-        if verdict != self._last_verdict:
-            self._last_verdict = verdict
-            self.post_message(self.TitleChanged(self))
-
-    def note_verdict(self, run_dir: str, verdict: str, reason: str) -> None:
-        """Remember a run's verdict; alert when it changed to one worth it."""
-        before = self.verdicts.get(run_dir)
-        self.verdicts[run_dir] = verdict
-        if before is None or before == verdict or verdict not in ALERT_VERDICTS:
-            return
-        if run_dir != self.run_dir or not self.is_visible_tab():
-            self.unseen.add(run_dir)
-        name = run_dir.rstrip("/").rsplit("/", 1)[-1]
-        self.post_message(self.HealthChanged(self, name, verdict, reason))
-        self.post_message(self.TitleChanged(self))
-
-    def is_visible_tab(self) -> bool:
-        """Whether this box's tab is the one shown."""
-        return self.app.box is self if hasattr(self.app, "box") else True
-
-    def seen(self) -> None:
-        """The user looks at this tab: the watched run's alert is read."""
-        if self.run_dir in self.unseen:
-            self.unseen.discard(self.run_dir)
-            self.show_runs(self.query_one(RunsList).runs)
-            self.post_message(self.TitleChanged(self))
-
-    def stop_watcher(self) -> None:
-        """Stop the current watcher in the background (it may take a moment); what it
-        still says is not shown."""
-        self.gen += 1
-        watcher, self.watcher = self.watcher, None
-        if watcher is not None:
-            self._stop_watcher(watcher)
-
-    @work(thread=True, exit_on_error=False, group="stop-watcher")
-    def _stop_watcher(self, watcher: Any) -> None:
-        watcher.stop(timeout=5.0)
+    def shutdown(self) -> None:
+        """Stop retrying, watching (the watcher's thread is waited for, briefly) and the
+        connection when the app exits."""
+        self.link.shutdown()
+        self.watching.shutdown()
+        if self.state.transport is not None:
+            self.state.transport.close()
 
     def on_unmount(self) -> None:
         """However the app ends (quit, Ctrl+C, a test's ``run_test`` closing), stop the
         watcher, whose follower process on the box would otherwise keep running."""
         self.shutdown()
 
-    def shutdown(self) -> None:
-        """Stop watching, retrying and the connection when the app exits. The watcher is
-        told to stop but not waited for: its thread may be handing this UI an event."""
-        self._retry_stop.set()
-        self._retry_wake.set()
-        watcher, self.watcher = self.watcher, None
-        if watcher is not None:
-            watcher.stop(timeout=0)
-        if self.transport is not None:
-            self.transport.close()
+    # ------------------------------------------------------------------ results: link
 
-    # ------------------------------------------------------------------ runs list
+    def on_box_progress(self, message: Progress) -> None:
+        """A connecting step."""
+        self.link.show_progress(message.line)
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="runs", name="refresh_runs")
-    def refresh_runs(self) -> None:
-        """List the project's runs now, in one exec (after a launch or a stop; otherwise
-        the follower sends what changes); not while the link is known to be down."""
-        if self.transport is None or self.down_since is not None:
+    def on_box_connect_failed(self, message: ConnectFailed) -> None:
+        """A try to connect failed."""
+        self.link.show_failure(message)
+
+    def on_box_pause_watching(self, _message: PauseWatching) -> None:
+        """The first connection failed: the watcher waits for the next."""
+        self.watching.stop()
+
+    def on_box_demo_started(self, message: DemoStarted) -> None:
+        """The demo run is launched: watch it."""
+        self.state.project = message.project
+        self.watching.watch(message.run_dir)
+
+    def on_box_host_key_asked(self, message: HostKeyAsked) -> None:
+        """A thread waits for the user's word on a host key."""
+        self.link.ask_user(message)
+
+    @result_of("connect")
+    def on_box_connected(self, message: Connected) -> None:
+        """Actions may run, the box is checked; listed runs (a resume) choose the run."""
+        state = self.state
+        first = self.link.connected(message)
+        chosen = state.run_dir
+        if message.runs is not None:
+            chosen = state.choose_run(message.runs, message.run)
+            self.watching.show_runs(message.runs)
+            if chosen is None:
+                self.panes.conn_badge.show_progress(
+                    f"connected; no runs in {message.project} yet (l: launch)")
+        if self.watching.watcher is None or (chosen is not None and chosen != state.run_dir):
+            self.watching.watch(chosen)  # None: the box chooses (after a failed start)
+        if first:
+            self.link.link_up()
+        self.weights.refresh()
+        self.instance.refresh()
+        self.link.install_needs()
+        if state.preflight is None and self.spec.kind == "ssh":
+            self.launching.check_box()
+        if not first:
+            self.app.record("control connection open again", self.spec.title, "note")
+
+    # ------------------------------------------------------------------ results: watching
+
+    def on_box_watch(self, message: Watch) -> None:
+        """Route a watcher event to the part it belongs to."""
+        if message.gen != self.state.gen:
             return
-        self.tell(self.RunsListed(box_runs(self.transport, self.project)))
+        ev = message.event
+        if isinstance(ev, GuardEvent):
+            self.guard.show(ev.state)
+        elif isinstance(ev, WeightsEvent | HubEvent):
+            self.weights.files_changed(ev)
+        elif isinstance(ev, ConnectionEvent):
+            if ev.state == "limited":  # a cap on the box's stream tripped (said once)
+                self.app.notify(ev.detail, title=self.spec.title, severity="warning")
+            if self.link.on_event(ev):
+                self._title_changed()
+        elif isinstance(ev, StatusEvent):
+            self.watching.status(ev)
+            self.header.show_money(self.money_text())
+        else:
+            self.watching.show(ev)
 
-    def on_box_view_runs_listed(self, message: RunsListed) -> None:
+    @result_of("refresh_runs")
+    def on_box_runs_listed(self, message: RunsListed) -> None:
         """Show the fresh list."""
-        self.show_runs(message.runs)
+        self.watching.show_runs(message.runs)
 
-    def show_runs(self, runs: list[Any]) -> None:
-        """Show ``runs`` (the watched run's row keeps its live health) and alert on any
-        run whose verdict changed."""
-        live = None if self.status is None else self.status.health.verdict
-        if live is not None and self.run_dir is not None:
-            runs = [dataclasses.replace(r, health=live) if r.run_dir == self.run_dir else r
-                    for r in runs]
-        for info in runs:
-            self.note_verdict(info.run_dir, info.health, info.reason)
-        self.query_one(RunsList).show_runs(runs, self.run_dir, self.unseen)
+    def on_box_runs_stale(self, _message: RunsStale) -> None:
+        """The runs changed: list them again."""
+        self.watching.refresh_runs()
 
     def on_runs_list_chosen(self, message: RunsList.Chosen) -> None:
         """Switch to the chosen run."""
-        if message.run.run_dir != self.run_dir:
-            self.watch_run(message.run.run_dir)
+        if message.run.run_dir != self.state.run_dir:
+            self.watching.watch(message.run.run_dir)
 
+    # ------------------------------------------------------------------ results: actions
 
-def _join(project: str, run: str) -> str:
-    return f"{project.rstrip('/')}/{run}"
+    def on_box_done(self, message: Done) -> None:
+        """An action succeeded."""
+        self.outcomes.done(message.line)
+
+    def on_box_notice(self, message: Notice) -> None:
+        """A worker has something to say."""
+        if message.bell:
+            self.app.alert(message.line, self.spec.title, severity=message.severity)
+        else:
+            self.app.notify(message.line, title=self.spec.title, severity=message.severity,
+                            timeout=message.timeout)
+
+    @result_of("refresh_safety")
+    def on_box_safety_judged(self, message: SafetyJudged) -> None:
+        """A fresh verdict on the weights."""
+        self.weights.show(message.safety)
+        self.outcomes.succeeded("refresh_safety")
+
+    def on_box_safety_stale(self, _message: SafetyStale) -> None:
+        """The weights may have moved: judge them again."""
+        self.weights.refresh()
+
+    def on_box_transferred(self, message: Transferred) -> None:
+        """A transfer moved on."""
+        self.weights.transferred(message)
+
+    def on_box_instance_read(self, message: InstanceRead) -> None:
+        """What the provider says about the instance."""
+        self.instance.read(message.instance)
+
+    def on_box_instance_stale(self, _message: InstanceStale) -> None:
+        """The instance changed: ask the provider again."""
+        self.instance.refresh()
+
+    @result_of("cost_figures")
+    def on_box_instance_figures(self, message: InstanceFigures) -> None:
+        """Ask before stopping or destroying the instance."""
+        self.instance.ask(message)
+
+    @result_of("set_guard")
+    def on_box_guard_read(self, message: GuardRead) -> None:
+        """The guard's state after an action."""
+        self.guard.show(message.guard)
+
+    @result_of("resume_figures")
+    def on_box_resume_figures(self, message: ResumeFigures) -> None:
+        """Ask before starting the instance and resuming."""
+        self.resume.confirm(message.instance)
+
+    @result_of("resume")
+    def on_box_resume_done(self, message: ResumeDone) -> None:
+        """The run was relaunched: the new connection is the control connection, and the
+        run is watched (a watcher already on it reconnects at once: it was retrying the
+        old address with backoff)."""
+        resumed = message.resumed
+        name = resumed.run_dir.rstrip("/").rsplit("/", 1)[-1]
+        watching = self.watching.watcher if self.state.run_dir == resumed.run_dir else None
+        self.on_box_connected(Connected(resumed.transport, message.project, message.runs,
+                                        name, []))
+        if watching is not None and watching is self.watching.watcher:
+            watching.reconnect_now()
+        self.instance.refresh()
+
+    # ------------------------------------------------------------------ results: launch
+
+    @result_of("check_box")
+    def on_box_preflight_read(self, message: PreflightRead) -> None:
+        """The box's preflight, once connected."""
+        self.launching.preflight_read(message.report)
+
+    @result_of("run_checks")
+    def on_box_checks_done(self, message: ChecksDone) -> None:
+        """Findings for the launch form."""
+        self.launching.show_checks(message)
+
+    @result_of("run_checks")
+    def on_box_hub_checked(self, message: HubChecked) -> None:
+        """Whether the box reaches the Hub, for the launch form."""
+        self.launching.hub_checked(message)
+
+    @result_of("probe")
+    def on_box_estimated(self, message: Estimated) -> None:
+        """The time estimate, for the launch form."""
+        self.launching.show_estimate(message)
+
+    @result_of("start_launch")
+    def on_box_launched(self, message: Launched) -> None:
+        """A run was started: watch it."""
+        self.watching.watch(self.launching.launched(message))
+        self.watching.refresh_runs()
+
+    @result_of("profile")
+    def on_box_profiled(self, message: Profiled) -> None:
+        """The profile's verdict card."""
+        self.launching.profiled(message)
+
+    # ------------------------------------------------------------------ results: log
+
+    def on_log_pane_wants_older(self, message: LogPane.WantsOlder) -> None:
+        """The pane was scrolled to its top: fetch what came before."""
+        message.stop()
+        self.logs.wants_older()
+
+    @result_of("fetch_older")
+    def on_box_older_log(self, message: OlderLog) -> None:
+        """Older lines, above the others."""
+        self.logs.older(message)
+
+    def on_log_pane_searched(self, message: LogPane.Searched) -> None:
+        """A search in the pane also runs over the whole log, on the box."""
+        message.stop()
+        self.logs.search(message.term)
+
+    @result_of("search_whole_log")
+    def on_box_log_searched(self, message: LogSearched) -> None:
+        """How many lines of the whole log hold the term."""
+        self.logs.searched(message)

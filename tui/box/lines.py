@@ -1,0 +1,40 @@
+"""The one-line texts of a box, drawn from its facts (``tui.box.state.BoxState``): the
+status row (actions in progress, else the link warning, else the last outcome) and the
+label of its tab. Pure: no widget."""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from tui.box.state import BoxState
+from tui.widgets.header import HEALTH_STYLES
+
+
+def status_line(state: BoxState, frame: int) -> Text:
+    """Actions in progress (behind spinner ``frame``); else the link warning; else the
+    last thing that happened; else nothing."""
+    if state.activities:
+        return state.activities.line(state.clock(), frame)
+    if state.down_since is not None:
+        text = Text("⚠ no link to the box: ", style="bold yellow")
+        text.append(f"{state.stale_words()}; reconnecting on its own (r: now)")
+        return text
+    if state.last_line is not None:
+        line, severity = state.last_line
+        text = Text(line, style="red" if severity == "error" else "dim")
+        text.append("  (e: events)", style="dim")
+        return text
+    return Text("")
+
+
+def tab_label(state: BoxState) -> Text:
+    """The tab's title: host, the watched run's health glyph, link and alerts."""
+    text = Text(state.spec.title)
+    if state.status is not None:
+        label, style = HEALTH_STYLES.get(state.status.health.verdict, ("?", ""))
+        text.append(" " + label.split(" ", 1)[0], style=style)
+    if state.down_since is not None:
+        text.append(" ◌", style="bold yellow")
+    if state.unseen:
+        text.append(f" ⚠{len(state.unseen)}", style="bold red")
+    return text

@@ -1,0 +1,68 @@
+"""What one box costs, as the header's money line says it: $/h, spent so far, projected
+to the end of the run, and what the box bills once the run is over. Pure: read from the
+box's facts (``tui.box.state.BoxState``) and the run's elapsed time."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+
+from remote.billing import cost_report, money, rate
+from trainer.runfiles import parse_iso
+from trainer.text import format_duration
+from tui.box.state import BoxState
+from tui.widgets.header import money_line
+
+#: Verdicts after which a box that still runs is idle, billing for nothing.
+RUN_OVER = ("completed", "failed", "stopped", "dead")
+
+
+def costs(state: BoxState, elapsed: float | None) -> Any:
+    """The ``remote.billing.cost.CostReport`` of the run watched, ``elapsed`` seconds
+    trained up to now."""
+    status = dict(state.status.read.fields or {}) if state.status is not None else {}
+    if elapsed is not None:
+        status["elapsed_seconds"] = elapsed
+    return cost_report(price_per_hour=state.spec.price, status=status,
+                       instance=state.instance)
+
+
+def money_text(state: BoxState, elapsed: float | None) -> Text:
+    """The header's money line: $/h, spent so far, projected to finish, and what the box
+    bills after the run ended."""
+    report = costs(state, elapsed)
+    note = ""
+    if report.per_epoch_usd is not None:
+        note = f"{money(report.per_epoch_usd)}/epoch"
+    if report.price_source:
+        note = f"{note}  ({report.price_source})".strip()
+    return money_line(report.price_per_hour, report.spent_usd, report.projected_total_usd,
+                      note, after_run_text(state))
+
+
+def after_run_text(state: BoxState) -> Text | None:
+    """Once the run is over: ``idle 7 min: $0.41 and counting`` while the instance still
+    runs, or how its billing ended (``None`` while the run goes on)."""
+    if state.status is None or state.status.health.verdict not in RUN_OVER:
+        return None
+    guard, instance = state.guard, state.instance
+    outcome = (guard.outcome or {}) if guard is not None and guard.state == "done" else {}
+    instance_state = getattr(instance, "state", None)
+    if instance_state == "destroyed" or (outcome.get("confirmed") and
+                                         outcome.get("action") == "destroy"):
+        return Text("instance destroyed: billing ended", style="green")
+    if instance_state == "stopped" or (outcome.get("confirmed") and
+                                       outcome.get("action") == "stop"):
+        storage = getattr(instance, "storage_per_hour", None)
+        if storage is None:
+            storage = outcome.get("billing_per_hour")
+        return Text(f"instance stopped: its disk bills {rate(storage)}", style="yellow")
+    ended = parse_iso(state.status.read.get("updated_at") or "")
+    if ended is None:
+        return None
+    idle = max(0.0, state.clock() - ended)
+    price = state.price_per_hour()
+    usd = None if price is None else idle * price / 3600
+    when = f"{int(idle // 60)} min" if idle < 3600 else format_duration(idle)
+    return Text(f"idle {when}: {money(usd)} and counting", style="bold red")

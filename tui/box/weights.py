@@ -1,0 +1,163 @@
+"""The weights of one box: the badge that says whether they are safe off the box (judged
+again when the follower streams a change of the weight files or of ``hub.json``, the
+only time it asks the box), pushing best.pt to the Hub from the box and pulling the
+weights to this laptop."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from textual.message import Message
+
+from remote.billing import resolve_safety, run_safety
+from remote.watch import HubEvent, WeightsEvent
+from remote.weights import laptop_token, pull_weights, push_from_box, require_token
+from tui.box.ports import Done, Panes, Ports, SafetyStale
+from tui.box.state import BoxState
+from tui.dialogs.push import PushDialog
+from tui.fmt import advance_ages
+
+
+@dataclass
+class SafetyJudged(Message, bubble=False, namespace="box"):
+    """Whether the weights are safe off the box, as just judged."""
+
+    safety: Any
+
+
+@dataclass
+class Transferred(Message, bubble=False, namespace="box"):
+    """``done`` of ``total`` bytes of action ``name``'s transfer have arrived."""
+
+    name: str
+    done: int
+    total: int
+
+
+def safety_source(state: BoxState) -> Callable[[], Any]:
+    """``remote.weights.safety.weights_safety`` for the watched run, its project (the
+    box's project when no run is watched and it exists) and the box's registry, as a
+    callable for the gate: blocking, asked anew at each call."""
+    transport, run_dir, project = state.need_transport(), state.run_dir, state.project
+
+    def ask() -> Any:
+        has_project = run_dir is None and transport.stat(project) is not None
+        return run_safety(transport, run_dir, (project,) if has_project else ())()
+
+    return ask
+
+
+class Weights:
+    """The weights badge, push and pull of one box."""
+
+    def __init__(self, ports: Ports, panes: Panes) -> None:
+        self.ports = ports
+        self.panes = panes
+
+    # ------------------------------------------------------------------ the badge
+
+    def refresh(self) -> None:
+        """Ask whether the weights of every run the box knows are safe off it (Hub or
+        laptop) and show it on the badge."""
+        self.ports.work("refresh_safety", self._judge, group="safety")
+
+    def _judge(self) -> None:
+        state = self.ports.state
+        if state.transport is None or state.down_since is not None:
+            return
+        self.ports.post(SafetyJudged(resolve_safety(safety_source(state))))
+
+    def show(self, safety: Any) -> None:
+        """Show a verdict on the weights."""
+        state = self.ports.state
+        state.safety, state.safety_at = safety, state.clock()
+        self.draw()
+
+    def draw(self) -> None:
+        """The weights badge, its reason's ages moved on to now."""
+        state = self.ports.state
+        s = state.safety
+        if s is None or state.safety_at is None:
+            return
+        reason = advance_ages(s.reason, state.clock() - state.safety_at)
+        known = bool(getattr(s, "runs", True))  # no run to check: unknown, not unsafe
+        self.panes.weights_badge.show(s.safe if known else None, getattr(s, "where", None),
+                                      getattr(s, "epoch", None), reason,
+                                      nothing=bool(getattr(s, "nothing", False)),
+                                      unsafe=getattr(s, "unsafe_names", ""))
+
+    def files_changed(self, ev: WeightsEvent | HubEvent) -> None:
+        """The run's weight files or its Hub ledger changed on the box: judge the
+        weights again."""
+        kind, value = ("weights", ev.files) if isinstance(ev, WeightsEvent) else \
+            ("hub", ev.ledger)
+        seen = self.ports.state.weight_files
+        if kind not in seen or seen[kind] != value:
+            seen[kind] = value
+            self.refresh()
+
+    # ------------------------------------------------------------------ push, pull
+
+    def ask_push(self) -> None:
+        """Ask for the Hub repo, then push best.pt from the box."""
+        state = self.ports.state
+        state.need_transport()
+        state.need_run()
+        hub = state.status.read.get("hub") if state.status is not None else None
+        repo = (hub.get("repo") if isinstance(hub, dict) else None) or state.last_hub_repo
+        dialog = PushDialog(str(repo or ""), laptop_token() is not None)
+        self.ports.ask(dialog, self._push_answered)
+
+    def _push_answered(self, answer: tuple[str, bool] | None) -> None:
+        if answer is not None:
+            repo, public = answer
+            self.ports.state.last_hub_repo = repo
+            self.ports.work("push", lambda: self._push(repo, public), group="push",
+                            label=f"pushing best.pt to {repo}")
+
+    def _push(self, repo: str, public: bool) -> None:
+        """Push best.pt from the box to ``repo`` (the box uploads it)."""
+        state = self.ports.state
+        transport, run_dir = state.need_transport(), state.need_run()
+        result = push_from_box(transport, run_dir, repo, require_token(), public=public)
+        commit = result.get("commit") if isinstance(result, dict) else None
+        self.ports.post(Done(f"pushed best.pt to {repo}"
+                             + (f" (commit {str(commit)[:10]})" if commit else "")))
+        self.ports.post(SafetyStale())
+
+    def pull(self) -> None:
+        """Download the weights to this laptop."""
+        state = self.ports.state
+        state.need_transport()
+        state.need_run()
+        self.ports.work("pull", self._pull, group="pull", label="pulling the weights")
+
+    def _pull(self) -> None:
+        """Pull best.pt and last.pt (verified by sha256) into
+        ./weights/<host>/<the run's path on the box>/weights/, with progress in the
+        status row."""
+        state, post = self.ports.state, self.ports.post
+        transport, run_dir = state.need_transport(), state.need_run()
+        dest = os.path.join(os.getcwd(), "weights")
+
+        def progress(_name: str, done: int, total: int) -> None:
+            post(Transferred("pull", done, total))
+
+        started = time.monotonic()
+        pulled = pull_weights(transport, run_dir, dest, progress=progress)
+        seconds = max(time.monotonic() - started, 1e-3)
+        size = sum(p.size for p in pulled)
+        names = ", ".join(f"{p.name} ({p.size / 1e6:.1f} MB)" for p in pulled)
+        where = os.path.dirname(pulled[-1].local_path) if pulled else dest
+        post(Done(f"pulled {names} into {where} in {seconds:.1f} s "
+                  f"({size / 1e6 / seconds:.1f} MB/s), sha256 verified"))
+        post(SafetyStale())
+
+    def transferred(self, message: Transferred) -> None:
+        """Transfer progress, for the status row."""
+        state = self.ports.state
+        state.activities.progress(message.name, message.done, message.total, state.clock())
