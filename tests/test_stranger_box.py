@@ -1,0 +1,158 @@
+"""A rented box is a stranger's machine (issue 29): what a box reports about itself (its
+instance id) is a claim. A hostile box is the real sshd fixture whose sessions' environment
+names the user's *other* instance; the provider stand-ins hold several instances of one
+account, one of them stopped.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from remote.cli import main as gpurent
+from tests.fixtures.providers_standin import ProviderStandin
+from tests.fixtures.sshd import SSHServer, make_server
+
+# ---------------------------------------------------------------------- instance identity
+
+
+@pytest.fixture
+def box_claiming(tmp_path: Path) -> Iterator[Callable[..., SSHServer]]:
+    """``box_claiming(RUNPOD_POD_ID="...")``: a real sshd whose sessions get that
+    environment (as the box's root can set it), and a laptop HOME that reaches it."""
+    made: list[SSHServer] = []
+
+    def make(**env: str) -> SSHServer:
+        server = make_server(tmp_path / f"box{len(made)}", env=env)
+        made.append(server)
+        return server
+
+    yield make
+    for server in made:
+        server.sshd.stop()
+
+
+@pytest.fixture
+def laptop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[SSHServer], list[str]]:
+    """``laptop(server)``: this process as a laptop whose ssh config reaches ``server``
+    (its key, its known_hosts); returns the ``HOST -p PORT`` arguments."""
+    for var in ("VAST_API_KEY", "RUNPOD_API_KEY", "LAMBDA_API_KEY", "CONTAINER_ID",
+                "VAST_CONTAINERLABEL", "RUNPOD_POD_ID"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("SSH_AUTH_SOCK", "")
+
+    def reach(server: SSHServer) -> list[str]:
+        home = tmp_path / "laptop"
+        (home / ".ssh").mkdir(parents=True, exist_ok=True)
+        (home / ".ssh" / "config").write_text(
+            f"Host *\n  IdentityFile {server.key_path}\n  IdentitiesOnly yes\n"
+            f"  UserKnownHostsFile {server.known_hosts}\n")
+        monkeypatch.setenv("HOME", str(home))
+        return [f"{server.user}@{server.host}", "-p", str(server.port)]
+
+    return reach
+
+
+#: Instance ids of one account on each stand-in: the box's own, a stopped one, one
+#: running elsewhere.
+IDS = {"runpod": ("podown29", "podstopped29", "podelsewhere29"),
+       "vast": ("5290001", "5290002", "5290003")}
+
+
+def account(standin: ProviderStandin, box: SSHServer,
+            monkeypatch: pytest.MonkeyPatch) -> tuple[str, str, str]:
+    """Three instances of one account (``IDS``): the box's own (running, at the box's
+    address), another one stopped (no address), and a third running elsewhere."""
+    monkeypatch.setenv(f"{standin.provider.upper()}_API_KEY", standin.key)
+    own, stopped, elsewhere = IDS[standin.provider]
+    standin.add_instance(own)
+    standin.set_address(own, box.host, box.port, box.user)
+    if standin.provider == "runpod":
+        standin.add_instance(stopped, status="EXITED", cost=0, ssh={})
+    else:
+        standin.add_instance(stopped, actual_status="stopped", intended_status="stopped",
+                             ports={}, ssh_host=None, ssh_port=None)
+    standin.add_instance(elsewhere)
+    return own, stopped, elsewhere
+
+
+def instance(where: list[str], action: str, standin: ProviderStandin, *extra: str) -> int:
+    return gpurent(["instance", where[0], action, *where[1:], "--provider", standin.provider,
+                    "--base-url", standin.base_url, "--interval", "0", "--timeout", "10",
+                    "--yes", *extra])
+
+
+def acted(standin: ProviderStandin) -> list[str]:
+    """The paths of every request that changed an instance."""
+    return [r.path for r in standin.requests if r.method in ("PUT", "POST", "DELETE")]
+
+
+def test_a_box_claiming_the_users_stopped_pod_cannot_get_it_destroyed_or_stopped(
+        box_claiming, laptop, runpod_standin, monkeypatch, capsys):
+    """The box says RUNPOD_POD_ID=<the user's other, stopped pod>; RunPod gives that pod
+    no address: nothing ties it to the box, so destroy and stop are refused, with both
+    sides shown, before the box's weights are even looked at."""
+    _, stopped, elsewhere = IDS["runpod"]
+    box = box_claiming(RUNPOD_POD_ID=stopped)
+    account(runpod_standin, box, monkeypatch)
+    where = laptop(box)
+    run = Path(box.home) / "runs" / "exp"
+    (run / "weights").mkdir(parents=True)
+    for action in ("destroy", "stop"):
+        assert instance(where, action, runpod_standin, "--run", str(run)) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1, err
+        assert f"refusing to {action} RunPod instance {stopped}" in err
+        assert f"{box.host}:{box.port}" in err and "gives no address" in err
+        assert f"--instance {stopped}" in err
+    assert acted(runpod_standin) == []
+    assert runpod_standin.instances[stopped]["status"] == "EXITED"
+
+
+def test_a_box_claiming_a_pod_elsewhere_is_shown_both_addresses(
+        box_claiming, laptop, runpod_standin, monkeypatch, capsys):
+    _, _, elsewhere = IDS["runpod"]
+    box = box_claiming(RUNPOD_POD_ID=elsewhere)
+    account(runpod_standin, box, monkeypatch)
+    assert instance(laptop(box), "destroy", runpod_standin) == 1
+    err = capsys.readouterr().err
+    assert f"the box says it is instance {elsewhere}" in err and err.count("\n") == 1
+    assert "203.0.113.7:41022" in err and f"{box.host}:{box.port}" in err
+    assert acted(runpod_standin) == []
+
+
+def test_a_box_claiming_the_users_stopped_vast_instance_cannot_get_it_started(
+        box_claiming, laptop, vast_standin, monkeypatch, capsys):
+    """On Vast a box claiming CONTAINER_ID=<other> made `start --yes` start the user's
+    other stopped instance; now an id from the box is never started unless the provider
+    ties it to the box, and a stopped instance has no address to be tied by."""
+    _, stopped, _ = IDS["vast"]
+    box = box_claiming(CONTAINER_ID=stopped)
+    account(vast_standin, box, monkeypatch)
+    where = laptop(box)
+    assert instance(where, "start", vast_standin) == 1
+    err = capsys.readouterr().err
+    assert f"refusing to start Vast.ai instance {stopped}" in err and err.count("\n") == 1
+    assert acted(vast_standin) == []
+    # The user names the instance: it is shown, then started.
+    assert instance(where, "start", vast_standin, "--instance", stopped) == 0
+    out = capsys.readouterr().out
+    assert f"Vast.ai instance {stopped} (given by --instance) is stopped" in out
+    assert acted(vast_standin) == [f"/api/v0/instances/{stopped}/"]
+
+
+def test_an_honest_box_is_still_stopped_by_its_own_claim(box_claiming, laptop, runpod_standin,
+                                                         monkeypatch, capsys):
+    """The box's claim names the pod the provider puts at the box's address: acted on."""
+    own, _, _ = IDS["runpod"]
+    box = box_claiming(RUNPOD_POD_ID=own)
+    account(runpod_standin, box, monkeypatch)
+    assert instance(laptop(box), "stop", runpod_standin, "--json") == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["source"] == "box" and out["instance"] == own
+    assert out["outcome"]["confirmed"]
+    assert acted(runpod_standin) == [f"/v2/pods/{own}/action"]
