@@ -7,14 +7,19 @@ account, one of them stopped.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from remote.cli import main as gpurent
+from remote.runs.guard import GuardError, arm_guard, disarm_guard
+from remote.transport.local import LocalTransport
 from tests.fixtures.providers_standin import ProviderStandin
 from tests.fixtures.sshd import SSHServer, make_server
+from trainer import procid, runfiles
 
 # ---------------------------------------------------------------------- instance identity
 
@@ -156,3 +161,97 @@ def test_an_honest_box_is_still_stopped_by_its_own_claim(box_claiming, laptop, r
     assert out["source"] == "box" and out["instance"] == own
     assert out["outcome"]["confirmed"]
     assert acted(runpod_standin) == [f"/v2/pods/{own}/action"]
+
+
+# ---------------------------------------------------------------------- the account key
+
+
+@pytest.fixture
+def trainer() -> Iterator[subprocess.Popen[bytes]]:
+    """A live process standing for the run's trainer: the guard keeps watching."""
+    proc = subprocess.Popen(["sleep", "600"])
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def live_run(run: Path, pid: int) -> Path:
+    runfiles.RunWriter(run).write_status({"state": "running", "pid": pid, "total_epochs": 3,
+                                          **procid.identity(pid)})
+    return run
+
+
+def guard_process(run: Path) -> tuple[int, bytes, bytes, str]:
+    """The armed guard's pid, its environment, its argv and what its stdin is."""
+    pid = json.loads((run / "guard.json").read_text())["pid"]
+    environ = Path(f"/proc/{pid}/environ").read_bytes()
+    argv = Path(f"/proc/{pid}/cmdline").read_bytes()
+    return pid, environ, argv, os.readlink(f"/proc/{pid}/fd/0")
+
+
+def test_the_guard_acts_with_the_instances_own_key_and_the_account_key_stays_here(
+        box_claiming, laptop, runpod_standin, trainer, monkeypatch, capsys):
+    """Armed as the TUI and `gpurent guard arm --provider` arm it, the guard gets no
+    account key (not in its environment, argv or stdin) and acts with the pod's own
+    RUNPOD_API_KEY; `--send-account-key` hands it the account key, with a warning."""
+    own = IDS["runpod"][0]
+    runpod_standin.add_instance(own)
+    pod_key = runpod_standin.instance_key(own)
+    box = box_claiming(RUNPOD_POD_ID=own, RUNPOD_API_KEY=pod_key)
+    runpod_standin.set_address(own, box.host, box.port, box.user)
+    where = laptop(box)
+    monkeypatch.setenv("RUNPOD_API_KEY", runpod_standin.key)  # the laptop's account key
+    account_key = runpod_standin.key.encode()
+    run = live_run(Path(box.home) / "runs" / "exp", trainer.pid)
+    arm = ["guard", f"{where[0]}:{run}", "arm", *where[1:], "--provider", "runpod",
+           "--instance", own, "--base-url", runpod_standin.base_url, "--poll", "0.1",
+           "--python", "/usr/bin/python3", "--json"]
+    assert gpurent(arm) == 0, capsys.readouterr().err
+    assert "WARNING" not in capsys.readouterr().err
+    pid, environ, argv, stdin = guard_process(run)
+    assert account_key not in environ and account_key not in argv
+    assert b"--key-stdin" not in argv and stdin == "/dev/null"  # handed nothing
+    log = (run / "guard.log").read_text()
+    assert "acting with this instance's own key (RUNPOD_API_KEY)" in log
+    assert runpod_standin.requests and {r.scope for r in runpod_standin.requests} == {
+        "instance"}
+    with box.connect() as transport:
+        disarm_guard(transport, str(run))
+        # The TUI's call: the key it resolves is passed, and stays on the laptop.
+        arm_guard(transport, str(run), "done", "stop", None, "runpod", own,
+                  runpod_standin.key, base_url=runpod_standin.base_url, poll=0.1)
+        _, environ, argv, stdin = guard_process(run)
+        assert b"--key-stdin" not in argv and stdin == "/dev/null"
+        disarm_guard(transport, str(run))
+    assert {r.scope for r in runpod_standin.requests} == {"instance"}
+
+    # Asked by name: sent on stdin, after a one-line warning.
+    del runpod_standin.requests[:]
+    assert gpurent([*arm, "--send-account-key"]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("WARNING: sending the runpod account key to the box")
+    assert err.count("\n") == 1 and "host" in err
+    _, environ, argv, stdin = guard_process(run)
+    assert b"--key-stdin" in argv and account_key not in argv + environ
+    assert {r.scope for r in runpod_standin.requests} == {"account"}
+    assert "acting with the account key sent from the laptop" in (
+        run / "guard.log").read_text()
+    with box.connect() as transport:
+        disarm_guard(transport, str(run))
+    for name in ("guard.log", "guard.json", "guard.out"):
+        assert account_key not in (run / name).read_bytes()
+    # An account key is never sent for an instance only the box names.
+    assert gpurent([a for a in arm if a not in ("--instance", own)] +
+                   ["--send-account-key"]) == 2
+    assert "needs --provider and --instance" in capsys.readouterr().err
+
+
+def test_a_lambda_guard_gets_no_key_and_says_the_laptop_must_end_the_billing(
+        tmp_path, lambda_standin, trainer):
+    iid = lambda_standin.add_instance()
+    run = live_run(tmp_path / "exp", trainer.pid)
+    with pytest.raises(GuardError) as err:
+        arm_guard(LocalTransport(), str(run), "done", "destroy", None, "lambda", iid,
+                  lambda_standin.key, base_url=lambda_standin.base_url)
+    assert "end it from the laptop" in str(err.value) and "\n" not in str(err.value)
+    assert lambda_standin.requests == []
