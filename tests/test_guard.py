@@ -24,7 +24,8 @@ from trainer.guard.state import GuardError as BoxGuardError
 from trainer.guard.state import parse_when
 
 ROOT = Path(__file__).resolve().parents[1]
-FAST = ["--poll", "0.1", "--confirm-timeout", "10"]
+#: ``org/run`` is the user's repository (``record_push`` pushes there).
+FAST = ["--poll", "0.1", "--confirm-timeout", "10", "--hub-repo", "org/run"]
 
 
 def wait_for(what: str, check: Callable[[], object], timeout: float = 20.0) -> object:

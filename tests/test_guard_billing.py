@@ -135,7 +135,7 @@ def test_an_ignored_destroy_is_resent_then_stopped_with_an_alarm(runs, shapes_da
     record_push(hub_standin, run_dir, ("best.pt", "last.pt"))  # safe: a destroy is allowed
     safe_at = time.monotonic()
     state = arm_guard(LocalTransport(), str(run_dir), "done", "destroy", None, "vast", iid,
-                      vast.key, send_account_key=True,
+                      vast.key, send_account_key=True, hub_repos=["org/run"],
                       base_url=vast.base_url, poll=0.2, confirm_timeout=1.0)
     assert state.state in ("armed", "acting", "alarm")
     final = wait_until("the guard to give its verdict", lambda: guard_over(run_dir), 60)

@@ -15,11 +15,16 @@ from pathlib import Path
 import pytest
 
 from remote.cli import main as gpurent
-from remote.runs.guard import GuardError, arm_guard, disarm_guard
+from remote.config import hub_repos
+from remote.runs.guard import GuardError, arm_guard, disarm_guard, guard_command
 from remote.transport.local import LocalTransport
+from remote.weights.push import push_from_box
+from remote.weights.safety import weights_safety
+from tests.fixtures.hub_standin import VALID_TOKEN, record_push
 from tests.fixtures.providers_standin import ProviderStandin
 from tests.fixtures.sshd import SSHServer, make_server
 from trainer import procid, runfiles
+from trainer.hub.safe import verified_safety
 
 # ---------------------------------------------------------------------- instance identity
 
@@ -255,3 +260,79 @@ def test_a_lambda_guard_gets_no_key_and_says_the_laptop_must_end_the_billing(
                   lambda_standin.key, base_url=lambda_standin.base_url)
     assert "end it from the laptop" in str(err.value) and "\n" not in str(err.value)
     assert lambda_standin.requests == []
+
+
+# ---------------------------------------------------------------------- safe on the Hub
+
+
+def finished_run(run: Path) -> Path:
+    """A completed run whose best.pt is the file at stake."""
+    runfiles.RunWriter(run).write_status({"state": "completed", "total_epochs": 3,
+                                          "completed_epochs": 3, "best_epoch": 2})
+    runfiles.atomic_write_bytes(run / "weights" / "best.pt", os.urandom(4096))
+    return run
+
+
+@pytest.fixture
+def hub_laptop(tmp_path, hub_standin, vast_standin, monkeypatch):
+    """A laptop whose Hub is the stand-in (with the user's token) and a Vast key."""
+    for var in ("CONTAINER_ID", "VAST_CONTAINERLABEL", "RUNPOD_POD_ID"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setenv("HF_ENDPOINT", hub_standin.url)
+    monkeypatch.setenv("HF_TOKEN", VALID_TOKEN)
+    monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")  # the stand-in speaks LFS
+    monkeypatch.setenv("VAST_API_KEY", vast_standin.key)
+    return tmp_path
+
+
+def destroy_local(standin: ProviderStandin, iid: str, run: Path, *extra: str) -> int:
+    return gpurent(["instance", "local", "destroy", "--provider", "vast", "--instance", iid,
+                    "--base-url", standin.base_url, "--interval", "0", "--timeout", "10",
+                    "--run", str(run), "--yes", *extra])
+
+
+def test_a_copy_in_a_repo_the_box_names_does_not_make_the_weights_safe(
+        hub_laptop, hub_standin, vast_standin, capsys):
+    """The box uploaded best.pt to evil/copy (the Hub holds those very bytes there) and
+    named it in hub.json: not the user's repository, so not safe; a repository the
+    user configured (the config file, a name on the command line, or a push from this
+    laptop) is."""
+    iid = vast_standin.add_instance()
+    run = finished_run(hub_laptop / "proj" / "exp")
+    record_push(hub_standin, run, repo="evil/copy")
+    assert destroy_local(vast_standin, iid, run) == 1
+    err = capsys.readouterr().err
+    assert "pushed only to evil/copy, which is not one of your Hub repositories" in err
+    assert err.count("\n") == 1 and not vast_standin.calls("DELETE")
+    assert not hub_standin.routes("paths_info")  # not even asked about
+    # A repository the user names counts (asked of the Hub with the user's token).
+    safety = weights_safety(LocalTransport(), str(run), repos=["evil/copy"])
+    assert safety.safe and "evil/copy" in safety.reason
+    # The box also pushed to a repository the user has: once the user says so, safe.
+    record_push(hub_standin, run, repo="me/detector")
+    assert destroy_local(vast_standin, iid, run) == 1
+    assert "pushed only to me/detector, evil/copy" in capsys.readouterr().err
+    config = hub_laptop / "xdg" / "gpurent" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text('[hub]\nrepos = ["me/detector"]\n')
+    config.chmod(0o600)
+    assert destroy_local(vast_standin, iid, run, "--json") == 0
+    gate = json.loads(capsys.readouterr().out)["gate"]
+    assert gate["safe"] and "me/detector" in gate["reason"]
+    assert len(vast_standin.calls("DELETE")) == 1
+
+
+def test_a_push_from_this_laptop_makes_its_repo_the_users(hub_laptop, hub_standin):
+    run = finished_run(hub_laptop / "proj" / "exp")
+    box = LocalTransport()
+    push_from_box(box, str(run), "me/pushed", VALID_TOKEN)
+    assert weights_safety(box, str(run)).safe
+    # The box's guard gets the user's repositories, and nothing else counts there.
+    assert verified_safety(run, repos=["me/pushed"])["safe"]
+    record_push(hub_standin, run, repo="evil/copy")  # a newer claim, in another repo
+    assert verified_safety(run, repos=["me/pushed"])["safe"]
+    assert not verified_safety(run, repos=[])["safe"]
+    assert "--hub-repo me/pushed" in guard_command(box, str(run), "done", "stop",
+                                                   hub_repos=hub_repos())

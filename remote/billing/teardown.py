@@ -92,13 +92,14 @@ def resolve_safety(source: SafetySource) -> SafetyLike:
     return source
 
 
-def run_safety(transport: Transport, run_dir: str | None,
-               projects: Sequence[str] = ()) -> Callable[[], SafetyLike]:
-    """The gate's safety source for a box: ``remote.weights.safety.weights_safety`` of the run,
-    its project, ``projects`` and the box's registry, asked anew at each call."""
+def run_safety(transport: Transport, run_dir: str | None, projects: Sequence[str] = (),
+               repos: Sequence[str] = ()) -> Callable[[], SafetyLike]:
+    """The gate's safety source for a box: ``remote.weights.safety.weights_safety`` of the
+    run, its project, ``projects`` and the box's registry, asked anew at each call; Hub
+    copies count in ``repos`` and the user's own repositories only."""
     from remote.weights.safety import weights_safety
 
-    return lambda: weights_safety(transport, run_dir, projects)
+    return lambda: weights_safety(transport, run_dir, projects, repos=repos)
 
 
 def check_destroy(safety: SafetyLike, instance_id: str, *, override: bool = False,

@@ -64,6 +64,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "other runs of its project must have their weights safe before a destroy")
     p.add_argument("--project", action="append", default=[], metavar="DIR",
                    help="also check every run directly under DIR on the box (repeatable)")
+    p.add_argument("--hub-repo", action="append", default=[], metavar="ORG/NAME",
+                   help="a Hub repository of yours whose copies make weights safe, besides "
+                   "those you pushed to or launched with from this laptop and [hub] repos "
+                   "in the config file (repeatable); a repository the box's hub.json names "
+                   "counts only when it is one of these")
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     p.add_argument("--override-unsafe", action="store_true",
                    help="destroy although the weights are not safe (the instance id must "
@@ -196,7 +201,7 @@ def _run(args: argparse.Namespace, box: _Box, out: dict[str, Any], say: Any,
     source: Any = None
     if args.action == "destroy":
         if args.run or args.project:
-            source = teardown.run_safety(box.get(), args.run, args.project)
+            source = teardown.run_safety(box.get(), args.run, args.project, args.hub_repo)
         safety = teardown.resolve_safety(source)
         decision = teardown.check_destroy(safety, ref.instance)
         if not decision.safe:

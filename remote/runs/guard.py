@@ -27,6 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
+from remote.config import ConfigError
+from remote.config import hub_repos as user_hub_repos
 from remote.fields import typed
 from remote.link.tools import trainer_command
 from remote.runs.processes import StalePid, is_ours, signal_checked, why_not
@@ -147,10 +149,13 @@ def guard_command(transport: Transport, run_dir: str, when: str, then: str,
                   max_hours: float | None = None, provider: str | None = None,
                   instance: str | None = None, *, key_stdin: bool = False,
                   notify_stdin: bool = False, base_url: str | None = None,
-                  **tuning: float | None) -> str:
+                  hub_repos: Sequence[str] = (), **tuning: float | None) -> str:
     """The exact shell command that starts the guard on the box (no secrets in it);
-    ``tuning`` holds options named in ``TUNING``."""
+    ``hub_repos``: the user's repositories, the only ones whose copies make the weights
+    safe; ``tuning`` holds options named in ``TUNING``."""
     words = ["guard", run_dir, "--when", when, "--then", then]
+    for repo in hub_repos:
+        words += ["--hub-repo", repo]
     if max_hours is not None:
         words += ["--max-hours", f"{max_hours:g}"]
     if provider:
@@ -263,7 +268,7 @@ def _tail(transport: Transport, path: str) -> str:
 def arm_guard(transport: Transport, run_dir: str, when: str, then: str,
               max_hours: float | None = None, provider: str | None = None,
               instance: str | None = None, key: str | None = None, *,
-              send_account_key: bool = False,
+              send_account_key: bool = False, hub_repos: Sequence[str] | None = None,
               base_url: str | None = None, notify: Sequence[str] = (),
               notify_format: str | None = None, wait: float = 20.0,
               **tuning: float | None) -> GuardState:
@@ -274,7 +279,9 @@ def arm_guard(transport: Transport, run_dir: str, when: str, then: str,
     ``send_account_key``, which needs the ``instance`` the user named (an account key
     acting on the box's own claim could end any instance of the account); otherwise it
     stays here and the guard uses the instance's own key. The caller shows
-    ``account_key_warning`` first. The webhook URLs ``notify`` travel on the guard's
+    ``account_key_warning`` first. ``hub_repos``: the Hub repositories whose copies
+    count as safe (default: the user's, ``remote.config.hub_repos``; a repository the
+    box's ledger names is a claim). The webhook URLs ``notify`` travel on the guard's
     stdin only; ``tuning`` holds options named in ``TUNING`` (``poll=...``). Raises
     ``GuardError`` (one line) for bad options or when the guard refuses to arm (no
     instance found, no key, bad key, another guard armed), ``TransportError`` when the
@@ -286,6 +293,10 @@ def arm_guard(transport: Transport, run_dir: str, when: str, then: str,
                          "(--instance): the box's own claim is not enough for a key that "
                          "acts on every instance")
     sent = key if send_account_key else None
+    try:
+        repos = tuple(hub_repos) if hub_repos is not None else user_hub_repos()
+    except ConfigError as exc:
+        raise GuardError(str(exc)) from None
     if then not in ("stop", "destroy"):
         raise GuardError(f"--then {clean_text(str(then))!r}: use stop or destroy")
     if max_hours is not None and not max_hours > 0:
@@ -296,7 +307,7 @@ def arm_guard(transport: Transport, run_dir: str, when: str, then: str,
                          f"{current.summary()}; disarm it first")
     command = guard_command(transport, run_dir, when, then, max_hours, provider, instance,
                             key_stdin=sent is not None, notify_stdin=bool(lines),
-                            base_url=base_url, **tuning)
+                            base_url=base_url, hub_repos=repos, **tuning)
     secrets = ([sent.strip()] if sent is not None else []) + lines
     stdin = "".join(f"{line}\n" for line in secrets).encode("utf-8") if secrets else None
     pgid = transport.spawn_detached(command, cwd=run_dir,

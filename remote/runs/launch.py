@@ -25,12 +25,13 @@ import shlex
 import time
 from dataclasses import dataclass, field
 
+from remote.config import remember_hub_repo
 from remote.link.tools import trainer_command
 from remote.runs.read import read_status
 from remote.transport.base import Transport, TransportError
 from trainer import engines, runfiles
 from trainer.health import judge_health
-from trainer.hub.client import check_repo_id
+from trainer.hub.client import REPO_RE, check_repo_id
 from trainer.text import clean_text
 
 ENGINES = engines.ENGINES
@@ -283,7 +284,9 @@ def launch_run(transport: Transport, spec: LaunchSpec, stdin: bytes | None = Non
     """Start ``spec`` detached on the box and return its pid and the command that ran.
 
     ``stdin``: one line holding the secret for the run (``HF_TOKEN``), or ``None``;
-    ``python``: the box's python that resets the signals (see :data:`RESET_SIGNALS`)."""
+    ``python``: the box's python that resets the signals (see :data:`RESET_SIGNALS`).
+    The run's Hub repository (``hub=``) is remembered as the user's
+    (``remote.config.remember_hub_repo``)."""
     if stdin is not None:
         if b"\n" in stdin.rstrip(b"\n") or b"\0" in stdin:
             raise ValueError("the secret passed to the run must be one line")
@@ -302,6 +305,9 @@ def launch_run(transport: Transport, spec: LaunchSpec, stdin: bytes | None = Non
         why = clean_text(result.stderr or result.stdout).strip() or f"exit {result.rc}"
         raise TransportError(f"launch failed: {' '.join(why.split())[:300]}")
     launched = LaunchResult(int(out[-1]), command, spec.run_dir, spec.pid_path)
+    repo = spec.push or (spec.args.get("hub", "") if spec.engine == "trainer" else "")
+    if REPO_RE.match(repo):
+        remember_hub_repo(repo)  # the user's: its copies count as safe
     record_launch(transport, launched)
     return launched
 

@@ -29,6 +29,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from remote.config import data_dir
 from remote.transport.base import Transport, TransportError
 from trainer import runfiles
 
@@ -47,12 +48,6 @@ class PulledFile:
     local_path: str
     sha256: str
     size: int
-
-
-def data_dir() -> Path:
-    """``$GPURENT_DATA_DIR`` or ``~/.local/share/gpurent``."""
-    env = os.environ.get("GPURENT_DATA_DIR")
-    return Path(env).expanduser() if env else Path("~/.local/share/gpurent").expanduser()
 
 
 def ledger_path() -> Path:

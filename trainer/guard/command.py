@@ -83,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="read the provider API key from the first line of stdin (the "
                    "laptop's account key, when the user asked to send it); default: the "
                    "key the provider put in this instance")
+    p.add_argument("--hub-repo", action="append", default=[], metavar="ORG/NAME",
+                   help="a Hub repository of the user's (repeatable): only a copy there "
+                   "makes the weights safe to destroy (default: none)")
     p.add_argument("--base-url", metavar="URL", help="provider API base URL (testing)")
     p.add_argument("--poll", type=float, default=30.0, metavar="S",
                    help="seconds between looks at the run (default 30)")
@@ -190,7 +193,7 @@ def configure(args: argparse.Namespace,
                       poll=args.poll, push_wait=args.push_wait,
                       confirm_timeout=args.confirm_timeout, stall_minutes=args.stall_minutes,
                       retry_backoff=args.retry_backoff, retry_max=args.retry_max,
-                      give_up_after=args.give_up_after)
+                      give_up_after=args.give_up_after, hub_repos=tuple(args.hub_repo))
     return cfg, provider
 
 
