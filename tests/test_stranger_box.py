@@ -11,19 +11,24 @@ import os
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from remote.cli import main as gpurent
 from remote.config import hub_repos
 from remote.runs.guard import GuardError, arm_guard, disarm_guard, guard_command
+from remote.transport.base import ReplyTooLarge, TransportError
 from remote.transport.local import LocalTransport
+from remote.weights.pull import box_run_dir
 from remote.weights.push import push_from_box
 from remote.weights.safety import weights_safety
 from tests.fixtures.hub_standin import VALID_TOKEN, record_push
 from tests.fixtures.providers_standin import ProviderStandin
 from tests.fixtures.sshd import SSHServer, make_server
+from tests.fixtures.watch_log import wait_until
 from trainer import procid, runfiles
+from trainer.health import local_pid_alive
 from trainer.hub.safe import verified_safety
 
 # ---------------------------------------------------------------------- instance identity
@@ -336,3 +341,39 @@ def test_a_push_from_this_laptop_makes_its_repo_the_users(hub_laptop, hub_standi
     assert not verified_safety(run, repos=[])["safe"]
     assert "--hub-repo me/pushed" in guard_command(box, str(run), "done", "stop",
                                                    hub_repos=hub_repos())
+
+
+# ---------------------------------------------------------------------- endless replies
+
+
+def test_an_endless_reply_is_cut_at_its_cap_and_the_writer_ends(sshd):
+    """A box answering without end (`yes`) gets a one-line ReplyTooLarge once the cap is
+    passed: the answer comes although the writer never stops (so it was not read to its
+    end), the writer then dies of the closed channel, and the connection stays usable."""
+    pidfile = Path(sshd.home) / "endless.pid"
+    pidfile.unlink(missing_ok=True)
+    with sshd.connect() as box:
+        for command, what in ((f"echo $$ > {pidfile}; exec yes gpurent", "output"),
+                              (f"echo $$ > {pidfile}; exec yes gpurent >&2", "error output")):
+            with pytest.raises(ReplyTooLarge) as err:
+                box.run(command, max_bytes=1 << 20, timeout=600)
+            message = str(err.value)
+            assert f"more than 1,048,576 bytes of {what}" in message and "\n" not in message
+            assert isinstance(err.value, TransportError) and not isinstance(err.value,
+                                                                             TimeoutError)
+            pid = int(pidfile.read_text())
+            assert wait_until(lambda pid=pid: not local_pid_alive(pid), 30), "the writer lives"
+        # A `pwd -P` answered by 1.5 GB: refused after its small cap, nothing held.
+        with pytest.raises(ReplyTooLarge, match="more than 65,536 bytes"):
+            box_run_dir(_Endless(box), ".")
+        assert box.run("echo ok").stdout == b"ok\n"
+
+
+class _Endless:
+    """``box`` whose ``cd DIR && pwd -P`` answers without end (as a hostile box's does)."""
+
+    def __init__(self, box: Any) -> None:
+        self.box, self.label = box, box.label
+
+    def run(self, command: str, **options: Any) -> Any:
+        return self.box.run("exec yes /", **options)

@@ -50,6 +50,10 @@ class PulledFile:
     size: int
 
 
+#: Most bytes of a path the box may answer with (PATH_MAX is 4096 on Linux).
+PATH_REPLY = 1 << 16
+
+
 def ledger_path() -> Path:
     """The pull ledger file."""
     return data_dir() / LEDGER_NAME
@@ -109,7 +113,8 @@ _UNSAFE_CHARS = re.compile(r"[^A-Za-z0-9._@-]")
 def box_run_dir(transport: Transport, run_dir: str) -> str:
     """The run directory as an absolute path on the box, symlinks resolved."""
     q = shlex.quote(run_dir)
-    res = transport.run(f"cd -- {q} 2>/dev/null && pwd -P", timeout=30.0)
+    res = transport.run(f"cd -- {q} 2>/dev/null && pwd -P", timeout=30.0,
+                        max_bytes=PATH_REPLY)
     path = res.stdout.decode("utf-8", errors="replace").strip()
     if not res.ok or not path.startswith("/"):
         raise TransportError(f"{run_dir} is not a directory on {transport.label}")
