@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -377,3 +378,59 @@ class _Endless:
 
     def run(self, command: str, **options: Any) -> Any:
         return self.box.run("exec yes /", **options)
+
+
+# ---------------------------------------------------------------------- known_hosts
+
+GPURENT = Path(sys.executable).with_name("gpurent")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def status_with(known: Path, sshd: SSHServer, run: Path,
+                tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """``gpurent status`` of ``run`` on the test box, its host keys read from ``known``."""
+    home = tmp_path / "laptop"
+    (home / ".ssh").mkdir(parents=True, exist_ok=True)
+    (home / ".ssh" / "config").write_text(
+        f"Host *\n  IdentityFile {sshd.key_path}\n  IdentitiesOnly yes\n"
+        f"  UserKnownHostsFile {known}\n")
+    env = {**os.environ, "HOME": str(home), "SSH_AUTH_SOCK": "", "PYTHONPATH": str(ROOT),
+           "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+    # The timeout only ends a hang (the old /dev/zero read); nothing asserts on time.
+    return subprocess.run([str(GPURENT), "status", f"{sshd.user}@{sshd.host}:{run}", "-p",
+                           str(sshd.port), "--json"], capture_output=True, text=True,
+                          env=env, timeout=120)
+
+
+def test_a_truncated_known_hosts_line_is_skipped_with_one_warning(sshd, tmp_path):
+    run = Path(sshd.home) / "kh" / "exp"
+    runfiles.RunWriter(run).write_status({"state": "running", "pid": 1, "total_epochs": 3})
+    known = tmp_path / "known_hosts"
+    name = f"[{sshd.host}]:{sshd.port}"
+    known.write_text(f"other.example ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI\n"  # cut short
+                     f"# a comment\n"
+                     f"[other.example]:2222 ssh-rsa\n"  # a field missing
+                     f"{name} {sshd.host_key_line}\n")
+    done = status_with(known, sshd, run, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["run_dir"].endswith(str(run))
+    lines = done.stderr.splitlines()
+    assert "Traceback" not in done.stderr and len(lines) == 2, done.stderr
+    assert lines[0].startswith(f"gpurent: warning: {known} line 1 cannot be read")
+    assert lines[1].startswith(f"gpurent: warning: {known} line 3 cannot be read")
+
+
+@pytest.mark.parametrize("odd", ["directory", "/dev/zero", "huge"])
+def test_a_known_hosts_that_is_no_file_is_refused_in_one_line(sshd, tmp_path, odd):
+    known = tmp_path / "known_hosts"
+    if odd == "directory":
+        known.mkdir()
+    elif odd == "huge":
+        with open(known, "wb") as fh:  # sparse: past the cap without writing it
+            fh.truncate(64 << 20)
+    else:
+        known.symlink_to(odd)
+    done = status_with(known, sshd, Path(sshd.home) / "kh" / "none", tmp_path)
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert str(known) in done.stderr and "move it aside" in done.stderr
