@@ -6,6 +6,7 @@ account, one of them stopped.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -18,7 +19,9 @@ import pytest
 
 from remote.cli import main as gpurent
 from remote.config import hub_repos
+from remote.runs import launch
 from remote.runs.guard import GuardError, arm_guard, disarm_guard, guard_command
+from remote.runs.launch import launch_run, make_spec
 from remote.transport.base import ReplyTooLarge, TransportError
 from remote.transport.local import LocalTransport
 from remote.weights.pull import box_run_dir
@@ -29,7 +32,9 @@ from tests.fixtures.providers_standin import ProviderStandin
 from tests.fixtures.sshd import SSHServer, make_server
 from tests.fixtures.watch_log import wait_until
 from trainer import procid, runfiles
+from trainer.engine.command import TOKEN_STDIN_ENV
 from trainer.health import local_pid_alive
+from trainer.hub.ledger import read_ledger
 from trainer.hub.safe import verified_safety
 
 # ---------------------------------------------------------------------- instance identity
@@ -434,3 +439,53 @@ def test_a_known_hosts_that_is_no_file_is_refused_in_one_line(sshd, tmp_path, od
     assert done.returncode != 0 and "Traceback" not in done.stderr
     assert done.stderr.count("\n") == 1, done.stderr
     assert str(known) in done.stderr and "move it aside" in done.stderr
+
+
+# ---------------------------------------------------------------------- the Hub token
+
+
+def tree(pid: int) -> list[int]:
+    """``pid`` and every live process below it."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            parents[int(entry.name)] = int(stat[1])
+    found, todo = [], [pid]
+    while todo:
+        here = todo.pop()
+        found.append(here)
+        todo += [child for child, parent in parents.items() if parent == here]
+    return found
+
+
+def test_the_hub_token_of_hub_is_in_no_process_environment(hub_standin, shapes_data,
+                                                            tmp_path, monkeypatch):
+    """`gpurent launch ... hub=ORG/NAME` gives the token to our trainer on its stdin: its
+    uploader pushes with it, and neither the trainer nor its loader worker has it in its
+    environment (it used to be exported to the trainer for the whole run)."""
+    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", hub_standin.url)
+    monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # no token store either
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    spec = make_spec("trainer", str(tmp_path / "runs"), "exp", {
+        "model": "n", "imgsz": "64", "workers": "1", "seed": "0", "batch": "8",
+        "epochs": "3", "data": str(shapes_data), "hub": "org/tok"})
+    launched = launch_run(LocalTransport(), spec, stdin=VALID_TOKEN.encode())
+    run = tmp_path / "runs" / "exp"
+    assert wait_until(lambda: runfiles.read_status(run).get("completed_epochs"), 300), \
+        (run / "console.log").read_text()[-2000:]
+    processes = tree(launched.pid)
+    assert len(processes) >= 2  # the trainer and its loader worker
+    for pid in processes:
+        with contextlib.suppress(OSError):
+            assert VALID_TOKEN.encode() not in Path(f"/proc/{pid}/environ").read_bytes()
+    assert wait_until(lambda: runfiles.read_status(run).get("state") == "completed", 300)
+    assert hub_standin.repo("org/tok").commits  # pushed with the token from stdin
+    assert {e["repo"] for e in read_ledger(run)} == {"org/tok"}
+    assert TOKEN_STDIN_ENV == launch.TOKEN_STDIN_ENV
