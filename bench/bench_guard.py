@@ -79,7 +79,8 @@ def scenario(work: Path, provider: str, kind: str, opts: argparse.Namespace,
                       pushed=hub if kind == "done" else None)
     try:
         arm_guard(LocalTransport(), str(run_dir), "done", then, None, provider, iid,
-                  standin.key, base_url=standin.base_url, poll=opts.poll,
+                  standin.key, send_account_key=True, hub_repos=["org/run"],
+                  base_url=standin.base_url, poll=opts.poll,
                   retry_backoff=opts.backoff, retry_max=opts.retry_max,
                   confirm_timeout=180.0)
         time.sleep(opts.poll * 1.5)  # the guard has seen the run live

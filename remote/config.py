@@ -8,6 +8,12 @@ keys, so it is refused while group or others can access it.
 The state file is ``$XDG_STATE_HOME/gpurent/boxes.json`` (default
 ``~/.local/state/gpurent/boxes.json``): what the laptop remembers per box between
 connections (the python bootstrap chose there), keyed by the box's host key.
+
+The data directory (``$GPURENT_DATA_DIR``, default ``~/.local/share/gpurent``) holds the
+pull ledger and ``hub-repos.json``: the Hub repositories this laptop pushed a run to or
+launched one with (``hub=``). Those, and the ones under ``[hub] repos`` in the config
+file, are the user's own: only a copy in one of them counts as "safe on the Hub"
+(``hub_repos``); a repository a box names in its ``hub.json`` is a claim.
 """
 
 from __future__ import annotations
@@ -109,3 +115,45 @@ def remember(box: str, **facts: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     runfiles.atomic_write_json(path, data)
     os.chmod(path, 0o600)
+
+
+#: The file in the data directory that lists the Hub repositories the user configured.
+HUB_REPOS_FILE = "hub-repos.json"
+
+
+def data_dir() -> Path:
+    """``$GPURENT_DATA_DIR`` or ``~/.local/share/gpurent``."""
+    env = os.environ.get("GPURENT_DATA_DIR")
+    return Path(env).expanduser() if env else Path("~/.local/share/gpurent").expanduser()
+
+
+def _remembered_repos() -> list[str]:
+    try:
+        data = json.loads((data_dir() / HUB_REPOS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    repos = data.get("repos") if isinstance(data, dict) else None
+    return [r for r in repos if isinstance(r, str)] if isinstance(repos, list) else []
+
+
+def remember_hub_repo(repo: str) -> None:
+    """Add ``repo`` to the Hub repositories the user configured (written atomically)."""
+    known = _remembered_repos()
+    if repo in known:
+        return
+    path = data_dir() / HUB_REPOS_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    runfiles.atomic_write_json(path, {"repos": [*known, repo]})
+
+
+def hub_repos(path: str | os.PathLike[str] | None = None) -> tuple[str, ...]:
+    """The user's own Hub repositories: those this laptop pushed to or launched a run
+    with, and ``[hub] repos`` in the config file. ``ConfigError`` for a malformed entry."""
+    configured = section(load_config(path), "hub").get("repos", [])
+    if isinstance(configured, str):
+        configured = [configured]
+    if not isinstance(configured, list) or not all(isinstance(r, str) for r in configured):
+        raise ConfigError(f"[hub] repos in {path or config_path()} must be a list of "
+                          "repository ids (\"ORG/NAME\")")
+    return tuple(dict.fromkeys([*_remembered_repos(), *(r.strip() for r in configured
+                                                        if r.strip())]))

@@ -24,7 +24,8 @@ from trainer.guard.state import GuardError as BoxGuardError
 from trainer.guard.state import parse_when
 
 ROOT = Path(__file__).resolve().parents[1]
-FAST = ["--poll", "0.1", "--confirm-timeout", "10"]
+#: ``org/run`` is the user's repository (``record_push`` pushes there).
+FAST = ["--poll", "0.1", "--confirm-timeout", "10", "--hub-repo", "org/run"]
 
 
 def wait_for(what: str, check: Callable[[], object], timeout: float = 20.0) -> object:
@@ -315,13 +316,14 @@ def test_arm_and_disarm_through_a_transport(tmp_path, vast_standin, trainer_pid)
     make_run(run_dir, trainer_pid.pid)
     box = LocalTransport()
     state = arm_guard(box, str(run_dir), "done", "destroy", 12.0, "vast", iid,
-                      vast_standin.key, base_url=vast_standin.base_url, poll=0.1)
+                      vast_standin.key, send_account_key=True,
+                      base_url=vast_standin.base_url, poll=0.1)
     assert state.watching and state.when == "done" and state.max_hours == 12.0
     assert state.pid_start == procid.start_ticks(state.pid)  # checked before the disarm
     assert state.summary() == "guard armed: when done then destroy, hard limit 12 h"
     with pytest.raises(GuardError, match="already armed"):
         arm_guard(box, str(run_dir), "done", "stop", None, "vast", iid, vast_standin.key,
-                  base_url=vast_standin.base_url)
+                  send_account_key=True, base_url=vast_standin.base_url)
     final = disarm_guard(box, str(run_dir))
     assert final is not None and final.state == "disarmed" and not final.watching
     assert not vast_standin.calls("DELETE")
@@ -346,7 +348,8 @@ def test_guard_over_ssh_on_the_test_box(sshd, tmp_path, runpod_standin):
     try:
         bootstrap_box(box, python="/usr/bin/python3", preflight=False, install=False)
         state = arm_guard(box, str(run_dir), "done", "destroy", None, "runpod", pid,
-                          runpod_standin.key, base_url=runpod_standin.base_url, poll=0.1)
+                          runpod_standin.key, send_account_key=True,
+                          base_url=runpod_standin.base_url, poll=0.1)
         assert state.pid is not None
         wait_for("the destroy", lambda: (read_guard(box, str(run_dir)) or state).state
                  not in ("armed", "waiting-for-push", "acting"))

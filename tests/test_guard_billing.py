@@ -48,7 +48,7 @@ def live_run(cwd: Path, data: Path, name: str):
 
 def arm(standin, iid: str, run_dir: Path, then: str, **tuning):
     state = arm_guard(LocalTransport(), str(run_dir), "done", then, None, standin.provider,
-                      iid, standin.key, base_url=standin.base_url, **tuning)
+                      iid, standin.key, send_account_key=True, base_url=standin.base_url, **tuning)
     assert state.watching, state
     return state
 
@@ -135,7 +135,8 @@ def test_an_ignored_destroy_is_resent_then_stopped_with_an_alarm(runs, shapes_da
     record_push(hub_standin, run_dir, ("best.pt", "last.pt"))  # safe: a destroy is allowed
     safe_at = time.monotonic()
     state = arm_guard(LocalTransport(), str(run_dir), "done", "destroy", None, "vast", iid,
-                      vast.key, base_url=vast.base_url, poll=0.2, confirm_timeout=1.0)
+                      vast.key, send_account_key=True, hub_repos=["org/run"],
+                      base_url=vast.base_url, poll=0.2, confirm_timeout=1.0)
     assert state.state in ("armed", "acting", "alarm")
     final = wait_until("the guard to give its verdict", lambda: guard_over(run_dir), 60)
     assert final["state"] == "alarm"
@@ -172,7 +173,7 @@ def test_lambda_ignored_terminate_is_resent_until_the_deadline(tmp_path, lambda_
     writer = make_run(run_dir, 999_999_999, best=False)
     finish_run(writer, 999_999_999)
     arm_guard(LocalTransport(), str(run_dir), "done", "destroy", None, "lambda", iid,
-              lambda_standin.key, base_url=lambda_standin.base_url, poll=0.1,
+              lambda_standin.key, send_account_key=True, base_url=lambda_standin.base_url, poll=0.1,
               confirm_timeout=0.5, give_up_after=2.0)
     final = wait_until("the alarm", lambda: guard_over(run_dir), timeout=60)
     assert final["state"] == "alarm" and "gave up after" in final["alarm"]["message"]
@@ -196,7 +197,8 @@ def test_a_stalled_run_counts_as_dead_after_the_limit(tmp_path, runpod_standin):
         runfiles.atomic_write_json(run_dir / runfiles.STATUS_FILE, status)
         (run_dir / runfiles.LOG_FILE).touch()
         arm_guard(LocalTransport(), str(run_dir), "done", "stop", None, "runpod", pod,
-                  runpod_standin.key, base_url=runpod_standin.base_url, poll=0.2,
+                  runpod_standin.key, send_account_key=True,
+                  base_url=runpod_standin.base_url, poll=0.2,
                   stall_minutes=0.02)
         final = wait_until("the stop", lambda: guard_over(run_dir), timeout=60)
         assert stuck.poll() is None  # the guard stops the instance, not the process
@@ -215,7 +217,7 @@ def test_a_revoked_key_mid_action_is_an_alarm_at_once(tmp_path, vast_standin):
     run_dir = tmp_path / "run"
     writer = make_run(run_dir, 999_999_999, best=False)
     arm_guard(LocalTransport(), str(run_dir), "done", "stop", None, "vast", iid,
-              vast_standin.key, base_url=vast_standin.base_url, poll=0.2)
+              vast_standin.key, send_account_key=True, base_url=vast_standin.base_url, poll=0.2)
     vast_standin.key = "revoked"
     finish_run(writer, 999_999_999)
     final = wait_until("the alarm", lambda: guard_over(run_dir), timeout=60)

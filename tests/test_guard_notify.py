@@ -56,7 +56,7 @@ def test_each_shape_arrives_and_no_secret_is_in_any_argv(tmp_path, receiver,
                       best_metric_name="mAP50-95", best_epoch=1)
         runfiles.atomic_write_json(run_dir / runfiles.STATUS_FILE, status)
         arm_guard(LocalTransport(), str(run_dir), "done", "stop", None, "vast", iid, vast.key,
-                  base_url=vast.base_url, notify=urls, poll=0.2)
+                  send_account_key=True, base_url=vast.base_url, notify=urls, poll=0.2)
         hidden = [*token.values(), closed, vast.key]
         assert argv_holding(hidden) == []
         trainer.kill()
@@ -123,7 +123,7 @@ def test_an_alarm_is_sent(tmp_path, receiver, vast_standin):
     writer.write_status({"state": "failed", "pid": 999_999_999,
                          "error": {"type": "RuntimeError", "message": "<!channel> boom"}})
     arm_guard(LocalTransport(), str(run_dir), "done", "destroy", None, "vast", iid,
-              vast_standin.key, base_url=vast_standin.base_url,
+              vast_standin.key, send_account_key=True, base_url=vast_standin.base_url,
               notify=[f"slack {receiver.base}/s"], poll=0.1, confirm_timeout=0.3,
               give_up_after=1.0)
     try:
@@ -193,15 +193,17 @@ def test_notify_config_file(tmp_path):
 
 
 def test_gpurent_guard_arm_show_disarm(tmp_path, vast_standin, monkeypatch, capsys):
-    """The headless command: the key from the environment and the webhook from the
-    config file travel on stdin; a bad --notify is bad input that never echoes it."""
+    """The headless command: the account key from the environment (sent because the
+    config file asks, with a warning) and the webhook from the config file travel on
+    stdin; a bad --notify is bad input that never echoes it."""
     from remote.cli import main as gpurent
 
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
     monkeypatch.setenv("VAST_API_KEY", vast_standin.key)
     config = tmp_path / "cfg" / "gpurent" / "config.toml"
     config.parent.mkdir(parents=True)
-    config.write_text('[notify]\nurls = ["json http://127.0.0.1:9/secret-from-config"]\n')
+    config.write_text('[notify]\nurls = ["json http://127.0.0.1:9/secret-from-config"]\n'
+                      '[vast]\nsend_account_key = true\n')
     os.chmod(config, 0o600)
     iid = vast_standin.add_instance()
     trainer = subprocess.Popen(["sleep", "600"])
@@ -215,7 +217,9 @@ def test_gpurent_guard_arm_show_disarm(tmp_path, vast_standin, monkeypatch, caps
         assert "not an http(s) URL" in err and "secret-x" not in err
         assert gpurent([*base, "arm", "--provider", "vast", "--instance", iid,
                         "--base-url", vast_standin.base_url, "--poll", "0.2"]) == 0
-        assert capsys.readouterr().out.startswith("guard armed: when done then stop")
+        said = capsys.readouterr()
+        assert said.out.startswith("guard armed: when done then stop")
+        assert said.err.startswith("WARNING: sending the vast account key to the box")
         assert "notifying 1 webhook (json)" in (run_dir / "guard.log").read_text()
         assert gpurent([*base, "--json"]) == 0
         shown = json.loads(capsys.readouterr().out)["guard"]

@@ -219,7 +219,7 @@ def test_safe_follows_best_pt_by_content(hub_standin: HubStandin, tmp_path: Path
     # Through the laptop side too, which asks the Hub whether the push is there.
     for key, value in env.items():
         monkeypatch.setenv(key, value)
-    safety = weights_safety(LocalTransport(), str(run))
+    safety = weights_safety(LocalTransport(), str(run), repos=["org/m"])  # the user's
     assert safety.safe and safety.where == "hub" and safety.epoch == 2
     assert [r.route for r in hub_standin.requests][-1] == "paths_info"
     # A new best replaces the file: no longer safe, and the old push is not a copy of it.

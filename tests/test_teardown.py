@@ -16,6 +16,7 @@ import pytest
 from remote.billing import teardown
 from remote.billing.providers import ConfigError, load_config, resolve_api_key, resolve_instance
 from remote.cli import main as gpurent
+from remote.config import remember_hub_repo
 from remote.transport.base import TransportError
 from tests.fixtures.hub_standin import VALID_TOKEN, HubStandin, record_push
 from trainer import runfiles
@@ -38,6 +39,7 @@ def laptop(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     monkeypatch.setenv("GPURENT_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    remember_hub_repo("org/run")  # the user's repository (record_push pushes there)
     return tmp_path
 
 

@@ -262,7 +262,11 @@ def test_a_corrupt_image_mid_run_fails_the_run(shapes_data: Path, in_tmp: Path) 
     assert json.loads((run / "summary.json").read_text())["state"] == "failed"
 
 
-def test_a_second_signal_exits_at_once(shapes_data: Path, tmp_path: Path) -> None:
+def test_a_second_stop_soon_after_the_first_still_saves(shapes_data: Path,
+                                                        tmp_path: Path) -> None:
+    """A second signal within REPEAT_SECONDS of the first (a double press, `gpurent stop`
+    twice) is the same stop: the run still saves last.pt and ends stopped (it used to
+    exit at once without saving). Forcing the exit later is in test_trainer_units."""
     run = tmp_path / "runs" / "twice"
     proc = start([*TINY, f"data={shapes_data}", "epochs=3", "batch=2", "project=runs",
                   "name=twice"], tmp_path)
@@ -276,11 +280,11 @@ def test_a_second_signal_exits_at_once(shapes_data: Path, tmp_path: Path) -> Non
         out, _ = proc.communicate(timeout=60)
     finally:
         proc.kill()
-    assert proc.returncode == 128 + signal.SIGTERM, out
+    assert proc.returncode == 0, out
+    assert "SIGTERM again" in out and "already stopping" in out
     status = read_status(run)
-    assert status.get("state") in ("failed", "stopped")
-    if status.get("state") == "failed":
-        assert status.get("error")["type"] == "Interrupted"
+    assert status.get("state") == "stopped"
+    assert (run / "weights" / "last.pt").exists()
 
 
 def _text(path: Path) -> str:

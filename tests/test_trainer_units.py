@@ -4,6 +4,7 @@ key=value arguments, run-directory naming and history, the loss and the model fa
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -304,13 +305,43 @@ def test_a_signal_before_training_is_acted_on_when_training_starts() -> None:
 
 
 def test_a_second_signal_before_training_exits_at_once() -> None:
+    """At least REPEAT_SECONDS after the first (the clock is the handler's: no sleeps);
+    sooner it repeats the stop (``test_a_repeated_stop_does_not_throw_away_the_save``)."""
     code = ("import os, signal, time\n"
             "from trainer.engine.stopping import EarlySignals\n"
-            "with EarlySignals():\n"
+            "clock = iter([100.0, 101.5, 110.0]).__next__\n"
+            "with EarlySignals(clock=clock) as early:\n"
             "    os.kill(os.getpid(), signal.SIGINT)\n"
+            "    os.kill(os.getpid(), signal.SIGTERM)\n"
+            "    print('kept', early.received, flush=True)\n"
             "    os.kill(os.getpid(), signal.SIGTERM)\n"
             "    time.sleep(5)\n"
             "print('still here')\n")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 128 + 15 and "still here" not in out.stdout
+    assert f"kept [{int(signal.SIGINT)}]" in out.stdout  # the repeat at 1.5 s did not exit
+
+
+def test_a_repeated_stop_does_not_throw_away_the_save() -> None:
+    """A second stop 1.5 s after the first (a double press, `gpurent stop` twice) is the
+    same stop: the run goes on to its final save; one 10 s later forces the exit."""
+    code = ("import logging, os, signal, sys\n"
+            "from trainer.engine.stopping import GracefulStop\n"
+            "logging.basicConfig(stream=sys.stdout, level=logging.INFO, "
+            "format='%(message)s')\n"
+            "clock = iter([100.0, 101.5, 110.0]).__next__\n"
+            "stop = GracefulStop(logging.getLogger('t'), on_force=lambda s: print("
+            "'forced', flush=True), clock=clock)\n"
+            "stop.install()\n"
+            "os.kill(os.getpid(), signal.SIGTERM)\n"
+            "os.kill(os.getpid(), signal.SIGTERM)\n"
+            "print('saving last.pt', stop.requested, flush=True)\n"
+            "os.kill(os.getpid(), signal.SIGTERM)\n"
+            "print('not reached')\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60)
+    assert "SIGTERM again 1.5s after the first: already stopping" in out.stdout
+    assert "saving last.pt True" in out.stdout
+    assert out.returncode == 128 + 15 and "forced" in out.stdout
+    assert "not reached" not in out.stdout

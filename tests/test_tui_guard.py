@@ -61,7 +61,9 @@ async def test_arming_stops_an_idle_box_and_the_money_line_follows(run_factory,
                                                                    monkeypatch):
     vast = provider_standin("vast", settle_polls=1)
     iid = vast.add_instance()
-    monkeypatch.setenv("VAST_API_KEY", vast.key)
+    monkeypatch.setenv("VAST_API_KEY", vast.key)  # the laptop's: it stays here
+    # This machine is the box: the key Vast places in the instance (the guard's).
+    monkeypatch.setenv("CONTAINER_API_KEY", vast.instance_key(iid))
     run = ended_run(run_factory, 30)
     app = app_for(run, vast, iid)
     try:
@@ -92,7 +94,7 @@ async def test_an_alarm_stays_red_until_acknowledged(run_factory, vast_standin, 
     run = ended_run(run_factory, 1)
     try:
         arm_guard(LocalTransport(), str(run), "done", "destroy", None, "vast", iid,
-                  vast_standin.key, base_url=vast_standin.base_url, poll=0.1,
+                  vast_standin.key, send_account_key=True, base_url=vast_standin.base_url, poll=0.1,
                   confirm_timeout=0.2, give_up_after=0.5)
         wait_until("the alarm", lambda: guard_over(run), timeout=60)
     finally:

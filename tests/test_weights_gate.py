@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from remote.cli import main as gpurent
+from remote.config import remember_hub_repo
 from remote.runs.launch import LaunchResult, record_launch
 from remote.transport.local import LocalTransport
 from remote.weights.pull import ledger_path, pull_weights
@@ -42,6 +43,7 @@ def laptop(tmp_path, monkeypatch, hub_standin):
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     monkeypatch.setenv("HF_ENDPOINT", hub_standin.url)
     monkeypatch.setenv("HF_TOKEN", VALID_TOKEN)
+    remember_hub_repo("org/run")  # the user's repository (record_push pushes there)
     return tmp_path
 
 
@@ -138,7 +140,8 @@ def test_one_unsafe_run_makes_the_project_unsafe(laptop, vast, hub_standin, caps
     assert str(safe_run / "weights" / "best.pt") not in err  # only what is not safe
     record_push(hub_standin, other, repo="org/other")
     hub_standin.requests.clear()
-    assert destroy(vast, iid, "--run", str(safe_run), "--yes", "--json") == 0
+    assert destroy(vast, iid, "--run", str(safe_run), "--yes", "--hub-repo", "org/other",
+                   "--json") == 0
     gate = json.loads(capsys.readouterr().out)["gate"]
     assert gate["safe"] and "exp1/weights/best.pt" in gate["reason"] \
         and "exp2/weights/best.pt" in gate["reason"]

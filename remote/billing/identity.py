@@ -1,12 +1,20 @@
-"""Is the instance we are about to stop or destroy the box we are connected to?
+"""Is the instance we are about to stop, start or destroy the box we are connected to?
 
 The instance id may come from the box's own environment, the config, or a flag; any of
 them can name another instance (a copied config, a container restarted elsewhere, a box
-that lies). So before a stop or destroy the provider API's SSH addresses for the
-instance (when it reports any) must include the box's: the host and port it is reached
-at (after ``~/.ssh/config``), compared by name or by IP address. A mismatch refuses with
-both addresses shown. On the box itself (``local``) there is no address to compare; the
-instance id in this machine's environment, when there is one, must be the one acted on.
+that lies). So before an action the provider API's SSH addresses for the instance must
+include the box's: the host and port it is reached at (after ``~/.ssh/config``),
+compared by name or by IP address. A mismatch refuses with both addresses shown.
+
+An id the box reported (``CONTAINER_ID``, ``RUNPOD_POD_ID``: anyone with root on a
+rented machine sets them) is a claim: it is acted on only when the provider ties it to
+the box by its address. An instance for which the provider gives no address (stopped:
+every start, and a stop or destroy of the user's *other*, stopped instance) cannot be
+tied, so it is refused; the user may name it (``--instance``). An id the user gave
+(a flag, the config, an instance target) is acted on when the provider gives no address.
+
+On the box itself (``local``) there is no address to compare; the instance id in this
+machine's environment, when there is one, must be the one acted on.
 """
 
 from __future__ import annotations
@@ -93,9 +101,10 @@ def _same_host(name: str, box: BoxAddress) -> bool:
 
 
 def check_instance(provider: Provider, instance: Instance, box: BoxAddress,
-                   action: str) -> None:
+                   action: str, *, from_box: bool = False) -> None:
     """Raise ``WrongInstance`` unless ``instance`` is the box at ``box`` (see the module
-    docstring); an instance whose API reports no address passes."""
+    docstring). ``from_box``: the id came from the box, so an instance whose API reports
+    no address is refused; otherwise (the user gave it) it passes."""
     if box.local:
         here = detect_instance()
         if here is not None and here[0] == provider.name and here[1] != instance.id:
@@ -104,12 +113,21 @@ def check_instance(provider: Provider, instance: Instance, box: BoxAddress,
                 f"machine is instance {clean_text(here[1])}")
         return
     addresses = [(a.host, a.port) for a in provider.ssh_addresses(instance)]
+    claim = "the box says it is instance {id}, " if from_box else ""
     if not addresses:
-        return
+        if not from_box:
+            return
+        raise WrongInstance(
+            f"refusing to {action} {provider.title} instance {instance.id}: the box "
+            f"connected to ({clean_text(box.label)}) says it is that instance, but "
+            f"{provider.title} gives no address for it (it is {instance.state}), so "
+            "nothing ties it to this box; if it is yours, name it: --instance "
+            f"{instance.id}")
     for host, port in addresses:
         if port == box.port and _same_host(host, box):
             return
     shown = ", ".join(f"{clean_text(h)}:{p}" for h, p in addresses[:3])
     raise WrongInstance(
-        f"refusing to {action} {provider.title} instance {instance.id}: the provider "
-        f"says it is at {shown}, but the box connected to is {clean_text(box.label)}")
+        f"refusing to {action} {provider.title} instance {instance.id}: "
+        f"{claim.format(id=instance.id)}the provider says it is at {shown}, but the box "
+        f"connected to is {clean_text(box.label)}")

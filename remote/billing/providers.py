@@ -4,7 +4,9 @@ The clients themselves live in ``trainer.providers`` (standard library only, bec
 guard calls them from the box); this module finds what they need on the laptop:
 
 * the API key: ``VAST_API_KEY`` / ``RUNPOD_API_KEY`` / ``LAMBDA_API_KEY``, else
-  ``api_key`` under ``[vast]`` / ``[runpod]`` / ``[lambda]`` in the config file;
+  ``api_key`` under ``[vast]`` / ``[runpod]`` / ``[lambda]`` in the config file. It is the
+  account's key and stays on the laptop: the box's guard gets it only when the user asks
+  (``--send-account-key``, or ``send_account_key = true`` in that section);
 * the API base URL: ``GPURENT_VAST_URL`` / ``GPURENT_RUNPOD_URL`` /
   ``GPURENT_LAMBDA_URL``, else ``base_url`` under the provider's section, else the
   provider's documented one;
@@ -57,6 +59,17 @@ def resolve_api_key(provider: str, *, env: Mapping[str, str] | None = None,
         return env[var].strip()
     key = section(load_config(path), provider).get("api_key")
     return key.strip() if isinstance(key, str) and key.strip() else None
+
+
+def sends_account_key(provider: str, path: str | os.PathLike[str] | None = None) -> bool:
+    """Whether the config file asks for ``provider``'s account key to be sent to the box's
+    guard (``send_account_key = true`` under ``[vast]``, ``[runpod]`` or ``[lambda]``);
+    by default it stays on the laptop. ``ConfigError`` when the value is not a boolean."""
+    value = section(load_config(path), provider).get("send_account_key", False)
+    if not isinstance(value, bool):
+        raise ConfigError(f"send_account_key under [{provider}] in {path or config_path()} "
+                          "must be true or false")
+    return value
 
 
 def notify_config(path: str | os.PathLike[str] | None = None) -> tuple[list[str], str | None]:

@@ -7,9 +7,10 @@ intact: ``remote.weights.safety.weights_safety``, ``docs/WEIGHTS-SAFETY.md``), u
 overrides it explicitly: ``override`` *and* the instance id typed back. When the weights
 cannot be checked at all (no run given, box unreachable, Hub unreachable) they count as
 unsafe. The weights are checked again at the moment of acting, whatever was shown
-before. Stop and destroy also check that the provider's address for the instance is the
-box's (``remote.billing.identity``). Stop warns that the GPUs are released (they may be
-gone at restart) and that the disk keeps billing. Outcomes are confirmed by polling the
+before. Every action also checks that the provider's address for the instance is the
+box's (``remote.billing.identity``); an id that came from the box must be tied to it so.
+Stop warns that the GPUs are released (they may be gone at restart) and that the disk
+keeps billing. Outcomes are confirmed by polling the
 provider's API (``trainer.providers.confirm``).
 """
 
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from remote.billing.cost import rate
-from remote.billing.identity import BoxAddress, check_instance
+from remote.billing.identity import BoxAddress, WrongInstance, check_instance
 from remote.transport.base import Transport, TransportError
 from trainer.providers import Instance, Provider
 from trainer.providers.confirm import (
@@ -91,13 +92,14 @@ def resolve_safety(source: SafetySource) -> SafetyLike:
     return source
 
 
-def run_safety(transport: Transport, run_dir: str | None,
-               projects: Sequence[str] = ()) -> Callable[[], SafetyLike]:
-    """The gate's safety source for a box: ``remote.weights.safety.weights_safety`` of the run,
-    its project, ``projects`` and the box's registry, asked anew at each call."""
+def run_safety(transport: Transport, run_dir: str | None, projects: Sequence[str] = (),
+               repos: Sequence[str] = ()) -> Callable[[], SafetyLike]:
+    """The gate's safety source for a box: ``remote.weights.safety.weights_safety`` of the
+    run, its project, ``projects`` and the box's registry, asked anew at each call; Hub
+    copies count in ``repos`` and the user's own repositories only."""
     from remote.weights.safety import weights_safety
 
-    return lambda: weights_safety(transport, run_dir, projects)
+    return lambda: weights_safety(transport, run_dir, projects, repos=repos)
 
 
 def check_destroy(safety: SafetyLike, instance_id: str, *, override: bool = False,
@@ -155,21 +157,29 @@ def warning_for(action: str, provider: Provider, instance: Instance | None) -> s
 def run_teardown(provider: Provider, instance_id: str, action: str, *,
              safety: SafetySource = None, override: bool = False,
              typed_id: str | None = None, box: BoxAddress | None = None,
+             from_box: bool = False,
              timeout: float = DEFAULT_CONFIRM_TIMEOUT,
              interval: float = DEFAULT_POLL_INTERVAL,
              sleep: Callable[[float], None] | None = None) -> ActionOutcome:
     """Run ``action`` through the gate and confirm it by polling. ``safety`` is asked
     now (pass a callable, so that it is the state at this moment); ``box`` is where the
-    instance must be for a stop or destroy (``None``: not checked).
+    instance must be (``None``: not checked, for a box named by its instance, which is
+    reached at the address its API gives); ``from_box``: the id is the box's claim, acted
+    on only when the provider ties it to ``box`` (see ``remote.billing.identity``).
 
     Raises ``GateRefused`` for an unsafe destroy without a valid override,
-    ``WrongInstance`` when the instance is not the box,
+    ``WrongInstance`` when the instance is not the box (or a box's claim has no box to
+    be checked against),
     ``trainer.providers.confirm.StillBilling`` when a destroy is not confirmed, and
     ``ProviderError`` for API failures (all with one-line messages)."""
     if action not in ACTIONS:
         raise ValueError(f"unknown action {action!r}; choose one of {', '.join(ACTIONS)}")
-    if box is not None and action in ("stop", "destroy"):
-        check_instance(provider, provider.get_instance(instance_id), box, action)
+    if box is not None:
+        check_instance(provider, provider.get_instance(instance_id), box, action,
+                       from_box=from_box)
+    elif from_box:
+        raise WrongInstance(f"refusing to {action} instance {instance_id}: the id came "
+                            "from the box and there is no box address to check it against")
     if action == "destroy":
         decision = check_destroy(resolve_safety(safety), instance_id, override=override,
                                  typed_id=typed_id)

@@ -1,10 +1,13 @@
 """``gpurent guard [HOST:]RUN_DIR [show|arm|disarm|ack]``: the box-side guard that stops or
 destroys the instance once the run is over, from a script.
 
-``arm`` starts it detached on the box (it keeps watching with the laptop closed); the
-provider key (``VAST_API_KEY``... or the config file) and the webhook URLs (``--notify``,
-or ``[notify]`` in the config file, which keeps them out of this laptop's process list)
-reach it on stdin only. ``ack`` acknowledges its alarm.
+``arm`` starts it detached on the box (it keeps watching with the laptop closed). It acts
+with the key the provider placed in the instance; the laptop's account key
+(``VAST_API_KEY``... or the config file) reaches it only with ``--send-account-key`` (or
+``send_account_key = true`` under the provider's section of the config file), for the
+instance named by ``--instance``, after a one-line warning. Secrets (that key, the
+webhook URLs from ``--notify`` or ``[notify]`` in the config file, which keeps them out
+of this laptop's process list) reach it on stdin only. ``ack`` acknowledges its alarm.
 """
 
 from __future__ import annotations
@@ -14,13 +17,20 @@ import json
 import sys
 from typing import Any
 
-from remote.billing.providers import ConfigError, notify_config, resolve_api_key
+from remote.billing.providers import (
+    KEY_ENV,
+    ConfigError,
+    notify_config,
+    resolve_api_key,
+    sends_account_key,
+)
 from remote.commands.errors import fail
 from remote.commands.target import add_connection_options, open_transport, parse_target
 from remote.runs.guard import (
     NOTIFY_FORMATS,
     GuardError,
     GuardState,
+    account_key_warning,
     acknowledge_alarm,
     arm_guard,
     disarm_guard,
@@ -68,6 +78,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--provider", choices=("vast", "runpod", "lambda"),
                    help="default: detected on the box")
     p.add_argument("--instance", metavar="ID", help="default: detected on the box")
+    p.add_argument("--send-account-key", action="store_true",
+                   help="hand the guard this laptop's account key (needs --provider and "
+                   "--instance). Default: the key the provider put in the instance (Vast, "
+                   "RunPod); the host of a marketplace box can read a key sent to it")
     p.add_argument("--base-url", metavar="URL", help="provider API base URL (testing)")
     p.add_argument("--notify", action="append", default=[], metavar="URL",
                    help="a webhook to tell (repeatable); prefer [notify] urls in the "
@@ -93,6 +107,18 @@ def _print(args: argparse.Namespace, state: GuardState | None) -> int:
     return 0
 
 
+def _account_key(provider: str | None, instance: str | None) -> str:
+    """The laptop's account key to send, or a ``GuardError`` saying what is missing."""
+    if not (provider and instance):
+        raise GuardError("--send-account-key needs --provider and --instance: a key that "
+                         "acts on every instance is not sent for an instance the box names")
+    key = resolve_api_key(provider)
+    if not key:
+        raise GuardError(f"--send-account-key: no account key for {provider} here (set "
+                         f"{KEY_ENV.get(provider, 'its key')} or api_key in the config file)")
+    return key
+
+
 def run(args: argparse.Namespace) -> int:
     """Do the action and print the guard's state."""
     target = parse_target(args.run)
@@ -101,12 +127,16 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "arm":
         try:
             urls, fmt = notify_config()
-            key = resolve_api_key(args.provider) if args.provider else None
+            send = bool(args.send_account_key or (args.provider and
+                                                  sends_account_key(args.provider)))
+            if send:
+                key = _account_key(args.provider, args.instance)
+                print(account_key_warning(args.provider), file=sys.stderr)
             parse_when(args.when)
             notify_lines([*args.notify, *urls], args.notify_format or fmt)
         except (ConfigError, GuardError) as exc:
             return fail("guard", exc, 2, args.json)
-        kwargs = {"notify": [*args.notify, *urls],
+        kwargs = {"send_account_key": send, "notify": [*args.notify, *urls],
                   "notify_format": args.notify_format or fmt,
                   "poll": args.poll, "stall_minutes": args.stall_minutes}
     transport = open_transport(target, args, bootstrap=args.action == "arm")

@@ -1,6 +1,7 @@
 """``gpurent instance HOST info|stop|start|destroy``: the instance through the provider's
 API, with the teardown gate (destroy is refused while any weight file on the box is not
-safe off it; stop and destroy are refused when the instance is not the box HOST).
+safe off it; stop, start and destroy are refused when the instance is not the box HOST,
+and an id the box reported is acted on only when the provider ties it to HOST).
 
 HOST is the box (``user@host``, an ``~/.ssh/config`` alias, or ``local``); it is reached
 only when needed: to detect the instance (no ``--provider``/``--instance`` and nothing in
@@ -16,7 +17,7 @@ from typing import Any
 
 from remote.billing import teardown
 from remote.billing.cost import cost_report, format_report, rate
-from remote.billing.identity import WrongInstance, box_address
+from remote.billing.identity import WrongInstance, box_address, check_instance
 from remote.billing.providers import (
     ConfigError,
     provider_for,
@@ -45,8 +46,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "project, --project, and every run launched through gpurent) that must be kept "
         "(best.pt, and last.pt when newer) is neither confirmed on the Hub nor pulled to "
         "this laptop and intact, unless --override-unsafe and the instance id is typed "
-        "back; the weights are checked again just before the destroy. stop and destroy "
-        "are refused when the provider's SSH address for the instance is not HOST's. "
+        "back; the weights are checked again just before the destroy. stop, start and "
+        "destroy are refused when the provider's SSH address for the instance is not "
+        "HOST's; an instance id detected on the box is a claim, acted on only when the "
+        "provider's address for it is HOST's (a stopped instance has none: name it with "
+        "--instance). "
         "API keys: VAST_API_KEY, RUNPOD_API_KEY, LAMBDA_API_KEY or "
         "~/.config/gpurent/config.toml (mode 600). "
         "Exit 0 done, 1 refused/failed/alarm, 2 bad input.",
@@ -60,6 +64,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "other runs of its project must have their weights safe before a destroy")
     p.add_argument("--project", action="append", default=[], metavar="DIR",
                    help="also check every run directly under DIR on the box (repeatable)")
+    p.add_argument("--hub-repo", action="append", default=[], metavar="ORG/NAME",
+                   help="a Hub repository of yours whose copies make weights safe, besides "
+                   "those you pushed to or launched with from this laptop and [hub] repos "
+                   "in the config file (repeatable); a repository the box's hub.json names "
+                   "counts only when it is one of these")
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     p.add_argument("--override-unsafe", action="store_true",
                    help="destroy although the weights are not safe (the instance id must "
@@ -102,6 +111,12 @@ def _ask(prompt: str) -> str:
             return ""
     print(prompt.rstrip(), file=sys.stderr)
     return sys.stdin.readline().strip()
+
+
+#: Where the instance id came from, as the line before an action says it.
+_SOURCES = {"target": "named by HOST", "flags": "given by --instance",
+            "config": "from [hosts] in the config file",
+            "box": "reported by the box, tied to it by the provider's address"}
 
 
 def _instance_lines(inst: Instance) -> list[str]:
@@ -169,14 +184,24 @@ def _run(args: argparse.Namespace, box: _Box, out: dict[str, Any], say: Any,
             say(line)
         return finish(EXIT_OK)
 
+    # An instance target names the instance itself, and the box is reached at the
+    # address its API gives: there is no other box to mistake it for. An id the box
+    # reported is a claim, refused here, before its weights are looked at, unless the
+    # provider ties it to the box (and checked again at the moment of acting).
+    named = split_instance_target(args.host) if args.host else None
+    address = None if named is not None else box_address(args.host, args.port, box.transport)
+    from_box = ref.source == "box"
+    if address is not None:
+        check_instance(provider, inst, address, args.action, from_box=from_box)
     warning = teardown.warning_for(args.action, provider, inst)
     out["warning"] = warning
-    say(f"{provider.title} instance {ref.instance} is {inst.state}: {warning}")
+    say(f"{provider.title} instance {ref.instance} ({_SOURCES[ref.source]}) is "
+        f"{inst.state}: {warning}")
     override, typed = False, None
     source: Any = None
     if args.action == "destroy":
         if args.run or args.project:
-            source = teardown.run_safety(box.get(), args.run, args.project)
+            source = teardown.run_safety(box.get(), args.run, args.project, args.hub_repo)
         safety = teardown.resolve_safety(source)
         decision = teardown.check_destroy(safety, ref.instance)
         if not decision.safe:
@@ -201,14 +226,11 @@ def _run(args: argparse.Namespace, box: _Box, out: dict[str, Any], say: Any,
         if _ask(f"{args.action} {provider.title} instance {ref.instance}? [y/N] ") \
                 .strip().lower() not in ("y", "yes"):
             return finish(EXIT_FAILED, "cancelled; nothing changed")
-    # An instance target names the instance itself, and the box is reached at the
-    # address its API gives: there is no other box to mistake it for.
-    named = split_instance_target(args.host) if args.host else None
-    address = None if named is not None else box_address(args.host, args.port, box.transport)
     try:  # the weights and the instance are checked again now, after any prompt
         outcome = teardown.run_teardown(provider, ref.instance, args.action, safety=source,
-                                    override=override, typed_id=typed, box=address,
-                                    timeout=args.timeout, interval=args.interval)
+                                        override=override, typed_id=typed, box=address,
+                                        from_box=from_box, timeout=args.timeout,
+                                        interval=args.interval)
     except teardown.GateRefused as exc:
         out["gate"] = exc.decision.to_dict()
         return finish(EXIT_FAILED, str(exc))

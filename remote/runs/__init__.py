@@ -13,7 +13,8 @@ __all__, __getattr__ = lazy_exports(__name__, {
     "launch": ["ENGINES", "LaunchSpec", "RunIsLive", "build_command", "launch_run", "make_spec"],
     "start": ["START_WAIT", "CannotStart", "hub_reachable", "start_run"],
     "stop": ["stop_run"],
-    "guard": ["GuardError", "GuardState", "NOTIFY_FORMATS", "acknowledge_alarm", "arm_guard",
+    "guard": ["GuardError", "GuardState", "NOTIFY_FORMATS", "account_key_warning",
+              "acknowledge_alarm", "arm_guard",
               "disarm_guard", "notify_lines", "parse_when", "read_guard"],
     "checks": ["BoxToolFailed", "doctor", "preflight", "profile"],
 })

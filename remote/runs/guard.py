@@ -2,10 +2,16 @@
 read its state (``RUN/guard.json``) for ``gpurent`` and the TUI.
 
 The guard runs detached on the box (``transport.spawn_detached``), so closing the laptop
-never disarms it. Secrets reach it only on its stdin: the provider key (without one it
-uses the key the provider placed in the instance, Vast ``CONTAINER_API_KEY``, RunPod
-``RUNPOD_API_KEY``) and the webhook URLs it notifies. Its alarm stays in ``guard.json``
-until a person acknowledges it (``acknowledge_alarm`` writes ``guard.ack.json``).
+never disarms it. It acts with the key the provider placed in the instance (Vast
+``CONTAINER_API_KEY``, which manages that instance only; RunPod ``RUNPOD_API_KEY``).
+The laptop's account key, which can act on every instance of the account, stays on the
+laptop: it reaches the box (on the guard's stdin, kept in its memory) only when the user
+asks (``send_account_key``), for an instance the user named, after the one-line
+``account_key_warning``. Lambda Cloud puts no key in its instances: there the guard
+refuses to arm unless sent the account key, and the billing is ended from the laptop.
+The webhook URLs it notifies reach it on its stdin too. Its alarm stays in
+``guard.json`` until a person acknowledges it (``acknowledge_alarm`` writes
+``guard.ack.json``).
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
+from remote.config import ConfigError
+from remote.config import hub_repos as user_hub_repos
 from remote.fields import typed
 from remote.link.tools import trainer_command
 from remote.runs.processes import StalePid, is_ours, signal_checked, why_not
@@ -38,8 +46,9 @@ from trainer.guard.state import (
 )
 from trainer.text import clean_text
 
-__all__ = ["NOTIFY_FORMATS", "GuardError", "GuardState", "acknowledge_alarm", "arm_guard",
-           "disarm_guard", "guard_command", "notify_lines", "parse_when", "read_guard"]
+__all__ = ["NOTIFY_FORMATS", "GuardError", "GuardState", "account_key_warning",
+           "acknowledge_alarm", "arm_guard", "disarm_guard", "guard_command", "notify_lines",
+           "parse_when", "read_guard"]
 
 #: Options of ``trainer guard`` that ``arm_guard`` passes on as ``--NAME VALUE`` (tests and
 #: scripts tune them; the defaults are the guard's own).
@@ -140,10 +149,13 @@ def guard_command(transport: Transport, run_dir: str, when: str, then: str,
                   max_hours: float | None = None, provider: str | None = None,
                   instance: str | None = None, *, key_stdin: bool = False,
                   notify_stdin: bool = False, base_url: str | None = None,
-                  **tuning: float | None) -> str:
+                  hub_repos: Sequence[str] = (), **tuning: float | None) -> str:
     """The exact shell command that starts the guard on the box (no secrets in it);
-    ``tuning`` holds options named in ``TUNING``."""
+    ``hub_repos``: the user's repositories, the only ones whose copies make the weights
+    safe; ``tuning`` holds options named in ``TUNING``."""
     words = ["guard", run_dir, "--when", when, "--then", then]
+    for repo in hub_repos:
+        words += ["--hub-repo", repo]
     if max_hours is not None:
         words += ["--max-hours", f"{max_hours:g}"]
     if provider:
@@ -162,6 +174,13 @@ def guard_command(transport: Transport, run_dir: str, when: str, then: str,
         if value is not None:
             words += [f"--{name.replace('_', '-')}", f"{value:g}"]
     return trainer_command(transport, words)
+
+
+def account_key_warning(provider: str) -> str:
+    """The one line said before the account key of ``provider`` is sent to a box."""
+    return (f"WARNING: sending the {clean_text(provider)} account key to the box: whoever "
+            "controls the host (on a marketplace box, a stranger) can read it from the "
+            "guard's memory and act on every instance of the account")
 
 
 def notify_lines(urls: Sequence[str], fmt: str | None = None) -> list[str]:
@@ -249,18 +268,35 @@ def _tail(transport: Transport, path: str) -> str:
 def arm_guard(transport: Transport, run_dir: str, when: str, then: str,
               max_hours: float | None = None, provider: str | None = None,
               instance: str | None = None, key: str | None = None, *,
+              send_account_key: bool = False, hub_repos: Sequence[str] | None = None,
               base_url: str | None = None, notify: Sequence[str] = (),
               notify_format: str | None = None, wait: float = 20.0,
               **tuning: float | None) -> GuardState:
     """Start the guard detached on the box and wait until it reports its state: normally
     ``armed``; on a run that is already over it may be acting or done by then.
 
-    ``key`` and the webhook URLs ``notify`` travel on the guard's stdin only; ``tuning``
-    holds options named in ``TUNING`` (``poll=...``). Raises ``GuardError`` (one line) for
-    bad options or when the guard refuses to arm (no instance found, bad key, another
-    guard armed), ``TransportError`` when the box cannot be reached."""
+    ``key`` is the laptop's account key: it is sent (on the guard's stdin) only with
+    ``send_account_key``, which needs the ``instance`` the user named (an account key
+    acting on the box's own claim could end any instance of the account); otherwise it
+    stays here and the guard uses the instance's own key. The caller shows
+    ``account_key_warning`` first. ``hub_repos``: the Hub repositories whose copies
+    count as safe (default: the user's, ``remote.config.hub_repos``; a repository the
+    box's ledger names is a claim). The webhook URLs ``notify`` travel on the guard's
+    stdin only; ``tuning`` holds options named in ``TUNING`` (``poll=...``). Raises
+    ``GuardError`` (one line) for bad options or when the guard refuses to arm (no
+    instance found, no key, bad key, another guard armed), ``TransportError`` when the
+    box cannot be reached."""
     parse_when(when)
     lines = notify_lines(notify, notify_format)
+    if send_account_key and not (key and instance):
+        raise GuardError("sending the account key needs the key and the instance id "
+                         "(--instance): the box's own claim is not enough for a key that "
+                         "acts on every instance")
+    sent = key if send_account_key else None
+    try:
+        repos = tuple(hub_repos) if hub_repos is not None else user_hub_repos()
+    except ConfigError as exc:
+        raise GuardError(str(exc)) from None
     if then not in ("stop", "destroy"):
         raise GuardError(f"--then {clean_text(str(then))!r}: use stop or destroy")
     if max_hours is not None and not max_hours > 0:
@@ -273,9 +309,9 @@ def arm_guard(transport: Transport, run_dir: str, when: str, then: str,
         raise GuardError(f"a guard is already armed on this run (pid {current.pid}): "
                          f"{current.summary()}; disarm it first")
     command = guard_command(transport, run_dir, when, then, max_hours, provider, instance,
-                            key_stdin=key is not None, notify_stdin=bool(lines),
-                            base_url=base_url, **tuning)
-    secrets = ([key.strip()] if key is not None else []) + lines
+                            key_stdin=sent is not None, notify_stdin=bool(lines),
+                            base_url=base_url, hub_repos=repos, **tuning)
+    secrets = ([sent.strip()] if sent is not None else []) + lines
     stdin = "".join(f"{line}\n" for line in secrets).encode("utf-8") if secrets else None
     pgid = transport.spawn_detached(command, cwd=run_dir,
                                     log_path=posixpath.join(run_dir, GUARD_OUT), stdin=stdin)

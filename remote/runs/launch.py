@@ -4,7 +4,9 @@ laptop can kill it, and show the exact command that runs.
 Every user value is validated or shell-quoted: run names and argument keys must match
 strict patterns, values are quoted with ``shlex.quote`` and may not hold control
 characters. A secret for the run (the Hugging Face token) reaches it over the stdin of
-the launching shell, which reads it into the environment: it is in no argv and no file.
+the launching shell, which reads it into a shell variable: it is in no argv and no file,
+and only the process that uploads holds it (our trainer with ``hub=`` on its stdin, a
+push watcher in its environment; ``--hf-token`` alone exports it to our trainer).
 
 The trainer starts through a python one-liner that puts SIGINT and SIGQUIT back to their
 defaults before it execs the engine: a job started with ``&`` by a non-interactive shell
@@ -25,12 +27,13 @@ import shlex
 import time
 from dataclasses import dataclass, field
 
+from remote.config import remember_hub_repo
 from remote.link.tools import trainer_command
 from remote.runs.read import read_status
 from remote.transport.base import Transport, TransportError
 from trainer import engines, runfiles
 from trainer.health import judge_health
-from trainer.hub.client import check_repo_id
+from trainer.hub.client import REPO_RE, check_repo_id
 from trainer.text import clean_text
 
 ENGINES = engines.ENGINES
@@ -42,6 +45,9 @@ RESERVED_KEYS = ("project", "name")
 PID_FILE = runfiles.LAUNCH_PID_FILE
 #: The environment variable the secret read from stdin is exported as.
 SECRET_ENV = "HF_TOKEN"
+#: Tells our trainer that the first line of its stdin is the Hub token for ``hub=``
+#: (``trainer.engine.command.TOKEN_STDIN_ENV``; a test keeps the two equal).
+TOKEN_STDIN_ENV = "GPURENT_HUB_TOKEN_STDIN"
 #: Run by the box's python before the engine: SIGINT and SIGQUIT back to their defaults
 #: (a ``&`` job of a non-interactive shell starts with both ignored), then exec.
 RESET_SIGNALS = ("import os,signal as s,sys;s.signal(s.SIGINT,s.SIG_DFL);"
@@ -193,15 +199,19 @@ def build_command(spec: LaunchSpec, transport: Transport, *, read_secret: bool =
                   python: str = "python3", run_exists: bool = False) -> str:
     """The exact shell command that starts ``spec`` on the box and prints the pid.
 
-    With ``read_secret`` the shell first reads one line of its stdin into ``HF_TOKEN``
-    (exported to our trainer; for another engine given only to the push watcher), never
-    written anywhere. ``python`` runs :data:`RESET_SIGNALS`; ``run_exists``: the run
+    With ``read_secret`` the shell first reads one line of its stdin into ``HF_TOKEN``,
+    never written anywhere: our trainer with ``hub=`` gets it on its own stdin (its
+    uploader keeps it in memory; it is in no process's environment), our trainer without
+    ``hub=`` (``--hf-token``) gets it exported, another engine never (only its push
+    watcher does). ``python`` runs :data:`RESET_SIGNALS`; ``run_exists``: the run
     folder is there already (see :func:`engine_args`). Raises ``ValueError`` on bad
     input."""
     validate(spec)
     project, name = shlex.quote(spec.project), shlex.quote(spec.name)
+    piped = read_secret and spec.engine == "trainer" and bool(spec.args.get("hub"))
     if spec.engine == "trainer":
-        program = f"env {trainer_command(transport, ['train'])}"
+        flag = f"{TOKEN_STDIN_ENV}=1 " if piped else ""
+        program = f"env {flag}{trainer_command(transport, ['train'])}"
     else:
         program = "libreyolo train"
     words = [f"{key}={shlex.quote(value)}"
@@ -211,16 +221,19 @@ def build_command(spec: LaunchSpec, transport: Transport, *, read_secret: bool =
            for path in (spec.pid_path, spec.console_path)}
     pid, console = rel[spec.pid_path], rel[spec.console_path]
     made = shlex.quote(posixpath.dirname(posixpath.relpath(spec.pid_path, spec.project)))
-    secret = ""
+    secret, feed, stdin = "", "", "< /dev/null "
     if read_secret:
-        secret = f"IFS= read -r {SECRET_ENV}; " + ("" if spec.beside
-                                                  else f"export {SECRET_ENV}; ")
+        exported = not (spec.beside or piped)
+        secret = f"IFS= read -r {SECRET_ENV}; " + (f"export {SECRET_ENV}; " if exported
+                                                  else "")
+    if piped:  # printf is the shell's own: the token is in no argv
+        feed, stdin = f"printf '%s\\n' \"${SECRET_ENV}\" | ", ""
     reset = f"{shlex.quote(python)} -c {shlex.quote(RESET_SIGNALS)}"
-    # The braces keep `&` to the one command, so that $! is the trainer's own pid
-    # (setsid does not fork when its caller is not a group leader; nohup, python's
-    # execvp and env exec).
-    return (f"mkdir -p {project}/{made} && cd {project} && {{ {secret}setsid nohup "
-            f"{reset} {program} {' '.join(words)} > {console} 2>&1 < /dev/null "
+    # The braces keep `&` to the one command (the last of a pipeline), so that $! is the
+    # trainer's own pid (setsid does not fork when its caller is not a group leader;
+    # nohup, python's execvp and env exec).
+    return (f"mkdir -p {project}/{made} && cd {project} && {{ {secret}{feed}setsid nohup "
+            f"{reset} {program} {' '.join(words)} > {console} 2>&1 {stdin}"
             f"& p=$!; echo \"$p\" > {pid}; {watch_command(spec, transport, read_secret)}"
             f"echo \"$p\"; }}")
 
@@ -288,7 +301,9 @@ def launch_run(transport: Transport, spec: LaunchSpec, stdin: bytes | None = Non
     """Start ``spec`` detached on the box and return its pid and the command that ran.
 
     ``stdin``: one line holding the secret for the run (``HF_TOKEN``), or ``None``;
-    ``python``: the box's python that resets the signals (see :data:`RESET_SIGNALS`)."""
+    ``python``: the box's python that resets the signals (see :data:`RESET_SIGNALS`).
+    The run's Hub repository (``hub=``) is remembered as the user's
+    (``remote.config.remember_hub_repo``)."""
     if stdin is not None:
         if b"\n" in stdin.rstrip(b"\n") or b"\0" in stdin:
             raise ValueError("the secret passed to the run must be one line")
@@ -307,6 +322,9 @@ def launch_run(transport: Transport, spec: LaunchSpec, stdin: bytes | None = Non
         why = clean_text(result.stderr or result.stdout).strip() or f"exit {result.rc}"
         raise TransportError(f"launch failed: {' '.join(why.split())[:300]}")
     launched = LaunchResult(int(out[-1]), command, spec.run_dir, spec.pid_path)
+    repo = spec.push or (spec.args.get("hub", "") if spec.engine == "trainer" else "")
+    if REPO_RE.match(repo):
+        remember_hub_repo(repo)  # the user's: its copies count as safe
     record_launch(transport, launched)
     return launched
 

@@ -12,6 +12,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
+#: Most bytes of stdout, and of stderr, that ``Transport.run`` keeps by default: more
+#: than the largest report a box tool sends (a 4 MiB log chunk as escaped JSON), far
+#: less than a box that answers without end could make the laptop hold.
+MAX_REPLY = 32 << 20
+
 #: ``progress(done_bytes, total_bytes)`` for uploads and downloads.
 Progress = Callable[[int, int], None]
 
@@ -102,6 +107,10 @@ class Stream(Protocol):
         ...
 
 
+class ReplyTooLarge(TransportError):
+    """A command's reply passed its cap; reading stopped there (the message says so)."""
+
+
 class Transport(Protocol):
     """What the rest of ``remote`` needs from a box."""
 
@@ -113,9 +122,10 @@ class Transport(Protocol):
     #: tools (``remote.link.tools``) as f"{trainer_prefix} -m trainer ...".
     trainer_prefix: str
 
-    def run(self, command: str, *, stdin: bytes | None = None,
-            timeout: float = 60.0) -> RunResult:
-        """Run ``command`` with ``sh -c`` and wait for it. ``stdin`` carries secrets."""
+    def run(self, command: str, *, stdin: bytes | None = None, timeout: float = 60.0,
+            max_bytes: int = MAX_REPLY) -> RunResult:
+        """Run ``command`` with ``sh -c`` and wait for it. ``stdin`` carries secrets.
+        ``ReplyTooLarge`` when stdout or stderr passes ``max_bytes``."""
         ...
 
     def spawn_detached(self, command: str, *, cwd: str, log_path: str,

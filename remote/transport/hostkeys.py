@@ -5,6 +5,12 @@ key on a ``@revoked`` line whose host patterns match (whatever else the file say
 unknown key is accepted only when the user says so (a callback) or asked for
 ``accept-new``; it is then appended to the file, which is otherwise left as it is
 (comments, markers, hashed names). Fingerprints are OpenSSH's ``SHA256:`` form.
+
+The file is read as a stranger's data could be: a line that cannot be read (a key cut
+short, a field missing) is skipped with a one-line warning naming the file and line
+(once per process), and a ``known_hosts`` that is not a regular file (a directory, a
+device such as ``/dev/zero``, a FIFO) or is larger than ``MAX_KNOWN_HOSTS`` is refused
+in one line (``KnownHostsUnusable``) instead of a traceback or a hang.
 """
 
 from __future__ import annotations
@@ -13,6 +19,8 @@ import base64
 import hashlib
 import os
 import re
+import stat
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +33,12 @@ from remote.transport.base import TransportError
 AskUnknown = Callable[[str, str, str], bool]
 
 _append_lock = threading.Lock()
+
+#: Largest ``known_hosts`` read (OpenSSH's files of thousands of hosts are a few MB).
+MAX_KNOWN_HOSTS = 16 << 20
+
+_warned: set[tuple[str, int, str]] = set()
+_warned_lock = threading.Lock()
 
 
 class HostKeyChanged(TransportError):
@@ -39,6 +53,54 @@ class HostKeyRevoked(TransportError):
     """The box's key is marked ``@revoked`` in ``known_hosts``."""
 
 
+class KnownHostsUnusable(TransportError):
+    """``known_hosts`` is not a file we can read (a directory, a device, too large)."""
+
+
+def known_hosts_lines(path: str | os.PathLike[str]) -> list[tuple[int, str]]:
+    """``(line number, text)`` of the file's lines (``[]`` when it does not exist).
+    ``KnownHostsUnusable`` (one line) for anything but a regular file of at most
+    ``MAX_KNOWN_HOSTS`` bytes; it is opened without blocking, so a FIFO cannot hang us."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise KnownHostsUnusable(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+            raise KnownHostsUnusable(f"{path} is {kind}: known_hosts must be a file of "
+                                     "host keys; move it aside to connect")
+        chunks: list[bytes] = []
+        size = 0
+        while size <= MAX_KNOWN_HOSTS and (chunk := os.read(fd, 1 << 20)):
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise KnownHostsUnusable(f"cannot read {path}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if len(data) > MAX_KNOWN_HOSTS:
+        raise KnownHostsUnusable(f"{path} is larger than {MAX_KNOWN_HOSTS >> 20} MiB: not "
+                                 "a known_hosts file; move it aside to connect")
+    text = data.decode("utf-8", errors="replace")
+    return list(enumerate(text.splitlines(), 1))
+
+
+def _skip(path: str | os.PathLike[str], number: int, text: str, why: str) -> None:
+    """Warn, once per process, that line ``number`` of ``path`` is skipped."""
+    key = (str(path), number, text)
+    with _warned_lock:
+        if key in _warned:
+            return
+        _warned.add(key)
+    print(f"gpurent: warning: {path} line {number} cannot be read ({why}): skipped",
+          file=sys.stderr)
+
+
 def fingerprint(key: paramiko.PKey) -> str:
     """OpenSSH's fingerprint of a public key: ``SHA256:`` and unpadded base64."""
     digest = hashlib.sha256(key.asbytes()).digest()
@@ -51,23 +113,24 @@ def host_key_name(hostname: str, port: int) -> str:
 
 
 def load_known_hosts(path: str | os.PathLike[str]) -> paramiko.HostKeys:
-    """Parse a ``known_hosts`` file (missing file: empty). Unparseable lines are skipped."""
+    """Parse a ``known_hosts`` file (missing file: empty). A line that cannot be read is
+    skipped with a warning; ``KnownHostsUnusable`` as ``known_hosts_lines``."""
     keys = paramiko.HostKeys()
-    file = Path(path)
-    if not file.exists():
-        return keys
-    for line in file.read_text(encoding="utf-8", errors="replace").splitlines():
+    for number, line in known_hosts_lines(path):
         line = line.strip()
         # Markers (@cert-authority, @revoked) are not host keys; paramiko would misread them.
         if not line or line.startswith(("#", "@")):
             continue
         try:
             entry = paramiko.hostkeys.HostKeyEntry.from_line(line)
-        except (paramiko.SSHException, ValueError, TypeError):
+        except Exception as exc:  # paramiko raises several unrelated types for bad keys
+            _skip(path, number, line, f"a bad key: {type(exc).__name__}")
             continue
-        if entry is not None:
-            for name in entry.hostnames:
-                keys.add(name, entry.key.get_name(), entry.key)
+        if entry is None:
+            _skip(path, number, line, "fewer than three fields, or an unknown key type")
+            continue
+        for name in entry.hostnames:
+            keys.add(name, entry.key.get_name(), entry.key)
     return keys
 
 
@@ -91,19 +154,17 @@ def host_matches(patterns: str, name: str) -> bool:
 
 
 def revoked_keys(path: str | os.PathLike[str], name: str) -> list[paramiko.PKey]:
-    """The keys of ``@revoked`` lines in ``known_hosts`` whose patterns match ``name``."""
-    file = Path(path)
-    if not file.exists():
-        return []
+    """The keys of ``@revoked`` lines in ``known_hosts`` whose patterns match ``name``
+    (a line that cannot be read is skipped with a warning)."""
     found = []
-    for line in file.read_text(encoding="utf-8", errors="replace").splitlines():
+    for number, line in known_hosts_lines(path):
         fields = line.split()
         if len(fields) < 4 or fields[0] != "@revoked" or not host_matches(fields[1], name):
             continue
         try:
             found.append(paramiko.PKey.from_type_string(fields[2], base64.b64decode(fields[3])))
-        except (paramiko.SSHException, ValueError, TypeError):
-            continue
+        except Exception as exc:  # as in load_known_hosts
+            _skip(path, number, line, f"a bad revoked key: {type(exc).__name__}")
     return found
 
 

@@ -17,9 +17,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from remote.transport.base import (
+    MAX_REPLY,
     FileStat,
     LineSplitter,
     Progress,
+    ReplyTooLarge,
     RunResult,
     TransportError,
 )
@@ -123,9 +125,11 @@ class LocalTransport:
         self.trainer_prefix = (f"PYTHONPATH={shlex.quote(str(PACKAGE_ROOT))} "
                                f"{shlex.quote(exe)}")
 
-    def run(self, command: str, *, stdin: bytes | None = None,
-            timeout: float = 60.0) -> RunResult:
-        """Run ``command`` with ``sh -c`` and wait; ``TransportError`` on timeout."""
+    def run(self, command: str, *, stdin: bytes | None = None, timeout: float = 60.0,
+            max_bytes: int = MAX_REPLY) -> RunResult:
+        """Run ``command`` with ``sh -c`` and wait; ``TransportError`` on timeout,
+        ``ReplyTooLarge`` for a reply over ``max_bytes`` (checked once it is in: this
+        machine is not a stranger's, so its replies are not read in bounded steps)."""
         proc = _popen_group(command, stdin=subprocess.PIPE if stdin is not None
                             else subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -136,6 +140,9 @@ class LocalTransport:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.communicate(timeout=5)
             raise TransportError(f"command timed out after {timeout:g}s") from None
+        if max(len(out), len(err)) > max_bytes:
+            raise ReplyTooLarge(f"a command here sent more than {max_bytes:,} bytes: "
+                                "the cap on a reply")
         return RunResult(proc.returncode, out, err)
 
     def spawn_detached(self, command: str, *, cwd: str, log_path: str,

@@ -37,8 +37,10 @@ import paramiko
 
 from remote.transport import hostpolicy, openssh, ranged
 from remote.transport.base import (
+    MAX_REPLY,
     FileStat,
     Progress,
+    ReplyTooLarge,
     RunResult,
     TransportError,
 )
@@ -175,10 +177,13 @@ class SSHTransport:
                 raise TransportError(f"the connection to {self.label} is closed")
             return self._open_session(timeout=timeout)
 
-    def run(self, command: str, *, stdin: bytes | None = None,
-            timeout: float = 60.0) -> RunResult:
+    def run(self, command: str, *, stdin: bytes | None = None, timeout: float = 60.0,
+            max_bytes: int = MAX_REPLY) -> RunResult:
         """Run ``command`` with the login shell's ``-c`` and wait at most ``timeout`` s.
-        ``stdin`` (a secret, say) is written to the command and closed."""
+        ``stdin`` (a secret, say) is written to the command and closed. Past
+        ``max_bytes`` of stdout or of stderr the channel is closed (the command on the box
+        gets SIGPIPE) and ``ReplyTooLarge`` raised: a box cannot make the laptop hold an
+        endless answer."""
         deadline = time.monotonic() + timeout
         chan = self._channel(min(timeout, self.timeout))
         try:
@@ -192,8 +197,10 @@ class SSHTransport:
                 while True:
                     while chan.recv_ready():
                         out += chan.recv(1 << 16)
+                        self._within(out, max_bytes, "output")
                     while chan.recv_stderr_ready():
                         err += chan.recv_stderr(1 << 16)
+                        self._within(err, max_bytes, "error output")
                     if (chan.eof_received or chan.closed) and not chan.recv_ready() \
                             and not chan.recv_stderr_ready():
                         break
@@ -210,6 +217,12 @@ class SSHTransport:
                 return RunResult(chan.exit_status, bytes(out), bytes(err))
         finally:
             chan.close()
+
+    def _within(self, data: bytearray, max_bytes: int, what: str) -> None:
+        """``ReplyTooLarge`` once ``data`` holds more than ``max_bytes``."""
+        if len(data) > max_bytes:
+            raise ReplyTooLarge(f"a command on {self.label} sent more than {max_bytes:,} "
+                                f"bytes of {what}: stopped reading it (the cap on a reply)")
 
     def spawn_detached(self, command: str, *, cwd: str, log_path: str,
                        stdin: bytes | None = None) -> int:

@@ -29,6 +29,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from remote.config import data_dir
 from remote.transport.base import Transport, TransportError
 from trainer import runfiles
 
@@ -49,10 +50,8 @@ class PulledFile:
     size: int
 
 
-def data_dir() -> Path:
-    """``$GPURENT_DATA_DIR`` or ``~/.local/share/gpurent``."""
-    env = os.environ.get("GPURENT_DATA_DIR")
-    return Path(env).expanduser() if env else Path("~/.local/share/gpurent").expanduser()
+#: Most bytes of a path the box may answer with (PATH_MAX is 4096 on Linux).
+PATH_REPLY = 1 << 16
 
 
 def ledger_path() -> Path:
@@ -114,7 +113,8 @@ _UNSAFE_CHARS = re.compile(r"[^A-Za-z0-9._@-]")
 def box_run_dir(transport: Transport, run_dir: str) -> str:
     """The run directory as an absolute path on the box, symlinks resolved."""
     q = shlex.quote(run_dir)
-    res = transport.run(f"cd -- {q} 2>/dev/null && pwd -P", timeout=30.0)
+    res = transport.run(f"cd -- {q} 2>/dev/null && pwd -P", timeout=30.0,
+                        max_bytes=PATH_REPLY)
     path = res.stdout.decode("utf-8", errors="replace").strip()
     if not res.ok or not path.startswith("/"):
         raise TransportError(f"{run_dir} is not a directory on {transport.label}")

@@ -7,6 +7,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from remote.config import remember_hub_repo
 from remote.link.tools import ask_tool
 from remote.transport.base import Transport
 from trainer.hub.client import read_token
@@ -71,6 +72,7 @@ def push_from_box(transport: Transport, run_dir: str, repo: str, token: str,
     """Run ``trainer push`` on the box with ``token`` on stdin and return its JSON result
     (``repo``, ``commit``, ``commit_url``, ``epoch``, ``files`` with their sha256...).
 
+    ``repo`` is remembered as one of the user's (``remote.config.remember_hub_repo``).
     Raises ``ValueError`` for bad arguments or a missing token, ``PushFailed`` when the
     push fails and ``remote.transport.base.TransportError`` when the box cannot be reached."""
     if not token or not token.strip() or "\n" in token.strip():
@@ -79,6 +81,7 @@ def push_from_box(transport: Transport, run_dir: str, repo: str, token: str,
                       stdin=(token.strip() + "\n").encode())
     report = answer.report
     if answer.ok and report is not None and report.get("ok"):
+        remember_hub_repo(repo)  # the user's: its copies count as safe from now on
         return report
     if report is not None and report.get("error"):
         message = str(report["error"])

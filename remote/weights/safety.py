@@ -9,9 +9,13 @@ run's ``weights/``, with the ones that must be off the box before a destroy mark
 
 * this laptop holds a copy: a pull ledger line for that very file on that box with the
   same sha256, whose local file is still intact (``remote.weights.pull.verified_copy``); or
-* the Hub confirms it: a ``hub.json`` entry with the same sha256, and the Hub says the
-  file exists at the recorded commit with that LFS sha256 (``verify_pushed``). A Hub
-  that cannot be reached cannot confirm anything.
+* the Hub confirms it: a ``hub.json`` entry with the same sha256 for one of the user's
+  own repositories (named by the caller, ``[hub] repos`` in the config file, or pushed
+  to / launched with from this laptop: ``remote.config.hub_repos``), and the Hub, asked
+  with this laptop's token, says the file exists at the recorded commit with that LFS
+  sha256 (``verify_pushed``). The ledger is the box's word: a copy it names in another
+  repository (``evil/copy``) is not the user's. A Hub that cannot be reached cannot
+  confirm anything.
 
 Anything else (never pushed, pushed content that differs, a stale or forged ledger, an
 unreachable Hub, a deleted local copy) is not safe. See ``docs/WEIGHTS-SAFETY.md``.
@@ -24,6 +28,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from remote.config import ConfigError, hub_repos
 from remote.link.tools import ask_tool
 from remote.transport.base import Transport, TransportError
 from remote.weights.pull import ledger_entries, verified_copy
@@ -109,10 +114,12 @@ def box_inventory(transport: Transport, run_dirs: Iterable[str] = (),
     return report
 
 
-def laptop_verify() -> HubVerify:
-    """Hub verification with this laptop's token (``HF_TOKEN`` or the token store)."""
+def laptop_verify(repos: Sequence[str]) -> HubVerify:
+    """Hub verification of copies in ``repos`` only, with this laptop's token
+    (``HF_TOKEN`` or the token store)."""
     token = read_token(use_stdin=False)
-    return lambda entries, sha, size: verify_pushed(entries, sha, size, token=token)
+    return lambda entries, sha, size: verify_pushed(entries, sha, size, repos=repos,
+                                                    token=token)
 
 
 def judge(answer: dict[str, Any], host_label: str, verify: HubVerify) -> Safety:
@@ -173,12 +180,19 @@ def _judge_file(item: dict[str, Any], run_dir: str, pulls: list[dict],
 
 def weights_safety(transport: Transport, run_dir: str | None = None,
                    projects: Sequence[str] = (), *, registry: bool = True,
-                   verify: HubVerify | None = None) -> Safety:
+                   verify: HubVerify | None = None, repos: Sequence[str] = ()) -> Safety:
     """Whether every required weight file of the runs the box knows is off the box: the
     run ``run_dir`` (refused when it is not a run directory), its project, ``projects``
-    and (``registry``) the box's registry. Raises ``TransportError`` (one line)."""
+    and (``registry``) the box's registry. A Hub copy counts in ``repos`` and the user's
+    own repositories (``remote.config.hub_repos``) only. Raises ``TransportError`` (one
+    line; a malformed ``[hub] repos`` is one too)."""
     runs = [run_dir] if run_dir else []
     scopes = list(dict.fromkeys([*(posixpath.dirname(run_dir.rstrip("/")) or "."
                                    for run_dir in runs), *projects]))
+    if verify is None:
+        try:
+            verify = laptop_verify((*repos, *hub_repos()))
+        except ConfigError as exc:
+            raise TransportError(str(exc)) from None
     answer = box_inventory(transport, runs, scopes, registry)
-    return judge(answer, transport.label, verify or laptop_verify())
+    return judge(answer, transport.label, verify)

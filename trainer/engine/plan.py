@@ -10,6 +10,7 @@ stderr with exit code 2 and then runs the plan.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 import pickle
@@ -298,12 +299,14 @@ def _callbacks(args: TrainArgs, extra: Any, launch: str) -> Any:
 
 
 def build_plan(args: TrainArgs, given: set[str], env: Mapping[str, str] | None = None,
-             callbacks: Any = None) -> Plan:
+             callbacks: Any = None, hub_token: str | None = None) -> Plan:
     """Check everything and load the data; raises ``UsageError`` or a one-line
     ``ValueError`` subclass from the data, model, checkpoint, device or callback modules.
 
     ``env`` (default ``os.environ``) tells whether torchrun started this process;
-    ``callbacks`` (a :class:`trainer.engine.callbacks.Callbacks`) adds to ``callbacks=``."""
+    ``callbacks`` (a :class:`trainer.engine.callbacks.Callbacks`) adds to ``callbacks=``;
+    ``hub_token``: the token ``hub=`` pushes with, held by the uploader (else it reads
+    ``HF_TOKEN``)."""
     from trainer.datasets.loader import YoloDataset, load_data_config
     from trainer.detector.model import parse_model_name
     from trainer.engine.checkpoint import load_checkpoint
@@ -363,7 +366,8 @@ def build_plan(args: TrainArgs, given: set[str], env: Mapping[str, str] | None =
         except ImportError as exc:
             raise UsageError(f"hub={args.hub}: Hub uploads are unavailable here ({exc})") \
                 from None
-        factory = MilestoneUploader
+        factory = MilestoneUploader if hub_token is None else functools.partial(
+            MilestoneUploader, token=hub_token)
     train_set = YoloDataset(data.train, data.nc, args.imgsz, augment=True, seed=args.seed)
     val_set = YoloDataset(data.val, data.nc, args.imgsz, augment=False, seed=args.seed)
     if resume_ckpt is None:

@@ -24,11 +24,14 @@ is a persistent ``alarm`` in ``guard.json``. Every decision and step goes to
 ``RUN_DIR/guard.log``; the state for ``gpurent status`` and the TUI goes to
 ``RUN_DIR/guard.json``.
 
-Secrets come on stdin only: the API key from ``--key-stdin`` (the first line), else the
-key the provider puts in the instance (Vast ``CONTAINER_API_KEY``, RunPod
-``RUNPOD_API_KEY``), read from this environment or PID 1's; webhook URLs from
-``--notify-stdin`` (every further line: ``URL`` or ``FORMAT URL``). None is ever logged or
-written anywhere.
+The API key is the one the provider puts in the instance (Vast ``CONTAINER_API_KEY``,
+which manages this instance only; RunPod ``RUNPOD_API_KEY``), read from this environment
+or PID 1's. The laptop's account key comes only when the user asked for it
+(``--key-stdin``, the first line of stdin): whoever controls the host can read it here.
+Lambda Cloud puts no key in its instances: without one the guard refuses to arm and
+says that the billing must be ended from the laptop. Webhook URLs come from
+``--notify-stdin`` (every further line: ``URL`` or ``FORMAT URL``). No secret is ever
+logged or written anywhere.
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ from trainer.guard.state import (
 )
 from trainer.providers import ProviderError, get_provider
 from trainer.providers.base import Provider
-from trainer.providers.detect import box_api_key, detect_instance
+from trainer.providers.detect import BOX_KEY_VARIABLES, box_api_key, detect_instance
 from trainer.text import rate
 
 
@@ -77,7 +80,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="default: detected from the instance's environment")
     p.add_argument("--instance", metavar="ID", help="default: detected")
     p.add_argument("--key-stdin", action="store_true",
-                   help="read the provider API key from the first line of stdin")
+                   help="read the provider API key from the first line of stdin (the "
+                   "laptop's account key, when the user asked to send it); default: the "
+                   "key the provider put in this instance")
+    p.add_argument("--hub-repo", action="append", default=[], metavar="ORG/NAME",
+                   help="a Hub repository of the user's (repeatable): only a copy there "
+                   "makes the weights safe to destroy (default: none)")
     p.add_argument("--base-url", metavar="URL", help="provider API base URL (testing)")
     p.add_argument("--poll", type=float, default=30.0, metavar="S",
                    help="seconds between looks at the run (default 30)")
@@ -123,6 +131,26 @@ def read_secrets(args: argparse.Namespace) -> tuple[str | None, str]:
     return key, notify
 
 
+def no_box_key(provider: str) -> str:
+    """Why the guard has no key of this instance, and what to do, in one line."""
+    variable = BOX_KEY_VARIABLES.get(provider)
+    if variable is None:
+        return ("Lambda Cloud puts no API key in its instances, so a guard on the box "
+                "cannot end the billing: end it from the laptop (gpurent instance HOST "
+                "destroy), or arm with --send-account-key (the account key then sits on "
+                "the box)")
+    return (f"no {variable} in this instance's environment (nor PID 1's), so the guard "
+            "has no key of this instance; arm with --send-account-key to hand it the "
+            "account key (which then sits on the box)")
+
+
+def key_source(args: argparse.Namespace, provider: str) -> str:
+    """Which key the guard acts with, for its log."""
+    if args.key_stdin:
+        return "the account key sent from the laptop"
+    return f"this instance's own key ({BOX_KEY_VARIABLES.get(provider)})"
+
+
 def configure(args: argparse.Namespace,
               stdin_key: str | None) -> tuple[GuardConfig, Provider]:
     """Validate the options, find provider, instance and key; raise ``GuardError``."""
@@ -148,8 +176,8 @@ def configure(args: argparse.Namespace,
         instance = instance or found[1]
     key = stdin_key if args.key_stdin else box_api_key(provider_name)
     if not key:
-        where = "stdin was empty" if args.key_stdin else "none in this instance's environment"
-        raise GuardError(f"no API key for {provider_name} ({where}); pass it with --key-stdin")
+        raise GuardError("no API key: stdin was empty" if args.key_stdin
+                         else no_box_key(provider_name))
     try:
         provider = get_provider(provider_name, key, args.base_url,
                                 timeout=args.api_timeout,
@@ -165,7 +193,7 @@ def configure(args: argparse.Namespace,
                       poll=args.poll, push_wait=args.push_wait,
                       confirm_timeout=args.confirm_timeout, stall_minutes=args.stall_minutes,
                       retry_backoff=args.retry_backoff, retry_max=args.retry_max,
-                      give_up_after=args.give_up_after)
+                      give_up_after=args.give_up_after, hub_repos=tuple(args.hub_repo))
     return cfg, provider
 
 
@@ -207,5 +235,6 @@ def main(argv: list[str]) -> int:
         told = f"; notifying {len(targets)} webhook{'s' * (len(targets) > 1)} ({formats})"
     guard.decide("armed", f"armed: when {cfg.when_text} then {cfg.then}{limit}; "
                           f"{provider.title} instance {cfg.instance} is {inst.state}, "
-                          f"running at {rate(inst.price_per_hour)}{told}")
+                          f"running at {rate(inst.price_per_hour)}{told}; acting with "
+                          f"{key_source(args, cfg.provider)}")
     return guard.run()

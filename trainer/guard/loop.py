@@ -74,6 +74,8 @@ class GuardConfig:
     retry_backoff: float = 5.0
     retry_max: float = 60.0
     give_up_after: float = 86400.0
+    #: The user's Hub repositories: only a copy in one of them makes the weights safe.
+    hub_repos: tuple[str, ...] = ()
 
     @property
     def policy(self) -> Policy:
@@ -296,7 +298,7 @@ class Guard:
         from trainer.hub.safe import verified_safety
 
         try:
-            return verified_safety(self.cfg.run_dir)
+            return verified_safety(self.cfg.run_dir, repos=self.cfg.hub_repos)
         except (OSError, ValueError) as exc:
             return {"safe": False, "reason": f"cannot check the weights: {one_line(exc)}"}
 

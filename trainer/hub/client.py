@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from types import ModuleType
 from typing import Any, TextIO
 
@@ -96,16 +96,24 @@ def describe_error(exc: BaseException) -> str:
 
 
 def verify_pushed(entries: Sequence[dict[str, Any]], sha256: str, size: int | None = None,
-                  *, token: str | None = None,
+                  *, repos: Collection[str], token: str | None = None,
                   endpoint: str | None = None) -> tuple[bool, str]:
     """Ask the Hub whether a ledger entry for a file with content ``sha256`` is true: the
     file exists at the entry's commit and its LFS sha256 (and size) match. One request
     (``paths-info`` at that commit) per entry tried, newest first, until one is confirmed.
+    Only entries for ``repos`` (the user's own repositories) are asked: the ledger is the
+    box's word, and a copy in a repository someone else controls is not the user's.
 
     Returns ``(True, "ORG/NAME at COMMIT12")`` or ``(False, why)``; an unreachable Hub is
     ``(False, "cannot verify ...")``: unknown counts as unsafe."""
     if not entries:
         return False, "never pushed"
+    others = [e.get("repo") for e in entries if e.get("repo") not in repos]
+    entries = [e for e in entries if e.get("repo") in repos]
+    if not entries:
+        named = ", ".join(dict.fromkeys(one_line(r, 60) for r in others))
+        return False, (f"pushed only to {named}, which is not one of your Hub "
+                       "repositories (those you pushed to or launched with, or named)")
     try:
         hub = import_hub(progress_bars=False)
     except HubError as exc:

@@ -206,10 +206,12 @@ def inventory(run_dirs: Iterable[str | os.PathLike[str]] = (),
             "runs": [describe_run(path, sources) for path, sources in runs.items()]}
 
 
-def verified_safety(run_dir: Path, verify: Verify | None = None) -> dict[str, Any]:
+def verified_safety(run_dir: Path, verify: Verify | None = None,
+                    repos: Sequence[str] = ()) -> dict[str, Any]:
     """``{"safe": bool, "reason": str}`` for every run the guard's box knows (the run, its
-    project, the registry): safe when each required file's Hub ledger entry is confirmed
-    by the Hub (``trainer.hub.client.verify_pushed``, with the box's token if any)."""
+    project, the registry): safe when each required file's Hub ledger entry for one of
+    ``repos`` (the user's, given by the laptop) is confirmed by the Hub
+    (``trainer.hub.client.verify_pushed``, with the box's token if any)."""
     if verify is None:
         from trainer.hub.client import read_token, verify_pushed
 
@@ -217,7 +219,7 @@ def verified_safety(run_dir: Path, verify: Verify | None = None) -> dict[str, An
 
         def verify(entries: Sequence[dict[str, Any]], sha: str,
                    size: int | None) -> tuple[bool, str]:
-            return verify_pushed(entries, sha, size, token=token)
+            return verify_pushed(entries, sha, size, repos=repos, token=token)
 
     answer = inventory([run_dir], [run_dir.parent], registry=True)
     unsafe, safe, count = [], [], 0

@@ -13,9 +13,9 @@ from collections.abc import Mapping
 #: Variables that identify the instance, in the order they are trusted.
 ID_VARIABLES = ("CONTAINER_ID", "VAST_CONTAINERLABEL", "RUNPOD_POD_ID")
 
-#: The API key each provider puts inside its own instances.
-BOX_KEY_VARIABLES = {"vast": "CONTAINER_API_KEY", "runpod": "RUNPOD_API_KEY",
-                     "lambda": "LAMBDA_API_KEY"}
+#: The API key each provider puts inside its own instances (Vast's manages that instance
+#: only; RunPod's scope is undocumented). Lambda Cloud puts none.
+BOX_KEY_VARIABLES = {"vast": "CONTAINER_API_KEY", "runpod": "RUNPOD_API_KEY"}
 
 
 def instance_from_env(env: Mapping[str, str]) -> tuple[str, str] | None:
@@ -75,7 +75,7 @@ def detect_instance(*, environ: Mapping[str, str] | None = None,
 def box_api_key(provider: str, *, environ: Mapping[str, str] | None = None,
                 proc_environ: str = "/proc/1/environ") -> str | None:
     """The API key the provider placed in this instance (Vast ``CONTAINER_API_KEY``,
-    RunPod ``RUNPOD_API_KEY``), or ``None``."""
+    RunPod ``RUNPOD_API_KEY``), or ``None`` (always for Lambda Cloud, which puts none)."""
     name = BOX_KEY_VARIABLES.get(provider)
     if not name:
         return None
