@@ -9,7 +9,7 @@ from typing import Any
 from rich.text import Text
 from textual.message import Message
 
-from remote.billing import can_stop, notify_config, resolve_api_key, resolve_base_url
+from remote.billing import can_stop, notify_config, resolve_base_url
 from remote.runs import acknowledge_alarm, arm_guard, disarm_guard
 from tui.box.ports import Done, Panes, Ports
 from tui.dialogs.confirm import ConfirmDialog
@@ -105,10 +105,10 @@ class Guard:
         else:
             when, then, hours = answer
             name = spec.provider if spec.provider != "manual" else None
-            key = resolve_api_key(name) if name else None
             url = spec.provider_url or (resolve_base_url(name) if name else None)
             urls, fmt = notify_config()
+            # The guard acts with the instance's own key; the account key stays here.
             guard = arm_guard(transport, run_dir, when, then, hours, name, spec.instance,
-                              key, base_url=url, notify=urls, notify_format=fmt)
+                              base_url=url, notify=urls, notify_format=fmt)
         self.ports.post(GuardRead(guard))
         self.ports.post(Done(guard.summary() if guard is not None else "guard: off"))
