@@ -29,6 +29,11 @@ from trainer import runfiles
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 
 
+#: The instance the box is, on the Vast stand-in; its own key is in the box's environment.
+VAST_ID = "4100777"
+
+
+@pytest.mark.box_env({"CONTAINER_ID": VAST_ID, "CONTAINER_API_KEY": f"vast-key-{VAST_ID}"})
 def test_a_non_root_box_runs_launch_watch_stop_pull(user_box: SSHServer, tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch,
                                                      vast_standin: ProviderStandin) -> None:
@@ -61,7 +66,10 @@ def test_a_non_root_box_runs_launch_watch_stop_pull(user_box: SSHServer, tmp_pat
         assert not started.failed, started.error
         assert f"data={home}/data/data.yaml " in started.result.command
         prefix = box.trainer_prefix
-        iid = vast_standin.add_instance()
+        iid = vast_standin.add_instance(VAST_ID)
+        vast_standin.instance_key(iid, f"vast-key-{VAST_ID}")
+        # As a user arms it: the account key stays on the laptop, the guard on the box
+        # acts with the instance's own key.
         guard = arm_guard(box, "runs/train/r1", "done", "stop", None, "vast", iid,
                           vast_standin.key, base_url=vast_standin.base_url, poll=0.2)
         assert guard.watching, guard
@@ -99,7 +107,8 @@ def test_a_non_root_box_runs_launch_watch_stop_pull(user_box: SSHServer, tmp_pat
     with user_box.connect() as box:
         assert wait_until(lambda: (read_guard(box, "runs/train/r1") or guard).state == "done",
                           120), read_guard(box, "runs/train/r1")
-    assert len(vast_standin.calls("PUT", iid)) == 1
+    [stop] = vast_standin.calls("PUT", iid)
+    assert stop.scope == "instance"  # the instance's own key, never the account's
     assert vast_standin.instances[iid]["intended_status"] == "stopped"
     owner = pwd.getpwnam(user_box.user).pw_uid
     assert run_dir.stat().st_uid == owner
