@@ -40,6 +40,10 @@ def config_path(env: Mapping[str, str] | None = None) -> Path:
     return Path(base) / "gpurent" / "config.toml"
 
 
+#: The largest config file read.
+MAX_CONFIG_BYTES = 1 << 20
+
+
 def load_config(path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """The config file as a dict (``{}`` when there is none). Raises ``ConfigError`` when
     group or others can access it, or when it is not valid TOML."""
@@ -51,11 +55,14 @@ def load_config(path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
                 raise ConfigError(f"refusing to read {target}: it holds API keys and is "
                                   f"readable by group or others (mode "
                                   f"{stat.S_IMODE(mode):o}); run: chmod 600 {target}")
-            data = fh.read(1 << 20)
+            data = fh.read(MAX_CONFIG_BYTES + 1)
     except FileNotFoundError:
         return {}
     except OSError as exc:
         raise ConfigError(f"cannot read {target}: {exc.strerror or exc}") from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{target} is over {MAX_CONFIG_BYTES >> 20} MiB: not a config "
+                          "file (keys and a few tables are a few hundred bytes)")
     try:
         return tomllib.loads(data.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -148,3 +149,22 @@ def test_gpurent_pull_through_an_ssh_config_alias(sshd, run_dir, tmp_path, data_
     assert out["files"][0]["local_path"].startswith(str(tmp_path / "got"))
     assert main(["pull", f"thebox:{run_dir}", str(tmp_path / "got"), "--file", "../x"]) == 2
     assert "bad file name" in capsys.readouterr().err
+
+
+def test_a_pull_that_does_not_fit_is_refused_before_it_starts(sshd, run_dir, tmp_path) -> None:
+    """A destination without room for the file: one line with what is needed and what is
+    free, and nothing written (no partial file left to fill the disk)."""
+    small = tmp_path / "small"
+    small.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(small)],
+                             capture_output=True, text=True, timeout=30)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.strip()}")
+    try:
+        (run_dir / "weights" / "best.pt").write_bytes(os.urandom(3 << 20))
+        with sshd.connect() as box, pytest.raises(TransportError) as err:
+            pull_weights(box, str(run_dir), small, files=("best.pt",))
+        assert "best.pt: needs 3.1 MB at " in str(err.value) and " free" in str(err.value)
+        assert [p for p in small.rglob("*") if p.is_file()] == []
+    finally:
+        subprocess.run(["umount", str(small)], capture_output=True, timeout=30)

@@ -254,6 +254,14 @@ def test_bad_toml_is_a_one_line_error(laptop):
     assert "not valid TOML" in str(err.value) and "\n" not in str(err.value)
 
 
+def test_an_oversized_config_is_an_error_that_says_so(laptop):
+    """A valid start and 1 MiB of padding: not cut and then misread as bad TOML."""
+    write_config(laptop, '[vast]\napi_key = "k"\n' + "#" * (1 << 20) + "\n", 0o600)
+    with pytest.raises(ConfigError) as err:
+        load_config()
+    assert "is over 1 MiB" in str(err.value) and "TOML" not in str(err.value)
+
+
 def test_instance_from_config_hosts(laptop, vast_standin, monkeypatch, capsys):
     iid = vast_standin.add_instance()
     write_config(laptop, f'[vast]\napi_key = "{vast_standin.key}"\n'

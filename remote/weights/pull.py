@@ -24,6 +24,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -174,6 +175,7 @@ def _pull_one(transport: Transport, source: str, target: Path, name: str,
             if progress:
                 progress(name, size, size)
             return want, size
+    _check_room(transport, source, part, name)
     if not hasattr(transport, "download_ranges"):
         return _pull_one_stream(transport, source, target, part, report)
     for attempt in range(2):
@@ -186,6 +188,23 @@ def _pull_one(transport: Transport, source: str, target: Path, name: str,
     part.unlink(missing_ok=True)
     raise TransportError(f"{name}: sha256 of the download does not match the box's "
                          f"after two tries (is it being rewritten?)")
+
+
+def _check_room(transport: Transport, source: str, part: Path, name: str) -> None:
+    """``TransportError`` before a byte is fetched when ``part``'s disk cannot hold the
+    rest of ``source`` (a full disk would leave a partial file and a failed pull)."""
+    st = transport.stat(source)
+    if st is None:
+        return  # the download says that it is missing
+    have = part.stat().st_size if part.exists() else 0
+    free = shutil.disk_usage(part.parent).free
+    if st.size - have > free:
+        raise TransportError(f"{name}: needs {_mb(st.size - have)} at {part.parent}, "
+                             f"which has {_mb(free)} free")
+
+
+def _mb(size: int) -> str:
+    return f"{size / 1e6:.1f} MB"
 
 
 def _download_hashed(transport: Transport, source: str, part: Path,
