@@ -180,9 +180,9 @@ class Link:
         return True
 
     def forget_declined(self) -> None:
-        """r: a host key the user did not trust is asked about again."""
-        with self._asking:
-            self._declined_keys.clear()
+        """r: a host key the user did not trust is asked about again (never waits for
+        ``_asking``: a question may be on screen, waiting for this very thread)."""
+        self._declined_keys.clear()
 
     def open_transport(self, progress: Callable[[str], None],
                        notes: list[str] | None = None, early: bool = True,
