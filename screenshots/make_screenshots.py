@@ -4,8 +4,12 @@ A real (tiny, CPU) training run of the built-in trainer is launched through
 ``remote.runs.launch`` on ``LocalTransport`` and watched live by the app; a second run is
 killed with SIGKILL to show a dead run; the profiler card comes from a real
 ``trainer profile`` run; the destroy dialog talks to the local Vast API stand-in (the
-test harness's, never the real provider). Writes SVGs with Textual's ``save_screenshot``
-and PNGs next to them when ``cairosvg`` is installed.
+test harness's, never the real provider). The SSH states a user meets first come from
+a real OpenSSH server on 127.0.0.1 (the test harness's ``tests.fixtures.sshd``, serving
+this machine's project): its unknown host key asked about, the live run once trusted
+without ``--price`` (``$?/h``); and from two ports: one that accepts and never answers
+(connecting) and one nothing listens on (never reached). Writes SVGs with Textual's
+``save_screenshot`` and PNGs next to them when ``cairosvg`` is installed.
 
     .venv/bin/python screenshots/make_screenshots.py [--out screenshots]
 """
@@ -18,8 +22,10 @@ import json
 import os
 import shlex
 import signal
+import socket
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -29,9 +35,11 @@ sys.path.insert(0, str(ROOT))
 from remote.runs.launch import LaunchSpec, launch_run  # noqa: E402
 from remote.transport.local import LocalTransport  # noqa: E402
 from tests.fixtures.providers_standin import ProviderStandin  # noqa: E402
+from tests.fixtures.sshd import free_port, make_server  # noqa: E402
 from trainer import runfiles  # noqa: E402
 from tui.app import GpurentApp  # noqa: E402
 from tui.box.view import BoxView  # noqa: E402
+from tui.dialogs.confirm import ConfirmDialog  # noqa: E402
 from tui.dialogs.destroy import DestroyDialog  # noqa: E402
 from tui.dialogs.launch import LaunchForm  # noqa: E402
 from tui.dialogs.profile import ProfileCard  # noqa: E402
@@ -166,6 +174,99 @@ async def shoot(out: Path, project: Path, data: Path, report: dict) -> list[Path
     return saved
 
 
+class SilentPort:
+    """A TCP port that accepts connections and never says anything: an SSH server that
+    has not started answering yet (a box still booting)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.held: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                self.held.append(self.sock.accept()[0])
+            except OSError:
+                return
+
+    def close(self) -> None:
+        """Stop listening and drop what was accepted."""
+        self.sock.close()
+        for conn in self.held:
+            conn.close()
+
+
+async def shoot_first_contact(out: Path, project: Path, work: Path) -> list[Path]:
+    """The SSH states a user meets first (see the module doc), each its own app: never
+    reached, connecting, the host-key question, and the live run once trusted ($?/h:
+    no --price, no provider)."""
+    saved: list[Path] = []
+
+    async def settle(pilot, check, timeout: float = 120.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not check():
+            if time.monotonic() > deadline:
+                raise SystemExit("timed out waiting for the app")
+            await pilot.pause(0.2)
+
+    async def save(app, pilot, name: str, sizes=(LARGE,)) -> None:
+        for width, height in sizes:
+            await pilot.resize_terminal(width, height)
+            await pilot.pause(0.6)
+            path = out / f"{name}-{width}x{height}.svg"
+            app.save_screenshot(str(path))
+            saved.append(path)
+            say(f"wrote {path}")
+        await pilot.resize_terminal(*LARGE)
+
+    server = make_server(work / "sshd")
+    known = work / "known_hosts"  # empty: the box's host key is unknown
+    known.touch()
+    options = (("known_hosts", str(known)), ("identity_files", (server.key_path,)),
+               ("allow_agent", False), ("ssh_config", server.ssh_config))
+
+    def spec(port: int, **more) -> BoxSpec:
+        return BoxSpec("ssh", f"{server.user}@127.0.0.1", port=port, project=str(project),
+                       ssh_options=options, **more)
+
+    say("a box nothing answers on")
+    app = GpurentApp([spec(free_port())])
+    async with app.run_test(size=LARGE) as pilot:
+        badge = app.query_one("ConnectionBadge")
+        await settle(pilot, lambda: "try 3 in" in str(badge.content))
+        await save(app, pilot, "never-reached")
+    silent = SilentPort()
+    say("a box whose SSH server does not answer yet")
+    app = GpurentApp([spec(silent.port)])
+    async with app.run_test(size=LARGE) as pilot:
+        badge = app.query_one("ConnectionBadge")
+        await settle(pilot, lambda: f"connecting to 127.0.0.1:{silent.port}"
+                     in str(badge.content))
+        await save(app, pilot, "connecting")
+    silent.close()
+    say("the real sshd: its host key is unknown")
+    app = GpurentApp([spec(server.port, run="exp2")])
+    async with app.run_test(size=LARGE) as pilot:
+        box = app.query_one(BoxView)
+        await settle(pilot, lambda: isinstance(app.screen, ConfirmDialog)
+                     and app.focused is not None)
+        await save(app, pilot, "host-key", (LARGE, SMALL))
+        app.screen.query_one("#confirm").focus()
+        await pilot.pause()
+        await pilot.press("enter")
+        await settle(pilot, lambda: box.state.status is not None
+                     and box.state.transport is not None
+                     and box.state.safety is not None
+                     and len(box.query_one(MetricsPane).rows) >= 4
+                     and box.log_pane.log.lines and not box.state.activities, timeout=300)
+        await pilot.pause(2.5)  # a CPU/RAM sample
+        await save(app, pilot, "no-price")
+    server.sshd.stop()
+    return saved
+
+
 def to_png(paths: list[Path]) -> None:
     """PNG copies for viewers that do not show SVG (needs cairosvg)."""
     try:
@@ -187,8 +288,10 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="gpurent-shots-") as tmp:
         os.environ["GPURENT_DATA_DIR"] = str(Path(tmp) / "data")
+        os.environ["XDG_STATE_HOME"] = str(Path(tmp) / "state")  # what boxes taught us
         project, data, report = prepare(Path(tmp))
-        paths = asyncio.run(shoot(out, project, data, report))
+        paths = asyncio.run(shoot_first_contact(out, project, Path(tmp)))
+        paths += asyncio.run(shoot(out, project, data, report))
     to_png(paths)
     return 0
 

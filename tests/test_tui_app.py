@@ -409,6 +409,10 @@ async def test_host_key_question_from_a_worker_thread(run_factory):
             else:
                 await press_button(pilot, "#confirm")
             await until(pilot, lambda t=thread: not t.is_alive())
+            if press == "escape":  # Cancel is final: not asked again until r
+                assert not box.link.ask_host_key("203.0.113.7", "ssh-ed25519",
+                                                 "SHA256:abc[/]def")
+                box.link.forget_declined()
         assert answers == [False, True]
         # A key accepted in this session is not asked about again (reconnects).
         assert box.link.ask_host_key("203.0.113.7", "ssh-ed25519", "SHA256:abc[/]def")

@@ -407,9 +407,10 @@ async def test_words_match_a_local_run_and_ctrl_c_asks(run_factory):
     assert f"reattach: gpurent-tui --local {run.parent} --run exp1" in app.farewell
 
 
-async def test_words_match_a_billing_box(tmp_path):
+async def test_words_match_a_billing_box(tmp_path, monkeypatch):
     from tests.fixtures.tui_scenes import scene_app, show_scene
 
+    monkeypatch.setenv("VAST_API_KEY", "a-key")  # stopping the instance can work
     app = scene_app(tmp_path, "live")
     async with app.run_test(size=(160, 48), notifications=True) as pilot:
         box = await show_scene(pilot)

@@ -16,7 +16,7 @@ from remote.billing.teardown import GateDecision, GateRefused
 from remote.link.connector import link_broken, retry_delay, worth_retrying
 from remote.runs.guard import GuardError
 from remote.runs.read import list_runs
-from remote.transport.base import TransportError
+from remote.transport.base import NeedsSetup, TransportError
 from remote.transport.local import LocalTransport
 from tests.fixtures.tui_runs import write_run
 from trainer.smi import HostLoad
@@ -148,6 +148,7 @@ def test_link_and_retry_decisions():
     assert not link_broken(TransportError("launch failed: exit 1"))
     assert worth_retrying(TransportError("cannot connect to box: Connection refused"))
     assert not worth_retrying(TransportError("ssh config /x does not exist"))
+    assert not worth_retrying(NeedsSetup("vast:1: no API key for Vast.ai: set VAST_API_KEY"))
     assert [retry_delay(n) for n in range(8)] == [1, 2, 4, 8, 15, 30, 30, 30]
 
 

@@ -14,6 +14,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, TabbedContent, TabPane
 
 from trainer.text import clean_text
+from tui.box.instance import can_act
 from tui.box.state import ALERT_VERDICTS
 from tui.box.view import BoxView
 from tui.dialogs.quit import QuitDialog
@@ -239,8 +240,11 @@ class GpurentApp(App[int]):
                 weights_where=None if safety is None else safety.where,
                 guard_watching=bool(guard is not None and guard.watching),
                 guard_summary=guard.summary() if guard is not None else "",
-                can_stop_instance=state.has_instance(),
-                reattach=spec.reattach(run)))
+                can_stop_instance=can_act(state),
+                reattach=spec.reattach(run),
+                reached=state.reached or spec.kind == "local",
+                why_not=state.connect_error or "",
+                destroyed=state.instance_destroyed(), instance=str(spec.instance or "")))
         return out
 
     async def action_quit(self) -> None:

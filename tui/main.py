@@ -90,6 +90,9 @@ def specs_from_args(args: argparse.Namespace,
                         demo=True)]
     if args.local is not None:
         project, run = _local_project(args.local, args.project, args.run)
+        if not os.path.isdir(project):
+            parser.error(f"--local {project}: no such directory (give a project or a run "
+                         "directory on this machine)")
         return [BoxSpec("local", "local", project=project, **{**common, "run": run})]
     options = (("identity_files", keys),) if keys else ()
     return [BoxSpec("ssh", host, port=args.port, project=args.project or "runs/train",

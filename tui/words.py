@@ -1,6 +1,8 @@
 """The words for leaving: what quitting leaves running and what it costs, per box and run
 state. Pure functions of plain facts (``Standing``), so the quit dialog, the farewell
-printed on exit and the tests say the same thing; no widget here."""
+printed on exit and the tests say the same thing; no widget here. Only what was observed
+is said: a box never reached gets no words about runs or billing, a destroyed instance
+none about money."""
 
 from __future__ import annotations
 
@@ -33,19 +35,32 @@ class Standing:
     weights_where: str | None = None
     guard_watching: bool = False
     guard_summary: str = ""
-    #: A provider instance that the app can stop (``--provider`` and ``--instance``).
+    #: A provider instance that the app can stop now (``--provider`` and ``--instance``,
+    #: its API key, a connection to check that it is the box).
     can_stop_instance: bool = False
     reattach: str = ""
+    #: Whether the box ever answered; ``why_not``: the last failed try, when it never did.
+    reached: bool = True
+    why_not: str = ""
+    #: The box's instance was destroyed (``instance``: its id).
+    destroyed: bool = False
+    instance: str = ""
+
+    @property
+    def known(self) -> bool:
+        """Whether anything can be said about runs and money: a box that answered and
+        still exists."""
+        return self.reached and not self.destroyed
 
     @property
     def training(self) -> bool:
         """Whether the watched run is still training."""
-        return self.verdict in GOING
+        return self.known and self.verdict in GOING
 
     @property
     def billing(self) -> bool:
         """A rented box: it bills whether or not anything trains on it."""
-        return not self.local
+        return not self.local and self.known
 
     def rate(self) -> str:
         """``$3.00/h`` or ``$?/h``."""
@@ -59,6 +74,13 @@ def _run_words(s: Standing) -> str:
     if s.training:
         return f"{run} keeps training" if s.verdict != "stalled" else f"{run} is stalled"
     return f"{run} {ENDED.get(s.verdict, 'is ' + s.verdict)}"
+
+
+def _unknown_words(s: Standing) -> str:
+    """A box never reached, or whose instance was destroyed."""
+    if s.destroyed:
+        return f"instance {s.instance} destroyed" if s.instance else "instance destroyed"
+    return f"never reached ({s.why_not})" if s.why_not else "never reached"
 
 
 def _weights_words(s: Standing) -> str:
@@ -79,6 +101,10 @@ def quit_text(standings: list[Standing]) -> Text:
             text.append("\n\n")
         text.append_text(safe(s.title, 60, "bold"))
         text.append(": ")
+        if not s.local and not s.known:
+            text.append_text(safe(_unknown_words(s), 400))
+            text.append("." if s.destroyed else ": nothing is known about it.")
+            continue
         text.append_text(safe(_run_words(s), 120))
         if s.local:
             if s.demo and s.training:
@@ -122,6 +148,11 @@ def quit_title(standings: list[Standing]) -> str:
 
 def farewell(s: Standing) -> str:
     """The line printed on exit for one box, with the command that reattaches."""
+    if not s.local and not s.known:
+        line = f"{s.title}: {_unknown_words(s)}."
+        if s.reattach and not s.destroyed:
+            line += f"\n  try again: {s.reattach}"
+        return line
     if s.local:
         where = "on this machine"
         line = f"{s.title}: {_run_words(s)} {where}." if s.run else f"{s.title}: no run."

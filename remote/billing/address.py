@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from remote.billing.providers import ConfigError, InstanceTarget, provider_for
-from remote.transport.base import TransportError, Unreachable
+from remote.transport.base import NeedsSetup, TransportError, Unreachable
 from remote.transport.hostpolicy import refusal
 from trainer.providers import NotFoundError, Provider, ProviderError
 from trainer.providers.base import SshAddress
@@ -23,9 +23,11 @@ COMING_UP = ("starting", "unknown")
 class Locator:
     """``locator(progress) -> ("user@host", port)``: the instance's SSH address now.
 
-    Raises ``Unreachable`` while the instance is coming up or has no address yet, and
-    ``TransportError`` (one line, with what to do) when it is stopped, gone or unknown.
-    When the API cannot be reached but an address was seen before, that one is used."""
+    Raises ``Unreachable`` while the instance is coming up or has no address yet,
+    ``NeedsSetup`` when the provider's API key is missing or refused (or the config file
+    is wrong), and ``TransportError`` (one line, with what to do) when it is stopped,
+    gone or unknown. When the API cannot be reached but an address was seen before, that
+    one is used."""
 
     def __init__(self, target: InstanceTarget, *, base_url: str | None = None,
                  provider: Provider | None = None) -> None:
@@ -40,8 +42,8 @@ class Locator:
         if self._provider is None:
             try:
                 self._provider = provider_for(self.target.provider, base_url=self.base_url)
-            except (ProviderError, ConfigError) as exc:
-                raise TransportError(f"{self.target.text}: {exc}") from None
+            except (ProviderError, ConfigError) as exc:  # no key, a bad config file
+                raise NeedsSetup(f"{self.target.text}: {exc}") from None
         return self._provider
 
     def address(self) -> SshAddress:
@@ -56,6 +58,8 @@ class Locator:
             if self.last is not None and exc.kind in ("network", "timeout", "server",
                                                       "rate_limited"):
                 return self.last
+            if exc.kind == "auth":  # the key was refused: another try will be too
+                raise NeedsSetup(f"{name}: {exc}") from None
             raise TransportError(f"{name}: cannot ask {provider.title} where it is: "
                                  f"{exc}") from None
         if instance.state != "running":

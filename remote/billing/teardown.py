@@ -93,13 +93,15 @@ def resolve_safety(source: SafetySource) -> SafetyLike:
 
 
 def run_safety(transport: Transport, run_dir: str | None, projects: Sequence[str] = (),
-               repos: Sequence[str] = ()) -> Callable[[], SafetyLike]:
+               repos: Sequence[str] = (), *,
+               registry: bool = True) -> Callable[[], SafetyLike]:
     """The gate's safety source for a box: ``remote.weights.safety.weights_safety`` of the
-    run, its project, ``projects`` and the box's registry, asked anew at each call; Hub
-    copies count in ``repos`` and the user's own repositories only."""
+    run, its project, ``projects`` and (``registry``) the box's registry, asked anew at
+    each call; Hub copies count in ``repos`` and the user's own repositories only."""
     from remote.weights.safety import weights_safety
 
-    return lambda: weights_safety(transport, run_dir, projects, repos=repos)
+    return lambda: weights_safety(transport, run_dir, projects, repos=repos,
+                                  registry=registry)
 
 
 def check_destroy(safety: SafetyLike, instance_id: str, *, override: bool = False,

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from remote.link.early import EarlyLink
-from remote.transport.base import RunResult, Stream, Transport, TransportError
+from remote.transport.base import NeedsSetup, RunResult, Stream, Transport, TransportError
 
 #: ``ask(host, key_type, fingerprint) -> bool``: whether to trust an unknown host key.
 AskHostKey = Callable[[str, str, str], bool]
@@ -294,7 +294,10 @@ def retry_delay(attempt: int) -> float:
 def worth_retrying(error: BaseException) -> bool:
     """Whether trying the same connection again may work: a box that is booting, a
     network that is down. A host key that changed or was refused is never retried (it
-    needs a person), nor is a bad local setting (an ssh config that does not parse)."""
+    needs a person), nor is a bad local setting (an ssh config that does not parse, a
+    provider's API key that is missing or refused: ``NeedsSetup``)."""
+    if isinstance(error, NeedsSetup):
+        return False
     # Only an SSH connection can raise these, and it has loaded the module (which
     # imports paramiko: not worth loading for a local box).
     hostkeys = sys.modules.get("remote.transport.hostkeys")

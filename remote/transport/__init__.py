@@ -8,8 +8,8 @@ import sys
 from trainer._exports import lazy_exports
 
 __all__, __getattr__ = lazy_exports(__name__, {
-    "base": ["FileStat", "LineTooLong", "RunResult", "Stream", "Transport", "TransportError",
-             "Unreachable"],
+    "base": ["FileStat", "LineTooLong", "NeedsSetup", "RunResult", "Stream", "Transport",
+             "TransportError", "Unreachable"],
     "local": ["LocalTransport"],
     "hostpolicy": ["refusal"],
 })

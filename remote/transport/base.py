@@ -70,6 +70,11 @@ class Unreachable(TransportError):
     unlike a refused login or host key, trying again later may work."""
 
 
+class NeedsSetup(TransportError):
+    """A setting on this laptop is missing or wrong (a provider's API key, a line of the
+    config file): trying again cannot work until it is set; the message says what."""
+
+
 @dataclass(frozen=True)
 class RunResult:
     """The outcome of a finished command on the box."""

@@ -1,6 +1,8 @@
 """The provider's instance behind one box: its facts (price, storage, state) for the
 money line, and stopping or destroying it, each asked in a dialog that says what it
-keeps billing (a destroy also needs the id typed and the weights safe off the box)."""
+keeps billing and names a run still training on it (a destroy also needs the id typed
+and the weights safe off the box). Once a destroy is confirmed the instance is gone:
+the provider is not asked about it again."""
 
 from __future__ import annotations
 
@@ -8,9 +10,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from rich.text import Text
 from textual.message import Message
 
 from remote.billing import (
+    ProviderError,
     box_address,
     parse_instance_target,
     provider_for,
@@ -18,6 +22,7 @@ from remote.billing import (
     run_teardown,
     warning_for,
 )
+from trainer.health import GOING
 from tui.box.failures import ActionRefused
 from tui.box.ports import Done, InstanceStale, Notice, Ports
 from tui.box.reports import instance_costs
@@ -46,6 +51,11 @@ class InstanceFigures(Message, bubble=False, namespace="box"):
     safety: Any
 
 
+@dataclass
+class InstanceDestroyed(Message, bubble=False, namespace="box"):
+    """The provider confirmed the destroy: the box is gone."""
+
+
 def provider(state: BoxState) -> Any:
     """The provider client for the box's instance (its API key from the environment or
     the config file), or ``ActionRefused`` when the box is not an instance."""
@@ -53,6 +63,32 @@ def provider(state: BoxState) -> Any:
         raise ActionRefused("no provider instance: open the box as vast:ID / runpod:ID, "
                             "or start with --provider vast|runpod|lambda --instance ID")
     return provider_for(state.spec.provider, base_url=state.spec.provider_url)
+
+
+def can_act(state: BoxState) -> bool:
+    """Whether stopping or destroying the instance can work now: an instance that is not
+    destroyed, its provider's API key, and a connection to check that it is the box."""
+    if not state.has_instance() or state.transport is None or state.instance_destroyed():
+        return False
+    try:
+        provider(state)
+    except (ProviderError, ValueError):  # no key; ConfigError: a bad config file
+        return False
+    return True
+
+
+def still_training(state: BoxState, what: str) -> Text | None:
+    """``run X is still training: ...`` when the watched run is, for the question before
+    ``what`` (stop or destroy), else ``None``."""
+    verdict = state.status.health.verdict if state.status is not None else None
+    if verdict not in GOING or not state.run_name:
+        return None
+    end = ("stopping the instance kills it; what it saved stays on the disk" if what == "stop"
+           else "destroying the instance kills it and deletes its disk")
+    text = Text("run ", style="bold yellow")
+    text.append_text(safe(state.run_name, 60, "bold yellow"))
+    text.append(f" is still training ({verdict}): {end}.\n", style="bold yellow")
+    return text
 
 
 class Instance:
@@ -69,12 +105,13 @@ class Instance:
 
     def _read(self) -> None:
         state = self.ports.state
-        if state.has_instance():
+        if state.has_instance() and not state.instance_destroyed():
             self.ports.post(InstanceRead(provider(state).get_instance(state.spec.instance)))
 
     def read(self, instance: Any) -> None:
-        """Keep what the provider said."""
-        self.ports.state.instance = instance
+        """Keep what the provider said (nothing more once the instance is destroyed)."""
+        if not self.ports.state.instance_destroyed():
+            self.ports.state.instance = instance
 
     # ------------------------------------------------------------------ stop, destroy
 
@@ -88,6 +125,7 @@ class Instance:
 
     def _figures(self, what: str) -> None:
         provider(self.ports.state)
+        self.ports.state.need_transport()  # refused for a destroyed instance
         self.ports.work("cost_figures", lambda: self._fetch_figures(what), group="instance",
                         label="asking the provider")
 
@@ -105,8 +143,12 @@ class Instance:
         """The question, with what the instance keeps billing."""
         what, client, instance, safety = (figures.what, figures.provider, figures.instance,
                                           figures.safety)
-        self.ports.state.instance = instance
-        detail = instance_costs(self.costs(), what)
+        self.read(instance)
+        detail = Text()
+        training = still_training(self.ports.state, what)
+        if training is not None:
+            detail.append_text(training)
+        detail.append_text(instance_costs(self.costs(), what))
         detail.append("\n")
         detail.append_text(safe(warning_for(what, client, instance), 400, "dim"))
         if what == "stop":
@@ -147,4 +189,5 @@ class Instance:
                                interval=1.0)
         line = outcome.message or f"instance {spec.instance}: {outcome.state}"
         self.ports.post(Notice(line, "error", bell=True) if outcome.alarm else Done(line))
-        self.ports.post(InstanceStale())
+        gone = outcome.action == "destroy" and outcome.confirmed
+        self.ports.post(InstanceDestroyed() if gone else InstanceStale())

@@ -7,14 +7,19 @@ from __future__ import annotations
 from rich.text import Text
 
 from tui.box.state import BoxState
+from tui.fmt import safe
 from tui.widgets.header import HEALTH_STYLES
 
 
 def status_line(state: BoxState, frame: int) -> Text:
-    """Actions in progress (behind spinner ``frame``); else the link warning; else the
-    last thing that happened; else nothing."""
+    """Actions in progress (behind spinner ``frame``); else why connecting stopped, or
+    the link warning; else the last thing that happened; else nothing."""
     if state.activities:
         return state.activities.line(state.clock(), frame)
+    if state.not_connected and state.transport is None:
+        text = Text("✖ not connected: ", style="bold red")
+        text.append_text(safe(state.not_connected, 300))
+        return text
     if state.down_since is not None:
         text = Text("⚠ no link to the box: ", style="bold yellow")
         text.append(f"{state.stale_words()}; reconnecting on its own (r: now)")

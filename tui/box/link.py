@@ -47,12 +47,14 @@ class Connected(Message, bubble=False, namespace="box"):
 @dataclass
 class ConnectFailed(Message, bubble=False, namespace="box"):
     """A try to connect failed: ``error`` in one line, ``retry_in`` seconds to the next
-    try (``None``: not retried), ``attempt`` the try that failed."""
+    try (``None``: not retried), ``attempt`` the try that failed; ``declined``: the user
+    did not trust the box's host key (asked again only after r)."""
 
     error: str
     what: str
     retry_in: float | None
     attempt: int
+    declined: bool = False
 
 
 @dataclass
@@ -103,12 +105,15 @@ class Link:
         #: Set when the app ends: no more questions, no more retries.
         self._closing = threading.Event()
         self._accepted_keys: set[str] = set()
+        #: Host keys the user did not trust: not asked about again until r.
+        self._declined_keys: set[str] = set()
         self._asking = threading.Lock()
 
     # ------------------------------------------------------------------ connecting
 
     def connect(self) -> None:
         """Open the control connection (in a worker, retried with backoff)."""
+        self.ports.state.not_connected = None
         self.ports.work("connect", self._connect, group="connect")
 
     def _connect(self) -> None:
@@ -148,7 +153,8 @@ class Link:
         to try again (the error needs a person, or Escape or quitting stopped it)."""
         retry = worth_retrying(error) and not self._retry_stop.is_set()
         delay = retry_delay(attempt) if retry else None
-        self.ports.post(ConnectFailed(one_line(error), what, delay, attempt + 1))
+        declined = not retry and bool(self._declined_keys)
+        self.ports.post(ConnectFailed(one_line(error), what, delay, attempt + 1, declined))
         if delay is None:
             return False
         self._retry_wake.clear()
@@ -172,6 +178,11 @@ class Link:
             return False
         self._retry_wake.set()
         return True
+
+    def forget_declined(self) -> None:
+        """r: a host key the user did not trust is asked about again (never waits for
+        ``_asking``: a question may be on screen, waiting for this very thread)."""
+        self._declined_keys.clear()
 
     def open_transport(self, progress: Callable[[str], None],
                        notes: list[str] | None = None, early: bool = True,
@@ -197,13 +208,18 @@ class Link:
         """Asked by an SSH thread about an unknown host key: the dialog is shown on the
         UI thread and this thread waits for the answer. A key trusted once in this
         session is trusted again on reconnect; the watcher's and the control
-        connection's questions about the same key are asked once."""
+        connection's questions about the same key are asked once. A key the user did
+        not trust is not asked about again until r (``forget_declined``)."""
         with self._asking:
             if fingerprint in self._accepted_keys:
                 return True
+            if fingerprint in self._declined_keys:
+                return False
             answer = self._ask(host, key_type, fingerprint)
             if answer:
                 self._accepted_keys.add(fingerprint)
+            elif not self._closing.is_set():
+                self._declined_keys.add(fingerprint)
             return answer
 
     def _ask(self, host: str, key_type: str, fingerprint: str) -> bool:
@@ -239,7 +255,14 @@ class Link:
     def show_failure(self, message: ConnectFailed) -> None:
         """Show why connecting failed and when it is tried again."""
         retrying = message.retry_in is not None
-        self.ports.state.retrying = retrying
+        state = self.ports.state
+        state.retrying = retrying
+        state.connect_error = message.error
+        if message.declined:
+            state.not_connected = ("the host key was not trusted (Cancel): nothing more is "
+                                   "tried; r asks again")
+        elif not retrying:
+            state.not_connected = f"{message.error} (r: try again)"
         line = f"{message.what}: {message.error}"
         self.panes.conn_badge.show_error(message.error, message.retry_in, message.attempt)
         if message.attempt == 1:
@@ -248,6 +271,7 @@ class Link:
             self.ports.notify(f"{line} — {next_step}", severity="error", timeout=10)
         else:
             self.ports.record(f"{line} (try {message.attempt})")
+        self.redraw()
 
     def connected(self, message: Connected) -> bool:
         """Take the new control connection (the old one is closed); ``True`` when it is
@@ -258,6 +282,8 @@ class Link:
         first = state.transport is None
         state.transport = message.transport
         state.retrying = False
+        state.reached = True
+        state.connect_error = state.not_connected = None
         state.project = message.project
         for note in message.notes:
             self.ports.notify(one_line(note), timeout=8)
@@ -313,13 +339,31 @@ class Link:
         self._retry_stop.set()
         self._retry_wake.set()
 
+    def gone(self) -> None:
+        """The box's instance was destroyed: no more connecting, the connection is
+        closed, and the badge says so."""
+        state = self.ports.state
+        state.destroyed = True
+        self.shutdown()
+        if state.transport is not None:
+            self.close_transport(state.transport)
+            state.transport = None
+        self.panes.conn_badge.show_ended(f"instance {state.spec.instance} destroyed")
+
     # ------------------------------------------------------------------ link state
 
     def on_event(self, event: ConnectionEvent) -> bool:
         """The watcher's view of the link: dim on a drop, recover on its return.
-        ``True`` when the link went down or came back."""
+        ``True`` when the link went down or came back. Before the box ever answered, a
+        failed try is the first connection still under way, not a link lost."""
         state = self.ports.state
         before = state.down_since
+        if event.state in ("live", "polling"):
+            state.reached = True
+        elif not state.reached and event.state in DOWN_STATES:
+            words = f"connecting (try {event.attempt + 1})" if event.attempt else "connecting"
+            self.show_progress(f"{words}: {event.detail}" if event.detail else words)
+            return False
         self.panes.conn_badge.show(event)
         if event.state in DOWN_STATES:
             if state.down_since is None:

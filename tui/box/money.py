@@ -30,7 +30,14 @@ def costs(state: BoxState, elapsed: float | None) -> Any:
 
 def money_text(state: BoxState, elapsed: float | None) -> Text:
     """The header's money line: $/h, spent so far, projected to finish, and what the box
-    bills after the run ended."""
+    bills after the run ended. Empty for this machine when nothing said it is rented
+    (no price, no instance); once the instance is destroyed, only that."""
+    if not state.bills():
+        return Text("")
+    if state.instance_destroyed():
+        text = Text(" money: ")
+        text.append(f"instance {state.spec.instance} destroyed: billing ended", style="green")
+        return text
     report = costs(state, elapsed)
     note = ""
     if report.per_epoch_usd is not None:

@@ -40,6 +40,15 @@ class BoxState:
     down_since: float | None = None
     #: Whether a connection is being retried (Escape stops, r retries now).
     retrying: bool = False
+    #: Whether the box ever answered (a watch went live, the control connection opened):
+    #: until then a failed try is connecting, not a link that was lost.
+    reached: bool = False
+    #: The last failed try to connect (one line), until a connection opens.
+    connect_error: str | None = None
+    #: Why connecting stopped without another try (with the next step), else ``None``.
+    not_connected: str | None = None
+    #: The instance was destroyed (confirmed by the provider after our destroy).
+    destroyed: bool = False
     #: The watched run (``None``: the box has not chosen one yet) and its last status.
     run_dir: str | None = None
     status: StatusEvent | None = None
@@ -127,6 +136,11 @@ class BoxState:
 
     def need_transport(self) -> Transport:
         """The control connection, or ``ActionRefused`` saying why there is none."""
+        if self.instance_destroyed():
+            raise ActionRefused(f"instance {self.spec.instance} was destroyed: there is no "
+                                "box to act on")
+        if self.transport is None and self.not_connected:
+            raise ActionRefused(f"not connected: {self.not_connected}")
         if self.transport is None:
             raise ActionRefused("not connected to the box yet: wait for the connection "
                                 "(r retries now)")
@@ -148,6 +162,20 @@ class BoxState:
         if self.down_since is None:
             return ""
         return f"last data {format_duration(max(0.0, self.clock() - self.down_since))} ago"
+
+    def bills(self) -> bool:
+        """Whether money is a subject for this box: a rented box, or this machine when a
+        price or an instance was given (``--local``/``--demo`` alone rent nothing)."""
+        return self.spec.kind != "local" or self.spec.price is not None \
+            or self.has_instance()
+
+    def instance_destroyed(self) -> bool:
+        """Whether the box's instance is known to be destroyed: by our destroy, the
+        provider's word, or the guard's confirmed destroy."""
+        guard = self.guard
+        outcome = (guard.outcome or {}) if guard is not None and guard.state == "done" else {}
+        return self.destroyed or getattr(self.instance, "state", None) == "destroyed" or \
+            bool(outcome.get("confirmed") and outcome.get("action") == "destroy")
 
     def has_instance(self) -> bool:
         """Whether the box is a provider's instance that the app may ask about."""

@@ -27,7 +27,7 @@ from remote.watch import ConnectionEvent, GuardEvent, HubEvent, StatusEvent, Wei
 from tui.box import money
 from tui.box.failures import describe
 from tui.box.guard import Guard, GuardRead
-from tui.box.instance import Instance, InstanceFigures, InstanceRead
+from tui.box.instance import Instance, InstanceDestroyed, InstanceFigures, InstanceRead
 from tui.box.launching import (
     ChecksDone,
     Estimated,
@@ -158,7 +158,8 @@ class BoxView(Vertical):
 
     def compose(self) -> ComposeResult:
         """Header, badges, status row, then runs list beside the metrics, GPU and log."""
-        yield RunHeader(self.spec.title, self.state.clock, id="header")
+        yield RunHeader(self.spec.title, self.state.clock,
+                        money=money.money_text(self.state, None), id="header")
         with Horizontal(id="badges"):
             yield ConnectionBadge(id="conn-badge")
             yield WeightsBadge(id="weights-badge")
@@ -233,7 +234,13 @@ class BoxView(Vertical):
     # ------------------------------------------------------------------ keys, failures
 
     def reconnect(self) -> None:
-        """r: reconnect now, the watcher and the control connection together."""
+        """r: reconnect now, the watcher and the control connection together (a host key
+        the user did not trust is asked about again)."""
+        if self.state.instance_destroyed():
+            self.app.notify(f"instance {self.spec.instance} was destroyed: there is no box "
+                            "to reconnect to", title=self.spec.title, severity="warning")
+            return
+        self.link.forget_declined()
         if self.link.retry_now():
             return
         if self.state.transport is None:
@@ -394,6 +401,14 @@ class BoxView(Vertical):
     def on_box_instance_read(self, message: InstanceRead) -> None:
         """What the provider says about the instance."""
         self.instance.read(message.instance)
+
+    def on_box_instance_destroyed(self, _message: InstanceDestroyed) -> None:
+        """The destroy is confirmed: the box is gone, so nothing watches, connects or asks
+        the provider about it any more, and the screen says destroyed."""
+        self.watching.stop()
+        self.link.gone()
+        self.header.show_money(self.money_text())
+        self._title_changed()
 
     def on_box_instance_stale(self, _message: InstanceStale) -> None:
         """The instance changed: ask the provider again."""

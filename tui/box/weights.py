@@ -38,15 +38,16 @@ class Transferred(Message, bubble=False, namespace="box"):
     total: int
 
 
-def safety_source(state: BoxState) -> Callable[[], Any]:
+def safety_source(state: BoxState, registry: bool = True) -> Callable[[], Any]:
     """``remote.weights.safety.weights_safety`` for the watched run, its project (the
-    box's project when no run is watched and it exists) and the box's registry, as a
-    callable for the gate: blocking, asked anew at each call."""
+    box's project when no run is watched and it exists) and (``registry``) the box's
+    registry, as a callable for the gate: blocking, asked anew at each call."""
     transport, run_dir, project = state.need_transport(), state.run_dir, state.project
 
     def ask() -> Any:
         has_project = run_dir is None and transport.stat(project) is not None
-        return run_safety(transport, run_dir, (project,) if has_project else ())()
+        return run_safety(transport, run_dir, (project,) if has_project else (),
+                          registry=registry)()
 
     return ask
 
@@ -66,10 +67,13 @@ class Weights:
         self.ports.work("refresh_safety", self._judge, group="safety")
 
     def _judge(self) -> None:
+        """The badge of this machine (``--local``, ``--demo``) speaks of its project's
+        runs only: the registry there lists every run this laptop ever launched."""
         state = self.ports.state
         if state.transport is None or state.down_since is not None:
             return
-        self.ports.post(SafetyJudged(resolve_safety(safety_source(state))))
+        registry = state.spec.kind != "local"
+        self.ports.post(SafetyJudged(resolve_safety(safety_source(state, registry))))
 
     def show(self, safety: Any) -> None:
         """Show a verdict on the weights."""

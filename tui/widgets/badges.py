@@ -47,6 +47,11 @@ class ConnectionBadge(Static):
             text.append_text(safe(event.detail, 80, "dim"))
         self.update(text)
 
+    def show_ended(self, line: str) -> None:
+        """There is no box any more (its instance was destroyed): nothing to connect to."""
+        self.state = "closed"
+        self.update(safe(f"■ {line}", 80, "bold"))
+
     def show_error(self, message: str, retry_in: float | None = None,
                    attempt: int = 1) -> None:
         """Connecting failed; ``retry_in`` seconds until the next try, or ``None`` when

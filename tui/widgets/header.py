@@ -37,8 +37,9 @@ def health_badge(verdict: str) -> Text:
 
 
 class RunHeader(Vertical):
-    """Three lines at the top of a box tab. Fed by ``show_*`` calls; never reads a clock
-    of its own (``clock`` is injected so that snapshots are deterministic)."""
+    """Three lines at the top of a box tab (two when the money line is empty: nothing is
+    rented). Fed by ``show_*`` calls; never reads a clock of its own (``clock`` is
+    injected so that snapshots are deterministic); ``money``: the first money line."""
 
     DEFAULT_CSS = """
     RunHeader { height: auto; padding: 0 1; background: $boost; }
@@ -49,7 +50,8 @@ class RunHeader(Vertical):
     RunHeader #times { width: 1fr; padding-left: 1; }
     """
 
-    def __init__(self, host: str, clock: Callable[[], float], **kwargs) -> None:
+    def __init__(self, host: str, clock: Callable[[], float], money: Text | None = None,
+                 **kwargs) -> None:
         super().__init__(**kwargs)
         self._host = host
         self._clock = clock
@@ -57,7 +59,8 @@ class RunHeader(Vertical):
         self._event: StatusEvent | None = None
         self._run = ""
         self._stale = ""
-        self._money = Text("money: $?/h (give --price or --provider)", style="dim")
+        self._money = money if money is not None else Text(
+            "money: $?/h (give --price or --provider)", style="dim")
 
     def compose(self) -> ComposeResult:
         """Three rows: identity, progress, money."""
@@ -66,7 +69,9 @@ class RunHeader(Vertical):
             yield Static("epoch -/-", id="epoch")
             yield ProgressBar(total=100, show_eta=False, id="progress")
             yield TextLine(id="times")
-        yield TextLine(self._money, id="money")
+        line = TextLine(self._money, id="money")
+        line.display = bool(self._money.plain)
+        yield line
 
     def on_mount(self) -> None:
         """Draw what is known so far."""
@@ -103,7 +108,9 @@ class RunHeader(Vertical):
         """The money line (spent, $/h, projected), built by the box view."""
         self._money = text
         if self.is_mounted:
-            self.query_one("#money", TextLine).update(text)
+            line = self.query_one("#money", TextLine)
+            line.display = bool(text.plain)
+            line.update(text)
 
     def tick(self) -> None:
         """Redraw the times (elapsed grows while a run is live)."""
