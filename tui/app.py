@@ -41,6 +41,8 @@ KEYS: tuple[tuple[str, str, str, str], ...] = (
     ("r", "reconnect", "reconnect", "Reconnect to the box now"),
     ("m", "metric", "metric", "Charts: show the next metric"),
     ("f", "log('toggle_follow')", "follow", "Log: follow on/off"),
+    ("W", "log('wrap')", "wrap", "Log: wrap long lines (time, no date, no INFO) or one "
+     "line a row (default: wrapped below 120 columns)"),
     ("slash", "log('search')", "search", "Log: search with highlights"),
     ("n", "log('next')", "next", "Log: next search match"),
     ("N", "log('previous')", "prev", "Log: previous search match"),
@@ -49,10 +51,12 @@ KEYS: tuple[tuple[str, str, str, str], ...] = (
     ("escape", "escape", "clear", "Clear the log search/filter; stop retrying a connection"),
 )
 #: Keys that act but take no room in the footer.
-QUIET = ("n", "N", "L", "escape", "m", "f", "slash", "ampersand", "r", "D", "i", "a", "p", "R")
+QUIET = ("n", "N", "L", "escape", "m", "f", "W", "slash", "ampersand", "r", "D", "i", "a",
+         "p", "R")
 #: The log pane's own keys, for the help screen.
 LOG_KEYS = (("j / k", "Log: line down / up"), ("g / G", "Log: top / bottom (G follows)"),
             ("ctrl+d / ctrl+u", "Log: half a page down / up"),
+            ("← / →", "Log: half a screen left / right (lines not wrapped)"),
             ("1-9, [ ]", "Switch box tabs"))
 
 
@@ -156,6 +160,8 @@ class GpurentApp(App[int]):
         pane = box.log_pane
         if what == "toggle_follow":
             pane.toggle_follow()
+        elif what == "wrap":
+            pane.toggle_wrap()
         elif what in ("search", "filter"):
             pane.open_input(what)
         elif what == "next":
