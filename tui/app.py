@@ -21,6 +21,7 @@ from tui.screens.events import MAX_EVENTS, Event, EventsScreen
 from tui.screens.help import HelpScreen
 from tui.screens.matches import MatchesScreen
 from tui.spec import BoxSpec
+from tui.widgets.runs import RunsList
 from tui.words import Standing, farewell, quit_offers, quit_text, quit_title
 
 #: (key, action, footer label, palette description), in footer order: help and quit
@@ -222,7 +223,7 @@ class GpurentApp(App[int]):
         names = {"question_mark": "?", "slash": "/", "ampersand": "&", "escape": "Esc"}
         keys = [(", ".join(names.get(k, k) for k in key.split(",")), desc)
                 for key, _, _, desc in KEYS]
-        self.push_screen(HelpScreen(keys + list(LOG_KEYS)))
+        self.push_screen(HelpScreen(keys + list(LOG_KEYS) + list(RunsList.KEYS)))
 
     async def action_help_quit(self) -> None:
         """ctrl+c (Textual's would only say "press ctrl+q"): the same question as q."""

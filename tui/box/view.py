@@ -363,6 +363,10 @@ class BoxView(Vertical):
         if message.run.run_dir != self.state.run_dir:
             self.watching.watch(message.run.run_dir)
 
+    def on_runs_list_left(self, _message: RunsList.Left) -> None:
+        """Esc in the runs list, with no filter to clear: back to the log."""
+        self.log_pane.log.focus()
+
     # ------------------------------------------------------------------ results: actions
 
     def on_box_done(self, message: Done) -> None:
