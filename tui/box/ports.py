@@ -73,7 +73,10 @@ class Ports:
         self.app().alert(line, self.state.spec.title, severity=severity)
 
     def ask(self, screen: Any, answered: Callable[[Any], None] | None = None) -> None:
-        """Show a dialog; ``answered`` gets its result."""
+        """Show a dialog (its outcome goes into the events under this box's title);
+        ``answered`` gets its result."""
+        if hasattr(screen, "about"):
+            screen.about = self.state.spec.title
         self.app().push_screen(screen, answered)
 
 
