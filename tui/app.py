@@ -11,21 +11,24 @@ from collections.abc import Callable, Iterable
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import Footer, TabbedContent, TabPane
+from textual.widgets import TabbedContent, TabPane
 
 from trainer.text import clean_text
 from tui.box.state import ALERT_VERDICTS
 from tui.box.view import BoxView
 from tui.dialogs.quit import QuitDialog
+from tui.hints import Scene, hints
 from tui.screens.events import MAX_EVENTS, Event, EventsScreen
 from tui.screens.help import HelpScreen
 from tui.screens.matches import MatchesScreen
 from tui.spec import BoxSpec
+from tui.widgets.keybar import KeyBar
 from tui.widgets.runs import RunsList
 from tui.words import Standing, farewell, quit_offers, quit_text, quit_title
 
-#: (key, action, footer label, palette description), in footer order: help and quit
-#: first so that they stay visible on a narrow terminal. Box actions run on the active tab.
+#: (key, action, footer label, palette description), in footer order. Which of them the
+#: footer shows depends on the box's state and the width (``tui.hints``). Box actions run
+#: on the active tab.
 KEYS: tuple[tuple[str, str, str, str], ...] = (
     ("question_mark,f1", "help", "help", "Show the keys"),
     ("q", "quit", "quit", "Quit (says what keeps running and costing)"),
@@ -51,7 +54,7 @@ KEYS: tuple[tuple[str, str, str, str], ...] = (
     ("L", "log('matches')", "matches", "Log: list the search's matches in the whole log"),
     ("escape", "escape", "clear", "Clear the log search/filter; stop retrying a connection"),
 )
-#: Keys that act but take no room in the footer.
+#: Keys Textual's own key lists leave out (the footer is ``tui.hints``'s).
 QUIET = ("n", "N", "L", "escape", "m", "f", "W", "slash", "ampersand", "r", "D", "i", "a",
          "p", "R")
 #: The log pane's own keys, for the help screen.
@@ -92,14 +95,34 @@ class GpurentApp(App[int]):
                 with TabPane(spec.title, id=f"box-{n}"):
                     yield BoxView(spec, clock=self.clock, autoconnect=self.autoconnect,
                                   id=f"boxview-{n}")
-        yield Footer()
+        yield KeyBar(id="keys")
 
     def on_mount(self) -> None:
-        """With one box the tab bar is only noise."""
+        """With one box the tab bar is only noise. The footer follows the state."""
         if len(self.specs) <= 1:
             self.query_one(TabbedContent).add_class("-single")
         if self.box is not None:
             self.box.log_pane.log.focus()
+        self.set_interval(0.25, self.draw_keys)
+        self.call_after_refresh(self.draw_keys)
+
+    def draw_keys(self) -> None:
+        """The footer: the keys that act now on the shown box (``tui.hints``), drawn
+        under dialogs too (the main screen's, not the one on top)."""
+        main = self.screen_stack[0] if self.screen_stack else None
+        bars = main.query(KeyBar) if main is not None else []
+        if not bars:
+            return  # starting or ending
+        tabs = main.query_one(TabbedContent)
+        box = tabs.get_pane(tabs.active).query_one(BoxView) if tabs.active else None
+        labels = {key.split(",")[0]: label for key, _, label, _ in KEYS}
+        scene = Scene()
+        if box is not None:
+            pane = box.log_pane
+            scene = Scene(searching=bool(pane.search), filtering=bool(pane.filter_text),
+                          wrapped=pane.log_view.wrap,
+                          in_runs=isinstance(main.focused, RunsList))
+        bars.first().show(hints(None if box is None else box.state, labels, scene))
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
         """The keys act on the shown box: give its log the focus; its alerts are seen."""

@@ -13,7 +13,6 @@ from typing import Any, Protocol
 
 from textual.message import Message
 from textual.widget import Widget
-from textual.widgets import Static
 
 from tui.box.state import BoxState
 from tui.widgets.badges import ConnectionBadge, WeightsBadge
@@ -103,9 +102,9 @@ class Panes:
         return self._view.query_one(WeightsBadge)
 
     @cached_property
-    def guard_badge(self) -> Static:
+    def guard_badge(self) -> TextLine:
         """The guard badge."""
-        return self._view.query_one("#guard-badge", Static)
+        return self._view.query_one("#guard-badge", TextLine)
 
     @cached_property
     def status_row(self) -> TextLine:

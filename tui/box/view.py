@@ -20,7 +20,6 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
-from textual.widgets import Static
 from textual.worker import Worker, WorkerState
 
 from remote.watch import ConnectionEvent, GuardEvent, HubEvent, StatusEvent, WeightsEvent
@@ -72,6 +71,7 @@ class BoxView(Vertical):
     DEFAULT_CSS = """
     BoxView { height: 1fr; }
     BoxView #badges { height: 1; background: $boost; }
+    BoxView #weights-badge { max-width: 60%; }
     BoxView #guard-badge { width: 1fr; padding: 0 1; }
     BoxView #status-row { height: 1; padding: 0 1; }
     BoxView #body { height: 1fr; }
@@ -129,6 +129,8 @@ class BoxView(Vertical):
             "destroy": self.instance.ask_destroy,
         }
         self._frame = 0
+        #: r asked for the control connection anew: its return is said out loud.
+        self._reconnecting = False
 
     # ------------------------------------------------------------------ wiring
 
@@ -162,7 +164,7 @@ class BoxView(Vertical):
         with Horizontal(id="badges"):
             yield ConnectionBadge(id="conn-badge")
             yield WeightsBadge(id="weights-badge")
-            yield Static(self.guard.text(), id="guard-badge")
+            yield TextLine(self.guard.text(), id="guard-badge")
         yield TextLine(id="status-row")  # shown only when it has something to say
         with Horizontal(id="body"):
             yield RunsList(id="runs", classes="data-pane")
@@ -233,14 +235,18 @@ class BoxView(Vertical):
     # ------------------------------------------------------------------ keys, failures
 
     def reconnect(self) -> None:
-        """r: reconnect now, the watcher and the control connection together."""
+        """r: reconnect now, the watcher and the control connection together; the status
+        row says so until the connection is open again (then says that)."""
         if self.link.retry_now():
+            self.outcomes.done("r: trying to connect again now")
             return
         if self.state.transport is None:
             self.link.connect()
             return
         self.watching.kick()
         self.link.reconnect_control()
+        self.outcomes.begin("reconnect_control", "reconnecting (r)")
+        self._reconnecting = True
 
     def relink(self) -> None:
         """An action found the link broken: one reconnect for the control connection
@@ -324,7 +330,10 @@ class BoxView(Vertical):
         self.link.install_needs()
         if state.preflight is None and self.spec.kind == "ssh":
             self.launching.check_box()
-        if not first:
+        if not first and self._reconnecting:
+            self._reconnecting = False
+            self.outcomes.done("reconnected: the control connection is open again")
+        elif not first:
             self.app.record("control connection open again", self.spec.title, "note")
 
     # ------------------------------------------------------------------ results: watching
