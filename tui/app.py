@@ -34,7 +34,7 @@ KEYS: tuple[tuple[str, str, str, str], ...] = (
     ("q", "quit", "quit", "Quit (says what keeps running and costing)"),
     ("l", "box('launch')", "launch", "Launch a training run (form, checks, exact command)"),
     ("w", "box('pull')", "pull", "Pull the weights to this laptop (sha256-verified)"),
-    ("u", "box('push')", "push", "Push best.pt to the Hugging Face Hub from the box"),
+    ("u", "box('push')", "push", "Push the run's weights to the Hugging Face Hub from the box"),
     ("x", "box('stop_run')", "stop run", "Stop training gracefully (asks first)"),
     ("e", "events", "events", "Show the events history (what toasts said)"),
     ("p", "box('profile')", "profile", "Profile a short run: verdict, levers and $/epoch"),
@@ -45,8 +45,8 @@ KEYS: tuple[tuple[str, str, str, str], ...] = (
     ("r", "reconnect", "reconnect", "Reconnect to the box now"),
     ("m", "metric", "metric", "Charts: show the next metric"),
     ("f", "log('toggle_follow')", "follow", "Log: follow on/off"),
-    ("W", "log('wrap')", "wrap", "Log: wrap long lines (time, no date, no INFO) or one "
-     "line a row (default: wrapped below 120 columns)"),
+    ("W", "log('wrap')", "wrap", "Log: wrap long lines, short form (default under 120 "
+     "columns)"),
     ("slash", "log('search')", "search", "Log: search with highlights"),
     ("n", "log('next')", "next", "Log: next search match"),
     ("N", "log('previous')", "prev", "Log: previous search match"),

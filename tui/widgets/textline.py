@@ -16,7 +16,8 @@ from textual.widget import Widget
 #: when it loses at most this many columns more than a cut at the last space would.
 NEAR = ((", ", 12), ("  ", 16))
 #: Words a cut line never ends with, nor with a label (``guard:``) left without its value.
-DANGLING = {"a", "an", "and", "or", "the", "of", "to", "in", "for", "at", "by", "with"}
+DANGLING = {"a", "an", "and", "or", "but", "the", "of", "to", "in", "on", "for", "at", "by",
+            "with", "from", "after", "is", "was"}
 
 
 def fit_words(text: Text, width: int) -> Text:
