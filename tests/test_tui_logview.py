@@ -111,6 +111,9 @@ async def test_search_on_a_narrow_terminal_scrolls_to_the_wrapped_row(run_factor
         await until_shown(pilot, "match 1/1")
         await until(pilot, lambda: "best" in log_rows(app, pane.log))
         assert "".join(marked(pane.log)) == "new best"  # wrapped with its line
+        await pilot.press("W")  # one line a row: the hit is still in view, sideways
+        await until(pilot, lambda: "new best" in log_rows(app, pane.log))
+        assert marked(pane.log) == ["new best"]
 
 
 async def test_arrows_scroll_sideways_by_half_a_screen_and_help_says_so(run_factory):

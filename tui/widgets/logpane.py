@@ -237,6 +237,8 @@ class LogPane(Vertical):
         self.log_view.set_wrap(self.wrap_chosen)
         if self.follow:
             self._to_end()
+        elif self.match_line is not None and self.search:  # the hit stays in view
+            self.log_view.show_hit(self.match_line, self.search)
         self._draw_status()
         return self.wrap_chosen
 
