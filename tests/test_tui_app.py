@@ -283,7 +283,7 @@ async def test_destroy_needs_the_id_and_safe_weights(run_factory, vast_standin, 
         await until(pilot, lambda: shown(app, DestroyDialog)
                     and app.focused is not None)
         dialog = app.screen
-        assert not dialog.weights_safe and app.focused.id == "cancel"
+        assert not dialog.weights_safe and app.focused.id == "typed"  # the id comes first
         assert dialog.unsafe == "exp1/weights/best.pt"  # names what would be lost
         destroy = dialog.query_one("#destroy", Button)
         dialog.query_one("#typed", Input).value = iid

@@ -11,27 +11,31 @@ from collections.abc import Callable, Iterable
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import Footer, TabbedContent, TabPane
+from textual.widgets import TabbedContent, TabPane
 
 from trainer.text import clean_text
 from tui.box.instance import can_act
 from tui.box.state import ALERT_VERDICTS
 from tui.box.view import BoxView
 from tui.dialogs.quit import QuitDialog
+from tui.hints import Scene, hints
 from tui.screens.events import MAX_EVENTS, Event, EventsScreen
 from tui.screens.help import HelpScreen
 from tui.screens.matches import MatchesScreen
 from tui.spec import BoxSpec
+from tui.widgets.keybar import KeyBar
+from tui.widgets.runs import RunsList
 from tui.words import Standing, farewell, quit_offers, quit_text, quit_title
 
-#: (key, action, footer label, palette description), in footer order: help and quit
-#: first so that they stay visible on a narrow terminal. Box actions run on the active tab.
+#: (key, action, footer label, palette description), in footer order. Which of them the
+#: footer shows depends on the box's state and the width (``tui.hints``). Box actions run
+#: on the active tab.
 KEYS: tuple[tuple[str, str, str, str], ...] = (
     ("question_mark,f1", "help", "help", "Show the keys"),
     ("q", "quit", "quit", "Quit (says what keeps running and costing)"),
     ("l", "box('launch')", "launch", "Launch a training run (form, checks, exact command)"),
     ("w", "box('pull')", "pull", "Pull the weights to this laptop (sha256-verified)"),
-    ("u", "box('push')", "push", "Push best.pt to the Hugging Face Hub from the box"),
+    ("u", "box('push')", "push", "Push the run's weights to the Hugging Face Hub from the box"),
     ("x", "box('stop_run')", "stop run", "Stop training gracefully (asks first)"),
     ("e", "events", "events", "Show the events history (what toasts said)"),
     ("p", "box('profile')", "profile", "Profile a short run: verdict, levers and $/epoch"),
@@ -42,6 +46,8 @@ KEYS: tuple[tuple[str, str, str, str], ...] = (
     ("r", "reconnect", "reconnect", "Reconnect to the box now"),
     ("m", "metric", "metric", "Charts: show the next metric"),
     ("f", "log('toggle_follow')", "follow", "Log: follow on/off"),
+    ("W", "log('wrap')", "wrap", "Log: wrap long lines, short form (default under 120 "
+     "columns)"),
     ("slash", "log('search')", "search", "Log: search with highlights"),
     ("n", "log('next')", "next", "Log: next search match"),
     ("N", "log('previous')", "prev", "Log: previous search match"),
@@ -49,11 +55,13 @@ KEYS: tuple[tuple[str, str, str, str], ...] = (
     ("L", "log('matches')", "matches", "Log: list the search's matches in the whole log"),
     ("escape", "escape", "clear", "Clear the log search/filter; stop retrying a connection"),
 )
-#: Keys that act but take no room in the footer.
-QUIET = ("n", "N", "L", "escape", "m", "f", "slash", "ampersand", "r", "D", "i", "a", "p", "R")
+#: Keys Textual's own key lists leave out (the footer is ``tui.hints``'s).
+QUIET = ("n", "N", "L", "escape", "m", "f", "W", "slash", "ampersand", "r", "D", "i", "a",
+         "p", "R")
 #: The log pane's own keys, for the help screen.
 LOG_KEYS = (("j / k", "Log: line down / up"), ("g / G", "Log: top / bottom (G follows)"),
             ("ctrl+d / ctrl+u", "Log: half a page down / up"),
+            ("← / →", "Log: half a screen left / right (lines not wrapped)"),
             ("1-9, [ ]", "Switch box tabs"))
 
 
@@ -88,14 +96,34 @@ class GpurentApp(App[int]):
                 with TabPane(spec.title, id=f"box-{n}"):
                     yield BoxView(spec, clock=self.clock, autoconnect=self.autoconnect,
                                   id=f"boxview-{n}")
-        yield Footer()
+        yield KeyBar(id="keys")
 
     def on_mount(self) -> None:
-        """With one box the tab bar is only noise."""
+        """With one box the tab bar is only noise. The footer follows the state."""
         if len(self.specs) <= 1:
             self.query_one(TabbedContent).add_class("-single")
         if self.box is not None:
             self.box.log_pane.log.focus()
+        self.set_interval(0.25, self.draw_keys)
+        self.call_after_refresh(self.draw_keys)
+
+    def draw_keys(self) -> None:
+        """The footer: the keys that act now on the shown box (``tui.hints``), drawn
+        under dialogs too (the main screen's, not the one on top)."""
+        main = self.screen_stack[0] if self.screen_stack else None
+        bars = main.query(KeyBar) if main is not None else []
+        if not bars:
+            return  # starting or ending
+        tabs = main.query_one(TabbedContent)
+        box = tabs.get_pane(tabs.active).query_one(BoxView) if tabs.active else None
+        labels = {key.split(",")[0]: label for key, _, label, _ in KEYS}
+        scene = Scene()
+        if box is not None:
+            pane = box.log_pane
+            scene = Scene(searching=bool(pane.search), filtering=bool(pane.filter_text),
+                          wrapped=pane.log_view.wrap,
+                          in_runs=isinstance(main.focused, RunsList))
+        bars.first().show(hints(None if box is None else box.state, labels, scene))
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
         """The keys act on the shown box: give its log the focus; its alerts are seen."""
@@ -157,6 +185,8 @@ class GpurentApp(App[int]):
         pane = box.log_pane
         if what == "toggle_follow":
             pane.toggle_follow()
+        elif what == "wrap":
+            pane.toggle_wrap()
         elif what in ("search", "filter"):
             pane.open_input(what)
         elif what == "next":
@@ -217,7 +247,7 @@ class GpurentApp(App[int]):
         names = {"question_mark": "?", "slash": "/", "ampersand": "&", "escape": "Esc"}
         keys = [(", ".join(names.get(k, k) for k in key.split(",")), desc)
                 for key, _, _, desc in KEYS]
-        self.push_screen(HelpScreen(keys + list(LOG_KEYS)))
+        self.push_screen(HelpScreen(keys + list(LOG_KEYS) + list(RunsList.KEYS)))
 
     async def action_help_quit(self) -> None:
         """ctrl+c (Textual's would only say "press ctrl+q"): the same question as q."""

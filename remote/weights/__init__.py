@@ -5,7 +5,7 @@ from trainer._exports import lazy_exports
 
 __all__, __getattr__ = lazy_exports(__name__, {
     "pull": ["pull_weights"],
-    "push": ["NO_TOKEN", "REPO_RE", "PushFailed", "check_push_args", "laptop_token",
-             "push_from_box", "require_token"],
+    "push": ["NO_TOKEN", "PUSHED_FILES", "REPO_RE", "PushFailed", "check_push_args",
+             "laptop_token", "push_from_box", "require_token"],
     "safety": ["weights_safety"],
 })

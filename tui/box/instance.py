@@ -108,6 +108,14 @@ class Instance:
         if state.has_instance() and not state.instance_destroyed():
             self.ports.post(InstanceRead(provider(state).get_instance(state.spec.instance)))
 
+    def gone(self, why: str) -> bool:
+        """Whether the instance was destroyed (then ``why`` a key does nothing is said)."""
+        state = self.ports.state
+        if state.instance_destroyed():
+            self.ports.notify(f"instance {state.spec.instance} was destroyed: {why}",
+                              severity="warning")
+        return state.instance_destroyed()
+
     def read(self, instance: Any) -> None:
         """Keep what the provider said (nothing more once the instance is destroyed)."""
         if not self.ports.state.instance_destroyed():

@@ -13,7 +13,6 @@ from typing import Any, Protocol
 
 from textual.message import Message
 from textual.widget import Widget
-from textual.widgets import Static
 
 from tui.box.state import BoxState
 from tui.widgets.badges import ConnectionBadge, WeightsBadge
@@ -73,7 +72,10 @@ class Ports:
         self.app().alert(line, self.state.spec.title, severity=severity)
 
     def ask(self, screen: Any, answered: Callable[[Any], None] | None = None) -> None:
-        """Show a dialog; ``answered`` gets its result."""
+        """Show a dialog (its outcome goes into the events under this box's title);
+        ``answered`` gets its result."""
+        if hasattr(screen, "about"):
+            screen.about = self.state.spec.title
         self.app().push_screen(screen, answered)
 
 
@@ -100,9 +102,9 @@ class Panes:
         return self._view.query_one(WeightsBadge)
 
     @cached_property
-    def guard_badge(self) -> Static:
+    def guard_badge(self) -> TextLine:
         """The guard badge."""
-        return self._view.query_one("#guard-badge", Static)
+        return self._view.query_one("#guard-badge", TextLine)
 
     @cached_property
     def status_row(self) -> TextLine:

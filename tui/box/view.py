@@ -2,10 +2,8 @@
 one ``tui.box.state.BoxState``; ``Link`` connects, ``Watching`` follows one run,
 ``Weights``, ``RunStop``, ``Instance``, ``Guard``, ``Resume`` and ``Launching`` act,
 ``LogPaging`` reads the log beyond the watch, ``Outcomes`` puts how actions end on screen.
-
-Each part gets what it needs (``tui.box.ports``), never this view. Worker threads and the
-watcher's thread post their results as messages; the handlers here run on the UI thread
-and hand each to the part it belongs to. Every worker's failure reaches the screen from
+Each part gets what it needs (``tui.box.ports``), never this view; threads post results
+as messages, handed here (on the UI thread) to their part. Failures reach the screen from
 ``on_worker_state_changed``, and so does what a result's handler raises."""
 
 from __future__ import annotations
@@ -20,7 +18,6 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
-from textual.widgets import Static
 from textual.worker import Worker, WorkerState
 
 from remote.watch import ConnectionEvent, GuardEvent, HubEvent, StatusEvent, WeightsEvent
@@ -72,6 +69,7 @@ class BoxView(Vertical):
     DEFAULT_CSS = """
     BoxView { height: 1fr; }
     BoxView #badges { height: 1; background: $boost; }
+    BoxView #weights-badge { max-width: 60%; }
     BoxView #guard-badge { width: 1fr; padding: 0 1; }
     BoxView #status-row { height: 1; padding: 0 1; }
     BoxView #body { height: 1fr; }
@@ -111,8 +109,8 @@ class BoxView(Vertical):
         self.link = Link(ports, self.panes, redraw=self.draw_status_row)
         self.watching = Watching(
             ports, self.panes, connect=self.link.watcher_transport, gate=self.link.connector,
-            title_changed=self._title_changed, health_changed=self._health_changed,
-            visible=self.is_visible_tab)
+            title_changed=self._title_changed, visible=self.is_visible_tab,
+            health_changed=lambda *seen: self.post_message(self.HealthChanged(self, *seen)))
         self.weights = Weights(ports, self.panes)
         self.run_stop = RunStop(ports)
         self.instance = Instance(ports, costs=self.costs)
@@ -129,6 +127,8 @@ class BoxView(Vertical):
             "destroy": self.instance.ask_destroy,
         }
         self._frame = 0
+        #: r asked for the control connection anew: its return is said out loud.
+        self._reconnecting = False
 
     # ------------------------------------------------------------------ wiring
 
@@ -151,9 +151,6 @@ class BoxView(Vertical):
     def _title_changed(self) -> None:
         self.post_message(self.TitleChanged(self))
 
-    def _health_changed(self, run: str, verdict: str, reason: str) -> None:
-        self.post_message(self.HealthChanged(self, run, verdict, reason))
-
     # ------------------------------------------------------------------ layout
 
     def compose(self) -> ComposeResult:
@@ -163,7 +160,7 @@ class BoxView(Vertical):
         with Horizontal(id="badges"):
             yield ConnectionBadge(id="conn-badge")
             yield WeightsBadge(id="weights-badge")
-            yield Static(self.guard.text(), id="guard-badge")
+            yield TextLine(self.guard.text(), id="guard-badge")
         yield TextLine(id="status-row")  # shown only when it has something to say
         with Horizontal(id="body"):
             yield RunsList(id="runs", classes="data-pane")
@@ -234,20 +231,21 @@ class BoxView(Vertical):
     # ------------------------------------------------------------------ keys, failures
 
     def reconnect(self) -> None:
-        """r: reconnect now, the watcher and the control connection together (a host key
-        the user did not trust is asked about again)."""
-        if self.state.instance_destroyed():
-            self.app.notify(f"instance {self.spec.instance} was destroyed: there is no box "
-                            "to reconnect to", title=self.spec.title, severity="warning")
+        """r: reconnect the watcher and the control connection now (a declined host key
+        is asked about again); the status row says so until it is open again."""
+        if self.instance.gone("there is no box to reconnect to"):
             return
         self.link.forget_declined()
         if self.link.retry_now():
+            self.outcomes.done("r: trying to connect again now")
             return
         if self.state.transport is None:
             self.link.connect()
             return
         self.watching.kick()
         self.link.reconnect_control()
+        self.outcomes.begin("reconnect_control", "reconnecting (r)")
+        self._reconnecting = True
 
     def relink(self) -> None:
         """An action found the link broken: one reconnect for the control connection
@@ -257,8 +255,8 @@ class BoxView(Vertical):
         self.link.reconnect_control()
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        """The one place this box's worker outcomes are handled (the message does not
-        bubble): an ended action leaves the status row, a failed one is reported."""
+        """This box's worker outcomes: an ended action leaves the status row, a failed
+        one is reported."""
         worker = event.worker
         if event.state in (WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.CANCELLED):
             self.outcomes.end(worker.name)
@@ -266,8 +264,8 @@ class BoxView(Vertical):
             self.report_failure(worker.name, worker.error)
 
     def report_failure(self, name: str, error: BaseException) -> None:
-        """Put the failure of ``name`` on screen as one line with the next step (inside
-        the launch form too when it is the form's); a broken link starts the reconnect."""
+        """``name``'s failure on screen in one line with the next step (and in the launch
+        form when it is the form's); a broken link starts the reconnect."""
         failure = describe(name, error, self.state.transport)
         if failure.link and self.state.transport is not None:
             self.relink()
@@ -275,16 +273,14 @@ class BoxView(Vertical):
             self.launching.failed(name, failure.line)
 
     def shutdown(self) -> None:
-        """Stop retrying, watching (the watcher's thread is waited for, briefly) and the
-        connection when the app exits."""
+        """Stop retrying, watching (its thread waited for, briefly) and the connection."""
         self.link.shutdown()
         self.watching.shutdown()
         if self.state.transport is not None:
             self.state.transport.close()
 
     def on_unmount(self) -> None:
-        """However the app ends (quit, Ctrl+C, a test's ``run_test`` closing), stop the
-        watcher, whose follower process on the box would otherwise keep running."""
+        """However the app ends, stop the watcher (its follower on the box would stay)."""
         self.shutdown()
 
     # ------------------------------------------------------------------ results: link
@@ -331,7 +327,10 @@ class BoxView(Vertical):
         self.link.install_needs()
         if state.preflight is None and self.spec.kind == "ssh":
             self.launching.check_box()
-        if not first:
+        if not first and self._reconnecting:
+            self._reconnecting = False
+            self.outcomes.done("reconnected: the control connection is open again")
+        elif not first:
             self.app.record("control connection open again", self.spec.title, "note")
 
     # ------------------------------------------------------------------ results: watching
@@ -370,6 +369,10 @@ class BoxView(Vertical):
         if message.run.run_dir != self.state.run_dir:
             self.watching.watch(message.run.run_dir)
 
+    def on_runs_list_left(self, _message: RunsList.Left) -> None:
+        """Esc in the runs list, with no filter to clear: back to the log."""
+        self.log_pane.log.focus()
+
     # ------------------------------------------------------------------ results: actions
 
     def on_box_done(self, message: Done) -> None:
@@ -403,8 +406,7 @@ class BoxView(Vertical):
         self.instance.read(message.instance)
 
     def on_box_instance_destroyed(self, _message: InstanceDestroyed) -> None:
-        """The destroy is confirmed: the box is gone, so nothing watches, connects or asks
-        the provider about it any more, and the screen says destroyed."""
+        """The destroy is confirmed: nothing watches, connects or asks about it any more."""
         self.watching.stop()
         self.link.gone()
         self.header.show_money(self.money_text())
@@ -431,9 +433,8 @@ class BoxView(Vertical):
 
     @result_of("resume")
     def on_box_resume_done(self, message: ResumeDone) -> None:
-        """The run was relaunched: the new connection is the control connection, and the
-        run is watched (a watcher already on it reconnects at once: it was retrying the
-        old address with backoff)."""
+        """The run was relaunched: the new connection is the control connection and the
+        run is watched (a watcher on it reconnects at once, off the old address)."""
         resumed = message.resumed
         name = resumed.run_dir.rstrip("/").rsplit("/", 1)[-1]
         watching = self.watching.watcher if self.state.run_dir == resumed.run_dir else None

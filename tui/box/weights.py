@@ -15,7 +15,13 @@ from textual.message import Message
 
 from remote.billing import resolve_safety, run_safety
 from remote.watch import HubEvent, WeightsEvent
-from remote.weights import laptop_token, pull_weights, push_from_box, require_token
+from remote.weights import (
+    PUSHED_FILES,
+    laptop_token,
+    pull_weights,
+    push_from_box,
+    require_token,
+)
 from tui.box.ports import Done, Panes, Ports, SafetyStale
 from tui.box.state import BoxState
 from tui.dialogs.push import PushDialog
@@ -107,13 +113,17 @@ class Weights:
     # ------------------------------------------------------------------ push, pull
 
     def ask_push(self) -> None:
-        """Ask for the Hub repo, then push best.pt from the box."""
+        """Ask for the Hub repo (naming the run and the files pushed), then push from
+        the box."""
         state = self.ports.state
         state.need_transport()
-        state.need_run()
+        run_dir = state.need_run()
         hub = state.status.read.get("hub") if state.status is not None else None
         repo = (hub.get("repo") if isinstance(hub, dict) else None) or state.last_hub_repo
-        dialog = PushDialog(str(repo or ""), laptop_token() is not None)
+        streamed = state.weight_files.get("weights")
+        present = None if streamed is None else {f.name: f.size for f in streamed}
+        dialog = PushDialog(str(repo or ""), laptop_token() is not None, state.run_name,
+                            run_dir, PUSHED_FILES, present)
         self.ports.ask(dialog, self._push_answered)
 
     def _push_answered(self, answer: tuple[str, bool] | None) -> None:

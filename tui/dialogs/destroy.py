@@ -1,20 +1,25 @@
-"""Destroy the instance: type its id; refused while the weights are not safe unless the
-user explicitly accepts losing them."""
+"""Destroy the instance: type its id (the focus starts there) and Enter; refused while the
+weights are not safe unless the user explicitly accepts losing them (Tab, Space)."""
 
 from __future__ import annotations
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.widgets import Button, Checkbox, Input, Static
+from textual.binding import Binding
+from textual.widgets import Button, Input, Static
 
-from tui.dialogs.base import Dialog
+from tui.dialogs.base import Choice, Dialog
 from tui.fmt import safe
 
 
 class DestroyDialog(Dialog[tuple[bool, str] | None]):
     """Destroying deletes the disk and everything on it. The Destroy button is enabled
     only when the typed id matches and the weights are safe (or the override is ticked).
-    Dismisses ``(override, typed id)`` for ``remote.billing.teardown``'s gate, or ``None``."""
+    Dismisses ``(override, typed id)`` for ``remote.billing.teardown``'s gate, or ``None``.
+    The id box comes first and has the focus; the override follows it (Tab, Space); Enter
+    there or in the id box destroys when allowed, and says why not otherwise."""
+
+    BINDINGS = [Binding("enter", "destroy", "Destroy", show=False)]
 
     def __init__(self, instance_id: str, weights_safe: bool, detail: Text,
                  unsafe: str = "") -> None:
@@ -42,9 +47,10 @@ class DestroyDialog(Dialog[tuple[bool, str] | None]):
                 warning = Text("The weights are NOT safe: no copy of best.pt is on the Hub "
                                "or this laptop. Push (u) or pull (w) first.", style="bold red")
             yield Static(warning, classes="body")
-            yield Checkbox("destroy anyway and lose the weights", id="override")
         yield Static(Text("Type the instance id to confirm:"))
         yield Input(placeholder=self.instance_id, id="typed")
+        if not self.weights_safe:
+            yield Choice("destroy anyway and lose the weights", id="override")
 
     def compose_buttons(self) -> ComposeResult:
         """Destroy starts disabled."""
@@ -55,25 +61,41 @@ class DestroyDialog(Dialog[tuple[bool, str] | None]):
         typed = self.query_one("#typed", Input).value.strip() == self.instance_id
         if self.weights_safe:
             return typed
-        return typed and self.query_one("#override", Checkbox).value
+        return typed and self.query_one("#override", Choice).value
 
     def on_input_changed(self, _event: Input.Changed) -> None:
         """Re-check after each key."""
         self.query_one("#destroy", Button).disabled = not self.allowed()
 
-    def on_checkbox_changed(self, _event: Checkbox.Changed) -> None:
+    def on_checkbox_changed(self, _event: Choice.Changed) -> None:
         """Re-check after the override changes."""
         self.query_one("#destroy", Button).disabled = not self.allowed()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         """Enter in the id box destroys only when allowed."""
         event.stop()
+        self.action_destroy()
+
+    def action_destroy(self) -> None:
+        """Enter: destroy when allowed, else say what is missing."""
         if self.allowed():
             self.dismiss(self.answer())
+        elif self.query_one("#typed", Input).value.strip() != self.instance_id:
+            self.notify(f"type the instance id {self.instance_id} to confirm",
+                        severity="warning")
+        else:
+            self.notify("the weights are not safe: tick 'destroy anyway' (Tab, Space) "
+                        "or push (u) / pull (w) first", severity="warning")
+
+    def outcome(self, result: tuple[bool, str] | None) -> str:
+        """Cancelled, or confirmed (and whether the weights were given up)."""
+        if result is None:
+            return "cancelled"
+        return "confirmed, weights NOT safe (destroy anyway)" if result[0] else "confirmed"
 
     def answer(self) -> tuple[bool, str]:
         """What the gate needs: the override and the typed id."""
-        override = not self.weights_safe and self.query_one("#override", Checkbox).value
+        override = not self.weights_safe and self.query_one("#override", Choice).value
         return override, self.query_one("#typed", Input).value.strip()
 
     def button_pressed(self, button_id: str) -> None:

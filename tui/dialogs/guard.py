@@ -38,6 +38,14 @@ class GuardDialog(Dialog[tuple[str, str, float | None] | None]):
         """Arm."""
         yield Button("Arm guard", id="arm", variant="warning")
 
+    def outcome(self, result: tuple[str, str, float | None] | None) -> str:
+        """Cancelled, or what was armed."""
+        if result is None:
+            return "cancelled"
+        when, then, hours = result
+        limit = f", at most {hours:g} h" if hours is not None else ""
+        return f"confirmed: when {when}, then {then}{limit}"
+
     def button_pressed(self, button_id: str) -> None:
         """Arm with the chosen values (a bad limit is shown, not armed)."""
         if button_id != "arm":

@@ -81,6 +81,7 @@ class ProfileCard(Dialog[None]):
     """Shows a profile report; the only button closes it."""
 
     cancel_label = "Close"
+    decides = False
 
     def __init__(self, report: dict[str, Any]) -> None:
         super().__init__("Profile")

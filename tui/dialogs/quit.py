@@ -28,6 +28,11 @@ class QuitDialog(Dialog[str | None]):
             yield Button(label, id=offer_id, variant="primary")
         yield Button(self.title_text, id="quit", variant="warning")
 
+    def outcome(self, result: str | None) -> str:
+        """Cancelled, quit, or the offer taken."""
+        labels = dict(self.offers)
+        return "cancelled" if result is None else f"chose {labels.get(result, result)}"
+
     def button_pressed(self, button_id: str) -> None:
         """Quit or take an offer."""
         self.dismiss(button_id)

@@ -1,7 +1,9 @@
 """The log pane: ``train.log`` followed live into a bounded ``Log`` widget, written in
 batches, with follow on/off, ``/`` search with highlights (``n``/``N`` cycle through the
-matches), a line filter, and the keys of a pager (j/k, g/G, ctrl+d/ctrl+u). Scrolling up
-pauses following, visibly; G or End resumes it; a resize keeps following.
+matches; the current one is marked and scrolled into view), a line filter, the keys of
+a pager (j/k, g/G, ctrl+d/ctrl+u, left/right by half a screen), and wrapping (``W``; on
+by default below ``WRAP_BELOW`` columns: ``tui.widgets.logview``). Scrolling up pauses
+following, visibly; G or End resumes it; a resize keeps following.
 
 Bytes arrive on the watcher thread (``LogFeed.feed``), are cut into clean lines there,
 and the UI drains them a few times a second with one ``write_lines`` call, so a log
@@ -10,9 +12,6 @@ growing by tens of thousands of lines a second costs the UI one cheap call per t
 
 from __future__ import annotations
 
-import re
-
-from rich.highlighter import Highlighter
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -24,6 +23,7 @@ from remote.runs import LogMatches
 from trainer.text import clean_text
 from tui.fmt import safe
 from tui.widgets.logfeed import HeldLines, LogFeed
+from tui.widgets.logview import FollowLog, SearchHighlighter
 from tui.widgets.textline import TextLine
 
 #: Lines kept in the pane (and in the unfiltered copy used to re-filter).
@@ -34,83 +34,8 @@ HISTORY_LINES = 50_000
 DRAIN_INTERVAL = 0.1
 #: The pane's title: the run's log, or its console output before there is one.
 LOG_TITLE, CONSOLE_TITLE = "train.log", "console.log (no train.log yet)"
-
-
-class SearchHighlighter(Highlighter):
-    """Highlights every (case-insensitive) occurrence of the search term, and colours
-    warning and error lines."""
-
-    def __init__(self) -> None:
-        self.pattern: re.Pattern[str] | None = None
-
-    def set_term(self, term: str) -> None:
-        """Highlight ``term`` (plain text, not a regex); empty turns it off."""
-        self.pattern = re.compile(re.escape(term), re.IGNORECASE) if term else None
-
-    def highlight(self, text: Text) -> None:
-        """Stylise ``text`` in place."""
-        plain = text.plain
-        if "| ERROR" in plain or "| CRITICAL" in plain or "Traceback" in plain:
-            text.stylize("red")
-        elif "| WARNING" in plain:
-            text.stylize("yellow")
-        if self.pattern is not None:
-            for m in self.pattern.finditer(plain):
-                text.stylize("bold black on yellow", m.start(), m.end())
-
-
-class FollowLog(Log):
-    """A ``Log`` that tells its pane when the user scrolls it (keys or wheel), so that
-    following pauses when they scroll up and resumes when they reach the end."""
-
-    class Scrolled(Message):
-        """The user scrolled; ``at_end`` when the view is now at the last line."""
-
-        def __init__(self, at_end: bool) -> None:
-            super().__init__()
-            self.at_end = at_end
-
-    def _told(self) -> None:
-        self.call_after_refresh(lambda: self.post_message(
-            self.Scrolled(self.is_vertical_scroll_end)))
-
-    def _on_mouse_scroll_up(self, event) -> None:  # noqa: ANN001 - Textual's event
-        super()._on_mouse_scroll_up(event)
-        self._told()
-
-    def _on_mouse_scroll_down(self, event) -> None:  # noqa: ANN001
-        super()._on_mouse_scroll_down(event)
-        self._told()
-
-    def action_scroll_up(self) -> None:
-        """Up arrow (and k)."""
-        super().action_scroll_up()
-        self._told()
-
-    def action_scroll_down(self) -> None:
-        """Down arrow (and j)."""
-        super().action_scroll_down()
-        self._told()
-
-    def action_page_up(self) -> None:
-        """Page up."""
-        super().action_page_up()
-        self._told()
-
-    def action_page_down(self) -> None:
-        """Page down."""
-        super().action_page_down()
-        self._told()
-
-    def action_scroll_home(self) -> None:
-        """Home (and g)."""
-        super().action_scroll_home()
-        self._told()
-
-    def action_scroll_end(self) -> None:
-        """End (and G)."""
-        super().action_scroll_end()
-        self._told()
+#: Below this many columns of terminal the lines are wrapped (until W chooses).
+WRAP_BELOW = 120
 
 
 class LogPane(Vertical):
@@ -157,6 +82,8 @@ class LogPane(Vertical):
         self.follow = True
         #: The line of the current search match (an index into the shown lines).
         self.match_line: int | None = None
+        #: Wrapping as chosen with W (``None``: by the terminal's width).
+        self.wrap_chosen: bool | None = None
         self._editing: str | None = None
         #: The box's answer to a search of the whole log (``None``: none yet).
         self.box_matches: LogMatches | None = None
@@ -204,7 +131,8 @@ class LogPane(Vertical):
             return
         self.log.max_lines = self.all_lines.capacity
         self.set_filter(self.filter_text)
-        self.log.scroll_to(y=len(self.log.lines) - shown, animate=False, immediate=True)
+        self.log.scroll_to(y=self.log_view.row_of(len(self.log.lines) - shown),
+                           animate=False, immediate=True)
 
     def show_box_matches(self, found: LogMatches) -> None:
         """The box's count of the lines of the whole log holding the search term."""
@@ -222,6 +150,11 @@ class LogPane(Vertical):
     def log(self) -> Log:
         """The ``Log`` widget."""
         return self.query_one("#log", Log)
+
+    @property
+    def log_view(self) -> FollowLog:
+        """The log, as the ``FollowLog`` it is."""
+        return self.query_one("#log", FollowLog)
 
     def _to_end(self) -> None:
         self.log.scroll_end(animate=False, immediate=True, x_axis=False)
@@ -260,7 +193,10 @@ class LogPane(Vertical):
 
     def on_resize(self) -> None:
         """A new size keeps following (the old end is no longer the end); the status
-        line fits the new width."""
+        line fits the new width; below ``WRAP_BELOW`` columns the lines wrap unless W
+        chose otherwise."""
+        if self.wrap_chosen is None:
+            self.log_view.set_wrap(self.app.size.width < WRAP_BELOW)
         self._draw_status()
         if self.follow:
             self.call_after_refresh(self._to_end)
@@ -293,6 +229,18 @@ class LogPane(Vertical):
         self.border_title = CONSOLE_TITLE
         self.all_lines.replace(clean_text(text, keep_newlines=True).splitlines())
         self.set_filter(self.filter_text)
+
+    def toggle_wrap(self) -> bool:
+        """W: wrap the lines (compact form) or one line a row; the choice holds at any
+        width. Returns whether they wrap now."""
+        self.wrap_chosen = not self.log_view.wrap
+        self.log_view.set_wrap(self.wrap_chosen)
+        if self.follow:
+            self._to_end()
+        elif self.match_line is not None and self.search:  # the hit stays in view
+            self.log_view.show_hit(self.match_line, self.search)
+        self._draw_status()
+        return self.wrap_chosen
 
     def toggle_follow(self) -> bool:
         """f: follow on/off; returns the new state."""
@@ -371,6 +319,8 @@ class LogPane(Vertical):
         self.log.refresh()
         if term:
             self.find(forward=False)
+        else:
+            self.log.scroll_to(x=0, animate=False, immediate=True)
         self._draw_status()
 
     def set_filter(self, text: str) -> None:
@@ -410,8 +360,7 @@ class LogPane(Vertical):
             target = next((i for i in reversed(hits) if i < here), hits[-1])
         self.match_line = target
         self.follow = False
-        log = self.log
-        log.scroll_to(y=max(0, target - log.size.height // 2), animate=False, immediate=True)
+        self.log_view.show_hit(target, self.search)
         self._draw_status()
         return target
 
@@ -442,6 +391,17 @@ class LogPane(Vertical):
         if self.filter_text:
             status.append("  &")
             status.append_text(safe(self.filter_text, 30 if wide else 12, "bold"))
+        wrapped = self.log_view.wrap
+        if wrapped and wide:
+            status.append("  wrapped", style="dim")
         if wide or not (self.search or self.filter_text):
-            status.append("  / search · n/N · & filter · j/k g/G · Esc clear", style="dim")
+            # The key hints that fit, whole, in their order.
+            hints = ["/ search", "n/N", "& filter", "W unwrap" if wrapped else "W wrap",
+                     "j/k g/G", *(() if wrapped else ("←/→",)), "Esc clear"]
+            room = (self.size.width or 200) - status.cell_len - 2
+            shown = [h for n, h in enumerate(hints)
+                     if len(" · ".join(hints[:n + 1])) <= room]
+            if shown:
+                status.append("  " + " · ".join(shown), style="dim")
+        self.log_view.set_mark(self.match_line, self.search)
         self.query_one("#log-status", TextLine).update(status)

@@ -1,0 +1,118 @@
+"""Pilot tests of the runs list as a user types into it: the keys of a list, a filter by
+name or state, and letters that never reach the app's keys."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.fixtures.screen import screen_text, until_shown
+from tests.test_tui_app import (  # noqa: F401 (quiet_env: autouse fixture)
+    connected,
+    local_app,
+    quiet_env,
+    shown,
+    until,
+)
+from tests.test_tui_app import sleeper as sleeper  # noqa: F401, PLC0414 (the fixture)
+from tui.screens.help import HelpScreen
+from tui.widgets.runs import RunsList
+
+pytestmark = pytest.mark.anyio
+
+
+async def focus_runs(app, pilot) -> RunsList:
+    """Tab to the runs list, as a user would."""
+    runs = app.query_one(RunsList)
+    for _ in range(6):
+        if app.focused is runs:
+            return runs
+        await pilot.press("tab")
+    assert app.focused is runs, f"Tab never reached the runs list (at {app.focused})"
+    return runs
+
+
+def names(runs: RunsList) -> list[str]:
+    """The names of the runs the list shows, as drawn."""
+    return [opt.prompt.plain.split("\n")[0][2:].strip() for opt in runs.options
+            if not opt.disabled]
+
+
+def three_runs(run_factory, pid: int):
+    """A project with two finished runs and a live one; the app on it."""
+    run_factory("alpha", done=3, total=3, state="completed")
+    run_factory("gamma", done=2, total=3, state="completed")
+    live = run_factory("beta", done=1, total=9, pid=pid)
+    return local_app(live.parent)
+
+
+async def listed(app, pilot) -> RunsList:
+    box = await connected(app, pilot)
+    await until(pilot, lambda: len(box.query_one(RunsList).runs) == 3)
+    return await focus_runs(app, pilot)
+
+
+async def test_focused_runs_list_has_its_border_and_the_keys_of_a_list(run_factory,
+                                                                       sleeper):
+    app = three_runs(run_factory, sleeper.pid)
+    async with app.run_test(size=(150, 46)) as pilot:
+        runs = await listed(app, pilot)
+        text = screen_text(app)
+        assert "╭─ runs" in text and "▔ runs" not in text  # the focused border is whole
+        runs.highlighted = 0
+        await pilot.press("j")
+        await until(pilot, lambda: runs.highlighted == 1)
+        await pilot.press("k")
+        await until(pilot, lambda: runs.highlighted == 0)
+        await pilot.press("G")
+        await until(pilot, lambda: runs.highlighted == 2)
+        await pilot.press("g")
+        await until(pilot, lambda: runs.highlighted == 0)
+
+
+async def test_letters_typed_into_the_runs_list_fire_no_app_key(run_factory, sleeper):
+    app = three_runs(run_factory, sleeper.pid)
+    async with app.run_test(size=(150, 46), notifications=True) as pilot:
+        await listed(app, pilot)
+        events_before = len(app.history)
+        for key in ("e", "x", "p", "a", "u", "1", "q", "L"):
+            await pilot.press(key)
+            await pilot.pause(0.1)
+            assert app.screen is app.screen_stack[0], f"{key} opened {app.screen}"
+        assert len(app.history) == events_before and sleeper.poll() is None
+
+
+async def test_slash_filters_the_runs_list_by_state_or_name(run_factory, sleeper):
+    app = three_runs(run_factory, sleeper.pid)
+    async with app.run_test(size=(150, 46)) as pilot:
+        runs = await listed(app, pilot)
+        box = app.box
+        order = names(runs)
+        # / filters by state as it is typed; Enter keeps it; Esc shows all again.
+        await pilot.press("slash", *"live")
+        await until(pilot, lambda: names(runs) == ["beta"])
+        await until_shown(pilot, "runs /live")
+        await pilot.press("enter")
+        assert runs.filter_text == "live" and not runs.filtering
+        await pilot.press("escape")
+        await until(pilot, lambda: names(runs) == order)
+        await pilot.press("slash", *"GAM", "enter")  # and by name, any case
+        await until(pilot, lambda: names(runs) == ["gamma"])
+        await pilot.press("enter")  # Enter on the run watches it
+        await until(pilot, lambda: (box.state.run_dir or "").endswith("gamma"))
+        await pilot.press("escape", "escape")  # the filter, then back to the log
+        await until(pilot, lambda: app.focused is box.log_pane.log)
+        assert names(runs) == order
+
+
+async def test_help_lists_the_runs_list_keys(run_factory):
+    run = run_factory("exp1", done=1, total=3, state="completed")
+    app = local_app(run.parent)
+    async with app.run_test(size=(150, 46)) as pilot:
+        await connected(app, pilot)
+        await focus_runs(app, pilot)
+        await pilot.press("question_mark")  # not a letter: help opens from the list too
+        await until(pilot, lambda: shown(app, HelpScreen))
+        listed = dict(app.screen.keys)
+        assert "filter by name or state" in listed["/"]
+        assert "next / previous run" in listed["j / k, ↓ / ↑"]
+        assert "first / last run" in listed["g / G"]
