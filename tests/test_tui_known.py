@@ -62,7 +62,9 @@ async def test_a_box_never_reached_claims_no_run_no_billing_and_no_last_data(tmp
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         badge = app.query_one(ConnectionBadge)
         # Two failed tries of the control connection: the watcher's have come by now.
-        await until(pilot, lambda: "try 3 in" in str(badge.content))
+        # (Any later try too: the watcher's own tries may redraw the badge meanwhile.)
+        await until(pilot, lambda: any(int(n) >= 3 for n in
+                                       re.findall(r"try (\d+) in", str(badge.content))))
         text = screen_text(app)
         assert "last data" not in text and "no link" not in text
         assert not any("link lost" in line for line in history(app))

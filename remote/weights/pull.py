@@ -193,13 +193,21 @@ def _pull_one(transport: Transport, source: str, target: Path, name: str,
 def _check_room(transport: Transport, source: str, part: Path, name: str) -> None:
     """``TransportError`` before a byte is fetched when ``part``'s disk cannot hold the
     rest of ``source`` (a full disk would leave a partial file and a failed pull)."""
-    st = transport.stat(source)
-    if st is None:
-        return  # the download says that it is missing
+    # An exec, not SFTP: an SFTP session stays open, and a box that allows one session
+    # at a time would then refuse the download's.
+    try:
+        asked = transport.run(f"stat -c %s -- {shlex.quote(source)}", timeout=30.0,
+                              max_bytes=64)
+    except TransportError:
+        return  # the download says what is wrong
+    words = asked.stdout.split()
+    if not asked.ok or len(words) != 1 or not words[0].isdigit():
+        return
+    size = int(words[0])
     have = part.stat().st_size if part.exists() else 0
     free = shutil.disk_usage(part.parent).free
-    if st.size - have > free:
-        raise TransportError(f"{name}: needs {_mb(st.size - have)} at {part.parent}, "
+    if size - have > free:
+        raise TransportError(f"{name}: needs {_mb(size - have)} at {part.parent}, "
                              f"which has {_mb(free)} free")
 
 
