@@ -99,6 +99,15 @@ def prepare(work: Path) -> tuple[Path, Path, dict]:
     return project, data, report
 
 
+async def settle(pilot, check, timeout: float = 120.0) -> None:
+    """Let the app run until ``check()`` holds; give up after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise SystemExit("timed out waiting for the app")
+        await pilot.pause(0.2)
+
+
 async def shoot(out: Path, project: Path, data: Path, report: dict) -> list[Path]:
     """Open the app on the project and save each screen at 160x48, the main ones at
     80x24 too (the smallest terminal the layout is made for)."""
@@ -109,13 +118,6 @@ async def shoot(out: Path, project: Path, data: Path, report: dict) -> list[Path
                    provider="vast", instance=iid, provider_url=standin.base_url)
     app = GpurentApp([spec])
     saved: list[Path] = []
-
-    async def settle(pilot, check, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not check():
-            if time.monotonic() > deadline:
-                raise SystemExit("timed out waiting for the app")
-            await pilot.pause(0.2)
 
     async def save(pilot, name: str, sizes=(LARGE, SMALL)) -> None:
         for width, height in sizes:
@@ -203,13 +205,6 @@ async def shoot_first_contact(out: Path, project: Path, work: Path) -> list[Path
     reached, connecting, the host-key question, and the live run once trusted ($?/h:
     no --price, no provider)."""
     saved: list[Path] = []
-
-    async def settle(pilot, check, timeout: float = 120.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not check():
-            if time.monotonic() > deadline:
-                raise SystemExit("timed out waiting for the app")
-            await pilot.pause(0.2)
 
     async def save(app, pilot, name: str, sizes=(LARGE,)) -> None:
         for width, height in sizes:
