@@ -37,10 +37,10 @@ from trainer.version import __version__
 
 #: The first stdout line of a gate that could not start the tool.
 MARK = "GPURENT-BOOT"
-#: awk over ``remote.link.interpreter.probe_script``'s lines: the python a box the laptop has
-#: not met yet runs the tool with, as ``boxpython.choose`` picks without a remembered or
-#: forced one (the first >= 3.9 with torch, else the first >= 3.9); the follower's hello
-#: names it and the laptop remembers it.
+#: awk over ``remote.link.interpreter.probe_script``'s lines: the python a box the laptop
+#: has not met yet runs the tool with, as ``remote.link.interpreter.choose`` picks without
+#: a remembered or forced one (the first >= 3.9 with torch, else the first >= 3.9); the
+#: follower's hello names it and the laptop remembers it.
 _CHOOSE = ('$1 == "python" { split($4, v, "."); ok = v[1] > 3 || (v[1] == 3 && v[2] >= 9); '
            'if (ok && $5 != "-" && t == "") t = $3; if (ok && f == "") f = $3 } '
            'END { print (t != "" ? t : f) }')
