@@ -18,6 +18,7 @@ from tests.test_tui_app import (  # noqa: F401 (quiet_env: autouse fixture)
     until,
 )
 from tests.test_tui_app import sleeper as sleeper  # noqa: F401, PLC0414 (the fixture)
+from tests.test_tui_known import history as events
 from tui.dialogs.base import Dialog
 from tui.dialogs.confirm import ConfirmDialog
 from tui.dialogs.destroy import DestroyDialog
@@ -26,11 +27,6 @@ from tui.dialogs.push import PushDialog
 
 pytestmark = pytest.mark.anyio
 SIZE = (150, 46)
-
-
-def events(app) -> list[str]:
-    """The events history's lines, as the events screen lists them."""
-    return [event.message for event in app.history]
 
 
 def test_the_push_dialog_names_what_trainer_push_sends() -> None:
