@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from textual.widgets import Select
 
+from tests.fixtures.screen import history as events
 from tests.fixtures.screen import until_shown
 from tests.test_tui_app import (  # noqa: F401 (quiet_env: autouse fixture)
     connected,
@@ -18,7 +19,6 @@ from tests.test_tui_app import (  # noqa: F401 (quiet_env: autouse fixture)
     until,
 )
 from tests.test_tui_app import sleeper as sleeper  # noqa: F401, PLC0414 (the fixture)
-from tests.test_tui_known import history as events
 from tui.dialogs.base import Dialog
 from tui.dialogs.confirm import ConfirmDialog
 from tui.dialogs.destroy import DestroyDialog

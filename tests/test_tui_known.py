@@ -14,7 +14,7 @@ import re
 import pytest
 from textual.widgets import Checkbox, Input
 
-from tests.fixtures.screen import screen_text, until_shown
+from tests.fixtures.screen import history, screen_text, until_shown
 from tests.fixtures.sshd import free_port
 from tests.fixtures.tui_runs import write_run
 from tests.fixtures.tui_scenes import SPEC, scene_app, show_scene
@@ -39,11 +39,6 @@ from tui.widgets.badges import ConnectionBadge, WeightsBadge
 
 pytestmark = pytest.mark.anyio
 LARGE = (160, 48)
-
-
-def history(app) -> list[str]:
-    """Every line of the events history (e)."""
-    return [event.message for event in app.history]
 
 
 async def quit_words(app, pilot) -> str:
