@@ -78,6 +78,30 @@ def test_stage_resumes_a_dropped_download_and_is_idempotent(hub_standin: HubStan
     assert hub_standin.routes("resolve")[-1].method == "HEAD"
 
 
+def test_a_new_archive_under_the_same_name_is_staged_again(hub_standin: HubStandin,
+                                                          tmp_path: Path) -> None:
+    """The marker stands for one archive, not for its name: after a new commit of
+    ``shapes.tar`` the next stage downloads it and the new files are what DEST holds."""
+    hub_standin.add_file("org/shapes", "shapes.tar", dataset_tar())
+    env = hub_env(hub_standin, tmp_path / "hf")
+    dest = tmp_path / "data"
+    first = stage_cmd(env, "org/shapes", "shapes.tar", "--dest", str(dest), "--json")
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout)["staged"]
+    new_yaml = DATA_YAML.replace(b"[circle, square]", b"[circle, square, star]")
+    hub_standin.add_file("org/shapes", "shapes.tar", make_tar([
+        ("shapes/data.yaml", new_yaml, {}),
+        ("shapes/labels/train/b.txt", b"2 0.5 0.5 0.2 0.2\n", {}),
+    ]))
+    second = stage_cmd(env, "org/shapes", "shapes.tar", "--dest", str(dest), "--json")
+    assert second.returncode == 0, second.stderr
+    result = json.loads(second.stdout)
+    assert result["staged"], "the old marker was trusted for a new archive"
+    assert (dest / "shapes" / "data.yaml").read_bytes() == new_yaml
+    assert (dest / "shapes" / "labels" / "train" / "b.txt").is_file()
+    assert len(hub_standin.routes("cdn")) == 2  # the new archive was downloaded
+
+
 def test_stage_refuses_an_archive_that_escapes(hub_standin: HubStandin,
                                                tmp_path: Path) -> None:
     evil = make_tar([
