@@ -54,6 +54,21 @@ def test_older_bytes_join_where_the_held_lines_begin() -> None:
     assert held.first == len(log_bytes(0, 66))
 
 
+def test_older_bytes_that_overlap_the_held_lines_are_not_shown_twice() -> None:
+    """An older chunk that runs past where the held lines begin (the log moved while it
+    was fetched) is left out: no line appears twice."""
+    data = log_bytes(0, 100)
+    held = HeldLines(10)
+    first = len(log_bytes(0, 90))
+    lines, sizes = split_lines(data[first:])
+    held.append(lines, sizes, first)
+    cut = len(log_bytes(0, 80))
+    past = len(log_bytes(0, 91))  # one held line more
+    assert held.prepend(cut, data[cut:past], 1000) == 0
+    assert list(held) == [f"line {n} \ufffd" for n in range(90, 100)]
+    assert held.first == first
+
+
 def test_lines_that_do_not_follow_replace_what_is_held() -> None:
     held = HeldLines(10)
     lines, sizes = split_lines(log_bytes(0, 5))
