@@ -57,6 +57,8 @@ class BoxRun:
     run_dir: str
     health: str
     reason: str = ""
+    #: When its status.json was last written (epoch s; ``None`` without one).
+    updated: float | None = None
 
     @property
     def live(self) -> bool:
@@ -189,7 +191,8 @@ def parse_report(parts: dict[str, bytes]) -> BoxReport:
             pid = parse_launch_pid(parts.get(f"launch {n}", b""))
             launch = LaunchRead(pid, "") if pid is not None else None
         health = judge_health(read, now=now or time.time(), pid_alive=alive, launch=launch)
-        runs.append(BoxRun(run_dir, health.verdict, health.reason))
+        updated = runfiles.parse_iso(str(read.get("updated_at") or "")) if read.ok else None
+        runs.append(BoxRun(run_dir, health.verdict, health.reason, updated))
         data = _json(parts.get(f"guard {n}"))
         if data is not None:
             pid = data.get("pid")
