@@ -137,6 +137,8 @@ class Fleet:
     rows: list[FleetRow]
     now: float
     seconds: float
+    #: Each account's client, by account name (to act on a row).
+    clients: dict[str, Provider] = field(default_factory=dict, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (``gpurent.fleet/1``)."""
@@ -259,4 +261,4 @@ def list_fleet(accounts: list[Account], options: FleetOptions | None = None, *,
         elif row.target in no_address:
             row = replace(row, unreachable="the provider gives no SSH address")
         out.append(row)
-    return Fleet(out, now, time.monotonic() - started)
+    return Fleet(out, now, time.monotonic() - started, clients)
