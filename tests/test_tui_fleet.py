@@ -54,7 +54,9 @@ async def test_the_fleet_opens_without_a_host_and_acts_on_its_rows(provider_stan
         await pilot.press("s")
         await until_shown(pilot, "Stop the instance?", "keeps billing")
         assert isinstance(app.screen, ConfirmDialog)
-        await pilot.click("#confirm")
+        app.screen.query_one("#confirm").focus()  # keys, not a click a toast could take
+        await pilot.pause()
+        await pilot.press("enter")
         await until_shown(pilot, "is stopped")
         assert len(vast.calls("PUT")) == 1
         assert vast.instances[idle]["actual_status"] == "stopped"
