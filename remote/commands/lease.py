@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
                           "box": box or ("told" if args.what != "show" else None)}))
     else:
         print(f"{target}: {_describe(lease)}")
-        if box and args.what != "show":
+        if box and args.what != "show" and not args.laptop_only:
             print(f"the box was not told ({box}); the watchdog enforces the lease from "
                   "this laptop's record", file=sys.stderr)
     return 1 if box and not args.laptop_only else 0
