@@ -24,6 +24,7 @@ import socket
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from remote.billing.accounts import Account
@@ -35,7 +36,7 @@ from remote.billing.teardown import SafetyLike, UnknownSafety, check_destroy
 from remote.transport.base import TransportError
 from trainer import runfiles
 from trainer.guard.notify import Notifier, Target
-from trainer.providers import Instance, Provider, ProviderError
+from trainer.providers import Instance, NotFoundError, Provider, ProviderError
 from trainer.providers.confirm import StillBilling, destroy_and_confirm, stop_and_confirm
 from trainer.text import clean_text, money, one_line, rate
 
@@ -84,7 +85,7 @@ class Due:
     episode: str
 
 
-def _record_path(target: str) -> Any:
+def _record_path(target: str) -> Path:
     return state_file(RECORDS) / target.replace(":", "-")
 
 
@@ -172,6 +173,8 @@ def enforce(due: Due, safety: SafetyCheck, *, timeout: float = 180.0,
             return None
         try:
             now = due.client.get_instance(due.row.instance.id)
+        except NotFoundError:
+            return None  # gone meanwhile: nothing bills
         except ProviderError as exc:
             return Decision(target, due.trigger, due.reason, "none",
                             f"not acted: {exc}", alarm=True)
