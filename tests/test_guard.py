@@ -193,6 +193,26 @@ def test_max_hours_fires_on_a_run_that_never_ends(tmp_path, lambda_standin, trai
     assert guard_state(run_dir)["outcome"]["trigger"] == "max-hours"
 
 
+def test_the_laptops_lease_on_the_box_fires_the_guard(tmp_path, vast_standin, trainer_pid):
+    """``gpurent lease`` writes CACHE/lease.json; the guard acts once it runs out, on a
+    run that never ends (the box ends its own billing with the laptop closed)."""
+    iid = vast_standin.add_instance()
+    run_dir = tmp_path / "run"
+    make_run(run_dir, trainer_pid.pid, best=False)  # no best.pt: no push to wait for
+    cache = Path(os.environ["GPURENT_CACHE_DIR"])
+    cache.mkdir(parents=True, exist_ok=True)
+    (cache / "lease.json").write_text(json.dumps({"target": f"vast:{iid}",
+                                                  "until": time.time() + 1.5,
+                                                  "until_at": "in 1.5 s", "then": "stop"}))
+    proc = start_guard(run_dir, vast_standin, iid, "--when", "done", "--then", "stop")
+    rc, err = finished(proc)
+    assert rc == 0, err
+    assert trainer_pid.poll() is None  # the run never ended
+    assert [r.body for r in vast_standin.calls("PUT")] == [{"state": "stopped"}]
+    assert guard_state(run_dir)["outcome"]["trigger"] == "lease"
+    assert "the lease ran out at in 1.5 s" in (run_dir / "guard.log").read_text()
+
+
 def test_a_failed_run_ends_the_watch(tmp_path, vast_standin):
     """A run that failed is over: the guard acts on it at once rather than watching on
     (a crashed run's box would bill until --max-hours, here unset)."""

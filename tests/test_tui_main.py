@@ -34,8 +34,11 @@ def test_provider_and_instance_go_together():
     assert (got[0].provider, got[0].instance) == ("vast", "123")
 
 
+def test_no_host_opens_the_fleet():
+    assert specs() == []  # the app opens the fleet screen (tests/test_tui_fleet.py)
+
+
 @pytest.mark.parametrize("argv, message", [
-    ([], "give a HOST"),
     (["h", "--local"], "cannot be combined"),
     (["h", "--provider", "vast"], "needs --instance"),
     (["h", "--instance", "1"], "--instance needs --provider"),

@@ -38,6 +38,7 @@ KEYS: tuple[tuple[str, str, str, str], ...] = (
     ("u", "box('push')", "push", "Push the run's weights to the Hugging Face Hub from the box"),
     ("x", "box('stop_run')", "stop run", "Stop training gracefully (asks first)"),
     ("e", "events", "events", "Show the events history (what toasts said)"),
+    ("F", "fleet", "fleet", "Every instance of every account: price, idle time and dollars"),
     ("p", "box('profile')", "profile", "Profile a short run: verdict, levers and $/epoch"),
     ("a", "box('guard')", "guard", "Arm or disarm the guard; acknowledge its alarm"),
     ("R", "box('resume')", "resume", "Start a stopped instance and resume its interrupted run"),
@@ -57,7 +58,7 @@ KEYS: tuple[tuple[str, str, str, str], ...] = (
 )
 #: Keys Textual's own key lists leave out (the footer is ``tui.hints``'s).
 QUIET = ("n", "N", "L", "escape", "m", "f", "W", "slash", "ampersand", "r", "D", "i", "a",
-         "p", "R")
+         "p", "R", "F")
 #: The log pane's own keys, for the help screen.
 LOG_KEYS = (("j / k", "Log: line down / up"), ("g / G", "Log: top / bottom (G follows)"),
             ("ctrl+d / ctrl+u", "Log: half a page down / up"),
@@ -88,6 +89,9 @@ class GpurentApp(App[int]):
         self.autoconnect = autoconnect
         self.farewell = ""
         self.history: deque[Event] = deque(maxlen=MAX_EVENTS)
+        #: Lists the fleet (blocking; run in a worker): ``remote.billing.list_fleet`` of
+        #: the configured accounts unless replaced (tests).
+        self.fleet_lister: Callable[[], object] = self._list_fleet
 
     def compose(self) -> ComposeResult:
         """One tab per box, and the footer with the keys."""
@@ -106,6 +110,8 @@ class GpurentApp(App[int]):
             self.box.log_pane.log.focus()
         self.set_interval(0.25, self.draw_keys)
         self.call_after_refresh(self.draw_keys)
+        if not self.specs:  # no host given: the fleet is where to start
+            self.action_fleet()
 
     def draw_keys(self) -> None:
         """The footer: the keys that act now on the shown box (``tui.hints``), drawn
@@ -242,12 +248,56 @@ class GpurentApp(App[int]):
         """e: the events history."""
         self.push_screen(EventsScreen(list(self.history)))
 
+    def action_fleet(self) -> None:
+        """F: every instance of every account (``tui.screens.fleet``)."""
+        from tui.screens.fleet import FleetScreen
+
+        if not isinstance(self.screen, FleetScreen):
+            self.push_screen(FleetScreen(self.fleet_lister, self.open_instance))
+
+    @staticmethod
+    def _list_fleet() -> object:
+        from remote.billing import FleetOptions, configured_accounts, list_fleet
+
+        return list_fleet(configured_accounts(), FleetOptions())
+
+    def open_instance(self, row: object, destroy: bool = False) -> None:
+        """Open a fleet row's instance (``vast:4242``) as a box tab, or show its tab."""
+        from tui.screens.fleet import FleetScreen
+
+        target = str(getattr(row, "target", ""))
+        tabs = self.query_one(TabbedContent)
+        index = next((n for n, s in enumerate(self.specs) if s.target == target), None)
+        if index is None:
+            inst = getattr(row, "instance", None)
+            fleet = getattr(self.screen, "fleet", None)
+            client = getattr(fleet, "clients", {}).get(getattr(row, "account", ""))
+            spec = BoxSpec("ssh", target, provider=getattr(row, "provider", None),
+                           instance=getattr(inst, "id", None),
+                           provider_url=getattr(client, "base_url", None))
+            index = len(self.specs)
+            self.specs.append(spec)
+            tabs.add_pane(TabPane(spec.title, BoxView(spec, clock=self.clock,
+                                                      autoconnect=self.autoconnect,
+                                                      id=f"boxview-{index}"),
+                                  id=f"box-{index}"))
+            tabs.set_class(len(self.specs) <= 1, "-single")
+        tabs.active = f"box-{index}"
+        if isinstance(self.screen, FleetScreen):
+            self.pop_screen()
+        if destroy:
+            self.notify(f"{target}: D on its tab destroys it once the box is reached (the "
+                        "weights are checked there first)", title="fleet", timeout=8)
+
     def action_help(self) -> None:
         """Show the keys."""
         names = {"question_mark": "?", "slash": "/", "ampersand": "&", "escape": "Esc"}
         keys = [(", ".join(names.get(k, k) for k in key.split(",")), desc)
                 for key, _, _, desc in KEYS]
-        self.push_screen(HelpScreen(keys + list(LOG_KEYS) + list(RunsList.KEYS)))
+        from tui.screens.fleet import FLEET_KEYS
+
+        fleet = [(k, f"Fleet: {what}") for k, what in FLEET_KEYS]
+        self.push_screen(HelpScreen(keys + list(LOG_KEYS) + list(RunsList.KEYS) + fleet))
 
     async def action_help_quit(self) -> None:
         """ctrl+c (Textual's would only say "press ctrl+q"): the same question as q."""

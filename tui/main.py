@@ -23,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Watch and control training on rented GPU boxes from the keyboard. "
         "Each HOST opens as a tab; the run keeps going on the box when you quit.",
         epilog="examples:\n"
+        "  gpurent-tui                      # every instance of every account (the fleet)\n"
         "  gpurent-tui root@203.0.113.7 -p 41022\n"
         "  gpurent-tui vast:4242            # the instance's address from the provider\n"
         "  gpurent-tui box1 box2 --project runs\n"
@@ -32,7 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("hosts", nargs="*", metavar="HOST",
                         help="user@host, host, an ~/.ssh/config alias, or an instance: "
-                        "vast:ID, runpod:POD_ID, lambda:ID (one tab each)")
+                        "vast:ID, runpod:POD_ID, lambda:ID (one tab each); none: the "
+                        "fleet, every instance of every account (F from a box)")
     parser.add_argument("-p", "--port", type=int, help="SSH port (default: 22 or ssh config)")
     parser.add_argument("-i", "--identity", action="append", metavar="KEY",
                         help="private key file to log in with, as `ssh -i` (repeatable)")
@@ -60,8 +62,6 @@ def specs_from_args(args: argparse.Namespace,
                     parser: argparse.ArgumentParser) -> list[BoxSpec]:
     """Turn parsed arguments into one ``BoxSpec`` per tab; ``parser.error`` on bad input."""
     modes = sum([bool(args.hosts), args.local is not None, args.demo])
-    if modes == 0:
-        parser.error("give a HOST, --local [DIR] or --demo")
     if modes > 1:
         parser.error("HOST, --local and --demo cannot be combined")
     if args.provider and args.provider != "manual" and not args.instance:

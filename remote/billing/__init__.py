@@ -1,7 +1,8 @@
 """Money and instances: which provider instance a box is (``providers``, ``identity``,
 ``address``), what it costs running, stopped or destroyed (``cost``), the gate that stops
-or destroys it only when the weights are safe (``teardown``), and starting it again to
-resume a run (``resume``)."""
+or destroys it only when the weights are safe (``teardown``), starting it again to
+resume a run (``resume``); every instance of every account (``accounts``, ``fleet``),
+idle ones priced (``idle``), leases (``leases``) and the off-box ``watchdog``."""
 
 from trainer._exports import lazy_exports
 
@@ -16,4 +17,10 @@ __all__, __getattr__ = lazy_exports(__name__, {
     "teardown": ["GateRefused", "check_destroy", "resolve_safety", "run_safety", "run_teardown",
                  "warning_for"],
     "resume": ["Resumed", "Step", "resume_run"],
+    "accounts": ["Account", "configured_accounts"],
+    "fleet": ["Fleet", "FleetOptions", "FleetRow", "list_fleet"],
+    "idle": ["Idle"],
+    "leases": ["Lease", "clear_lease", "lease_for", "leases", "parse_duration", "set_lease",
+               "write_on_box"],
+    "watchdog": ["Decision", "Rules", "watch_once"],
 })

@@ -1,5 +1,6 @@
 """Runs on a box, from the laptop: read one (``read``), list a project's (``listing``),
-one run's status in one exec (``status``), the log's older parts and search (``log``),
+one run's status in one exec (``status``), what a box is doing in one exec (``probe``:
+GPUs, registered runs, guards, lease), the log's older parts and search (``log``),
 launch and start them, stop them, arm the guard, run the box-side checks, and signal
 only the processes we recorded (``processes``)."""
 
@@ -9,6 +10,7 @@ __all__, __getattr__ = lazy_exports(__name__, {
     "read": ["console_path", "list_runs", "read_run", "read_status", "run_extras"],
     "listing": ["RunsBook", "box_runs"],
     "status": ["quick_read"],
+    "probe": ["BoxReport", "BoxRun", "GpuNow", "probe_box"],
     "log": ["LogChunk", "LogMatches", "older_log", "search_log"],
     "launch": ["ENGINES", "LaunchSpec", "RunIsLive", "build_command", "launch_run", "make_spec"],
     "start": ["START_WAIT", "CannotStart", "hub_reachable", "start_run"],

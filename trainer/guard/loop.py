@@ -18,6 +18,7 @@ from typing import Any
 
 from trainer import engines, procid, runfiles, smi
 from trainer.guard.act import Ending, Policy, end_billing
+from trainer.guard.lease import lease_passed
 from trainer.guard.notify import Notifier, Target
 from trainer.guard.state import ACTIVE_STATES, GUARD_FILE
 from trainer.health import apply_stop, judge_health, local_pid_alive
@@ -240,7 +241,8 @@ class Guard:
     def watch(self) -> tuple[str, str] | None:
         """Poll the run until a trigger fires: ``(trigger, reason)``; ``None`` = disarmed.
         The trigger is ``done`` (completed, failed, stopped), ``dead`` (process gone, or
-        stalled past ``stall_minutes``), ``idle`` or ``max-hours``."""
+        stalled past ``stall_minutes``), ``idle``, ``max-hours`` or ``lease`` (the
+        laptop's lease on this box ran out: ``trainer.guard.lease``)."""
         cfg = self.cfg
         log_path = cfg.run_dir / runfiles.LOG_FILE
         history: list[tuple[float, int]] = []
@@ -251,6 +253,9 @@ class Guard:
         while True:
             if self._over_lifetime():
                 return "max-hours", f"--max-hours {cfg.max_hours:g} reached"
+            leased = lease_passed(cfg.provider, cfg.instance)
+            if leased:
+                return "lease", leased
             now = time.time()
             size = log_path.stat().st_size if log_path.exists() else 0
             history = [*history[-20:], (now, size)]

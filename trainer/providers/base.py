@@ -27,8 +27,10 @@ treated as still costing the full price.
 
 from __future__ import annotations
 
+import datetime
 import email.utils
 import http.client
+import itertools
 import json
 import random
 import re
@@ -129,6 +131,10 @@ class Instance:
     provider: str = ""
     raw_state: str = ""
     storage_per_gb_month: float | None = None
+    #: When the instance last started (epoch seconds), when the provider says.
+    started_at: float | None = None
+    #: GPU utilisation in percent as the provider reports it (Vast ``gpu_util``).
+    gpu_util: float | None = None
 
     @property
     def gone(self) -> bool:
@@ -248,6 +254,12 @@ class Provider:
     def get_instance(self, instance_id: str) -> Instance:
         """The instance now. Raises ``NotFoundError`` when the API says it does not exist."""
         raise NotImplementedError
+
+    def list_instances(self) -> list[Instance]:
+        """Every instance of the account (an account-level call: an instance's own key is
+        refused). Raises ``ProviderError`` (one line)."""
+        raise ProviderError(f"{self.title or 'this provider'} cannot list instances",
+                            kind="unsupported")
 
     def stop(self, instance_id: str) -> None:
         """Ask the provider to stop the instance (returns before it has stopped)."""
@@ -407,6 +419,38 @@ def integer(value: Any) -> int | None:
     """An int from an API field, else ``None``."""
     out = number(value)
     return None if out is None else int(out)
+
+
+def epoch_of(value: Any) -> float | None:
+    """Epoch seconds from an API field: a number, or an ISO-8601 time (``Z`` allowed)."""
+    found = number(value)
+    if found is not None:
+        return found if found > 0 else None
+    if not isinstance(value, str) or not value.strip():
+        return None
+    text = value.strip().replace("Z", "+00:00").replace(" ", "T", 1)
+    if "." in text:  # fromisoformat on 3.9 takes 3 or 6 fraction digits only
+        head, _, rest = text.partition(".")
+        digits = "".join(itertools.takewhile(str.isdigit, rest))
+        text = f"{head}.{(digits + '000000')[:6]}{rest[len(digits):]}"
+    try:
+        when = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.timezone.utc)
+    return when.timestamp()
+
+
+def listed(payload: Any, *keys: str) -> list[dict[str, Any]]:
+    """The objects of a list answer: ``payload`` itself when it is a list, else the list
+    under the first of ``keys`` that holds one (non-objects dropped)."""
+    found = payload
+    if isinstance(payload, dict):
+        found = next((payload[k] for k in keys if isinstance(payload.get(k), list)), None)
+    if not isinstance(found, list):
+        return []
+    return [item for item in found if isinstance(item, dict)]
 
 
 def text_or_none(value: Any) -> str | None:

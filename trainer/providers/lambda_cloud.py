@@ -1,6 +1,8 @@
 """Lambda Cloud: ``https://cloud.lambda.ai/api/v1``, ``Authorization: Bearer KEY``.
 
-Documented shapes used here: ``GET /instances/{id}`` answers ``{"data": {...}}`` with
+Documented shapes used here: ``GET /instances`` lists the account's running instances
+(``{"data": [...]}``; the objects carry no start time); ``GET /instances/{id}`` answers
+``{"data": {...}}`` with
 ``status`` (booting, active, unhealthy, terminating, terminated, preempted), ``ip`` (the
 SSH address, port 22, user ``ubuntu``),
 ``instance_type`` {name, description, gpu_description, price_cents_per_hour,
@@ -20,6 +22,7 @@ from trainer.providers.base import (
     ProviderError,
     SshAddress,
     integer,
+    listed,
     number,
     ssh_address,
     text_or_none,
@@ -93,6 +96,13 @@ class LambdaProvider(Provider):
             provider=self.name,
             raw_state=one_line(status, 40),
         )
+
+    def list_instances(self) -> list[Instance]:
+        """``GET /instances``: ``{"data": [...]}``."""
+        what = "list instances"
+        data = self.json_of(self.request("GET", "/instances", what=what), what)
+        return [self.parse(str(raw.get("id")), raw) for raw in listed(data, "data")
+                if raw.get("id")]
 
     def ssh_addresses(self, instance: Instance) -> list[SshAddress]:
         """See ``lambda_ssh_address``."""

@@ -1,6 +1,9 @@
 """RunPod pods through REST v2: ``https://api.runpod.io/v2``, ``Authorization: Bearer KEY``.
 
-Documented shapes used here: ``GET /pods/{id}`` answers the pod (``status`` one of
+Documented shapes used here: ``GET /pods`` lists the account's pods (a JSON array), each
+as ``GET /pods/{id}`` answers it, with ``lastStartedAt`` (ISO-8601, when it last
+started; the v1 names ``desiredStatus`` and ``costPerHr`` are read too). ``GET /pods/{id}``
+answers the pod (``status`` one of
 PROVISIONING, STARTING, RUNNING, EXITED, ERROR, TERMINATED; ``cost`` in $/h, 0 when
 EXITED; ``disk``; ``mounts.persistent.size``; ``gpu.id``/``gpu.count``; ``ssh.direct``
 {host, port, username}: the pod's public IP and the port mapped to its port 22; the v1
@@ -22,7 +25,9 @@ from trainer.providers.base import (
     Provider,
     ProviderError,
     SshAddress,
+    epoch_of,
     integer,
+    listed,
     number,
     ssh_address,
     text_or_none,
@@ -96,11 +101,12 @@ class RunPodProvider(Provider):
 
     def parse(self, pid: str, raw: dict[str, Any]) -> Instance:
         """An ``Instance`` from a v2 pod object."""
-        status = str(raw.get("status") or "").upper()
+        status = str(raw.get("status") or raw.get("desiredStatus") or "").upper()
         state = _STATES.get(status, "unknown")
         volume = number(_get(raw, "mounts", "persistent", "size"))
         container = number(raw.get("disk"))
-        cost = number(raw.get("cost"))
+        cost = number(raw.get("cost") if raw.get("cost") is not None
+                      else raw.get("costPerHr"))
         if state == "stopped" and not cost:
             cost = None  # EXITED pods report 0: the running price is not known then
         count = integer(_get(raw, "gpu", "count"))
@@ -120,7 +126,15 @@ class RunPodProvider(Provider):
             provider=self.name,
             raw_state=one_line(status, 40),
             storage_per_gb_month=STOPPED_VOLUME_PER_GB_MONTH,
+            started_at=epoch_of(raw.get("lastStartedAt")) if state == "running" else None,
         )
+
+    def list_instances(self) -> list[Instance]:
+        """``GET /pods``: a list of pods (``{"pods": [...]}`` read too)."""
+        what = "list pods"
+        data = self.json_of(self.request("GET", "/pods", what=what), what)
+        return [self.parse(str(raw.get("id")), raw) for raw in listed(data, "pods", "data")
+                if raw.get("id")]
 
     def ssh_addresses(self, instance: Instance) -> list[SshAddress]:
         """See ``runpod_ssh_address``."""

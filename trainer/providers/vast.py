@@ -1,6 +1,8 @@
 """Vast.ai: ``https://console.vast.ai/api/v0``, ``Authorization: Bearer KEY``.
 
-Documented shapes used here: ``GET /instances/{id}/?owner=me`` answers
+Documented shapes used here: ``GET /instances/?owner=me`` lists the account's instances
+(``{"instances": [...]}``, each with ``start_date`` in epoch seconds and ``gpu_util`` in
+percent when the host reports it); ``GET /instances/{id}/?owner=me`` answers
 ``{"instances": {...}}`` (or ``{"instances": null}`` for an id that is not there) whose
 SSH address is ``public_ipaddr`` with the host port mapped to ``ports["22/tcp"]``
 (``[{"HostIp": "0.0.0.0", "HostPort": "41022"}]``, direct) or ``ssh_host``/``ssh_port``
@@ -25,7 +27,9 @@ from trainer.providers.base import (
     Provider,
     ProviderError,
     SshAddress,
+    epoch_of,
     integer,
+    listed,
     number,
     ssh_address,
     text_or_none,
@@ -142,7 +146,17 @@ class VastProvider(Provider):
             provider=self.name,
             raw_state=one_line(raw.get("actual_status"), 40),
             storage_per_gb_month=number(raw.get("storage_cost")),
+            started_at=epoch_of(raw.get("start_date")),
+            gpu_util=number(raw.get("gpu_util")),
         )
+
+    def list_instances(self) -> list[Instance]:
+        """``GET /instances/?owner=me``: ``{"instances": [...]}``."""
+        what = "list instances"
+        data = self.json_of(self.request("GET", "/instances/", query={"owner": "me"},
+                                         what=what), what)
+        return [self.parse(str(raw.get("id")), raw) for raw in listed(data, "instances")
+                if str(raw.get("id") or "").isdigit()]
 
     def ssh_addresses(self, instance: Instance) -> list[SshAddress]:
         """See ``vast_ssh_addresses``."""

@@ -1,0 +1,173 @@
+"""The fleet and the watchdog, timed against baselines measured in the same run.
+
+    .venv/bin/python bench/fleet_bench.py [--repeat 3]
+
+Three provider stand-ins (``tests.fixtures.providers_standin``) each answer every request
+300 ms late and hold 10 instances. The Vast and RunPod instances' SSH addresses are 20
+``DelayRelay``s (40 ms each way: an 80 ms round trip) in front of one real sshd; Lambda's
+boxes log in as ``ubuntu`` on port 22, which this machine cannot give each instance, so
+its 10 are ``booting`` (listed and priced, not reached).
+
+* ``gpurent instances --json`` (a child process, as a user runs it) and ``list_fleet``
+  in this process, against the baseline: the slowest single provider list call plus
+  one SSH connection and probe exec through one relay, each timed alone (target <= 1.5x).
+* ``gpurent watchdog --once`` with nothing to do (a lease hours away, no idle rule):
+  wall time and peak RSS, against ``gpurent --version`` (targets <= 2 s, <= 100 MB).
+
+Prints a JSON object and the markdown rows for docs/BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from remote.billing.accounts import Account  # noqa: E402
+from remote.billing.fleet import FleetOptions, connect_instance, list_fleet  # noqa: E402
+from remote.runs.probe import probe_box  # noqa: E402
+from tests.fixtures.netbox import DelayRelay  # noqa: E402
+from tests.fixtures.providers_standin import ProviderStandin  # noqa: E402
+from tests.fixtures.sshd import make_server  # noqa: E402
+from trainer.providers import get_provider  # noqa: E402
+
+GPURENT = Path(sys.executable).with_name("gpurent")
+
+
+def child(command: list[str], env: dict[str, str]) -> tuple[float, float, str]:
+    """``(seconds, peak RSS in MB, stdout)`` of a child process."""
+    started = time.monotonic()
+    pid = os.fork()
+    if pid == 0:  # the child: its own rusage, so the peak is this command's alone
+        out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+        peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+        Path(env["BENCH_OUT"]).write_text(json.dumps([peak, out.stdout, out.returncode,
+                                                      out.stderr[-500:]]))
+        os._exit(0)
+    os.waitpid(pid, 0)
+    took = time.monotonic() - started
+    peak, stdout, rc, err = json.loads(Path(env["BENCH_OUT"]).read_text())
+    if rc != 0:
+        raise SystemExit(f"{command[1]} failed ({rc}): {err}")
+    return took, peak, stdout
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark and print its results."""
+    args = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    args.add_argument("--repeat", type=int, default=3)
+    opts = args.parse_args(argv)
+    work = Path(tempfile.mkdtemp(prefix="gpurent-fleet-bench-"))
+    os.environ["XDG_STATE_HOME"] = str(work / "state")
+    server = make_server(work / "box")
+    standins = {p: ProviderStandin(p, delay=0.3) for p in ("vast", "runpod", "lambda")}
+    relays, known = [], []
+    for name in ("vast", "runpod"):
+        for _ in range(10):
+            relay = DelayRelay((server.host, server.port), 0.040).start()
+            relays.append(relay)
+            iid = standins[name].add_instance()
+            standins[name].set_address(iid, "127.0.0.1", relay.port, server.user)
+            known.append(f"{name}:{iid} {server.host_key_line}\n")
+    for _ in range(10):
+        standins["lambda"].add_instance(status="booting")
+    (work / "known_hosts").write_text("".join(known))
+    ssh_options = {"known_hosts": str(work / "known_hosts"),
+                   "identity_files": (server.key_path,), "allow_agent": False,
+                   "ssh_config": server.ssh_config}
+    options = FleetOptions(timeout=20, ssh_options=ssh_options)
+    accounts = [Account(p, "default", s.key, s.base_url) for p, s in standins.items()]
+
+    def slowest_list() -> float:
+        times = []
+        for provider, standin in standins.items():
+            client = get_provider(provider, standin.key, standin.base_url)
+            started = time.monotonic()
+            client.list_instances()
+            times.append(time.monotonic() - started)
+        return max(times)
+
+    def one_exec() -> float:
+        client = get_provider("vast", standins["vast"].key, standins["vast"].base_url)
+        inst = client.list_instances()[0]
+        started = time.monotonic()
+        with connect_instance(client, inst, options) as transport:
+            probe_box(transport)
+        return time.monotonic() - started
+
+    def in_process() -> float:
+        fleet = list_fleet(accounts, options)
+        reached = [r for r in fleet.rows if r.box is not None]
+        assert len(reached) == 20, [r.unreachable for r in fleet.rows if r.unreachable]
+        return fleet.seconds
+
+    home = work / "laptop"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "config").write_text(
+        f"Host *\n  IdentityFile {server.key_path}\n  IdentitiesOnly yes\n"
+        f"  UserKnownHostsFile {work / 'known_hosts'}\n")
+    env = {**os.environ, "HOME": str(home), "SSH_AUTH_SOCK": "", "PYTHONPATH": str(ROOT),
+           "XDG_CONFIG_HOME": str(work / "xdg"), "BENCH_OUT": str(work / "child.json")}
+    for provider, standin in standins.items():
+        env[f"{provider.upper()}_API_KEY"] = standin.key
+        env[f"GPURENT_{provider.upper()}_URL"] = standin.base_url
+
+    def cli() -> float:
+        took, _peak, out = child([str(GPURENT), "instances", "--json"], env)
+        rows = json.loads(out)["rows"]
+        assert sum(r["box"] is not None for r in rows) == 20
+        return took
+
+    from remote.billing.leases import set_lease
+
+    set_lease(known[0].split()[0], 6 * 3600)
+    runs: dict[str, list[float]] = {k: [] for k in (
+        "baseline", "list", "exec", "fleet", "cli", "wd", "wd_rss", "ver", "ver_rss")}
+    for _ in range(opts.repeat):
+        listed, execed = slowest_list(), one_exec()
+        runs["list"].append(listed)
+        runs["exec"].append(execed)
+        runs["baseline"].append(listed + execed)
+        runs["fleet"].append(in_process())
+        runs["cli"].append(cli())
+        took, peak, out = child([str(GPURENT), "watchdog", "--once", "--json"], env)
+        assert json.loads(out)["decisions"] == []
+        runs["wd"].append(took)
+        runs["wd_rss"].append(peak)
+        took, peak, _ = child([str(GPURENT), "--version"], env)
+        runs["ver"].append(took)
+        runs["ver_rss"].append(peak)
+    med = {k: statistics.median(v) for k, v in runs.items()}
+    result = {k: round(v, 3) for k, v in med.items()}
+    result["fleet_ratio"] = round(med["fleet"] / med["baseline"], 2)
+    result["cli_ratio"] = round(med["cli"] / med["baseline"], 2)
+    result["wd_ratio"] = round(med["wd"] / med["ver"], 2)
+    print(json.dumps(result, indent=1))
+    print(f"| `list_fleet` (3 providers x 10, 20 boxes at 80 ms) | {med['fleet']:.2f} s | "
+          f"{med['baseline']:.2f} s (slowest list {med['list']:.2f} + one exec "
+          f"{med['exec']:.2f}) | {result['fleet_ratio']}x |")
+    print(f"| `gpurent instances --json` (same) | {med['cli']:.2f} s | {med['baseline']:.2f} s"
+          f" | {result['cli_ratio']}x |")
+    print(f"| `gpurent watchdog --once`, nothing to do | {med['wd']:.2f} s, "
+          f"{med['wd_rss']:.0f} MB | `gpurent --version` {med['ver']:.2f} s, "
+          f"{med['ver_rss']:.0f} MB | {result['wd_ratio']}x |")
+    for relay in relays:
+        relay.stop()
+    for standin in standins.values():
+        standin.close()
+    server.sshd.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,270 @@
+"""The fleet: every instance on every configured account, what it costs, and for each
+running one that can be reached, what its box is doing.
+
+Every account is listed at once (one thread each, each bounded by ``timeout``); a failing
+account becomes a row that says why, never a failed listing. Then every running
+instance with an SSH address gets one exec (``remote.runs.probe``), all at once, each
+bounded by ``timeout``: GPUs now, the registered runs and their health, a guard, a lease.
+An unknown host key is not accepted (unless ``accept_new``): such a box is
+``unreachable`` with that reason, as is one that does not answer. Words are only for
+what was observed.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
+
+from remote.billing.accounts import Account
+from remote.billing.idle import IDLE_GPU_PERCENT, Idle, judge_idle, minutes, remember_idle
+from remote.billing.leases import Lease, leases
+from remote.runs.probe import BoxReport, probe_box
+from remote.transport.base import Transport
+from trainer.providers import Instance, Provider
+from trainer.text import clean_text, money, one_line, rate
+
+#: States in which an instance bills its full price (everything but stopped/destroyed).
+FULL_PRICE = ("starting", "running", "stopping", "paused", "exited", "error", "destroying",
+              "unknown")
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class FleetOptions:
+    """How to list: per-call ``timeout`` (API and SSH alike), whether to reach the boxes
+    (``ssh``), ``accept_new`` host keys, more ``ssh_options`` for
+    ``remote.transport.ssh.connect`` (tests: ``known_hosts``, ``identity_files``), the idle
+    GPU threshold (percent)."""
+
+    timeout: float = 20.0
+    ssh: bool = True
+    accept_new: bool = False
+    ssh_options: Mapping[str, Any] = field(default_factory=dict)
+    idle_gpu: float = IDLE_GPU_PERCENT
+
+
+@dataclass(frozen=True)
+class FleetRow:
+    """One instance (or, with ``error`` and no instance, an account that failed)."""
+
+    account: str
+    provider: str
+    instance: Instance | None = None
+    error: str = ""
+    box: BoxReport | None = None
+    #: Why the box was not reached (``""``: reached, or not tried).
+    unreachable: str = ""
+    idle: Idle | None = None
+    lease: Lease | None = None
+
+    @property
+    def target(self) -> str:
+        """``vast:4242``: the name the CLI and TUI open it by."""
+        return f"{self.provider}:{self.instance.id}" if self.instance else ""
+
+    @property
+    def full_price(self) -> bool:
+        """Whether it bills the full (GPU) price now (worst case: anything not stopped)."""
+        return self.instance is not None and self.instance.state in FULL_PRICE
+
+    def uptime(self, now: float) -> float | None:
+        """Seconds since it started, when running and the provider says when."""
+        inst = self.instance
+        if inst is None or inst.started_at is None or inst.state != "running":
+            return None
+        return max(0.0, now - inst.started_at)
+
+    def spent(self, now: float) -> float | None:
+        """Dollars since it started (running price times uptime), when both are known."""
+        up = self.uptime(now)
+        price = self.instance.price_per_hour if self.instance else None
+        return None if up is None or price is None else up * price / 3600
+
+    def disk_per_day(self) -> float | None:
+        """What its disk costs per day while stopped."""
+        storage = self.instance.storage_per_hour if self.instance else None
+        return None if storage is None else storage * 24
+
+    def words(self, now: float) -> list[str]:
+        """Short phrases about money and waste, for a table cell or a line."""
+        inst = self.instance
+        if inst is None:
+            return [f"account failed: {self.error}"]
+        said: list[str] = []
+        if self.idle is not None:
+            said.append(self.idle.words())
+        if inst.state == "stopped":
+            day = self.disk_per_day()
+            said.append("stopped, nothing billed" if day == 0 else
+                        f"stopped: disk {money(day)}/day" if day is not None else
+                        "stopped: disk cost unknown")
+        elif inst.state == "exited":
+            said.append(f"exited but billing {rate(inst.price_per_hour)}")
+        if self.unreachable:
+            said.append(f"unreachable: {self.unreachable}")
+        if self.lease is not None:
+            left = self.lease.left(now)
+            said.append(f"lease {minutes(left)} left" if left > 0 else
+                        f"lease passed {minutes(-left)} ago")
+        return said
+
+    def to_dict(self, now: float) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        inst = self.instance
+        return {
+            "account": self.account, "provider": self.provider, "target": self.target,
+            "error": self.error or None,
+            "instance": None if inst is None else inst.to_dict(),
+            "billing": None if inst is None else self.full_price,
+            "uptime_seconds": self.uptime(now), "spent_usd": self.spent(now),
+            "disk_per_day_usd": self.disk_per_day() if inst and inst.state == "stopped"
+            else None,
+            "box": None if self.box is None else self.box.to_dict(),
+            "unreachable": self.unreachable or None,
+            "idle": None if self.idle is None else self.idle.to_dict(),
+            "lease": None if self.lease is None else self.lease.to_dict(),
+            "words": self.words(now),
+        }
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """The listing: its rows, when it was made, and how long it took."""
+
+    rows: list[FleetRow]
+    now: float
+    seconds: float
+    #: Each account's client, by account name (to act on a row).
+    clients: dict[str, Provider] = field(default_factory=dict, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (``gpurent.fleet/1``)."""
+        return {"schema": "gpurent.fleet/1", "at": self.now, "seconds": round(self.seconds, 3),
+                "rows": [row.to_dict(self.now) for row in self.rows]}
+
+
+def all_at_once(tasks: Mapping[str, Callable[[], T]],
+                timeout: float) -> dict[str, T | BaseException]:
+    """Run every task in its own daemon thread; each key gets its value, the exception it
+    raised, or a ``TimeoutError`` when it had not finished within ``timeout``."""
+    results: dict[str, T | BaseException] = {}
+    lock = threading.Lock()
+    done = threading.Condition(lock)
+
+    def run(key: str, task: Callable[[], T]) -> None:
+        try:
+            value: T | BaseException = task()
+        except Exception as exc:  # noqa: BLE001 - handed to the caller as the outcome
+            value = exc
+        with lock:
+            results.setdefault(key, value)
+            done.notify_all()
+
+    for key, task in tasks.items():
+        threading.Thread(target=run, args=(key, task), daemon=True,
+                         name=f"fleet-{key}").start()
+    deadline = time.monotonic() + timeout
+    with lock:
+        while len(results) < len(tasks):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            done.wait(left)
+        for key in tasks:
+            results.setdefault(key, TimeoutError(f"no answer within {timeout:g} s"))
+        return dict(results)
+
+
+def _why(exc: BaseException) -> str:
+    return one_line(clean_text(str(exc)) or type(exc).__name__, 200)
+
+
+def list_accounts(accounts: list[Account], timeout: float
+                  ) -> tuple[list[FleetRow], dict[str, Provider]]:
+    """Every account's instances, at once; a row with ``error`` for an account that
+    failed. Also each account's client, by account name."""
+    clients: dict[str, Provider] = {}
+    tasks: dict[str, Callable[[], list[Instance]]] = {}
+    rows: list[FleetRow] = []
+    for account in accounts:
+        if account.problem:
+            continue
+        client = account.client(timeout=timeout, retries=1, backoff=0.5, max_backoff=2.0)
+        clients[account.name] = client
+        tasks[account.name] = client.list_instances
+    found = all_at_once(tasks, timeout + 1.0)
+    for account in accounts:
+        answer = found.get(account.name)
+        if account.problem or isinstance(answer, BaseException) or answer is None:
+            why = account.problem or (_why(answer) if isinstance(answer, BaseException)
+                                      else "no answer")
+            rows.append(FleetRow(account.name, account.provider, error=why))
+            continue
+        rows.extend(FleetRow(account.name, account.provider, inst) for inst in answer)
+    return rows, clients
+
+
+def connect_instance(client: Provider, inst: Instance, options: FleetOptions) -> Transport:
+    """One SSH connection to ``inst`` at the address its provider gives, its host key
+    filed under ``provider:ID`` (as ``gpurent-tui vast:ID`` files it); an unknown key is
+    refused unless ``accept_new``."""
+    from remote.transport import ssh  # paramiko loads only when a box is reached
+
+    address = client.ssh_address(inst)
+    if address is None:
+        raise ValueError("the provider gives no SSH address")
+    return ssh.connect(f"{address.user}@{address.host}", port=address.port,
+                       accept_new=options.accept_new, ask_unknown=None,
+                       timeout=options.timeout, host_key_alias=f"{client.name}:{inst.id}",
+                       **dict(options.ssh_options))
+
+
+def _load_ssh() -> None:
+    import remote.transport.ssh  # noqa: F401 - imported now so that later imports are free
+
+
+def _probe(client: Provider, inst: Instance, options: FleetOptions) -> BoxReport:
+    with connect_instance(client, inst, options) as transport:
+        return probe_box(transport, timeout=options.timeout)
+
+
+def list_fleet(accounts: list[Account], options: FleetOptions | None = None, *,
+               progress: Callable[[str], None] | None = None) -> Fleet:
+    """The fleet now (see the module doc)."""
+    options = options or FleetOptions()
+    say = progress or (lambda _line: None)
+    started = time.monotonic()
+    say(f"asking {len(accounts)} account{'s' * (len(accounts) != 1)}")
+    if options.ssh:  # paramiko loads (~0.2 s) while the providers answer, not after
+        threading.Thread(target=_load_ssh, daemon=True, name="fleet-ssh-import").start()
+    rows, clients = list_accounts(accounts, options.timeout)
+    now = time.time()
+    known = leases()
+    rows = [replace(row, lease=known.get(row.target)) for row in rows]
+    running = [row for row in rows if options.ssh and row.instance is not None
+               and row.instance.state == "running"]
+    reach = {row.target: row for row in running
+             if clients[row.account].ssh_address(row.instance) is not None}
+    no_address = {row.target for row in running} - set(reach)
+    if reach:
+        say(f"reaching {len(reach)} running box{'es' * (len(reach) != 1)}")
+    probes = all_at_once({t: (lambda r=r: _probe(clients[r.account], r.instance, options))
+                          for t, r in reach.items()}, options.timeout * 2 + 1.0)
+    boxes = {t: p for t, p in probes.items() if isinstance(p, BoxReport)}
+    first = remember_idle({t: judge_idle(reach[t].instance, b, now, None, options.idle_gpu)
+                           is not None for t, b in boxes.items()}, now)
+    out: list[FleetRow] = []
+    for row in rows:
+        answer = probes.get(row.target)
+        if isinstance(answer, BoxReport):
+            row = replace(row, box=answer, idle=judge_idle(
+                row.instance, answer, now, first.get(row.target), options.idle_gpu))
+        elif answer is not None:
+            row = replace(row, unreachable=_why(answer))
+        elif row.target in no_address:
+            row = replace(row, unreachable="the provider gives no SSH address")
+        out.append(row)
+    return Fleet(out, now, time.monotonic() - started, clients)

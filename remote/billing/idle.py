@@ -1,0 +1,107 @@
+"""Idle and waste, priced: from what a probe of the box saw (``remote.runs.probe``) and
+the provider's start time, how long a running instance has been paying for nothing.
+
+An instance is *idle* when its box has no live run and no GPU busy now (at or over the
+threshold), or when every GPU stayed under the threshold although a run looks alive (a
+stalled loop that holds its process: SkyPilot #10628). Since when:
+
+* no live run: since the later of the instance's start (the provider's own time) and the
+  last update of the newest ended run (its ``status.json``); without a provider start
+  time, since this laptop first saw it idle;
+* GPUs under the threshold with a run alive: since this laptop first saw it so
+  (``STATE/fleet-seen.json``, kept per instance by every listing and watchdog pass).
+
+Only what was observed: a box not reached has no idle words, and the seconds are never
+counted from before the instance's start.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from remote.billing.statefile import locked_json
+from remote.runs.probe import BoxReport
+from trainer.providers import Instance
+from trainer.text import money
+
+#: GPU utilisation (percent) under which a GPU counts as idle.
+IDLE_GPU_PERCENT = 10.0
+#: Per instance, when this laptop first saw it idle in the current stretch.
+SEEN_FILE = "fleet-seen.json"
+
+
+@dataclass(frozen=True)
+class Idle:
+    """An idle stretch: since when (epoch s), why, and what it cost so far."""
+
+    since: float
+    why: str
+    seconds: float
+    dollars: float | None
+
+    def words(self) -> str:
+        """``idle 47 min, $2.72``."""
+        cost = "" if self.dollars is None else f", {money(self.dollars)}"
+        return f"idle {minutes(self.seconds)}{cost}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {"since": self.since, "why": self.why, "seconds": round(self.seconds, 1),
+                "dollars": None if self.dollars is None else round(self.dollars, 4),
+                "words": self.words()}
+
+
+def minutes(seconds: float) -> str:
+    """``47 min``, ``3 h 05 min``."""
+    whole = int(max(0.0, seconds) // 60)
+    return f"{whole} min" if whole < 60 else f"{whole // 60} h {whole % 60:02d} min"
+
+
+def idle_reason(box: BoxReport, threshold: float = IDLE_GPU_PERCENT) -> str | None:
+    """Why the box is idle now (``None``: it is not, as far as was seen)."""
+    busiest = box.gpu_busiest()
+    gpus_idle = busiest is not None and busiest < threshold
+    if not box.live_runs and (busiest is None or gpus_idle):
+        return "no live run" + (f", GPUs under {threshold:g}%" if gpus_idle else "")
+    if box.live_runs and gpus_idle:
+        return f"GPUs under {threshold:g}% with a run alive"
+    return None
+
+
+def _last_run_end(box: BoxReport) -> float | None:
+    ends = [run.updated for run in box.runs if run.updated is not None]
+    return max(ends) if ends else None
+
+
+def judge_idle(inst: Instance, box: BoxReport | None, now: float,
+               first_seen: float | None, threshold: float = IDLE_GPU_PERCENT) -> Idle | None:
+    """The idle stretch of a running instance whose box was probed, else ``None``.
+    ``first_seen``: when this laptop first saw it idle in the current stretch."""
+    if inst.state != "running" or box is None:
+        return None
+    why = idle_reason(box, threshold)
+    if why is None:
+        return None
+    start = inst.started_at
+    if why.startswith("no live run") and start is not None:
+        since = max(start, _last_run_end(box) or start)
+    else:
+        since = first_seen if first_seen is not None else now
+        if start is not None:
+            since = max(since, start)
+    seconds = max(0.0, now - since)
+    price = inst.price_per_hour
+    return Idle(since, why, seconds, None if price is None else seconds * price / 3600)
+
+
+def remember_idle(seen: dict[str, bool], now: float) -> dict[str, float]:
+    """Record which instances (``vast:4242`` -> idle now) are idle, keeping the time each
+    was first seen idle in its current stretch; return those times for the idle ones."""
+    with locked_json(SEEN_FILE) as data:
+        for target, idle in seen.items():
+            if not idle:
+                data.pop(target, None)
+            elif not isinstance(data.get(target), (int, float)):
+                data[target] = now
+        return {t: float(data[t]) for t, idle in seen.items() if idle}

@@ -1,0 +1,128 @@
+"""Leases: a deadline for an instance, after which its billing is ended.
+
+A lease is kept in two places. On the laptop, in ``STATE/leases.json`` (beside
+``boxes.json``; ``remote.config.state_path``), where the off-box watchdog
+(``remote.billing.watchdog``) reads it and ends the billing through the provider's API
+even when the box hangs or is gone. On the box, when it can be reached, in
+``CACHE/lease.json`` (``$GPURENT_CACHE_DIR``, default ``~/.cache/gpurent``), where the
+guard (``trainer.guard.lease``) reads it on every poll: the box ends its own billing
+with the instance's key when the laptop is closed. Neither needs the other.
+
+The laptop's file is changed under a lock (``remote.billing.statefile``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from remote.billing.statefile import locked_json, read_json, state_file
+from remote.runs.probe import LEASE_FILE, cache_dir_expr
+from remote.transport.base import Transport, TransportError
+from trainer import runfiles
+
+#: The laptop's lease file, in the state directory.
+LEASES_FILE = "leases.json"
+#: What a lease does when it runs out.
+THEN = ("stop", "destroy")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+@dataclass(frozen=True)
+class Lease:
+    """``target`` (``vast:4242``) may bill until ``until`` (epoch seconds); then
+    ``then`` (stop, or destroy when the weights gate allows it, else stop)."""
+
+    target: str
+    until: float
+    then: str = "stop"
+    set_at: float = 0.0
+
+    @property
+    def until_at(self) -> str:
+        """The deadline, ISO-8601 UTC."""
+        return runfiles.utc_now_iso(self.until)
+
+    def left(self, now: float | None = None) -> float:
+        """Seconds until the deadline (negative once passed)."""
+        return self.until - (time.time() if now is None else now)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (also what the box's ``lease.json`` holds)."""
+        return {**asdict(self), "until_at": self.until_at}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in ``6h``, ``90m``, ``1h30m``, ``2d``, ``45s`` (a bare number is hours).
+    ``ValueError`` (one line) otherwise."""
+    words = text.strip().lower()
+    if re.fullmatch(r"\d+(\.\d+)?", words):
+        return float(words) * 3600
+    parts = re.findall(r"(\d+(?:\.\d+)?)([smhd])", words)
+    if not parts or "".join(n + u for n, u in parts) != words:
+        raise ValueError(f"{text!r} is not a duration: write it as 6h, 90m, 1h30m or 2d")
+    seconds = sum(float(n) * _UNITS[u] for n, u in parts)
+    if seconds <= 0:
+        raise ValueError(f"{text!r}: a lease must last more than nothing")
+    return seconds
+
+
+def _lease(target: str, entry: Any) -> Lease | None:
+    if not isinstance(entry, dict):
+        return None
+    until, then = entry.get("until"), entry.get("then", "stop")
+    if not isinstance(until, (int, float)) or isinstance(until, bool) or then not in THEN:
+        return None
+    set_at = entry.get("set_at")
+    return Lease(target, float(until), then,
+                 float(set_at) if isinstance(set_at, (int, float)) else 0.0)
+
+
+def leases() -> dict[str, Lease]:
+    """Every lease on this laptop, by target (unreadable entries left out)."""
+    found = {t: _lease(t, e) for t, e in read_json(state_file(LEASES_FILE)).items()}
+    return {t: lease for t, lease in found.items() if lease is not None}
+
+
+def lease_for(target: str) -> Lease | None:
+    """The lease of ``target`` (``vast:4242``), or ``None``."""
+    return leases().get(target)
+
+
+def set_lease(target: str, seconds: float, then: str = "stop",
+              now: float | None = None) -> Lease:
+    """Give ``target`` a lease of ``seconds`` from now (replacing any other)."""
+    if then not in THEN:
+        raise ValueError(f"a lease ends in {' or '.join(THEN)}, not {then!r}")
+    now = time.time() if now is None else now
+    lease = Lease(target, now + seconds, then, now)
+    with locked_json(LEASES_FILE) as data:
+        data[target] = {"until": lease.until, "then": then, "set_at": now}
+    return lease
+
+
+def clear_lease(target: str) -> Lease | None:
+    """Remove ``target``'s lease; the one removed, or ``None``."""
+    with locked_json(LEASES_FILE) as data:
+        return _lease(target, data.pop(target, None))
+
+
+def write_on_box(transport: Transport, lease: Lease | None, timeout: float = 20.0) -> None:
+    """Put ``lease`` in the box's ``CACHE/lease.json`` (atomically), or remove it when
+    ``None``. ``TransportError`` (one line) when the box did not do it."""
+    where = f"{cache_dir_expr()}/{LEASE_FILE}"
+    if lease is None:
+        command, stdin = f"rm -f {where}", None
+    else:
+        command = (f"d={cache_dir_expr()}; mkdir -p \"$d\" && cat > \"$d/.{LEASE_FILE}.tmp\" "
+                   f"&& mv -f \"$d/.{LEASE_FILE}.tmp\" \"$d/{LEASE_FILE}\"")
+        stdin = json.dumps(lease.to_dict()).encode()
+    result = transport.run(command, stdin=stdin, timeout=timeout)
+    if not result.ok:
+        err = result.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise TransportError(f"writing the lease on {transport.label} failed: "
+                             f"{err[-1][:200] if err else f'exit {result.rc}'}")
+

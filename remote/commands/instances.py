@@ -1,0 +1,117 @@
+"""``gpurent instances``: every instance on every configured account, priced, with what
+each reachable box is doing and the idle ones flagged (``remote.billing.fleet``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from remote.billing.accounts import configured_accounts
+from remote.billing.fleet import Fleet, FleetOptions, FleetRow, list_fleet
+from remote.billing.idle import IDLE_GPU_PERCENT
+from remote.billing.providers import ConfigError
+from remote.commands.errors import fail
+from trainer.text import clean_text, money, rate
+
+#: How to configure accounts, said when there are none.
+NO_ACCOUNTS = ("no provider account configured: set VAST_API_KEY, RUNPOD_API_KEY or "
+               "LAMBDA_API_KEY, or add [[accounts]] tables to ~/.config/gpurent/config.toml "
+               "(see the README)")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``instances`` subcommand."""
+    p = sub.add_parser(
+        "instances",
+        help="every instance on every account: state, price, idle time and dollars",
+        description="List every instance of every configured provider account (each "
+        "provider's key, and [[accounts]] in the config file), all accounts at once. For "
+        "each running instance with an SSH address, one exec on its box (all at once) "
+        "reads the GPUs, the runs launched through gpurent and their health, a guard and "
+        "a lease; an idle one (no live run, or GPUs under --idle-gpu %) is flagged with "
+        "how long and how many dollars so far. An unknown host key is not accepted "
+        "unless --accept-new: the box is then shown unreachable with the reason. Exit 0 "
+        "listed (a failing account says so in its row), 1 every account failed, 2 no "
+        "account or a bad config file.",
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--no-ssh", dest="ssh", action="store_false",
+                   help="ask the providers only; do not reach the boxes")
+    p.add_argument("--timeout", type=float, default=20.0, metavar="S",
+                   help="limit of each API call and each box's exec (default 20)")
+    p.add_argument("--idle-gpu", type=float, default=IDLE_GPU_PERCENT, metavar="PCT",
+                   help=f"a GPU under this utilisation is idle (default {IDLE_GPU_PERCENT:g})")
+    p.add_argument("--accept-new", action="store_true",
+                   help="accept and save an unknown host key (never a changed one)")
+    p.set_defaults(func=run)
+
+
+def _box_words(row: FleetRow) -> list[str]:
+    box = row.box
+    if box is None:
+        return []
+    said = []
+    if box.gpus is not None:
+        utils = "/".join("?" if g.util is None else f"{g.util:.0f}" for g in box.gpus)
+        said.append(f"GPU {utils}%")
+    elif box.gpu_error:
+        said.append(f"nvidia-smi: {box.gpu_error}")
+    live = len(box.live_runs)
+    said.append(f"{len(box.runs)} run{'s' * (len(box.runs) != 1)}, {live} live"
+                if box.runs else "no runs")
+    said.append("guard watching" if box.guard_watching else "no guard")
+    return said
+
+
+def row_line(row: FleetRow, now: float) -> str:
+    """One line per instance (or failed account)."""
+    inst = row.instance
+    if inst is None:
+        return clean_text(f"{row.account:<16} {row.words(now)[0]}")
+    state = inst.state if inst.raw_state in ("", inst.state) else \
+        f"{inst.state} ({inst.raw_state})"
+    bill = "billing" if row.full_price else "not billing GPUs"
+    spent = row.spent(now)
+    up = "" if spent is None else f", {money(spent)} since start"
+    ssh = f" ssh {inst.ssh_host}:{inst.ssh_port}" if inst.ssh_host else ""
+    notes = "; ".join([*row.words(now), *_box_words(row)])
+    return clean_text(f"{row.account:<16} {row.target:<22} {state}, {bill} "
+                      f"{rate(inst.billing_per_hour)} (running {rate(inst.price_per_hour)})"
+                      f"{up}; {inst.gpu or 'GPU unknown'}{ssh}" + (f" | {notes}" if notes
+                                                                    else ""))
+
+
+def print_fleet(fleet: Fleet) -> None:
+    """The human listing, and a total of what bills now."""
+    for row in fleet.rows:
+        print(row_line(row, fleet.now))
+    billing = [r.instance.billing_per_hour for r in fleet.rows if r.instance is not None]
+    known = [b for b in billing if b is not None]
+    unknown = len(billing) - len(known)
+    more = f" (+{unknown} unknown)" if unknown else ""
+    print(f"{len(billing)} instance{'s' * (len(billing) != 1)}, billing {rate(sum(known))} "
+          f"now{more}; listed in {fleet.seconds:.1f} s")
+
+
+def run(args: argparse.Namespace) -> int:
+    """List the fleet."""
+    if not args.timeout > 0:
+        return fail("instances", "--timeout must be positive", 2, args.json)
+    try:
+        accounts = configured_accounts()
+    except ConfigError as exc:
+        return fail("instances", exc, 2, args.json)
+    if not accounts:
+        return fail("instances", NO_ACCOUNTS, 2, args.json)
+    say = None if args.json else (lambda line: print(line, file=sys.stderr))
+    fleet = list_fleet(accounts, FleetOptions(timeout=args.timeout, ssh=args.ssh,
+                                              accept_new=args.accept_new,
+                                              idle_gpu=args.idle_gpu), progress=say)
+    failed = all(row.instance is None for row in fleet.rows) and \
+        any(row.error for row in fleet.rows)
+    if args.json:
+        print(json.dumps({"ok": not failed, **fleet.to_dict()}))
+    else:
+        print_fleet(fleet)
+    return 1 if failed else 0

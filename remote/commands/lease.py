@@ -1,0 +1,99 @@
+"""``gpurent lease TARGET [DURATION|show|clear]``: a deadline for an instance, kept on
+this laptop (the watchdog's) and, when the box answers, on the box (the guard's); see
+``remote.billing.leases``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from remote.billing.idle import minutes
+from remote.billing.leases import (
+    THEN,
+    Lease,
+    clear_lease,
+    lease_for,
+    parse_duration,
+    set_lease,
+    write_on_box,
+)
+from remote.billing.providers import parse_instance_target
+from remote.commands.errors import fail
+from remote.commands.target import add_connection_options, host_target, open_transport
+from remote.transport.base import TransportError
+from trainer.text import clean_text, one_line
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``lease`` subcommand."""
+    p = sub.add_parser(
+        "lease",
+        help="give an instance a deadline after which its billing is ended",
+        description="TARGET is an instance (vast:ID, runpod:POD_ID, lambda:ID). A "
+        "DURATION (6h, 90m, 1h30m, 2d) sets its lease: kept on this laptop, where "
+        "`gpurent watchdog` ends the billing through the provider's API once it runs out "
+        "(even when the box is gone), and written on the box when it answers, where an "
+        "armed guard acts on it too. `show` (default) and `clear`. Exit 0 done, 1 the "
+        "box could not be told (the laptop's lease still holds), 2 bad input.",
+    )
+    p.add_argument("target", metavar="TARGET")
+    p.add_argument("what", nargs="?", default="show", metavar="DURATION|show|clear")
+    p.add_argument("--then", choices=THEN, default="stop",
+                   help="stop (default), or destroy when the weights are safe off the box "
+                   "(else it stops)")
+    p.add_argument("--laptop-only", action="store_true",
+                   help="do not reach the box; only the watchdog will enforce it")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_connection_options(p)
+    p.set_defaults(func=run)
+
+
+def _tell_box(args: argparse.Namespace, lease: Lease | None) -> str:
+    """Write (or remove) the box's lease; ``""`` when done, else why not (one line)."""
+    if args.laptop_only:
+        return "not asked (--laptop-only)"
+    try:
+        with open_transport(host_target(args.target), args) as transport:
+            write_on_box(transport, lease)
+    except (TransportError, OSError, ValueError) as exc:
+        return one_line(clean_text(str(exc)), 200)
+    return ""
+
+
+def _describe(lease: Lease | None) -> str:
+    if lease is None:
+        return "no lease"
+    left = lease.left(time.time())
+    when = f"{minutes(left)} left" if left > 0 else f"passed {minutes(-left)} ago"
+    return f"lease until {lease.until_at} ({when}), then {lease.then}"
+
+
+def run(args: argparse.Namespace) -> int:
+    """Show, set or clear the lease."""
+    named = parse_instance_target(args.target)
+    if named is None:
+        return fail("lease", f"{args.target!r} is not an instance: name it as vast:ID, "
+                    "runpod:POD_ID or lambda:ID", 2, args.json)
+    target = named.text
+    box = ""
+    if args.what == "show":
+        lease = lease_for(target)
+    elif args.what == "clear":
+        clear_lease(target)
+        lease = None
+        box = _tell_box(args, None)
+    else:
+        lease = set_lease(target, parse_duration(args.what), args.then)
+        box = _tell_box(args, lease)
+    if args.json:
+        print(json.dumps({"ok": not box or args.laptop_only, "target": target,
+                          "lease": None if lease is None else lease.to_dict(),
+                          "box": box or ("told" if args.what != "show" else None)}))
+    else:
+        print(f"{target}: {_describe(lease)}")
+        if box and args.what != "show" and not args.laptop_only:
+            print(f"the box was not told ({box}); the watchdog enforces the lease from "
+                  "this laptop's record", file=sys.stderr)
+    return 1 if box and not args.laptop_only else 0

@@ -1,0 +1,215 @@
+"""What a box is doing, in one exec of ``sh`` with no bootstrap: for the fleet list and
+the watchdog, where each of many boxes gets one round trip.
+
+The script prints sections after a random boundary (as ``remote.runs.status`` does, and
+split by its ``split_sections``): the box's clock; ``nvidia-smi``'s utilisation and
+memory per GPU (or that there is none); the lease file (``CACHE/lease.json``); and for
+the last ``MAX_RUNS`` runs of the box's registry (``runs.txt``: every run launched
+through gpurent) their ``status.json`` (or ``launch.pid``), ``guard.json`` and what
+``/proc`` says about the pids those name. Health is judged with the same rules as
+everywhere (``trainer.health.judge_health``) against the box's clock; nothing here is
+guessed: a box without ``nvidia-smi`` has no GPU figures, a run without a status says so.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import shlex
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from remote.runs.guard import GuardState
+from remote.runs.processes import started_at
+from remote.runs.status import MAX_GUARD_BYTES, split_sections
+from remote.transport.base import Transport, TransportError
+from trainer import procid, runfiles, smi
+from trainer.guard.state import GUARD_FILE
+from trainer.health import GOING, LaunchRead, judge_health, parse_launch_pid
+
+#: Runs of the registry looked at (the newest entries).
+MAX_RUNS = 8
+#: The GPU fields asked of nvidia-smi.
+GPU_FIELDS = ("index", "utilization.gpu", "memory.used", "memory.total")
+#: The lease file, in the box's cache directory (``$GPURENT_CACHE_DIR``).
+LEASE_FILE = "lease.json"
+#: What a box's reply may hold (a few KiB per run).
+MAX_PROBE_BYTES = 4 << 20
+_PIDS = r'"pid"[[:space:]]*:[[:space:]]*[0-9][0-9]*'
+
+
+@dataclass(frozen=True)
+class GpuNow:
+    """One GPU as nvidia-smi reports it now (``None``: not reported)."""
+
+    index: int
+    util: float | None
+    memory_used_mib: float | None
+    memory_total_mib: float | None
+
+
+@dataclass(frozen=True)
+class BoxRun:
+    """One registered run: its directory and health verdict (``trainer.health``)."""
+
+    run_dir: str
+    health: str
+    reason: str = ""
+    #: When its status.json was last written (epoch s; ``None`` without one).
+    updated: float | None = None
+
+    @property
+    def live(self) -> bool:
+        """Whether the run is still going (live, starting, slow, stalled)."""
+        return self.health in GOING
+
+
+@dataclass(frozen=True)
+class BoxReport:
+    """What one exec saw on a box."""
+
+    now: float | None
+    #: ``None`` when the box has no nvidia-smi (or it failed: ``gpu_error``).
+    gpus: list[GpuNow] | None
+    runs: list[BoxRun] = field(default_factory=list)
+    guards: list[GuardState] = field(default_factory=list)
+    lease: dict[str, Any] | None = None
+    gpu_error: str = ""
+
+    @property
+    def live_runs(self) -> list[BoxRun]:
+        """The runs still going."""
+        return [run for run in self.runs if run.live]
+
+    @property
+    def guard_watching(self) -> bool:
+        """Whether a guard is armed and its process alive on one of the runs."""
+        return any(guard.watching for guard in self.guards)
+
+    def gpu_busiest(self) -> float | None:
+        """The highest GPU utilisation now (``None`` without figures)."""
+        utils = [g.util for g in self.gpus or [] if g.util is not None]
+        return max(utils) if utils else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {"now": self.now, "gpu_error": self.gpu_error or None,
+                "gpus": None if self.gpus is None else [g.__dict__ for g in self.gpus],
+                "runs": [{**r.__dict__, "live": r.live} for r in self.runs],
+                "guard_watching": self.guard_watching,
+                "guards": [g.summary() for g in self.guards], "lease": self.lease}
+
+
+def cache_dir_expr() -> str:
+    """The box's cache directory as a shell expression (``trainer.engines.cache_dir``)."""
+    return '"${GPURENT_CACHE_DIR:-$HOME/.cache/gpurent}"'
+
+
+def script(boundary: str) -> str:
+    """The shell script (see the module doc)."""
+    b = boundary
+
+    def part(name: str, body: str) -> str:
+        return f'printf "\\n%s\\n" "{b} {name}"; {body}'
+
+    registry = f'"${{{runfiles.RUN_REGISTRY_ENV}:-$HOME/{runfiles.RUN_REGISTRY}}}"'
+    gpu = shlex.join(smi.query_command("nvidia-smi", GPU_FIELDS))
+    return "; ".join([
+        part("now", "date +%s"),
+        "if command -v nvidia-smi >/dev/null 2>&1; then "
+        + part("gpu", f"timeout 10 {gpu} 2>&1 | head -c 65536") + "; else "
+        + part("nogpu", ":") + "; fi",
+        part("lease", f"head -c 4096 {cache_dir_expr()}/{LEASE_FILE} 2>/dev/null"),
+        part("boot", "cat /proc/sys/kernel/random/boot_id 2>/dev/null || echo -; "
+             "grep '^btime ' /proc/stat 2>/dev/null || echo -; "
+             "getconf CLK_TCK 2>/dev/null || echo -"),
+        "n=0",
+        f"tail -n 200 {registry} 2>/dev/null | awk '!seen[$0]++' | tail -n {MAX_RUNS} | "
+        "{ while IFS= read -r r; do [ -d \"$r\" ] || continue; n=$((n+1)); "
+        + part("run $n", 'printf "%s" "$r"') + "; "
+        + part("status $n", f'head -c {runfiles.MAX_STATUS_BYTES + 1} "$r/'
+               f'{runfiles.STATUS_FILE}" 2>/dev/null || echo')
+        + "; " + part("launch $n", f'head -c 256 "$r/{runfiles.LAUNCH_PID_FILE}" '
+                      "2>/dev/null")
+        + "; " + part("guard $n", f'head -c {MAX_GUARD_BYTES} "$r/{GUARD_FILE}" 2>/dev/null')
+        + f"; for p in $(head -c 256 \"$r/{runfiles.LAUNCH_PID_FILE}\" 2>/dev/null | "
+        f"grep -o '^[0-9]*'; grep -ho '{_PIDS}' \"$r/{runfiles.STATUS_FILE}\" "
+        f"\"$r/{GUARD_FILE}\" 2>/dev/null | grep -o '[0-9]*$'); do "
+        + part("proc $n $p", 'cat /proc/"$p"/stat 2>/dev/null || echo gone') + "; done; "
+        "done; }",
+        part("end", ":"),
+    ])
+
+
+def _json(data: bytes | None) -> dict[str, Any] | None:
+    try:
+        value = json.loads((data or b"").decode("utf-8"))
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _gpus(text: str) -> tuple[list[GpuNow] | None, str]:
+    rows = smi.parse(text, GPU_FIELDS)
+    if not rows:
+        lines = text.strip().splitlines()
+        return None, (lines[0][:200] if lines else "nvidia-smi printed nothing")
+    return [GpuNow(r["index"], r["utilization.gpu"], r["memory.used"], r["memory.total"])
+            for r in rows], ""
+
+
+def parse_report(parts: dict[str, bytes]) -> BoxReport:
+    """A ``BoxReport`` from the script's sections."""
+    now_words = parts.get("now", b"").split()
+    now = float(now_words[0]) if now_words and now_words[0].isdigit() else None
+    gpus: list[GpuNow] | None = None
+    gpu_error = ""
+    if "gpu" in parts:
+        gpus, gpu_error = _gpus(parts["gpu"].decode("utf-8", "replace"))
+    boot = parts.get("boot", b"")
+    runs: list[BoxRun] = []
+    guards: list[GuardState] = []
+    for key in sorted((k for k in parts if re.fullmatch(r"run \d+", k)),
+                      key=lambda k: int(k.split()[1])):
+        n = key.split()[1]
+        probes = {int(k.split()[2]): procid.parse_probe(v + b"\n" + boot)
+                  for k, v in parts.items()
+                  if k.startswith(f"proc {n} ") and k.split()[2].isdigit()}
+
+        def alive(pid: int, probes: dict[int, procid.Probe | None] = probes) -> bool:
+            found = probes.get(pid)
+            return found is not None and found.alive
+
+        run_dir = parts[key].decode("utf-8", "replace")
+        status = parts.get(f"status {n}", b"")
+        read = runfiles.parse_status(status) if status.strip() else \
+            runfiles.StatusRead(None, "no status.json", missing=True)
+        launch = None
+        if read.missing:
+            pid = parse_launch_pid(parts.get(f"launch {n}", b""))
+            launch = LaunchRead(pid, "") if pid is not None else None
+        health = judge_health(read, now=now or time.time(), pid_alive=alive, launch=launch)
+        updated = runfiles.parse_iso(str(read.get("updated_at") or "")) if read.ok else None
+        runs.append(BoxRun(run_dir, health.verdict, health.reason, updated))
+        data = _json(parts.get(f"guard {n}"))
+        if data is not None:
+            pid = data.get("pid")
+            ok = isinstance(pid, int) and not isinstance(pid, bool) and pid > 1 and \
+                procid.mismatch(probes.get(pid), data, started_at(data)) is None
+            guards.append(GuardState.from_dict(data, ok))
+    return BoxReport(now, gpus, runs, guards, _json(parts.get("lease")), gpu_error)
+
+
+def probe_box(transport: Transport, timeout: float = 20.0) -> BoxReport:
+    """Run the probe on ``transport``'s box. ``TransportError`` (one line) when it cannot
+    be run or its answer is cut short."""
+    boundary = f"--gpurent-{secrets.token_hex(8)}"
+    result = transport.run(script(boundary), timeout=timeout, max_bytes=MAX_PROBE_BYTES)
+    parts = split_sections(result.stdout, boundary)
+    if "end" not in parts:
+        err = result.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise TransportError(f"the probe of {transport.label} failed: "
+                             f"{err[-1][:200] if err else f'exit {result.rc}'}")
+    return parse_report(parts)

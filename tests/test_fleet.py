@@ -1,0 +1,183 @@
+"""The fleet (``gpurent instances``): every instance of several accounts per provider,
+listed through the real clients against the provider stand-ins (documented list shapes
+and error bodies), priced, and each running box reached with one exec on a real sshd:
+an idle box flagged with the right dollars, a busy one not, an unknown host key never
+accepted silently."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from remote.billing.accounts import Account, configured_accounts
+from remote.billing.fleet import FleetOptions, list_fleet
+from remote.billing.providers import ConfigError
+from tests.fixtures.sshd import SSHServer, make_server
+from trainer.providers import ProviderError, get_provider
+
+ROOT = Path(__file__).resolve().parents[1]
+GPURENT = Path(sys.executable).with_name("gpurent")
+
+
+def account(standin, label: str = "default") -> Account:
+    return Account(standin.provider, label, standin.key, standin.base_url)
+
+
+@pytest.fixture
+def box(tmp_path) -> SSHServer:
+    """A box of its own (its home holds its run registry), stopped at the end."""
+    server = make_server(tmp_path / "box")
+    yield server
+    server.sshd.stop()
+
+
+def known_as(tmp_path: Path, server: SSHServer, *names: str) -> FleetOptions:
+    """Fleet options whose known_hosts trusts ``server``'s key under ``names``."""
+    known = tmp_path / "known_hosts"
+    known.write_text("".join(f"{n} {server.host_key_line}\n" for n in names))
+    return FleetOptions(timeout=10, ssh_options={
+        "known_hosts": str(known), "identity_files": (server.key_path,),
+        "allow_agent": False, "ssh_config": server.ssh_config})
+
+
+def register_run(server: SSHServer, run_dir: Path) -> None:
+    registry = Path(server.home) / ".cache" / "gpurent" / "runs.txt"
+    registry.parent.mkdir(parents=True, exist_ok=True)
+    with open(registry, "a") as fh:
+        fh.write(f"{run_dir}\n")
+
+
+def test_list_calls_are_account_level_and_read_each_providers_shape(provider_standin):
+    vast, runpod, lam = (provider_standin(p) for p in ("vast", "runpod", "lambda"))
+    iid = vast.add_instance(gpu_util=87.0, num_gpus=2)
+    vast.started(iid, 3600)
+    pid = runpod.add_instance()
+    runpod.started(pid, 1800)
+    lid = lam.add_instance()
+    [v] = get_provider("vast", vast.key, vast.base_url).list_instances()
+    assert (v.id, v.state, v.gpu, v.gpu_util) == (iid, "running", "2x RTX 4090", 87.0)
+    assert abs(time.time() - 3600 - v.started_at) < 5
+    [r] = get_provider("runpod", runpod.key, runpod.base_url).list_instances()
+    assert (r.id, r.state, r.price_per_hour) == (pid, "running", 0.69)
+    assert abs(time.time() - 1800 - r.started_at) < 5
+    [la] = get_provider("lambda", lam.key, lam.base_url).list_instances()
+    assert (la.id, la.price_per_hour, la.started_at) == (lid, 0.75, None)  # no start time
+    # An instance's own key manages that instance only: never the account's list.
+    for standin, iid_ in ((vast, iid), (runpod, pid)):
+        key = standin.instance_key(iid_)
+        client = get_provider(standin.provider, key, standin.base_url, retries=0)
+        client.get_instance(iid_)  # its own instance: allowed
+        with pytest.raises(ProviderError, match="check the API key") as refused:
+            client.list_instances()
+        assert refused.value.kind == "auth"
+    # 429 with Retry-After is waited out; the Vast 429 body is plain text.
+    waits: list[float] = []
+    client = get_provider("runpod", runpod.key, runpod.base_url, sleep=waits.append)
+    runpod.fail(429, retry_after="3")
+    assert [p.id for p in client.list_instances()] == [pid] and waits == [3.0]
+    vast.fail(429, times=5)
+    with pytest.raises(ProviderError, match="rate limited.*too frequent"):
+        get_provider("vast", vast.key, vast.base_url, retries=1,
+                     sleep=lambda _s: None).list_instances()
+
+
+def test_several_accounts_listed_at_once_priced_and_a_failing_one_said(provider_standin,
+                                                                       monkeypatch, tmp_path):
+    work, home = provider_standin("vast", delay=0.3), provider_standin("vast", delay=0.3)
+    runpod, lam = provider_standin("runpod", delay=0.3), provider_standin("lambda", delay=0.3)
+    a, b = work.add_instance(), home.add_instance(dph_base=1.0)
+    home.started(b, 2 * 3600)
+    stopped = runpod.add_instance(status="EXITED", cost=0)
+    lam.add_instance()
+    config = tmp_path / "xdg" / "gpurent" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text(
+        f'[vast]\napi_key = "{work.key}"\nbase_url = "{work.base_url}"\n'
+        f'[[accounts]]\nprovider = "vast"\nlabel = "home"\nkey_env = "VAST_KEY_HOME"\n'
+        f'base_url = "{home.base_url}"\n'
+        f'[[accounts]]\nprovider = "runpod"\nlabel = "lab"\napi_key = "{runpod.key}"\n'
+        f'base_url = "{runpod.base_url}"\n'
+        f'[[accounts]]\nprovider = "lambda"\nlabel = "old"\napi_key = "revoked"\n'
+        f'base_url = "{lam.base_url}"\n'
+        f'[[accounts]]\nprovider = "lambda"\nlabel = "unset"\nkey_env = "NOT_SET_ANYWHERE"\n')
+    config.chmod(0o600)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("VAST_KEY_HOME", home.key)
+    for var in ("VAST_API_KEY", "RUNPOD_API_KEY", "LAMBDA_API_KEY", "GPURENT_VAST_URL"):
+        monkeypatch.delenv(var, raising=False)
+    accounts = configured_accounts()
+    assert [x.name for x in accounts] == ["vast/default", "vast/home", "runpod/lab",
+                                          "lambda/old", "lambda/unset"]
+    assert "revoked" not in repr(accounts)
+    started = time.monotonic()
+    fleet = list_fleet(accounts, FleetOptions(timeout=5, ssh=False))
+    took = time.monotonic() - started
+    assert took < 1.2, f"five accounts at 0.3 s each took {took:.2f} s: not at once"
+    rows = {r.target or r.account: r for r in fleet.rows}
+    assert rows[f"vast:{a}"].account == "vast/default"
+    spent = rows[f"vast:{b}"].spent(fleet.now)
+    assert spent == pytest.approx(2 * (1.0 + 250 * 0.2 / 720), rel=0.01)
+    exited = rows[f"runpod:{stopped}"]
+    assert not exited.full_price and exited.words(fleet.now) == ["stopped: disk $1.67/day"]
+    assert "account failed: Lambda Cloud: list instances refused (HTTP 401" in \
+        rows["lambda/old"].words(fleet.now)[0]
+    assert rows["lambda/unset"].error == "no key: NOT_SET_ANYWHERE is not set"
+    # The same through the command, as JSON.
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([str(GPURENT), "instances", "--json", "--no-ssh"], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    body = json.loads(out.stdout)
+    assert body["schema"] == "gpurent.fleet/1" and len(body["rows"]) == 5
+    config.write_text(config.read_text() + '[[accounts]]\nprovider = "vast"\napi_key = "x"\n'
+                      'label = "home"\n')
+    with pytest.raises(ConfigError, match="two accounts are called vast/home"):
+        configured_accounts()
+
+
+def test_an_idle_box_is_flagged_with_its_dollars_and_a_busy_one_is_not(provider_standin,
+                                                                       box, tmp_path):
+    vast = provider_standin("vast")
+    idle = vast.add_instance(dph_base=1.0, storage_total_cost=0.2)  # $1.20/h
+    vast.set_address(idle, box.host, box.port)
+    vast.started(idle, 47 * 60 + 5)
+    busy = vast.add_instance()
+    vast.set_address(busy, box.host, box.port)  # the same sshd, but let it hold a run
+    stranger = vast.add_instance()
+    vast.set_address(stranger, box.host, box.port)
+    options = known_as(tmp_path, box, f"vast:{idle}", f"vast:{busy}")
+    fleet = list_fleet([account(vast)], options)
+    rows = {r.target: r for r in fleet.rows}
+    row = rows[f"vast:{idle}"]
+    assert row.box is not None and row.box.runs == [] and row.box.gpus is None
+    assert row.idle is not None and row.idle.why == "no live run"
+    assert row.idle.words() == "idle 47 min, $0.94"  # 47 min at $1.20/h
+    # An unknown host key is not accepted: unreachable, with the reason.
+    assert rows[f"vast:{stranger}"].box is None
+    assert "unreachable: " in " ".join(rows[f"vast:{stranger}"].words(fleet.now))
+    assert "not known" in rows[f"vast:{stranger}"].unreachable or \
+        "unknown" in rows[f"vast:{stranger}"].unreachable
+
+    # A live run (its process holding) makes the box busy; the idle words go.
+    run_dir = Path(box.home) / "runs" / "live"
+    sim = subprocess.Popen([sys.executable, "-m", "tests.fixtures.run_sim", str(run_dir),
+                            "--epochs", "1", "--epoch-seconds", "0.01", "--hold"], cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 30
+        while not (run_dir / "status.json").exists():
+            assert time.monotonic() < deadline and sim.poll() is None
+            time.sleep(0.05)
+        register_run(box, run_dir)
+        again = {r.target: r for r in list_fleet([account(vast)], options).rows}
+        busy_row = again[f"vast:{busy}"]
+        assert [(r.run_dir, r.live) for r in busy_row.box.runs] == [(str(run_dir), True)]
+        assert busy_row.idle is None and again[f"vast:{idle}"].idle is None
+    finally:
+        sim.terminate()
+        sim.wait(30)

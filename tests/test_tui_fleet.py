@@ -1,0 +1,73 @@
+"""The fleet screen, driven with Pilot: ``gpurent-tui`` with no host opens it; the rows
+come from the real listing (provider stand-in, a real sshd box) with the idle words and
+dollars; hostile provider text is shown inert; ``s`` stops through the dialog; Enter
+opens the instance as a box tab."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from remote.billing import Account, FleetOptions, list_fleet
+from tests.fixtures.screen import until_shown
+from tests.fixtures.sshd import SSHServer, make_server
+from tui.app import GpurentApp
+from tui.dialogs.confirm import ConfirmDialog
+from tui.screens.fleet import FleetScreen
+
+pytestmark = pytest.mark.anyio
+SIZE = (170, 40)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def box(tmp_path) -> SSHServer:
+    server = make_server(tmp_path / "box")
+    yield server
+    server.sshd.stop()
+
+
+async def test_the_fleet_opens_without_a_host_and_acts_on_its_rows(provider_standin, box,
+                                                                  tmp_path):
+    vast = provider_standin("vast", settle_polls=1)
+    idle = vast.add_instance(dph_base=1.0, storage_total_cost=0.2,
+                             gpu_name="[/]\x1b]0;pwned\x07 4090")
+    vast.set_address(idle, box.host, box.port)
+    vast.started(idle, 47 * 60 + 5)
+    known = tmp_path / "known_hosts"
+    known.write_text(f"vast:{idle} {box.host_key_line}\n")
+    options = FleetOptions(timeout=10, ssh_options={
+        "known_hosts": str(known), "identity_files": (box.key_path,), "allow_agent": False,
+        "ssh_config": box.ssh_config})
+    account = Account("vast", "work", vast.key, vast.base_url)
+    app = GpurentApp([], autoconnect=False)
+    app.fleet_lister = lambda: list_fleet([account], options)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        text = await until_shown(pilot, f"vast:{idle}", "idle 47 min, $0.94", "1 instances")
+        assert isinstance(app.screen, FleetScreen)
+        assert "[/] 4090" in text and "pwned" not in text.replace("]0;pwned", "")  # inert
+        await pilot.press("s")
+        await until_shown(pilot, "Stop the instance?", "keeps billing")
+        assert isinstance(app.screen, ConfirmDialog)
+        app.screen.query_one("#confirm").focus()  # keys, not a click a toast could take
+        await pilot.pause()
+        await pilot.press("enter")
+        await until_shown(pilot, "is stopped")
+        assert len(vast.calls("PUT")) == 1
+        assert vast.instances[idle]["actual_status"] == "stopped"
+        deadline = time.monotonic() + 20
+        while "stopped: disk" not in " ".join(app.screen.fleet.rows[0].words(time.time())):
+            assert time.monotonic() < deadline
+            await pilot.pause(0.1)
+        await pilot.press("enter")
+        await pilot.pause(0.2)
+        assert not isinstance(app.screen, FleetScreen)
+        assert [s.target for s in app.specs] == [f"vast:{idle}"]
+        assert (app.specs[0].provider, app.specs[0].instance) == ("vast", idle)
+        await pilot.press("F")  # back to the list from the box
+        await until_shown(pilot, f"vast:{idle}", "listed in")

@@ -1,0 +1,201 @@
+"""The off-box watchdog and leases, against the provider stand-ins' billing clocks and
+real sshd boxes: a hung box's billing ended within one interval of its lease, an idle
+instance stopped past its rule, two watchdogs at once acting once, unsafe weights never
+destroyed (a stop instead; Lambda, which cannot stop, an alarm), the guard's webhooks
+told, and the lease written where the box's guard reads it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from remote.billing.accounts import Account
+from remote.billing.fleet import FleetOptions
+from remote.billing.leases import lease_for, set_lease
+from remote.billing.watchdog import Rules, loop, watch_once
+from tests.fixtures.sshd import SSHServer, make_server
+from trainer.guard.lease import lease_passed
+from trainer.guard.notify import Target
+
+ROOT = Path(__file__).resolve().parents[1]
+GPURENT = Path(sys.executable).with_name("gpurent")
+FAST = {"confirm_timeout": 20.0, "interval": 0.05}
+
+
+def account(standin) -> Account:
+    return Account(standin.provider, "default", standin.key, standin.base_url)
+
+
+@pytest.fixture
+def box(tmp_path) -> SSHServer:
+    server = make_server(tmp_path / "box")
+    yield server
+    server.sshd.stop()
+
+
+def reach(tmp_path: Path, server: SSHServer, name: str) -> FleetOptions:
+    known = tmp_path / "known_hosts"
+    known.write_text(f"{name} {server.host_key_line}\n")
+    return FleetOptions(timeout=10, ssh_options={
+        "known_hosts": str(known), "identity_files": (server.key_path,),
+        "allow_agent": False, "ssh_config": server.ssh_config})
+
+
+class Webhook:
+    """A local webhook that keeps what was posted to it."""
+
+    def __init__(self) -> None:
+        self.posts: list[dict] = []
+        hook = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *_a: object) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                hook.posts.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+                self.send_response(204)
+                self.end_headers()
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+
+
+def test_the_watchdog_ends_a_hung_boxs_billing_within_one_interval(provider_standin, box,
+                                                                   tmp_path):
+    vast = provider_standin("vast", settle_polls=1)
+    iid = vast.add_instance()
+    vast.set_address(iid, box.host, box.port)
+    box.sshd.stop()  # the box hangs: its sshd (and any guard on it) is gone
+    hook = Webhook()
+    lease = set_lease(f"vast:{iid}", 1.0, then="destroy")  # destroy: refused, it stops
+    deadline = time.monotonic() + lease.left()
+    every = 0.5
+    ended = threading.Event()
+    thread = threading.Thread(target=loop, args=(
+        lambda: [account(vast)], Rules(), reach(tmp_path, box, f"vast:{iid}"), every,
+        ended.wait), kwargs={**FAST, "notify": [Target(hook.url, "json")]}, daemon=True)
+    thread.start()
+    try:
+        meter = vast.meter(iid)
+        limit = time.monotonic() + 30
+        while meter.full_rate_until(0) is None:
+            assert time.monotonic() < limit, "the watchdog never ended the billing"
+            time.sleep(0.05)
+    finally:
+        ended.set()
+        thread.join(30)
+    late = meter.full_rate_until(0) - deadline
+    assert late <= every + 1.0, f"billing ended {late:.2f} s after the lease"
+    assert vast.calls("DELETE") == []  # the weights could not be checked: never destroyed
+    assert len(vast.calls("PUT")) == 1 and vast.instances[iid]["actual_status"] == "stopped"
+    limit = time.monotonic() + 10
+    while not hook.posts:
+        assert time.monotonic() < limit, "no notification"
+        time.sleep(0.05)
+    [post] = hook.posts
+    assert post["event"] == "acted" and post["target"] == f"vast:{iid}"
+    assert "not destroyed" in post["guard"] and "keeps billing" in post["guard"]
+
+
+def test_an_idle_instance_past_its_rule_is_stopped_and_a_fresh_one_is_not(provider_standin,
+                                                                          box, tmp_path):
+    runpod = provider_standin("runpod", settle_polls=1)
+    old, fresh = runpod.add_instance(), runpod.add_instance()
+    for pod, ago in ((old, 20 * 60), (fresh, 60)):
+        runpod.set_address(pod, box.host, box.port, box.user)
+        runpod.started(pod, ago)
+    known = tmp_path / "known_hosts"
+    options = reach(tmp_path, box, f"runpod:{old}")
+    known.write_text(known.read_text() + f"runpod:{fresh} {box.host_key_line}\n")
+    [decision] = watch_once([account(runpod)], Rules(idle_minutes=10), options, **FAST)
+    assert (decision.target, decision.trigger, decision.action, decision.acted) == (
+        f"runpod:{old}", "idle", "stop", True)
+    assert "idle 20 min" in decision.reason
+    assert runpod.instances[old]["status"] == "EXITED"
+    assert runpod.instances[fresh]["status"] == "RUNNING"
+    assert [c.path for c in runpod.calls("POST", "/action")] == [f"/v2/pods/{old}/action"]
+
+
+def test_two_watchdogs_at_once_act_once(provider_standin, tmp_path):
+    vast = provider_standin("vast", settle_polls=2)
+    iid = vast.add_instance()
+    vast.set_address(iid, "127.0.0.1", 9)  # nothing answers there
+    set_lease(f"vast:{iid}", 60, now=time.time() - 120)  # ran out a minute ago
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "VAST_API_KEY": vast.key,
+           "GPURENT_VAST_URL": vast.base_url, "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+    command = [str(GPURENT), "watchdog", "--once", "--json", "--poll", "0.05",
+               "--timeout", "5"]
+    both = [subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    answers = [p.communicate(timeout=120) for p in both]
+    assert [p.returncode for p in both] == [0, 0], answers
+    decisions = [d for out, _err in answers for d in json.loads(out)["decisions"]]
+    assert [(d["action"], d["acted"]) for d in decisions] == [("stop", True)]
+    assert len(vast.calls("PUT")) == 1
+    # A later pass finds it done (the record of this lease's episode): nothing more.
+    again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert json.loads(again.stdout)["decisions"] == [] and len(vast.calls("PUT")) == 1
+
+
+def test_lambda_cannot_stop_so_unsafe_weights_mean_an_alarm_not_a_terminate(
+        provider_standin, tmp_path):
+    lam = provider_standin("lambda")
+    iid = lam.add_instance(ip="127.0.0.1")  # port 22 here answers nothing of ours
+    set_lease(f"lambda:{iid}", 60, now=time.time() - 120)
+    options = FleetOptions(timeout=3, ssh_options={"known_hosts": str(tmp_path / "none")})
+    [decision] = watch_once([account(lam)], Rules(), options, **FAST)
+    assert decision.alarm and decision.action == "none" and not decision.acted
+    assert "NOT terminating" in decision.message and "keeps billing $0.7500/h" in decision.message
+    assert lam.calls("POST", "terminate") == []
+    assert watch_once([account(lam)], Rules(), options, **FAST) == []  # told once
+
+
+def test_a_lease_is_kept_on_the_laptop_and_on_the_box_where_the_guard_reads_it(
+        provider_standin, box, tmp_path):
+    runpod = provider_standin("runpod")
+    pod = runpod.add_instance()
+    runpod.set_address(pod, box.host, box.port, box.user)
+    home = tmp_path / "laptop"
+    (home / ".ssh").mkdir(parents=True)
+    known = tmp_path / "known_hosts"
+    known.write_text(f"runpod:{pod} {box.host_key_line}\n")
+    (home / ".ssh" / "config").write_text(
+        f"Host *\n  IdentityFile {box.key_path}\n  IdentitiesOnly yes\n"
+        f"  UserKnownHostsFile {known}\n")
+    env = {**os.environ, "HOME": str(home), "SSH_AUTH_SOCK": "", "PYTHONPATH": str(ROOT),
+           "XDG_CONFIG_HOME": str(tmp_path / "xdg"), "RUNPOD_API_KEY": runpod.key,
+           "GPURENT_RUNPOD_URL": runpod.base_url}
+
+    def gpurent(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(GPURENT), "lease", f"runpod:{pod}", *args, "--json"],
+                              env=env, capture_output=True, text=True, timeout=60)
+
+    made = gpurent("6h")
+    assert made.returncode == 0, made.stderr
+    assert json.loads(made.stdout)["box"] == "told"
+    on_box = Path(box.home) / ".cache" / "gpurent" / "lease.json"
+    written = json.loads(on_box.read_text())
+    assert written["target"] == f"runpod:{pod}" and written["then"] == "stop"
+    assert abs(written["until"] - time.time() - 6 * 3600) < 60
+    assert lease_for(f"runpod:{pod}").until == written["until"]
+    # The guard on the box reads it: not yet, and once the deadline passed.
+    assert lease_passed("runpod", pod, path=on_box) is None
+    assert "lease ran out" in lease_passed("runpod", pod, now=written["until"] + 1,
+                                           path=on_box)
+    assert lease_passed("runpod", "another-pod", now=written["until"] + 1,
+                        path=on_box) is None
+    cleared = gpurent("clear")
+    assert cleared.returncode == 0 and not on_box.exists()
+    assert lease_for(f"runpod:{pod}") is None
+    bad = gpurent("soon")
+    assert bad.returncode == 2 and "not a duration" in bad.stderr

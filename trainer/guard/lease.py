@@ -1,0 +1,46 @@
+"""The lease the laptop left on the box (``gpurent lease TARGET 6h`` writes
+``CACHE/lease.json``, ``CACHE`` being ``$GPURENT_CACHE_DIR`` or ``~/.cache/gpurent``): a
+deadline after which the guard ends the instance's billing, as the off-box watchdog
+does from the laptop. Standard library only (Python 3.9)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from trainer import engines
+
+#: The lease file's name in the box's cache directory.
+LEASE_FILE = "lease.json"
+
+
+def read_lease(path: Path | None = None) -> dict[str, Any] | None:
+    """The lease object, or ``None`` when there is none (or it is not readable)."""
+    where = path or engines.cache_dir() / LEASE_FILE
+    try:
+        data = json.loads(where.read_text(encoding="utf-8")[:4096])
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or isinstance(data.get("until"), bool) or \
+            not isinstance(data.get("until"), (int, float)):
+        return None
+    return data
+
+
+def lease_passed(provider: str | None, instance: str | None,
+                 now: float | None = None,
+                 path: Path | None = None) -> str | None:
+    """Why the lease says to act now (its deadline passed), else ``None``. A lease
+    written for another instance (a copied home) is not this box's."""
+    lease = read_lease(path)
+    if lease is None:
+        return None
+    target = lease.get("target")
+    if provider and instance and isinstance(target, str) and target != f"{provider}:{instance}":
+        return None
+    now = time.time() if now is None else now
+    if now < lease["until"]:
+        return None
+    return f"the lease ran out at {lease.get('until_at') or lease['until']}"

@@ -1,0 +1,189 @@
+"""The fleet: every instance of every configured account in one table, with its state,
+price, what it spent and the idle and waste words (``remote.billing.list_fleet``, the
+same listing as ``gpurent instances``). Enter opens the instance as a box tab; ``s``
+stops it (asked first; the disk keeps billing, as the dialog says); ``D`` destroys it
+through its box tab, where the weights gate and the typed-id dialog are."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import DataTable, Static
+
+from trainer.text import money, rate
+from tui.dialogs.confirm import ConfirmDialog
+from tui.fmt import safe
+
+#: The table's columns.
+COLUMNS = ("account", "instance", "state", "GPU", "$/h now", "spent", "notes")
+#: The screen's keys, for its own key line and the help screen.
+FLEET_KEYS = (("enter", "open it as a box tab"), ("s", "stop the instance (asks first)"),
+              ("D", "destroy: opens its tab, where the weights gate asks"),
+              ("r", "list again"), ("escape", "back to the boxes"))
+
+
+class FleetScreen(Screen[None]):
+    """The table; ``lister()`` returns a ``remote.billing.Fleet`` (it blocks: it runs in
+    a worker thread); ``open_box(row)`` opens a row's instance as a box tab."""
+
+    BINDINGS = [Binding("enter", "open", "open", show=False),
+                Binding("s", "stop", "stop", show=False),
+                Binding("D", "destroy", "destroy", show=False),
+                Binding("r", "refresh", "list again", show=False),
+                Binding("escape,F", "close", "back", show=False)]
+
+    class Listed(Message):
+        """The listing finished (``fleet``) or failed (``error``)."""
+
+        def __init__(self, fleet: Any = None, error: str = "") -> None:
+            super().__init__()
+            self.fleet = fleet
+            self.error = error
+
+    class Stopped(Message):
+        """A stop from the list ended: its one-line outcome."""
+
+        def __init__(self, text: str) -> None:
+            super().__init__()
+            self.text = text
+
+    def __init__(self, lister: Callable[[], Any], open_box: Callable[[Any, bool], None]) -> None:
+        super().__init__()
+        self.lister = lister
+        self.open_box = open_box
+        self.fleet: Any = None
+
+    def compose(self) -> ComposeResult:
+        """The status line, the table, the keys."""
+        yield Static("asking the providers…", id="fleet-status")
+        table: DataTable[Text] = DataTable(id="fleet", cursor_type="row", zebra_stripes=True)
+        table.add_columns(*COLUMNS)
+        yield table
+        yield Static(Text("  ".join(f"{k} {what}" for k, what in FLEET_KEYS), style="dim"),
+                     id="fleet-keys")
+
+    def on_mount(self) -> None:
+        """List at once."""
+        self.query_one(DataTable).focus()
+        self.list_fleet()
+
+    @work(thread=True, exclusive=True, group="fleet", exit_on_error=False)
+    def list_fleet(self) -> None:
+        """Ask (in a thread) and post the answer."""
+        try:
+            fleet = self.lister()
+        except Exception as exc:  # noqa: BLE001 - any failure is one line on screen
+            self.post_message(self.Listed(error=str(exc)))
+            return
+        self.post_message(self.Listed(fleet))
+
+    def on_fleet_screen_listed(self, message: Listed) -> None:
+        """Fill the table."""
+        status = self.query_one("#fleet-status", Static)
+        if message.error:
+            status.update(safe(f"cannot list: {message.error}", 300, "bold red"))
+            return
+        self.fleet = fleet = message.fleet
+        table = self.query_one(DataTable)
+        table.clear()
+        for n, row in enumerate(fleet.rows):
+            table.add_row(*self.cells(row, fleet.now), key=str(n))
+        billing = sum(r.instance.billing_per_hour or 0 for r in fleet.rows if r.instance)
+        status.update(Text(f"{sum(1 for r in fleet.rows if r.instance)} instances, billing "
+                           f"{rate(billing)} now; listed in {fleet.seconds:.1f} s"))
+
+    @staticmethod
+    def cells(row: Any, now: float) -> list[Text]:
+        """One row's cells, every provider- or box-given text inert (``tui.fmt.safe``)."""
+        inst = row.instance
+        if inst is None:
+            return [safe(row.account, 24), Text("-"), safe("account failed", 20, "red"),
+                    Text(""), Text(""), Text(""), safe(row.error, 200, "red")]
+        state = inst.state if inst.raw_state in ("", inst.state) else \
+            f"{inst.state} ({inst.raw_state})"
+        spent = row.spent(now)
+        words = row.words(now)
+        style = "bold yellow" if row.idle is not None or row.unreachable else ""
+        return [safe(row.account, 24), safe(row.target, 40), safe(state, 30),
+                safe(inst.gpu or "?", 30), Text(rate(inst.billing_per_hour)),
+                Text("" if spent is None else money(spent)),
+                safe("; ".join(words), 200, style)]
+
+    def selected(self) -> Any:
+        """The row under the cursor (``None`` for none, or an account's failure)."""
+        if self.fleet is None or not self.fleet.rows:
+            return None
+        index = self.query_one(DataTable).cursor_row
+        row = self.fleet.rows[index] if 0 <= index < len(self.fleet.rows) else None
+        return row if row is not None and row.instance is not None else None
+
+    def action_open(self) -> None:
+        """Enter: the instance as a box tab."""
+        row = self.selected()
+        if row is not None:
+            self.open_box(row, False)
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        """Enter on the table (which takes the key itself): open the row."""
+        event.stop()
+        self.action_open()
+
+    def action_destroy(self) -> None:
+        """D: open the tab and ask there (the weights gate needs the box)."""
+        row = self.selected()
+        if row is not None:
+            self.open_box(row, True)
+
+    def action_refresh(self) -> None:
+        """r: list again."""
+        self.query_one("#fleet-status", Static).update("asking the providers…")
+        self.list_fleet()
+
+    def action_close(self) -> None:
+        """Escape: back to the boxes (with none open, the app asks about quitting)."""
+        if len(self.app.screen_stack) > 2 or getattr(self.app, "specs", None):
+            self.dismiss(None)
+        else:
+            self.app.run_action("quit")
+
+    def action_stop(self) -> None:
+        """s: stop the selected instance, after saying what keeps billing."""
+        row = self.selected()
+        if row is None or self.fleet is None:
+            return
+        client = self.fleet.clients.get(row.account)
+        if client is None or not client.can_stop:
+            self.app.notify(f"{row.target}: this provider cannot stop an instance; D "
+                            "destroys it through the weights gate", severity="warning")
+            return
+        from remote.billing import warning_for
+
+        body = Text()
+        body.append_text(safe(row.target, 60, "bold"))
+        body.append(f": {warning_for('stop', client, row.instance)}")
+        self.app.push_screen(ConfirmDialog("Stop the instance?", body, "Stop it"),
+                             lambda yes: self.stop_row(row, client) if yes else None)
+
+    @work(thread=True, group="fleet-stop", exit_on_error=False)
+    def stop_row(self, row: Any, client: Any) -> None:
+        """Stop through the gate (``run_teardown``) and confirm it by polling."""
+        from remote.billing import run_teardown
+
+        try:
+            outcome = run_teardown(client, row.instance.id, "stop")
+            text = outcome.message
+        except Exception as exc:  # noqa: BLE001 - the outcome is a line on screen
+            text = f"{row.target}: the stop failed: {exc}"
+        self.post_message(self.Stopped(text))
+
+    def on_fleet_screen_stopped(self, message: Stopped) -> None:
+        """Say how the stop ended and list again."""
+        self.app.notify(message.text, title="fleet", timeout=10)
+        self.action_refresh()
