@@ -208,7 +208,8 @@ def test_safe_follows_best_pt_by_content(hub_standin: HubStandin, tmp_path: Path
         subprocess.run(trainer_cmd("push", str(run), "--repo", "org/m", "--json"), env=env,
                        cwd=ROOT, check=True, capture_output=True, timeout=60)
     assert len(hub_standin.repo("org/m").commits) == 1
-    assert [e["commit"] for e in read_ledger(run)] == [hub_standin.repo("org/m").head] * 4
+    # best.pt, results.csv and status.json, twice.
+    assert [e["commit"] for e in read_ledger(run)] == [hub_standin.repo("org/m").head] * 6
     # `safe` needs nothing but the standard library (-S: no site-packages).
     result = subprocess.run([sys.executable, "-S", "-m", "trainer", "safe", str(run),
                              "--json"], cwd=ROOT, env=env, capture_output=True, text=True,

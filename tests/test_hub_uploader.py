@@ -90,7 +90,8 @@ def test_period_milestones_push_last_pt_too(hub_standin: HubStandin, tmp_path: P
     up.on_epoch_end(1, False, None, None)  # not a milestone
     up.on_epoch_end(2, False, None, None)  # period
     wait_for(lambda: up.state() is not None)
-    assert sorted(hub_standin.repo("org/m").files) == ["best.pt", "last.pt", "results.csv"]
+    assert sorted(hub_standin.repo("org/m").files) == ["best.pt", "last.pt", "results.csv",
+                                                        "status.json"]
     up.finish(timeout=60)
 
 
@@ -109,8 +110,9 @@ def test_a_failing_push_is_reported_not_raised(hub_standin: HubStandin, tmp_path
         state = up.finish(timeout=60)  # the final push retries and succeeds
     assert state is not None and "error" not in state and state["epoch"] == 1
     assert any("push of epoch 1 failed" in r.getMessage() for r in caplog.records)
-    # Only the successful final push (best.pt and results.csv) is in the ledger.
-    assert [e["file"] for e in read_ledger(run)] == ["best.pt", "results.csv"]
+    # Only the successful final push (what exists of the run's files) is in the ledger.
+    assert [e["file"] for e in read_ledger(run)] == ["best.pt", "results.csv",
+                                                     "status.json"]
 
 
 @pytest.mark.slow

@@ -19,7 +19,8 @@ FILE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 #: What ``trainer push`` sends when no files are named (``trainer.hub.push.DEFAULT_FILES``:
 #: the checkpoints from ``weights/``, the rest from the run directory; a missing one is
 #: skipped).
-PUSHED_FILES = ("best.pt", "last.pt", "summary.json", "results.csv")
+PUSHED_FILES = ("best.pt", "last.pt", "summary.json", "results.csv", "status.json",
+                "metrics.jsonl")
 #: A multi-GB checkpoint over a slow uplink takes a while.
 PUSH_TIMEOUT = 6 * 3600.0
 

@@ -62,7 +62,7 @@ from trainer.engine.device import (
 )
 from trainer.engine.ema import ModelEMA
 from trainer.engine.optim import build_optimizer, cosine_schedule, warmup_iterations
-from trainer.engine.plan import Plan
+from trainer.engine.plan import Plan, milestone_period
 from trainer.engine.report import RunReport, close_log, error_message, open_log
 from trainer.engine.rundir import clear_history, trim_history
 from trainer.engine.stopping import GracefulStop
@@ -227,7 +227,7 @@ def run(plan: Plan, group: Group | None = None) -> int:
     stop.install()
     try:
         if plan.uploader_factory is not None and is_main:
-            uploader = plan.uploader_factory(run_dir, args.hub, args.hub_period, log)
+            uploader = plan.uploader_factory(run_dir, args.hub, milestone_period(args), log)
         # ------------------------------------------------------------- the model
         random.seed(args.seed)
         np.random.seed(args.seed)

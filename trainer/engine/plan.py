@@ -20,8 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-#: Keys that a resumed run takes from the command line instead of from the checkpoint.
-RESUME_OVERRIDES = ("epochs", "device", "nproc", "workers", "patience", "save_period",
+#: Keys that a resumed run takes from the command line instead of from the checkpoint
+#: (``data``: a run resumed on another box finds its dataset where that box staged it;
+#: a dataset with other classes is refused).
+RESUME_OVERRIDES = ("data", "epochs", "device", "nproc", "workers", "patience", "save_period",
                     "val_period", "hub", "hub_period", "callbacks")
 
 _HUB_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -54,7 +56,7 @@ class TrainArgs:
     exist_ok: bool = False
     val_period: int = 1
     hub: str | None = None
-    hub_period: int = 10
+    hub_period: int = 0
     amp: bool = True
     callbacks: str = ""
 
@@ -83,7 +85,8 @@ HELP = {
     "exist_ok": "reuse project/name when it holds a finished run",
     "val_period": "validate every N epochs (and always after the last)",
     "hub": "ORG/NAME: push best.pt to this Hugging Face repo at milestones (HF_TOKEN)",
-    "hub_period": "push every N epochs (and on each new best)",
+    "hub_period": "push last.pt and the history every N epochs, and best.pt on each new "
+                  "best (0: auto, every epochs/10 epochs, at most 10)",
     "amp": "mixed precision on CUDA (bf16 where supported, else fp16)",
     "callbacks": "module:attr[,module:attr]: functions to call at run events (see docs)",
 }
@@ -180,7 +183,7 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "workers": _int(0), "project": _nonempty,
     "name": _name, "save_period": _int(), "resume": _resume, "seed": _int(0), "lr0": _lr,
     "patience": _int(0), "exist_ok": _bool, "val_period": _int(1), "hub": _hub,
-    "hub_period": _int(1), "amp": _bool, "callbacks": str,
+    "hub_period": _int(0), "amp": _bool, "callbacks": str,
 }
 
 
@@ -236,6 +239,15 @@ class Plan:
 
 def _looks_like_path(model: str) -> bool:
     return model.endswith((".pt", ".pth")) or "/" in model or Path(model).is_file()
+
+
+def milestone_period(args: TrainArgs) -> int:
+    """Epochs between the pushes that let a run resume elsewhere: ``hub_period``, or when
+    0 a tenth of the run, at most 10 epochs, so an interruption loses at most about a
+    tenth of the run (and at most 10 epochs) of work."""
+    if args.hub_period > 0:
+        return args.hub_period
+    return max(1, min(10, math.ceil(args.epochs / 10)))
 
 
 def _resume_source(args: TrainArgs) -> Path:

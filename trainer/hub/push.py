@@ -39,7 +39,8 @@ from trainer.hub.client import (
 )
 from trainer.hub.ledger import append_entries, file_identity, sha256_file
 
-DEFAULT_FILES = ("best.pt", "last.pt", "summary.json", "results.csv")
+DEFAULT_FILES = ("best.pt", "last.pt", "summary.json", "results.csv", "status.json",
+                 "metrics.jsonl")
 SNAPSHOT_PREFIX = ".hub-push-"
 #: A snapshot directory's name; group 1 is the pid of the push that made it.
 SNAPSHOT_RE = re.compile(rf"^{re.escape(SNAPSHOT_PREFIX)}(\d+)-")
@@ -157,7 +158,8 @@ def snapshot_parent(run_dir: Path) -> Path:
 
 def take_snapshot(run_dir: Path, names: Sequence[str], *, copy: bool = True) -> SnapshotSet:
     """Freeze ``names`` of ``run_dir`` into a fresh snapshot directory (``snapshot_parent``).
-    Missing files are listed, not fatal. Where a hard link is impossible (or useless:
+    Missing files are listed, not fatal. Files other than checkpoints (the history, which
+    grows in place) are always copied at once. Where a hard link is impossible (or useless:
     another engine rewrites in place) the file is copied, or with ``copy=False`` left in
     ``deferred`` so that this call stays a few metadata operations."""
     parent = snapshot_parent(run_dir)
@@ -165,6 +167,13 @@ def take_snapshot(run_dir: Path, names: Sequence[str], *, copy: bool = True) -> 
     snaps = SnapshotSet(directory)
     for name in names:
         src, dst = local_path(run_dir, name), directory / name
+        if not name.endswith(".pt"):  # small, and appended to in place: copied now
+            snap = _copy_snapshot(name, src, dst)
+            if snap is None:
+                snaps.missing.append(name)
+            else:
+                snaps.files.append(snap)
+            continue
         if parent != run_dir:  # copied by complete()
             if src.is_file():
                 snaps.deferred.append((name, src))

@@ -37,7 +37,9 @@ from trainer.hub.push import (
 )
 
 MILESTONE_FILES = ("best.pt", "results.csv")
-PERIOD_FILES = ("best.pt", "last.pt", "results.csv")
+#: What a periodic milestone sends: enough for the run to resume on another box
+#: (``last.pt`` holds the optimizer, scheduler, EMA and RNG state) with its history.
+PERIOD_FILES = ("best.pt", "last.pt", "results.csv", "status.json", "metrics.jsonl")
 
 
 @dataclass
