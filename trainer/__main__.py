@@ -23,6 +23,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "stage": ("trainer.hub.stage", "download a dataset tar from the Hub and extract it safely"),
     "push": ("trainer.hub.pushcmd", "push a run's weights to the Hub (now, or --watch as it "
              "trains) and append its ledger"),
+    "restore": ("trainer.hub.restore", "put a run's last checkpoint and history from its Hub "
+                "repository into a run directory, to resume it here"),
     "safe": ("trainer.hub.safe", "list the weight files on the box and what left it"),
     "guard": ("trainer.guard.command", "stop or destroy this instance once the run is over"),
 }

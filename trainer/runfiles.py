@@ -100,6 +100,15 @@ STATUS_TYPES: dict[str, tuple[type, ...]] = {
 # --------------------------------------------------------------------------- writing
 
 
+def milestone_period(epochs: int, hub_period: int = 0) -> int:
+    """Epochs between the Hub pushes that let a run resume on another box: ``hub_period``,
+    or when it is 0 a tenth of the run and at most 10 epochs, so an interruption loses at
+    most about a tenth of the run, and at most 10 epochs, of work."""
+    if hub_period > 0:
+        return hub_period
+    return max(1, min(10, math.ceil(epochs / 10)))
+
+
 def utc_now_iso(now: float | None = None) -> str:
     """Return ``now`` (default: the current time) as ISO-8601 UTC with a ``Z`` suffix."""
     moment = datetime.fromtimestamp(time.time() if now is None else now, tz=timezone.utc)

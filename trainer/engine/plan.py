@@ -242,12 +242,10 @@ def _looks_like_path(model: str) -> bool:
 
 
 def milestone_period(args: TrainArgs) -> int:
-    """Epochs between the pushes that let a run resume elsewhere: ``hub_period``, or when
-    0 a tenth of the run, at most 10 epochs, so an interruption loses at most about a
-    tenth of the run (and at most 10 epochs) of work."""
-    if args.hub_period > 0:
-        return args.hub_period
-    return max(1, min(10, math.ceil(args.epochs / 10)))
+    """``args``' epochs between resumable pushes (``trainer.runfiles.milestone_period``)."""
+    from trainer.runfiles import milestone_period as period
+
+    return period(args.epochs, args.hub_period)
 
 
 def _resume_source(args: TrainArgs) -> Path:

@@ -10,4 +10,5 @@ __all__, __getattr__ = lazy_exports(__name__, {
     "push": ["push_run"],
     "stage": ["stage", "extract_archive", "UnsafeArchive"],
     "uploader": ["MilestoneUploader"],
+    "restore": ["restore_run"],
 })

@@ -1,0 +1,160 @@
+"""Resumed anywhere: a run whose box was taken away continues on another box from its last
+push to the Hub (``gpurent resume ORG/REPO:NAME --on TARGET``).
+
+The run is named by its Hub repository (where its milestones went) and its name (the
+run directory ``PROJECT/NAME`` on the new box). In order, each step said as it happens:
+the new box is checked (``trainer preflight``), the dataset is found there or staged
+from a Hub dataset tar (``trainer stage``), the last checkpoint and the history are put
+in place from the Hub (``trainer restore``, the token on stdin), and the run is launched
+with ``resume=True``, the same name and the same ``hub=``, so its pushes go on to the same
+repository. The trainer drops history rows after the checkpoint's epoch: the metrics
+continue with no gap and no duplicate. The money: the epochs the interruption can have
+cost (the milestone interval) at the old box's $/epoch, and the new box's price against
+the old one's. A guard or lease armed on the old box does not move by itself: the last
+step says what to arm on the new one.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from remote.billing.resume import Resumed, ResumeFailed, Step, wait_for_takeover
+from remote.link.connector import Connector
+from remote.link.tools import ask_tool
+from remote.runs.launch import LaunchSpec
+from remote.runs.start import start_run
+from remote.transport.base import Transport
+from trainer.runfiles import milestone_period
+from trainer.text import clean_text, money, rate
+
+#: ``ORG/REPO:NAME``: the run's Hub repository and its name.
+RUN_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*):"
+                    r"([A-Za-z0-9][A-Za-z0-9._-]*)$")
+TOOL_TIMEOUT = 3600.0
+
+
+@dataclass(frozen=True)
+class Moving:
+    """What to move: the Hub ``repo``, the run ``name``, the ``project`` on the new box,
+    its dataset (``data``, or ``stage``: a Hub dataset ``(repo, file)`` to stage into
+    ``stage_dest`` when ``data`` is missing there) and the prices known (``$/h``)."""
+
+    repo: str
+    name: str
+    project: str = "runs"
+    data: str | None = None
+    stage: tuple[str, str] | None = None
+    stage_dest: str = "datasets"
+    old_rate: float | None = None
+    new_rate: float | None = None
+
+
+def parse_run(text: str) -> tuple[str, str]:
+    """``ORG/REPO:NAME`` -> ``(repo, name)``; ``ValueError`` otherwise."""
+    match = RUN_RE.match(text)
+    if not match or ".." in text:
+        raise ValueError(f"{text!r} is not a run named as ORG/REPO:NAME (its Hub repository "
+                         "and its name)")
+    return match.group(1), match.group(2)
+
+
+def money_lines(status: dict[str, object], moving: Moving) -> list[str]:
+    """What the interruption cost and what the new box costs, in words."""
+    epoch, total = status.get("completed_epochs"), status.get("total_epochs")
+    args = status.get("args") if isinstance(status.get("args"), dict) else {}
+    hub_period = args.get("hub_period") if isinstance(args.get("hub_period"), int) else 0
+    lines = []
+    if isinstance(total, int):
+        bound = milestone_period(total, hub_period)
+        text = f"work after epoch {epoch} is lost: at most {bound} epoch(s), one milestone"
+        seconds = status.get("mean_epoch_seconds")
+        if isinstance(seconds, (int, float)) and moving.old_rate is not None:
+            per_epoch = seconds * moving.old_rate / 3600
+            text += (f", at most {money(bound * per_epoch)} ({money(per_epoch)}/epoch at "
+                     f"{rate(moving.old_rate)})")
+        lines.append(text)
+    if moving.new_rate is not None:
+        text = f"the new box bills {rate(moving.new_rate)}"
+        if moving.old_rate is not None:
+            diff = moving.new_rate - moving.old_rate
+            text += (f", {rate(abs(diff))} {'more' if diff > 0 else 'less'} than the old one"
+                     if diff else ", as the old one did")
+        lines.append(text)
+    return lines
+
+
+def move_run(connector: Connector, moving: Moving, token: str, *, target: str = "TARGET",
+             say: Callable[[Step], None] = lambda _s: None, start_timeout: float = 300.0,
+             clock: Callable[[], float] = time.monotonic) -> Resumed:
+    """Continue ``moving``'s run on ``connector``'s box (named ``target`` in the advice);
+    each step goes to ``say``.
+    Raises ``ResumeFailed`` (a step did not work out) or ``TransportError``."""
+    began = clock()
+    steps: list[Step] = []
+    secret = (token.strip() + "\n").encode()
+
+    def step(text: str, rate_: float | None = None) -> None:
+        steps.append(Step(clock() - began, text, rate_))
+        say(steps[-1])
+
+    transport = connector.open()
+    try:
+        step(f"SSH answers at {transport.label}", moving.new_rate)
+        check = ask_tool(transport, ["preflight", "--json"], timeout=600.0)
+        if check.report is None or not check.ok:
+            failed = ", ".join(str(f) for f in (check.report or {}).get("failed") or [])
+            raise ResumeFailed(f"the box failed its preflight: {failed or check.why}")
+        step("preflight passed")
+        data = _dataset(transport, moving, secret, step)
+        run_dir = f"{moving.project.rstrip('/')}/{moving.name}"
+        restored = ask_tool(transport, ["restore", moving.repo, "--run-dir", run_dir,
+                                        "--token-stdin", "--json"],
+                            timeout=TOOL_TIMEOUT, stdin=secret)
+        report = restored.report or {}
+        if not restored.ok or not report.get("ok"):
+            raise ResumeFailed(f"restore from {moving.repo} failed: "
+                               f"{clean_text(str(report.get('error') or restored.why))}")
+        status = report.get("status") if isinstance(report.get("status"), dict) else {}
+        step(f"restored {moving.repo} at {str(report.get('commit'))[:12]} into {run_dir}: "
+             f"last.pt of epoch {report.get('epoch')}")
+        for line in money_lines(status, moving):
+            step(line)
+        spec = LaunchSpec("trainer", moving.project, moving.name,
+                          {"resume": "True", "data": data, "hub": moving.repo})
+        started = start_run(transport, spec, stdin=secret, wait=0)
+        step(f"launched {run_dir} with resume=True (pid {started.result.pid})")
+        fields = wait_for_takeover(transport, started.result.run_dir, started.result.pid,
+                                   timeout=start_timeout)
+        step(f"training again from epoch {fields.get('start_epoch', '?')} of "
+             f"{fields.get('total_epochs', '?')}, pushing to {moving.repo}")
+        step(f"arm on this box what the old one had: `gpurent guard {target} arm` "
+             f"and `gpurent lease {target} ...`; disarm the old box's")
+    except BaseException:
+        transport.close()
+        raise
+    return Resumed(transport, started.result.run_dir, started.result.pid,
+                   started.result.command, steps)
+
+
+def _dataset(transport: Transport, moving: Moving, secret: bytes,
+             step: Callable[[str], None]) -> str:
+    """The dataset's data.yaml on the new box: ``data`` when it is there, else staged."""
+    if moving.data is not None and transport.stat(moving.data) is not None:
+        step(f"dataset found at {moving.data}")
+        return moving.data
+    if moving.stage is None:
+        raise ResumeFailed(f"no dataset at {moving.data or '(none given)'} on the box: give "
+                           "--data PATH, or --stage REPO:FILE to stage it from the Hub")
+    repo, file = moving.stage
+    staged = ask_tool(transport, ["stage", repo, file, "--dest", moving.stage_dest,
+                                  "--token-stdin", "--json"], timeout=TOOL_TIMEOUT,
+                      stdin=secret)
+    report = staged.report or {}
+    if not staged.ok or not report.get("data_yaml"):
+        why = report.get("error") or staged.why or "no data.yaml in it"
+        raise ResumeFailed(f"staging {repo}/{file} failed: {clean_text(str(why))}")
+    step(f"dataset staged from {repo}/{file}: {report['data_yaml']}")
+    return str(report["data_yaml"])

@@ -1,0 +1,112 @@
+"""Done when, first bullet: a CPU run on box A pushes at milestones; A is taken away
+mid-epoch (its processes SIGKILLed, its sshd stopped, the provider stand-in says the
+instance exited); ``gpurent resume ORG/REPO:NAME --on B`` continues it on box B from the
+Hub: the metrics hold epochs exactly 1..N, the Hub's final best.pt is B's, and the work
+lost is at most one milestone interval. Real sshd boxes, real training; stand-ins only
+for the Hub and the provider."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures.hub_standin import VALID_TOKEN, HubStandin
+from tests.fixtures.sshd import make_server
+from tests.fixtures.watch_log import wait_until
+from tests.test_instance_targets import instance_on
+from tests.test_resume import gone, rows
+from trainer.hub.ledger import sha256_file
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+GPURENT = Path(sys.executable).with_name("gpurent")
+ROOT = Path(__file__).resolve().parents[1]
+EPOCHS, PERIOD = 6, 2
+
+
+def hub_epoch(standin: HubStandin, repo: str) -> int:
+    """The epoch of the newest status.json on the Hub (0 before any)."""
+    try:
+        return json.loads(standin.read(repo, "status.json"))["completed_epochs"]
+    except KeyError:
+        return 0
+
+
+def test_a_run_taken_away_resumes_on_another_box(
+        provider_standin, hub_standin: HubStandin, shapes_data: Path, tmp_path: Path) -> None:
+    boxes = []
+    for name in ("a", "b"):
+        boxes.append(make_server(tmp_path / name, env={
+            "HF_ENDPOINT": hub_standin.url, "HF_HUB_DISABLE_XET": "1",
+            "HF_HOME": str(tmp_path / name / "hf"), "OMP_NUM_THREADS": "1"}))
+    a, b = boxes
+    try:
+        standin = provider_standin("runpod")
+        ia, ib = instance_on(standin, a), instance_on(standin, b)
+        known = tmp_path / "known_hosts"
+        known.write_text(f"runpod:{ia} {a.host_key_line}\nrunpod:{ib} {b.host_key_line}\n")
+        home = tmp_path / "laptop"
+        (home / ".ssh").mkdir(parents=True)
+        (home / ".ssh" / "config").write_text(
+            f"Host *\n  IdentityFile {a.key_path}\n  IdentityFile {b.key_path}\n"
+            f"  IdentitiesOnly yes\n  UserKnownHostsFile {known}\n")
+        env = {**os.environ, "HOME": str(home), "SSH_AUTH_SOCK": "",
+               "PYTHONPATH": str(ROOT), "XDG_CONFIG_HOME": str(tmp_path / "xdg"),
+               "RUNPOD_API_KEY": standin.key, "GPURENT_RUNPOD_URL": standin.base_url,
+               "HF_TOKEN": VALID_TOKEN, "HF_ENDPOINT": hub_standin.url,
+               "HF_HUB_DISABLE_XET": "1", "OMP_NUM_THREADS": "1"}
+
+        def gpurent(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run([str(GPURENT), *args], capture_output=True, text=True,
+                                  timeout=240, env=env)
+
+        run_a = Path(a.home) / "runs" / "exp"
+        launched = gpurent("launch", f"runpod:{ia}:{Path(a.home) / 'runs'}", "name=exp",
+                           f"data={shapes_data}", f"epochs={EPOCHS}", "batch=8",
+                           "imgsz=64", "workers=0", "device=cpu", "seed=0", "hub=org/exp",
+                           f"hub_period={PERIOD}", "--json")
+        assert launched.returncode == 0, launched.stderr
+        pid = json.loads(launched.stdout)["pid"]
+        # One milestone on the Hub, and the run on past it: an epoch after it is done.
+        assert wait_until(lambda: hub_epoch(hub_standin, "org/exp") >= PERIOD
+                          and len(rows(run_a)) > PERIOD, 120), \
+            (run_a / "console.log").read_text()[-2000:]
+
+        # Box A is taken away mid-epoch: nothing on it runs again, and nothing answers.
+        os.killpg(pid, signal.SIGKILL)
+        assert wait_until(lambda: gone(pid), 30)
+        done_on_a = len(rows(run_a))
+        a.sshd.stop()
+        standin.take_away(ia)
+        safe = hub_epoch(hub_standin, "org/exp")
+        assert done_on_a - safe <= PERIOD  # lost work: at most one milestone interval
+
+        resumed = gpurent("resume", "org/exp:exp", "--on", f"runpod:{ib}", "--project",
+                          str(Path(b.home) / "runs"), "--data", str(shapes_data),
+                          "--old-price", "0.5")
+        assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+        steps = "\n".join(line for line in resumed.stdout.splitlines()
+                          if re.match(r"\[ *\d+\.\ds\] ", line))
+        assert "preflight passed" in steps
+        assert f"last.pt of epoch {safe}" in steps
+        assert f"work after epoch {safe} is lost: at most {PERIOD} epoch(s)" in steps
+        assert "the new box bills $0.6900/h, $0.1900/h more than the old one" in steps
+        assert f"training again from epoch {safe + 1} of {EPOCHS}" in steps
+
+        run_b = Path(b.home) / "runs" / "exp"
+        status = json.loads((run_b / "status.json").read_text())
+        assert status["state"] == "completed" and status["start_epoch"] == safe + 1
+        assert [r["epoch"] for r in rows(run_b)] == list(range(1, EPOCHS + 1))
+        best = run_b / "weights" / "best.pt"
+        assert hub_standin.repo("org/exp").files["best.pt"].oid == sha256_file(best)
+        assert json.loads(hub_standin.read("org/exp", "status.json"))["pid"] == status["pid"]
+    finally:
+        for box in boxes:
+            box.sshd.stop()
