@@ -155,6 +155,8 @@ class Fleet:
     seconds: float
     #: Each account's client, by account name (to act on a row).
     clients: dict[str, Provider] = field(default_factory=dict, repr=False)
+    #: How it was listed (a row's box is opened the same way).
+    options: FleetOptions | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (``gpurent.fleet/1``)."""
@@ -313,4 +315,4 @@ def list_fleet(accounts: list[Account], options: FleetOptions | None = None, *,
             row = replace(row, unreachable="the provider gives no SSH address",
                           weights=not_reached)
         out.append(row)
-    return Fleet(out, now, time.monotonic() - started, clients)
+    return Fleet(out, now, time.monotonic() - started, clients, options)
