@@ -13,8 +13,8 @@ import pytest
 from remote.billing import Account, FleetOptions, list_fleet
 from tests.fixtures.screen import until_shown
 from tests.fixtures.sshd import SSHServer, make_server
-from tui.app import GpurentApp
 from trainer import runfiles
+from tui.app import GpurentApp
 from tui.dialogs.confirm import ConfirmDialog
 from tui.dialogs.destroy import DestroyDialog
 from tui.screens.fleet import FleetScreen
