@@ -18,7 +18,14 @@ from typing import Any
 from remote.config import ConfigError, hub_repos
 from remote.link.connector import Connector
 from remote.transport.base import Transport, TransportError
-from remote.weights.safety import HubVerify, Safety, judge, laptop_verify, weights_safety
+from remote.weights.safety import (
+    NAMED,
+    HubVerify,
+    Safety,
+    judge,
+    laptop_verify,
+    weights_safety,
+)
 from trainer.text import clean_text, one_line
 
 #: Seconds a box's weights check may take in a listing (hashing is cached on the box).
@@ -63,9 +70,11 @@ def verdict_of(safety: Safety) -> WeightsVerdict:
     """The gate's ``Safety`` as a listing's verdict."""
     if safety.safe:
         return WeightsVerdict("safe", one_line(safety.reason, 200), safety.where)
-    names = safety.unsafe_names
-    return WeightsVerdict("unsafe", one_line(names or safety.reason.removeprefix(
-        "not safe: "), 200))
+    unsafe = safety.unsafe
+    shown = "; ".join(f"{f.short} ({f.detail})" for f in unsafe[:NAMED]) + \
+        (f"; and {len(unsafe) - NAMED} more" if len(unsafe) > NAMED else "")
+    return WeightsVerdict("unsafe", one_line(shown or safety.reason.removeprefix(
+        "not safe: "), 300))
 
 
 def hub_verify() -> HubVerify | str:
