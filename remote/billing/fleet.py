@@ -287,16 +287,19 @@ def list_fleet(accounts: list[Account], options: FleetOptions | None = None, *,
     no_address = {row.target for row in running} - set(reach)
     if reach:
         say(f"reaching {len(reach)} running box{'es' * (len(reach) != 1)}")
-    verify = (hub_verify() if options.weights and reach else None)
+    verify = hub_verify() if options.weights and reach else None
     seen = {t: _Reached() for t in reach}
     limit = options.timeout * 2 + 1.0 + (options.weights_timeout if verify else 0.0)
     probes = all_at_once({t: (lambda r=r, t=t: _probe(clients[r.account], r.instance,
                                                        options, verify, seen[t]))
                           for t, r in reach.items()}, limit)
     for t, got in seen.items():  # the probe came back; the weights check did not end
-        if isinstance(probes[t], BaseException) and got.report is not None:
+        failed = probes[t]
+        if isinstance(failed, BaseException) and got.report is not None:
             probes[t] = got.report
-            got.weights = got.weights or unknown("the check did not end in time")
+            got.weights = got.weights or unknown(
+                "the check did not end in time" if isinstance(failed, TimeoutError)
+                else f"not checked: {_why(failed)}")
     boxes = {t: p for t, p in probes.items() if isinstance(p, BoxReport)}
     first = remember_idle({t: judge_idle(reach[t].instance, b, now, None, options.idle_gpu)
                            is not None for t, b in boxes.items()}, now)
