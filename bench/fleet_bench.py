@@ -6,11 +6,17 @@ Three provider stand-ins (``tests.fixtures.providers_standin``) each answer ever
 300 ms late and hold 10 instances. The Vast and RunPod instances' SSH addresses are 20
 ``DelayRelay``s (40 ms each way: an 80 ms round trip) in front of one real sshd; Lambda's
 boxes log in as ``ubuntu`` on port 22, which this machine cannot give each instance, so
-its 10 are ``booting`` (listed and priced, not reached).
+its 10 are ``booting`` (listed and priced, not reached). The box's registry holds one
+finished run whose ``best.pt`` was pushed to a Hub stand-in (the user's repository, no
+added delay), so each box's weights check runs ``trainer safe`` through the gate and asks
+the Hub once.
 
-* ``gpurent instances --json`` (a child process, as a user runs it) and ``list_fleet``
-  in this process, against the baseline: the slowest single provider list call plus
-  one SSH connection and probe exec through one relay, each timed alone (target <= 1.5x).
+* ``gpurent instances --json --no-weights`` (a child process, as a user runs it) and
+  ``list_fleet`` in this process, against the baseline: the slowest single provider list
+  call plus one SSH connection and probe exec through one relay, each timed alone
+  (target <= 1.5x).
+* The same with the weights check (the default): against the same baseline, and against
+  the slowest list plus one box's connection, probe and weights check timed alone.
 * ``gpurent watchdog --once`` with nothing to do (a lease hours away, no idle rule):
   wall time and peak RSS, against ``gpurent --version`` (targets <= 2 s, <= 100 MB).
 
@@ -34,11 +40,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from remote.billing.accounts import Account  # noqa: E402
+from remote.billing.boxweights import box_weights, hub_verify  # noqa: E402
 from remote.billing.fleet import FleetOptions, connect_instance, list_fleet  # noqa: E402
 from remote.runs.probe import probe_box  # noqa: E402
+from tests.fixtures.hub_standin import VALID_TOKEN, HubStandin, record_push  # noqa: E402
 from tests.fixtures.netbox import DelayRelay  # noqa: E402
 from tests.fixtures.providers_standin import ProviderStandin  # noqa: E402
 from tests.fixtures.sshd import make_server  # noqa: E402
+from trainer import runfiles  # noqa: E402
 from trainer.providers import get_provider  # noqa: E402
 
 GPURENT = Path(sys.executable).with_name("gpurent")
@@ -69,7 +78,21 @@ def main(argv: list[str] | None = None) -> int:
     opts = args.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="gpurent-fleet-bench-"))
     os.environ["XDG_STATE_HOME"] = str(work / "state")
+    os.environ["GPURENT_DATA_DIR"] = str(work / "data")
+    hub = HubStandin(work / "hub").start()
+    os.environ.update({"HF_ENDPOINT": hub.url, "HF_TOKEN": VALID_TOKEN,
+                       "HF_HOME": str(work / "hf")})
+    from remote.config import remember_hub_repo
+
+    remember_hub_repo("org/run")
     server = make_server(work / "box")
+    run = Path(server.home) / "proj" / "exp"
+    runfiles.RunWriter(run).write_status({"state": "completed", "total_epochs": 3,
+                                          "completed_epochs": 3, "best_epoch": 2})
+    runfiles.atomic_write_bytes(run / "weights" / "best.pt", os.urandom(1 << 20))
+    record_push(hub, run)
+    (Path(server.home) / ".cache" / "gpurent").mkdir(parents=True, exist_ok=True)
+    (Path(server.home) / ".cache" / "gpurent" / "runs.txt").write_text(f"{run}\n")
     standins = {p: ProviderStandin(p, delay=0.3) for p in ("vast", "runpod", "lambda")}
     relays, known = [], []
     for name in ("vast", "runpod"):
@@ -86,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
                    "identity_files": (server.key_path,), "allow_agent": False,
                    "ssh_config": server.ssh_config}
     options = FleetOptions(timeout=20, ssh_options=ssh_options)
+    bare = FleetOptions(timeout=20, ssh_options=ssh_options, weights=False)
     accounts = [Account(p, "default", s.key, s.base_url) for p, s in standins.items()]
 
     def slowest_list() -> float:
@@ -97,18 +121,26 @@ def main(argv: list[str] | None = None) -> int:
             times.append(time.monotonic() - started)
         return max(times)
 
-    def one_exec() -> float:
+    def one_exec(weights: bool) -> float:
         client = get_provider("vast", standins["vast"].key, standins["vast"].base_url)
         inst = client.list_instances()[0]
         started = time.monotonic()
         with connect_instance(client, inst, options) as transport:
-            probe_box(transport)
+            report = probe_box(transport)
+            if weights:
+                verify = hub_verify()
+                assert not isinstance(verify, str), verify
+                said = box_weights(transport, f"vast:{inst.id}", bool(report.runs), verify,
+                                   ssh_options=ssh_options)
+                assert said.safe, said
         return time.monotonic() - started
 
-    def in_process() -> float:
-        fleet = list_fleet(accounts, options)
+    def in_process(how: FleetOptions) -> float:
+        fleet = list_fleet(accounts, how)
         reached = [r for r in fleet.rows if r.box is not None]
         assert len(reached) == 20, [r.unreachable for r in fleet.rows if r.unreachable]
+        assert all((r.weights is not None and r.weights.safe) == how.weights
+                   for r in reached), [r.weights for r in reached]
         return fleet.seconds
 
     home = work / "laptop"
@@ -122,24 +154,32 @@ def main(argv: list[str] | None = None) -> int:
         env[f"{provider.upper()}_API_KEY"] = standin.key
         env[f"GPURENT_{provider.upper()}_URL"] = standin.base_url
 
-    def cli() -> float:
-        took, _peak, out = child([str(GPURENT), "instances", "--json"], env)
+    def cli(*extra: str) -> float:
+        took, _peak, out = child([str(GPURENT), "instances", "--json", *extra], env)
         rows = json.loads(out)["rows"]
         assert sum(r["box"] is not None for r in rows) == 20
+        assert sum(bool(r["weights"] and r["weights"]["safe"]) for r in rows) == \
+            (0 if extra else 20), [r["weights"] for r in rows]
         return took
 
     from remote.billing.leases import set_lease
 
     set_lease(known[0].split()[0], 6 * 3600)
+    in_process(options)  # the gate ships the trainer to the box once; then it is there
     runs: dict[str, list[float]] = {k: [] for k in (
-        "baseline", "list", "exec", "fleet", "cli", "wd", "wd_rss", "ver", "ver_rss")}
+        "baseline", "list", "exec", "fleet", "cli", "wexec", "wbaseline", "wfleet", "wcli",
+        "wd", "wd_rss", "ver", "ver_rss")}
     for _ in range(opts.repeat):
-        listed, execed = slowest_list(), one_exec()
+        listed, execed, checked = slowest_list(), one_exec(False), one_exec(True)
         runs["list"].append(listed)
         runs["exec"].append(execed)
         runs["baseline"].append(listed + execed)
-        runs["fleet"].append(in_process())
-        runs["cli"].append(cli())
+        runs["wexec"].append(checked)
+        runs["wbaseline"].append(listed + checked)
+        runs["fleet"].append(in_process(bare))
+        runs["cli"].append(cli("--no-weights"))
+        runs["wfleet"].append(in_process(options))
+        runs["wcli"].append(cli())
         took, peak, out = child([str(GPURENT), "watchdog", "--once", "--json"], env)
         assert json.loads(out)["decisions"] == []
         runs["wd"].append(took)
@@ -152,12 +192,22 @@ def main(argv: list[str] | None = None) -> int:
     result["fleet_ratio"] = round(med["fleet"] / med["baseline"], 2)
     result["cli_ratio"] = round(med["cli"] / med["baseline"], 2)
     result["wd_ratio"] = round(med["wd"] / med["ver"], 2)
+    for key in ("wfleet", "wcli"):
+        result[f"{key}_ratio"] = round(med[key] / med["baseline"], 2)
+        result[f"{key}_wratio"] = round(med[key] / med["wbaseline"], 2)
     print(json.dumps(result, indent=1))
-    print(f"| `list_fleet` (3 providers x 10, 20 boxes at 80 ms) | {med['fleet']:.2f} s | "
-          f"{med['baseline']:.2f} s (slowest list {med['list']:.2f} + one exec "
-          f"{med['exec']:.2f}) | {result['fleet_ratio']}x |")
-    print(f"| `gpurent instances --json` (same) | {med['cli']:.2f} s | {med['baseline']:.2f} s"
-          f" | {result['cli_ratio']}x |")
+    print(f"| `list_fleet`, no weights check (3 providers x 10, 20 boxes at 80 ms) | "
+          f"{med['fleet']:.2f} s | {med['baseline']:.2f} s (slowest list {med['list']:.2f} + "
+          f"one exec {med['exec']:.2f}) | {result['fleet_ratio']}x |")
+    print(f"| `gpurent instances --json --no-weights` (same) | {med['cli']:.2f} s | "
+          f"{med['baseline']:.2f} s | {result['cli_ratio']}x |")
+    print(f"| `list_fleet` with the weights check (default) | {med['wfleet']:.2f} s | "
+          f"{med['baseline']:.2f} s; {med['wbaseline']:.2f} s (slowest list + one box's "
+          f"exec and weights check {med['wexec']:.2f}) | {result['wfleet_ratio']}x; "
+          f"{result['wfleet_wratio']}x |")
+    print(f"| `gpurent instances --json` (default, weights checked) | {med['wcli']:.2f} s | "
+          f"{med['baseline']:.2f} s; {med['wbaseline']:.2f} s | {result['wcli_ratio']}x; "
+          f"{result['wcli_wratio']}x |")
     print(f"| `gpurent watchdog --once`, nothing to do | {med['wd']:.2f} s, "
           f"{med['wd_rss']:.0f} MB | `gpurent --version` {med['ver']:.2f} s, "
           f"{med['ver_rss']:.0f} MB | {result['wd_ratio']}x |")
@@ -166,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     for standin in standins.values():
         standin.close()
     server.sshd.stop()
+    hub.stop()
     return 0
 
 

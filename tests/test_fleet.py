@@ -18,7 +18,10 @@ import pytest
 from remote.billing.accounts import Account, configured_accounts
 from remote.billing.fleet import FleetOptions, list_fleet
 from remote.billing.providers import ConfigError
+from remote.config import remember_hub_repo
+from tests.fixtures.hub_standin import VALID_TOKEN, record_push
 from tests.fixtures.sshd import SSHServer, make_server
+from trainer import runfiles
 from trainer.providers import ProviderError, get_provider
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -181,3 +184,62 @@ def test_an_idle_box_is_flagged_with_its_dollars_and_a_busy_one_is_not(provider_
     finally:
         sim.terminate()
         sim.wait(30)
+
+
+def finished_run(run: Path) -> Path:
+    """A completed run whose best.pt is the file at stake."""
+    runfiles.RunWriter(run).write_status({"state": "completed", "total_epochs": 3,
+                                          "completed_epochs": 3, "best_epoch": 2})
+    runfiles.atomic_write_bytes(run / "weights" / "best.pt", os.urandom(4096))
+    return run
+
+
+def test_each_reached_box_says_whether_its_weights_are_safe_by_the_gates_rules(
+        provider_standin, box, tmp_path, hub_standin, monkeypatch):
+    """The gate's verdict in each row, on the probe's connection: a Hub copy in the
+    user's repository (confirmed by the Hub stand-in with the user's token) is safe; a
+    copy the box names in a stranger's repository is not; a box with no run is not
+    checked (not safe); a check that cannot end in time is ``weights: ?``."""
+    monkeypatch.setenv("HF_ENDPOINT", hub_standin.url)
+    monkeypatch.setenv("HF_TOKEN", VALID_TOKEN)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    remember_hub_repo("org/run")
+    vast = provider_standin("vast")
+    iid = vast.add_instance()
+    vast.set_address(iid, box.host, box.port)
+    options = known_as(tmp_path, box, f"vast:{iid}")
+    [row] = list_fleet([account(vast)], options).rows
+    assert row.weights is not None and row.weights.state == "unsafe"
+    assert "weights NOT safe: no run found on the box" in row.weights.words()
+
+    run = finished_run(Path(box.home) / "proj" / "exp")
+    register_run(box, run)
+    record_push(hub_standin, run)  # org/run: the user's repository
+    [row] = list_fleet([account(vast)], options).rows
+    assert row.weights.words() == "weights safe (hub)", row.weights
+    other = finished_run(Path(box.home) / "proj" / "exp2")
+    register_run(box, other)
+    record_push(hub_standin, other, repo="evil/copy")  # the box's claim: not the user's
+    fleet = list_fleet([account(vast)], options)
+    [row] = fleet.rows
+    assert row.weights.state == "unsafe" and "exp2/weights/best.pt" in row.weights.reason
+    assert "exp/weights" not in row.weights.reason
+    assert row.to_dict(fleet.now)["weights"]["safe"] is False
+
+    from dataclasses import replace as changed
+
+    [row] = list_fleet([account(vast)], changed(options, weights_timeout=0.001)).rows
+    assert row.box is not None and row.weights.state == "unknown"
+    assert row.weights.words().startswith("weights: ? not checked: "), row.weights
+    hub_standin.hold("paths_info")  # the Hub does not answer: the listing does not wait
+    try:
+        started = time.monotonic()
+        [row] = list_fleet([account(vast)], changed(options, timeout=1.0,
+                                                    weights_timeout=2.0)).rows
+        assert time.monotonic() - started < 7
+    finally:
+        hub_standin.release("paths_info")
+    assert row.box is not None and row.weights.state == "unknown"
+    assert row.weights.words() == "weights: ? the check did not end in time", row.weights
+    [row] = list_fleet([account(vast)], changed(options, weights=False)).rows
+    assert row.box is not None and row.weights is None

@@ -1,19 +1,22 @@
 """The fleet screen, driven with Pilot: ``gpurent-tui`` with no host opens it; the rows
 come from the real listing (provider stand-in, a real sshd box) with the idle words and
 dollars; hostile provider text is shown inert; ``s`` stops through the dialog; Enter
-opens the instance as a box tab."""
+opens the instance as a box tab; ``D`` opens the destroy dialog with the weights verdict."""
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
 from remote.billing import Account, FleetOptions, list_fleet
 from tests.fixtures.screen import until_shown
 from tests.fixtures.sshd import SSHServer, make_server
+from trainer import runfiles
 from tui.app import GpurentApp
 from tui.dialogs.confirm import ConfirmDialog
+from tui.dialogs.destroy import DestroyDialog
 from tui.screens.fleet import FleetScreen
 
 pytestmark = pytest.mark.anyio
@@ -71,3 +74,39 @@ async def test_the_fleet_opens_without_a_host_and_acts_on_its_rows(provider_stan
         assert (app.specs[0].provider, app.specs[0].instance) == ("vast", idle)
         await pilot.press("F")  # back to the list from the box
         await until_shown(pilot, f"vast:{idle}", "listed in")
+
+
+async def test_d_on_a_row_opens_the_destroy_dialog_with_the_weights_verdict(
+        provider_standin, box, tmp_path):
+    """One key on the list: the row's box tab opens, connects as the listing reached it,
+    and the destroy dialog asks with the gate's verdict (a run whose best.pt was never
+    pushed: not safe, named); the row itself said so already."""
+    vast = provider_standin("vast")
+    iid = vast.add_instance()
+    vast.set_address(iid, box.host, box.port)
+    run = Path(box.home) / "proj" / "exp"
+    runfiles.RunWriter(run).write_status({"state": "completed", "total_epochs": 1,
+                                          "completed_epochs": 1, "best_epoch": 1})
+    runfiles.atomic_write_bytes(run / "weights" / "best.pt", b"never pushed")
+    registry = Path(box.home) / ".cache" / "gpurent" / "runs.txt"
+    registry.parent.mkdir(parents=True, exist_ok=True)
+    registry.write_text(f"{run}\n")
+    known = tmp_path / "known_hosts"
+    known.write_text(f"vast:{iid} {box.host_key_line}\n")
+    options = FleetOptions(timeout=10, ssh_options={
+        "known_hosts": str(known), "identity_files": (box.key_path,), "allow_agent": False,
+        "ssh_config": box.ssh_config})
+    account = Account("vast", "work", vast.key, vast.base_url)
+    app = GpurentApp([])
+    app.fleet_lister = lambda: list_fleet([account], options)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await until_shown(pilot, f"vast:{iid}", "NOT safe: exp/weights/best.pt")
+        await pilot.press("D")
+        deadline = time.monotonic() + 15
+        while not isinstance(app.screen, DestroyDialog):
+            assert time.monotonic() < deadline, [e.message for e in app.history]
+            await pilot.pause(0.1)
+        assert not app.screen.weights_safe
+        await until_shown(pilot, "exp/weights/best.pt")
+        assert [s.target for s in app.specs] == [f"vast:{iid}"]
+        assert not vast.calls("DELETE")

@@ -9,14 +9,16 @@ import time
 from pathlib import Path
 
 import pytest
-from textual.widgets import Button, Select
+from textual.widgets import Button, Input, Select
 from textual.widgets._select import InvalidSelectValueError
 
+from remote.billing.leases import lease_for
 from remote.runs.guard import arm_guard
 from remote.transport.local import LocalTransport
 from tests.fixtures.guard_kit import guard_over, stop_guard, wait_until
 from tests.test_tui_app import quiet_env, until  # noqa: F401 (autouse fixture)
 from trainer import runfiles
+from trainer.guard.lease import read_lease
 from tui.app import GpurentApp
 from tui.box.view import BoxView
 from tui.dialogs.base import Dialog
@@ -76,12 +78,16 @@ async def test_arming_stops_an_idle_box_and_the_money_line_follows(run_factory,
             await until(pilot, lambda: ready(app, GuardDialog))
             assert app.screen.query_one("#when", Select).value == "done"
             assert app.screen.query_one("#then", Select).value == "stop"
+            app.screen.query_one("#lease", Input).value = "6h"  # a vast:ID box: offered
             await press(pilot, "#arm")
             await until(pilot, lambda: box.state.guard is not None
                         and box.state.guard.state == "done", timeout=60)
             assert "instance stopped: its disk bills $0.0694/h" in box.money_text().plain
             assert "and counting" not in box.money_text().plain
             assert box.guard.text().plain.startswith("guard done: Vast.ai instance")
+            lease = lease_for(f"vast:{iid}")  # the same lease as `gpurent lease vast:ID 6h`
+            assert lease is not None and abs(lease.left() - 6 * 3600) < 120
+            assert read_lease()["target"] == f"vast:{iid}"  # on the box, for its guard
     finally:
         stop_guard(run)
     assert vast.instances[iid]["actual_status"] == "stopped"

@@ -262,32 +262,39 @@ class GpurentApp(App[int]):
         return list_fleet(configured_accounts(), FleetOptions())
 
     def open_instance(self, row: object, destroy: bool = False) -> None:
-        """Open a fleet row's instance (``vast:4242``) as a box tab, or show its tab."""
+        """Open a fleet row's instance (``vast:4242``) as a box tab, or show its tab,
+        reached as the listing reached it; ``destroy``: then ask its destroy there (the
+        weights gate's dialog, once the box is connected)."""
         from tui.screens.fleet import FleetScreen
 
         target = str(getattr(row, "target", ""))
         tabs = self.query_one(TabbedContent)
         index = next((n for n, s in enumerate(self.specs) if s.target == target), None)
+        view = None if index is None else tabs.get_pane(f"box-{index}").query_one(BoxView)
         if index is None:
             inst = getattr(row, "instance", None)
             fleet = getattr(self.screen, "fleet", None)
             client = getattr(fleet, "clients", {}).get(getattr(row, "account", ""))
+            options = getattr(fleet, "options", None)
             spec = BoxSpec("ssh", target, provider=getattr(row, "provider", None),
                            instance=getattr(inst, "id", None),
-                           provider_url=getattr(client, "base_url", None))
+                           provider_url=getattr(client, "base_url", None), client=client,
+                           accept_new=bool(getattr(options, "accept_new", False)),
+                           ssh_options=tuple(getattr(options, "ssh_options", {}).items()))
             index = len(self.specs)
             self.specs.append(spec)
-            tabs.add_pane(TabPane(spec.title, BoxView(spec, clock=self.clock,
-                                                      autoconnect=self.autoconnect,
-                                                      id=f"boxview-{index}"),
-                                  id=f"box-{index}"))
+            view = BoxView(spec, clock=self.clock, autoconnect=self.autoconnect,
+                           id=f"boxview-{index}")
+            tabs.add_pane(TabPane(spec.title, view, id=f"box-{index}"))
             tabs.set_class(len(self.specs) <= 1, "-single")
         tabs.active = f"box-{index}"
         if isinstance(self.screen, FleetScreen):
             self.pop_screen()
-        if destroy:
-            self.notify(f"{target}: D on its tab destroys it once the box is reached (the "
-                        "weights are checked there first)", title="fleet", timeout=8)
+        if destroy and view is not None:
+            try:
+                view.instance.destroy_once_connected()
+            except Exception as exc:  # noqa: BLE001 - every refusal reaches the screen
+                view.report_failure("destroy", exc)
 
     def action_help(self) -> None:
         """Show the keys."""

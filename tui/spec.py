@@ -33,6 +33,9 @@ class BoxSpec:
     #: The box's ``remote.link.Connector`` when one was made before the app
     #: (``tui.main.connect_early``: its connection and follower already under way).
     connector: Any = field(default=None, compare=False, repr=False)
+    #: The instance's provider client when the fleet opened it (the listing account's
+    #: key, which may not be the provider's default one).
+    client: Any = field(default=None, compare=False, repr=False)
 
     @property
     def title(self) -> str:

@@ -20,7 +20,7 @@ __all__, __getattr__ = lazy_exports(__name__, {
     "accounts": ["Account", "configured_accounts"],
     "fleet": ["Fleet", "FleetOptions", "FleetRow", "list_fleet"],
     "idle": ["Idle"],
-    "leases": ["Lease", "clear_lease", "lease_for", "leases", "parse_duration", "set_lease",
-               "write_on_box"],
+    "leases": ["Lease", "clear_lease", "give_lease", "lease_for", "leases", "parse_duration",
+               "set_lease", "write_on_box"],
     "watchdog": ["Decision", "Rules", "watch_once"],
 })

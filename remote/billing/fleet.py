@@ -19,10 +19,18 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from remote.billing.accounts import Account
+from remote.billing.boxweights import (
+    WEIGHTS_TIMEOUT,
+    WeightsVerdict,
+    box_weights,
+    hub_verify,
+    unknown,
+)
 from remote.billing.idle import IDLE_GPU_PERCENT, Idle, judge_idle, minutes, remember_idle
 from remote.billing.leases import Lease, leases
 from remote.runs.probe import BoxReport, probe_box
 from remote.transport.base import Transport
+from remote.weights.safety import HubVerify
 from trainer.providers import Instance, Provider
 from trainer.text import clean_text, money, one_line, rate
 
@@ -37,13 +45,16 @@ class FleetOptions:
     """How to list: per-call ``timeout`` (API and SSH alike), whether to reach the boxes
     (``ssh``), ``accept_new`` host keys, more ``ssh_options`` for
     ``remote.transport.ssh.connect`` (tests: ``known_hosts``, ``identity_files``), the idle
-    GPU threshold (percent)."""
+    GPU threshold (percent), whether to check the ``weights`` of each reached box (the
+    gate's verdict) and each check's limit (``weights_timeout``)."""
 
     timeout: float = 20.0
     ssh: bool = True
     accept_new: bool = False
     ssh_options: Mapping[str, Any] = field(default_factory=dict)
     idle_gpu: float = IDLE_GPU_PERCENT
+    weights: bool = True
+    weights_timeout: float = WEIGHTS_TIMEOUT
 
 
 @dataclass(frozen=True)
@@ -59,6 +70,8 @@ class FleetRow:
     unreachable: str = ""
     idle: Idle | None = None
     lease: Lease | None = None
+    #: The weights gate's verdict (``None``: not asked, or the box was not reached).
+    weights: WeightsVerdict | None = None
 
     @property
     def target(self) -> str:
@@ -96,6 +109,8 @@ class FleetRow:
         said: list[str] = []
         if self.idle is not None:
             said.append(self.idle.words())
+        if self.weights is not None:
+            said.append(self.weights.words())
         if inst.state == "stopped":
             day = self.disk_per_day()
             said.append("stopped, nothing billed" if day == 0 else
@@ -126,6 +141,7 @@ class FleetRow:
             "unreachable": self.unreachable or None,
             "idle": None if self.idle is None else self.idle.to_dict(),
             "lease": None if self.lease is None else self.lease.to_dict(),
+            "weights": None if self.weights is None else self.weights.to_dict(),
             "words": self.words(now),
         }
 
@@ -139,6 +155,8 @@ class Fleet:
     seconds: float
     #: Each account's client, by account name (to act on a row).
     clients: dict[str, Provider] = field(default_factory=dict, repr=False)
+    #: How it was listed (a row's box is opened the same way).
+    options: FleetOptions | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (``gpurent.fleet/1``)."""
@@ -226,9 +244,27 @@ def _load_ssh() -> None:
     import remote.transport.ssh  # noqa: F401 - imported now so that later imports are free
 
 
-def _probe(client: Provider, inst: Instance, options: FleetOptions) -> BoxReport:
+@dataclass
+class _Reached:
+    """What one box's task saw so far (the probe lands before the weights check)."""
+
+    report: BoxReport | None = None
+    weights: WeightsVerdict | None = None
+
+
+def _probe(client: Provider, inst: Instance, options: FleetOptions,
+           verify: HubVerify | str | None, seen: _Reached) -> BoxReport:
+    """The probe, then (``verify``) the weights check on the same connection."""
     with connect_instance(client, inst, options) as transport:
-        return probe_box(transport, timeout=options.timeout)
+        seen.report = probe_box(transport, timeout=options.timeout)
+        if isinstance(verify, str):
+            seen.weights = unknown(f"not checked: {verify}")
+        elif verify is not None:
+            seen.weights = box_weights(
+                transport, f"{client.name}:{inst.id}", bool(seen.report.runs), verify,
+                timeout=options.weights_timeout, accept_new=options.accept_new,
+                ssh_options=options.ssh_options)
+        return seen.report
 
 
 def list_fleet(accounts: list[Account], options: FleetOptions | None = None, *,
@@ -251,20 +287,35 @@ def list_fleet(accounts: list[Account], options: FleetOptions | None = None, *,
     no_address = {row.target for row in running} - set(reach)
     if reach:
         say(f"reaching {len(reach)} running box{'es' * (len(reach) != 1)}")
-    probes = all_at_once({t: (lambda r=r: _probe(clients[r.account], r.instance, options))
-                          for t, r in reach.items()}, options.timeout * 2 + 1.0)
+    verify = hub_verify() if options.weights and reach else None
+    seen = {t: _Reached() for t in reach}
+    limit = options.timeout * 2 + 1.0 + (options.weights_timeout if verify else 0.0)
+    probes = all_at_once({t: (lambda r=r, t=t: _probe(clients[r.account], r.instance,
+                                                       options, verify, seen[t]))
+                          for t, r in reach.items()}, limit)
+    for t, got in seen.items():  # the probe came back; the weights check did not end
+        failed = probes[t]
+        if isinstance(failed, BaseException) and got.report is not None:
+            probes[t] = got.report
+            got.weights = got.weights or unknown(
+                "the check did not end in time" if isinstance(failed, TimeoutError)
+                else f"not checked: {_why(failed)}")
     boxes = {t: p for t, p in probes.items() if isinstance(p, BoxReport)}
     first = remember_idle({t: judge_idle(reach[t].instance, b, now, None, options.idle_gpu)
                            is not None for t, b in boxes.items()}, now)
+    not_reached = unknown("not checked: the box was not reached") if options.weights \
+        else None
     out: list[FleetRow] = []
     for row in rows:
         answer = probes.get(row.target)
         if isinstance(answer, BoxReport):
-            row = replace(row, box=answer, idle=judge_idle(
-                row.instance, answer, now, first.get(row.target), options.idle_gpu))
+            row = replace(row, box=answer, weights=seen[row.target].weights,
+                          idle=judge_idle(row.instance, answer, now,
+                                          first.get(row.target), options.idle_gpu))
         elif answer is not None:
-            row = replace(row, unreachable=_why(answer))
+            row = replace(row, unreachable=_why(answer), weights=not_reached)
         elif row.target in no_address:
-            row = replace(row, unreachable="the provider gives no SSH address")
+            row = replace(row, unreachable="the provider gives no SSH address",
+                          weights=not_reached)
         out.append(row)
-    return Fleet(out, now, time.monotonic() - started, clients)
+    return Fleet(out, now, time.monotonic() - started, clients, options)

@@ -23,6 +23,7 @@ from remote.billing.statefile import locked_json, read_json, state_file
 from remote.runs.probe import LEASE_FILE, cache_dir_expr
 from remote.transport.base import Transport, TransportError
 from trainer import runfiles
+from trainer.text import clean_text, one_line
 
 #: The laptop's lease file, in the state directory.
 LEASES_FILE = "leases.json"
@@ -126,3 +127,18 @@ def write_on_box(transport: Transport, lease: Lease | None, timeout: float = 20.
         raise TransportError(f"writing the lease on {transport.label} failed: "
                              f"{err[-1][:200] if err else f'exit {result.rc}'}")
 
+
+
+def give_lease(target: str, seconds: float, then: str = "stop",
+               transport: Transport | None = None) -> tuple[Lease, str]:
+    """Set ``target``'s lease on this laptop and, with ``transport`` (its box, already
+    open: a launch's, a guard's arming), on the box. The lease, and why the box was not
+    told (``""``: it was; the laptop's lease holds either way)."""
+    lease = set_lease(target, seconds, then)
+    if transport is None:
+        return lease, "not asked"
+    try:
+        write_on_box(transport, lease)
+    except (TransportError, OSError) as exc:
+        return lease, one_line(clean_text(str(exc)), 200)
+    return lease, ""

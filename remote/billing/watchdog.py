@@ -244,7 +244,7 @@ def watch_once(accounts: list[Account], rules: Rules, options: FleetOptions, *,
     listing = list_fleet(accounts, FleetOptions(
         timeout=options.timeout, ssh=options.ssh and rules.idle_minutes is not None,
         accept_new=options.accept_new, ssh_options=options.ssh_options,
-        idle_gpu=rules.idle_gpu))
+        idle_gpu=rules.idle_gpu, weights=False))  # checked when due, at the moment of acting
     for row in listing.rows:
         if row.error:
             say(f"{row.account}: {row.error}")

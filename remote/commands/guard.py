@@ -17,6 +17,7 @@ import json
 import sys
 from typing import Any
 
+from remote.billing.leases import Lease, give_lease
 from remote.billing.providers import (
     KEY_ENV,
     ConfigError,
@@ -25,6 +26,7 @@ from remote.billing.providers import (
     sends_account_key,
 )
 from remote.commands.errors import fail
+from remote.commands.lease import add_lease_option, lease_target, lease_words
 from remote.commands.target import add_connection_options, open_transport, parse_target
 from remote.runs.guard import (
     NOTIFY_FORMATS,
@@ -63,7 +65,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "instead), retries a failing API until a hard deadline, and ends in a persistent "
         "ALARM when the billing could not be ended; `ack` acknowledges it. --notify URL "
         "(or [notify] urls in the config file) posts what happened to a webhook (plain "
-        "JSON, ntfy, Slack or Discord). Exit 0 ok, 1 the box could not be reached or the "
+        "JSON, ntfy, Slack or Discord). arm --lease 6h also gives the instance a deadline "
+        "(as `gpurent lease`, ending in --then): the guard acts on it, and so does "
+        "`gpurent watchdog` from here. Exit 0 ok, 1 the box could not be reached or the "
         "guard refused, 2 bad input.",
     )
     p.add_argument("run", metavar="[HOST:]RUN_DIR")
@@ -93,14 +97,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--stall-minutes", type=_positive, metavar="M",
                    help="a run stalled this long counts as dead (default 30)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_lease_option(p, then=False)
     add_connection_options(p)
     p.set_defaults(func=run)
 
 
-def _print(args: argparse.Namespace, state: GuardState | None) -> int:
+def _print(args: argparse.Namespace, state: GuardState | None, lease: Lease | None = None
+           ) -> int:
     if args.json:
         print(json.dumps({"ok": True, "guard": None if state is None else
-                          {**state.to_dict(), "summary": state.summary()}}))
+                          {**state.to_dict(), "summary": state.summary()},
+                          **({"lease": lease.to_dict()} if lease else {})}))
     else:
         print(clean_text(state.summary() if state is not None else
                          "no guard was ever armed for this run"))
@@ -123,9 +130,13 @@ def run(args: argparse.Namespace) -> int:
     """Do the action and print the guard's state."""
     target = parse_target(args.run)
     kwargs: dict[str, Any] = {}
-    key = None
+    key = leased = lease = None
+    if args.lease and args.action != "arm":
+        return fail("guard", "--lease goes with arm", 2, args.json)
     if args.action == "arm":
         try:
+            leased = lease_target(target, args.provider, args.instance) if args.lease \
+                else None
             urls, fmt = notify_config()
             send = bool(args.send_account_key or (args.provider and
                                                   sends_account_key(args.provider)))
@@ -134,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
                 print(account_key_warning(args.provider), file=sys.stderr)
             parse_when(args.when)
             notify_lines([*args.notify, *urls], args.notify_format or fmt)
-        except (ConfigError, GuardError) as exc:
+        except (ConfigError, GuardError, ValueError) as exc:
             return fail("guard", exc, 2, args.json)
         kwargs = {"send_account_key": send, "notify": [*args.notify, *urls],
                   "notify_format": args.notify_format or fmt,
@@ -142,6 +153,9 @@ def run(args: argparse.Namespace) -> int:
     transport = open_transport(target, args, bootstrap=args.action == "arm")
     try:
         if args.action == "arm":
+            if leased:
+                lease, told = give_lease(leased, args.lease, args.then, transport)
+                print(clean_text(lease_words(lease, told)), file=sys.stderr)
             state: GuardState | None = arm_guard(
                 transport, target.path, args.when, args.then, args.max_hours,
                 args.provider, args.instance, key, base_url=args.base_url, **kwargs)
@@ -155,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
         return fail("guard", exc, 1, args.json)
     finally:
         transport.close()
-    code = _print(args, state)
+    code = _print(args, state, lease)
     if state is not None and state.alarm_active and args.action == "show":
         print("the alarm stays until acknowledged: gpurent guard RUN ack", file=sys.stderr)
     return code

@@ -8,6 +8,7 @@ import json
 import sys
 
 from remote.billing.accounts import configured_accounts
+from remote.billing.boxweights import WEIGHTS_TIMEOUT
 from remote.billing.fleet import Fleet, FleetOptions, FleetRow, list_fleet
 from remote.billing.idle import IDLE_GPU_PERCENT
 from remote.billing.providers import ConfigError
@@ -29,7 +30,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "provider's key, and [[accounts]] in the config file), all accounts at once. For "
         "each running instance with an SSH address, one exec on its box (all at once) "
         "reads the GPUs, the runs launched through gpurent and their health, a guard and "
-        "a lease; an idle one (no live run, or GPUs under --idle-gpu %) is flagged with "
+        "a lease, and on that connection the weights gate says whether every weight "
+        "file of those runs is safe off the box (a Hub copy in your repositories, "
+        "confirmed with your token, or an intact pulled copy; 'weights: ?' when the check "
+        "could not run or end in time, never safe); an idle one (no live run, or GPUs "
+        "under --idle-gpu %) is flagged with "
         "how long and how many dollars so far. An unknown host key is not accepted "
         "unless --accept-new: the box is then shown unreachable with the reason. Exit 0 "
         "listed (a failing account says so in its row), 1 every account failed, 2 no "
@@ -42,6 +47,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="limit of each API call and each box's exec (default 20)")
     p.add_argument("--idle-gpu", type=float, default=IDLE_GPU_PERCENT, metavar="PCT",
                    help=f"a GPU under this utilisation is idle (default {IDLE_GPU_PERCENT:g})")
+    p.add_argument("--no-weights", dest="weights", action="store_false",
+                   help="do not ask whether each box's weights are safe off it (the "
+                   "weights gate's verdict: the box hashes them, the Hub confirms)")
+    p.add_argument("--weights-timeout", type=float, default=WEIGHTS_TIMEOUT, metavar="S",
+                   help="limit of each box's weights check; one that does not end in "
+                   f"time says 'weights: ?' (default {WEIGHTS_TIMEOUT:g})")
     p.add_argument("--accept-new", action="store_true",
                    help="accept and save an unknown host key (never a changed one)")
     p.set_defaults(func=run)
@@ -96,8 +107,9 @@ def print_fleet(fleet: Fleet) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """List the fleet."""
-    if not args.timeout > 0:
-        return fail("instances", "--timeout must be positive", 2, args.json)
+    if not (args.timeout > 0 and args.weights_timeout > 0):
+        return fail("instances", "--timeout and --weights-timeout must be positive", 2,
+                    args.json)
     try:
         accounts = configured_accounts()
     except ConfigError as exc:
@@ -107,7 +119,9 @@ def run(args: argparse.Namespace) -> int:
     say = None if args.json else (lambda line: print(line, file=sys.stderr))
     fleet = list_fleet(accounts, FleetOptions(timeout=args.timeout, ssh=args.ssh,
                                               accept_new=args.accept_new,
-                                              idle_gpu=args.idle_gpu), progress=say)
+                                              idle_gpu=args.idle_gpu, weights=args.weights,
+                                              weights_timeout=args.weights_timeout),
+                       progress=say)
     failed = all(row.instance is None for row in fleet.rows) and \
         any(row.error for row in fleet.rows)
     if args.json:

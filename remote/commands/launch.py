@@ -6,7 +6,9 @@ import argparse
 import json
 import sys
 
+from remote.billing.leases import give_lease
 from remote.commands.errors import fail
+from remote.commands.lease import add_lease_option, lease_target, lease_words
 from remote.commands.target import add_connection_options, open_transport, parse_target
 from remote.runs.launch import ENGINES, RunIsLive, make_spec
 from remote.runs.start import START_WAIT, CannotStart, start_run
@@ -34,7 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "is asked whether its python can train (torch, numpy, pillow, pyyaml; for "
         "--engine libreyolo, whether libreyolo is on PATH); after starting, launch waits "
         "up to --wait seconds for the run's first status, and a run that dies in that "
-        "time is reported with the end of its console.log. "
+        "time is reported with the end of its console.log. --lease 6h gives the instance "
+        "a deadline as `gpurent lease` does, set before the run starts (so it holds "
+        "even when the launch fails). "
         "Exit 0 started, 1 refused (a live run, a python without torch) or failed to "
         "start, 2 bad input.",
     )
@@ -47,6 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--wait", type=float, default=START_WAIT, metavar="SECONDS",
                    help="wait this long for the run's first status (default %(default)g; "
                    "0: do not wait)")
+    add_lease_option(p, then=True)
     add_connection_options(p)
     p.set_defaults(func=run)
 
@@ -72,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
     if not 0 <= args.wait <= 600:
         raise ValueError("--wait must be 0 to 600 seconds")
     spec = make_spec(args.engine, target.path, name, pairs)
+    leased = lease_target(target) if args.lease else None
     secret = None
     if args.hf_token or pairs.get("hub"):
         secret = require_token().encode("utf-8")
@@ -81,7 +87,11 @@ def run(args: argparse.Namespace) -> int:
 
     transport = open_transport(target, args, bootstrap=args.engine == "trainer" or bool(spec.push),
                                note=note)
+    lease = None
     try:
+        if leased:
+            lease, told = give_lease(leased, args.lease, args.lease_then, transport)
+            note(lease_words(lease, told))
         started = start_run(transport, spec, stdin=secret, wait=args.wait)
     except (RunIsLive, CannotStart) as exc:
         return fail("launch", exc, 1, args.json)
@@ -94,12 +104,14 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps({"ok": False, "error": started.error, "pid": result.pid,
                               "command": result.command, "run_dir": result.run_dir,
-                              "target": where, "health": health}))
+                              "target": where, "health": health,
+                              "lease": lease and lease.to_dict()}))
         print(f"gpurent launch: {one_line(started.error, 600)}", file=sys.stderr)
         return 1
     if args.json:
         print(json.dumps({"ok": True, "pid": result.pid, "command": result.command,
-                          "run_dir": result.run_dir, "target": where, "health": health}))
+                          "run_dir": result.run_dir, "target": where, "health": health,
+                          "lease": lease and lease.to_dict()}))
     else:
         print(f"$ {result.command}")
         print(f"pid {result.pid}  run {clean_text(where)}")

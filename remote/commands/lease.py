@@ -21,7 +21,7 @@ from remote.billing.leases import (
 )
 from remote.billing.providers import parse_instance_target
 from remote.commands.errors import fail
-from remote.commands.target import add_connection_options, host_target, open_transport
+from remote.commands.target import Target, add_connection_options, host_target, open_transport
 from remote.transport.base import TransportError
 from trainer.text import clean_text, one_line
 
@@ -60,6 +60,47 @@ def _tell_box(args: argparse.Namespace, lease: Lease | None) -> str:
     except (TransportError, OSError, ValueError) as exc:
         return one_line(clean_text(str(exc)), 200)
     return ""
+
+
+def add_lease_option(p: argparse.ArgumentParser, then: bool) -> None:
+    """``--lease DURATION`` (and, with ``then``, ``--lease-then``) for launch and arm."""
+    p.add_argument("--lease", type=_duration, metavar="DURATION",
+                   help="also give the instance a lease (6h, 90m, 1h30m, 2d), as `gpurent "
+                   "lease`: kept here for `gpurent watchdog` and written on the box for "
+                   "its guard. The instance must be named: a vast:ID (runpod:, lambda:) "
+                   "target, or --provider and --instance")
+    if then:
+        p.add_argument("--lease-then", choices=THEN, default="stop",
+                       help="what the lease does when it runs out (default stop; destroy "
+                       "only when the weights are safe off the box, else stop)")
+
+
+def _duration(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def lease_target(target: Target, provider: str | None = None,
+                 instance: str | None = None) -> str:
+    """The instance a ``--lease`` is for: the target's own (``vast:4242``), else
+    ``--provider`` and ``--instance``; never one the box names (a lease ends the billing
+    of the instance it names). ``ValueError`` (one line) when none is named."""
+    if target.instance is not None:
+        return target.instance.text
+    if provider and instance:
+        named = parse_instance_target(f"{provider}:{instance}")
+        if named is not None:
+            return named.text
+    raise ValueError("--lease needs the instance named: open the box as vast:ID "
+                     "(runpod:POD_ID, lambda:ID), or give --provider and --instance")
+
+
+def lease_words(lease: Lease, box: str) -> str:
+    """``vast:4242: lease until ..., then stop; written on the box`` (or why not)."""
+    told = "written on the box" if not box else f"the box was not told ({box})"
+    return f"{lease.target}: {_describe(lease)}; {told}"
 
 
 def _describe(lease: Lease | None) -> str:

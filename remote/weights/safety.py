@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from remote.config import ConfigError, hub_repos
-from remote.link.tools import ask_tool
+from remote.link.tools import ToolGate, ask_tool
 from remote.transport.base import Transport, TransportError
 from remote.weights.pull import ledger_entries, verified_copy
 from trainer.hub.client import read_token, verify_pushed
@@ -99,14 +99,15 @@ def _listed(names: list[str]) -> str:
 
 def box_inventory(transport: Transport, run_dirs: Iterable[str] = (),
                   projects: Iterable[str] = (), registry: bool = True,
-                  timeout: float = SAFE_TIMEOUT) -> dict[str, Any]:
+                  timeout: float = SAFE_TIMEOUT,
+                  connector: ToolGate | None = None) -> dict[str, Any]:
     """The box's ``trainer safe --json`` answer for these runs and projects (and the
-    registry). Raises ``TransportError`` with the box's one-line reason, e.g. for a
-    path that is not a run directory."""
+    registry), through ``connector``'s gate when given. Raises ``TransportError`` with
+    the box's one-line reason, e.g. for a path that is not a run directory."""
     words = ["safe", "--json", *(f"--project={p}" for p in projects)]
     words += ["--registry"] if registry else []
     words += ["--", *run_dirs]
-    answer = ask_tool(transport, words, timeout=timeout)
+    answer = ask_tool(transport, words, connector=connector, timeout=timeout)
     report = answer.report
     if not answer.ok or report is None or not isinstance(report.get("runs"), list):
         why = answer.why.removeprefix("trainer safe: ") or f"exit {answer.rc}"
@@ -180,12 +181,16 @@ def _judge_file(item: dict[str, Any], run_dir: str, pulls: list[dict],
 
 def weights_safety(transport: Transport, run_dir: str | None = None,
                    projects: Sequence[str] = (), *, registry: bool = True,
-                   verify: HubVerify | None = None, repos: Sequence[str] = ()) -> Safety:
+                   verify: HubVerify | None = None, repos: Sequence[str] = (),
+                   connector: ToolGate | None = None,
+                   timeout: float = SAFE_TIMEOUT) -> Safety:
     """Whether every required weight file of the runs the box knows is off the box: the
     run ``run_dir`` (refused when it is not a run directory), its project, ``projects``
     and (``registry``) the box's registry. A Hub copy counts in ``repos`` and the user's
-    own repositories (``remote.config.hub_repos``) only. Raises ``TransportError`` (one
-    line; a malformed ``[hub] repos`` is one too)."""
+    own repositories (``remote.config.hub_repos``) only. ``connector``: run the box's
+    tool through its gate (a box that may not hold the trainer yet); ``timeout``: the
+    tool's limit. Raises ``TransportError`` (one line; a malformed ``[hub] repos`` is one
+    too)."""
     runs = [run_dir] if run_dir else []
     scopes = list(dict.fromkeys([*(posixpath.dirname(run_dir.rstrip("/")) or "."
                                    for run_dir in runs), *projects]))
@@ -194,5 +199,5 @@ def weights_safety(transport: Transport, run_dir: str | None = None,
             verify = laptop_verify((*repos, *hub_repos()))
         except ConfigError as exc:
             raise TransportError(str(exc)) from None
-    answer = box_inventory(transport, runs, scopes, registry)
+    answer = box_inventory(transport, runs, scopes, registry, timeout, connector)
     return judge(answer, transport.label, verify)

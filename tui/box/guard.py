@@ -9,11 +9,17 @@ from typing import Any
 from rich.text import Text
 from textual.message import Message
 
-from remote.billing import can_stop, notify_config, resolve_base_url
+from remote.billing import (
+    can_stop,
+    give_lease,
+    notify_config,
+    parse_instance_target,
+    resolve_base_url,
+)
 from remote.runs import acknowledge_alarm, arm_guard, disarm_guard
 from tui.box.ports import Done, Panes, Ports
 from tui.dialogs.confirm import ConfirmDialog
-from tui.dialogs.guard import GuardDialog
+from tui.dialogs.guard import GuardAnswer, GuardDialog
 from tui.fmt import safe
 
 
@@ -76,7 +82,8 @@ class Guard:
                            lambda yes: self._set(None) if yes else None)
         else:
             stoppable = not state.spec.provider or can_stop(state.spec.provider)
-            self.ports.ask(GuardDialog("Arm the guard", can_stop=stoppable),
+            self.ports.ask(GuardDialog("Arm the guard", can_stop=stoppable,
+                                       lease=self._leased() is not None),
                            lambda answer: self._set(answer) if answer else None)
 
     def _acknowledge(self) -> None:
@@ -90,20 +97,34 @@ class Guard:
         self.ports.post(GuardRead(guard))
         self.ports.post(Done("guard alarm acknowledged (guard.json keeps it)"))
 
-    def _set(self, answer: tuple[str, str, float | None] | None) -> None:
+    def _leased(self) -> str | None:
+        """The instance a lease would be for (``vast:4242``): one the user named."""
+        spec = self.ports.state.spec
+        named = parse_instance_target(f"{spec.provider}:{spec.instance}") \
+            if spec.provider and spec.instance else None
+        return None if named is None else named.text
+
+    def _set(self, answer: GuardAnswer | None) -> None:
         self.ports.work("set_guard", lambda: self._send(answer), group="guard",
                         label="arming the guard" if answer else "disarming the guard")
 
-    def _send(self, answer: tuple[str, str, float | None] | None) -> None:
-        """Arm with ``(when, then, max_hours)`` (webhooks from ``[notify]`` in the
-        config file), or disarm with ``None``."""
+    def _send(self, answer: GuardAnswer | None) -> None:
+        """Arm with ``(when, then, max_hours, lease_seconds)`` (webhooks from
+        ``[notify]`` in the config file; the lease set first, on this laptop and the
+        box, as ``gpurent lease`` does), or disarm with ``None``."""
         state = self.ports.state
         spec = state.spec
         transport, run_dir = state.need_transport(), state.need_run()
+        leased = ""
         if answer is None:
             guard = disarm_guard(transport, run_dir)
         else:
-            when, then, hours = answer
+            when, then, hours, lease = answer
+            target = self._leased()
+            if lease is not None and target is not None:
+                given, told = give_lease(target, lease, then, transport)
+                leased = f"; lease until {given.until_at}, then {then}" + \
+                    (f" (the box was not told: {told})" if told else "")
             name = spec.provider if spec.provider != "manual" else None
             url = spec.provider_url or (resolve_base_url(name) if name else None)
             urls, fmt = notify_config()
@@ -111,4 +132,4 @@ class Guard:
             guard = arm_guard(transport, run_dir, when, then, hours, name, spec.instance,
                               base_url=url, notify=urls, notify_format=fmt)
         self.ports.post(GuardRead(guard))
-        self.ports.post(Done(guard.summary() if guard is not None else "guard: off"))
+        self.ports.post(Done((guard.summary() if guard is not None else "guard: off") + leased))

@@ -57,12 +57,14 @@ class InstanceDestroyed(Message, bubble=False, namespace="box"):
 
 
 def provider(state: BoxState) -> Any:
-    """The provider client for the box's instance (its API key from the environment or
-    the config file), or ``ActionRefused`` when the box is not an instance."""
+    """The provider client for the box's instance (the fleet account's, or its API key
+    from the environment or the config file), or ``ActionRefused`` when the box is not
+    an instance."""
     if not state.has_instance():
         raise ActionRefused("no provider instance: open the box as vast:ID / runpod:ID, "
                             "or start with --provider vast|runpod|lambda --instance ID")
-    return provider_for(state.spec.provider, base_url=state.spec.provider_url)
+    return state.spec.client or provider_for(state.spec.provider,
+                                             base_url=state.spec.provider_url)
 
 
 def can_act(state: BoxState) -> bool:
@@ -97,6 +99,26 @@ class Instance:
     def __init__(self, ports: Ports, costs: Callable[[], Any]) -> None:
         self.ports = ports
         self.costs = costs
+        #: D on the fleet's row: ask the destroy as soon as the box is connected.
+        self.destroy_wanted = False
+
+    def destroy_once_connected(self) -> None:
+        """D from the fleet: the destroy question now, or once the box is connected (it
+        needs the box for the weights verdict)."""
+        if self.ports.state.transport is None:
+            self.destroy_wanted = True
+            self.ports.notify(f"instance {self.ports.state.spec.instance}: the destroy "
+                              "dialog opens once the box is reached (its weights are "
+                              "checked first)", timeout=8)
+        else:
+            self.ask_destroy()
+
+    def connected(self) -> None:
+        """The box is connected: read the instance, and ask the destroy D wanted."""
+        self.refresh()
+        if self.destroy_wanted:
+            self.destroy_wanted = False
+            self.ask_destroy()
 
     def refresh(self) -> None:
         """Ask the provider about the instance (price, storage, state); the guard's

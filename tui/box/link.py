@@ -98,7 +98,8 @@ class Link:
             None if spec.kind == "local" else spec.target, port=spec.port,
             accept_new=spec.accept_new, ssh_options=dict(spec.ssh_options),
             python=spec.python,
-            locate=Locator(named, base_url=spec.provider_url) if named else None)
+            locate=Locator(named, base_url=spec.provider_url, provider=spec.client)
+            if named else None)
         self.connector.ask_unknown = self.ask_host_key
         self._retry_wake = threading.Event()
         self._retry_stop = threading.Event()

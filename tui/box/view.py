@@ -323,7 +323,7 @@ class BoxView(Vertical):
         if first:
             self.link.link_up()
         self.weights.refresh()
-        self.instance.refresh()
+        self.instance.connected()
         self.link.install_needs()
         if state.preflight is None and self.spec.kind == "ssh":
             self.launching.check_box()

@@ -1,5 +1,6 @@
 """Arm the guard: when (the run ends, or the GPUs idle) then (stop or destroy the
-instance; destroy only where the provider cannot stop)."""
+instance; destroy only where the provider cannot stop); for an instance the user named,
+optionally a lease (``gpurent lease``'s deadline, set with the arming)."""
 
 from __future__ import annotations
 
@@ -7,16 +8,22 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import Button, Input, Select, Static
 
+from remote.billing import parse_duration
 from tui.dialogs.base import Dialog
 
+#: What the dialog dismisses with: ``(when, then, max_hours, lease_seconds)``.
+GuardAnswer = tuple[str, str, float | None, float | None]
 
-class GuardDialog(Dialog[tuple[str, str, float | None] | None]):
-    """Dismisses ``(when, then, max_hours)`` or ``None``. ``can_stop``: the provider can
-    stop an instance (Lambda cannot: destroy is the only choice there)."""
 
-    def __init__(self, title: str, can_stop: bool = True) -> None:
+class GuardDialog(Dialog[GuardAnswer | None]):
+    """Dismisses ``(when, then, max_hours, lease_seconds)`` or ``None``. ``can_stop``:
+    the provider can stop an instance (Lambda cannot: destroy is the only choice there);
+    ``lease``: the box is an instance the user named, so a lease may be set."""
+
+    def __init__(self, title: str, can_stop: bool = True, lease: bool = False) -> None:
         super().__init__(title)
         self.can_stop = can_stop
+        self.lease = lease
 
     def compose_body(self) -> ComposeResult:
         """The condition, the action and an optional hard limit."""
@@ -33,21 +40,25 @@ class GuardDialog(Dialog[tuple[str, str, float | None] | None]):
             then.insert(0, ("stop the instance (disk kept, cheap)", "stop"))
         yield Select(then, value=then[0][1], allow_blank=False, id="then")
         yield Input(placeholder="hard limit in hours (empty: none)", id="max-hours")
+        if self.lease:
+            yield Input(placeholder="lease: end the billing after 6h, 90m, 2d (empty: none)",
+                        id="lease")
 
     def compose_buttons(self) -> ComposeResult:
         """Arm."""
         yield Button("Arm guard", id="arm", variant="warning")
 
-    def outcome(self, result: tuple[str, str, float | None] | None) -> str:
+    def outcome(self, result: GuardAnswer | None) -> str:
         """Cancelled, or what was armed."""
         if result is None:
             return "cancelled"
-        when, then, hours = result
+        when, then, hours, lease = result
         limit = f", at most {hours:g} h" if hours is not None else ""
-        return f"confirmed: when {when}, then {then}{limit}"
+        leased = f", lease {lease / 3600:g} h" if lease is not None else ""
+        return f"confirmed: when {when}, then {then}{limit}{leased}"
 
     def button_pressed(self, button_id: str) -> None:
-        """Arm with the chosen values (a bad limit is shown, not armed)."""
+        """Arm with the chosen values (a bad limit or lease is shown, not armed)."""
         if button_id != "arm":
             return
         raw = self.query_one("#max-hours", Input).value.strip()
@@ -56,5 +67,11 @@ class GuardDialog(Dialog[tuple[str, str, float | None] | None]):
         except ValueError:
             self.notify("the hard limit must be a number of hours", severity="error")
             return
+        lease = self.query_one("#lease", Input).value.strip() if self.lease else ""
+        try:
+            seconds = parse_duration(lease) if lease else None
+        except ValueError as exc:
+            self.notify(str(exc), severity="error", markup=False)
+            return
         self.dismiss((str(self.query_one("#when", Select).value),
-                      str(self.query_one("#then", Select).value), hours))
+                      str(self.query_one("#then", Select).value), hours, seconds))

@@ -1,8 +1,9 @@
 """The fleet: every instance of every configured account in one table, with its state,
 price, what it spent and the idle and waste words (``remote.billing.list_fleet``, the
-same listing as ``gpurent instances``). Enter opens the instance as a box tab; ``s``
-stops it (asked first; the disk keeps billing, as the dialog says); ``D`` destroys it
-through its box tab, where the weights gate and the typed-id dialog are."""
+same listing as ``gpurent instances``), with each reached box's weights verdict (the
+weights gate's). Enter opens the instance as a box tab; ``s`` stops it (asked first; the
+disk keeps billing, as the dialog says); ``D`` opens its box tab and, once the box is
+connected, the destroy dialog there: the weights gate's verdict and the typed id."""
 
 from __future__ import annotations
 
@@ -22,10 +23,12 @@ from tui.dialogs.confirm import ConfirmDialog
 from tui.fmt import safe
 
 #: The table's columns.
-COLUMNS = ("account", "instance", "state", "GPU", "$/h now", "spent", "notes")
+COLUMNS = ("account", "instance", "state", "GPU", "$/h now", "spent", "weights", "notes")
+#: How each weights verdict is drawn (``remote.billing.boxweights``).
+WEIGHTS_STYLE = {"safe": "green", "unsafe": "bold red", "unknown": "yellow"}
 #: The screen's keys, for its own key line and the help screen.
 FLEET_KEYS = (("enter", "open it as a box tab"), ("s", "stop the instance (asks first)"),
-              ("D", "destroy: opens its tab, where the weights gate asks"),
+              ("D", "destroy: its tab, then the weights gate's dialog"),
               ("r", "list again"), ("escape", "back to the boxes"))
 
 
@@ -105,15 +108,19 @@ class FleetScreen(Screen[None]):
         inst = row.instance
         if inst is None:
             return [safe(row.account, 24), Text("-"), safe("account failed", 20, "red"),
-                    Text(""), Text(""), Text(""), safe(row.error, 200, "red")]
+                    Text(""), Text(""), Text(""), Text(""), safe(row.error, 200, "red")]
         state = inst.state if inst.raw_state in ("", inst.state) else \
             f"{inst.state} ({inst.raw_state})"
         spent = row.spent(now)
-        words = row.words(now)
+        verdict = row.weights
+        weights = "" if verdict is None else verdict.words().removeprefix("weights")
+        words = [w for w in row.words(now) if verdict is None or w != verdict.words()]
         style = "bold yellow" if row.idle is not None or row.unreachable else ""
         return [safe(row.account, 24), safe(row.target, 40), safe(state, 30),
                 safe(inst.gpu or "?", 30), Text(rate(inst.billing_per_hour)),
                 Text("" if spent is None else money(spent)),
+                safe(weights.strip(" :"), 120, WEIGHTS_STYLE.get(verdict.state, "")
+                     if verdict else ""),
                 safe("; ".join(words), 200, style)]
 
     def selected(self) -> Any:
@@ -136,7 +143,8 @@ class FleetScreen(Screen[None]):
         self.action_open()
 
     def action_destroy(self) -> None:
-        """D: open the tab and ask there (the weights gate needs the box)."""
+        """D: open the tab and the destroy dialog on it (the weights gate needs the box
+        connected: the dialog opens once it is)."""
         row = self.selected()
         if row is not None:
             self.open_box(row, True)
