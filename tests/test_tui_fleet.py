@@ -51,7 +51,7 @@ async def test_the_fleet_opens_without_a_host_and_acts_on_its_rows(provider_stan
     app = GpurentApp([], autoconnect=False)
     app.fleet_lister = lambda: list_fleet([account], options)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
-        text = await until_shown(pilot, f"vast:{idle}", "idle 47 min, $0.94", "1 instances")
+        text = await until_shown(pilot, f"vast:{idle}", "idle 47 min, $0.94", "1 instance,")
         assert isinstance(app.screen, FleetScreen)
         assert "[/] 4090" in text and "pwned" not in text.replace("]0;pwned", "")  # inert
         await pilot.press("s")

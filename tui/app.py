@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import TabbedContent, TabPane
 
@@ -121,22 +122,36 @@ class GpurentApp(App[int]):
         if not bars:
             return  # starting or ending
         tabs = main.query_one(TabbedContent)
-        box = tabs.get_pane(tabs.active).query_one(BoxView) if tabs.active else None
         labels = {key.split(",")[0]: label for key, _, label, _ in KEYS}
         scene = Scene()
-        if box is not None:
-            pane = box.log_pane
-            scene = Scene(searching=bool(pane.search), filtering=bool(pane.filter_text),
-                          wrapped=pane.log_view.wrap,
-                          in_runs=isinstance(main.focused, RunsList))
+        try:
+            box = tabs.get_pane(tabs.active).query_one(BoxView) if tabs.active else None
+            if box is not None:
+                pane = box.log_pane
+                scene = Scene(searching=bool(pane.search), filtering=bool(pane.filter_text),
+                              wrapped=pane.log_view.wrap,
+                              in_runs=isinstance(main.focused, RunsList))
+        except NoMatches:
+            return  # a tab just added (from the fleet): its panes are not mounted yet
         bars.first().show(hints(None if box is None else box.state, labels, scene))
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
         """The keys act on the shown box: give its log the focus; its alerts are seen."""
         box = event.pane.query_one(BoxView)
-        if not box.log_pane.log.has_focus_within:
-            box.log_pane.log.focus()
         box.watching.seen()
+        self.focus_log(box)
+
+    def focus_log(self, box: BoxView) -> None:
+        """Give the box's log the focus; a tab just added (from the fleet) is not
+        mounted yet: then after the next refresh."""
+        try:
+            log = box.log_pane.log
+        except NoMatches:
+            if box.is_attached:
+                self.call_after_refresh(self.focus_log, box)
+            return
+        if not log.has_focus_within:
+            log.focus()
 
     # ------------------------------------------------------------------ helpers
 
@@ -257,9 +272,12 @@ class GpurentApp(App[int]):
 
     @staticmethod
     def _list_fleet() -> object:
-        from remote.billing import FleetOptions, configured_accounts, list_fleet
+        from remote.billing import FleetOptions, NoAccounts, configured_accounts, list_fleet
 
-        return list_fleet(configured_accounts(), FleetOptions())
+        accounts = configured_accounts()
+        if not accounts:
+            raise NoAccounts()
+        return list_fleet(accounts, FleetOptions())
 
     def open_instance(self, row: object, destroy: bool = False) -> None:
         """Open a fleet row's instance (``vast:4242``) as a box tab, or show its tab,

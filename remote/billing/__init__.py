@@ -17,7 +17,7 @@ __all__, __getattr__ = lazy_exports(__name__, {
     "teardown": ["GateRefused", "check_destroy", "resolve_safety", "run_safety", "run_teardown",
                  "warning_for"],
     "resume": ["Resumed", "Step", "resume_run"],
-    "accounts": ["Account", "configured_accounts"],
+    "accounts": ["NO_ACCOUNTS", "Account", "NoAccounts", "configured_accounts"],
     "fleet": ["Fleet", "FleetOptions", "FleetRow", "list_fleet"],
     "idle": ["Idle"],
     "leases": ["Lease", "clear_lease", "give_lease", "lease_for", "leases", "parse_duration",

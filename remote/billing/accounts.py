@@ -90,6 +90,19 @@ def _configured(entry: Any, index: int, env: Mapping[str, str], where: str) -> A
                    problem)
 
 
+#: How to configure accounts, said where there are none.
+NO_ACCOUNTS = ("no provider account configured: set VAST_API_KEY, RUNPOD_API_KEY or "
+               "LAMBDA_API_KEY, or add [[accounts]] tables to ~/.config/gpurent/config.toml "
+               "(see the README)")
+
+
+class NoAccounts(ConfigError):
+    """No provider account is configured: ``NO_ACCOUNTS`` says how to add one."""
+
+    def __init__(self) -> None:
+        super().__init__(NO_ACCOUNTS)
+
+
 def configured_accounts(*, env: Mapping[str, str] | None = None,
                         path: str | os.PathLike[str] | None = None) -> list[Account]:
     """Every account: each provider's ``default`` (when it has a key), then the

@@ -7,18 +7,13 @@ import argparse
 import json
 import sys
 
-from remote.billing.accounts import configured_accounts
+from remote.billing.accounts import NO_ACCOUNTS, configured_accounts
 from remote.billing.boxweights import WEIGHTS_TIMEOUT
 from remote.billing.fleet import Fleet, FleetOptions, FleetRow, list_fleet
 from remote.billing.idle import IDLE_GPU_PERCENT
 from remote.billing.providers import ConfigError
 from remote.commands.errors import fail
 from trainer.text import clean_text, money, rate
-
-#: How to configure accounts, said when there are none.
-NO_ACCOUNTS = ("no provider account configured: set VAST_API_KEY, RUNPOD_API_KEY or "
-               "LAMBDA_API_KEY, or add [[accounts]] tables to ~/.config/gpurent/config.toml "
-               "(see the README)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:

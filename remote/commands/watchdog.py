@@ -10,13 +10,12 @@ import sys
 import threading
 from typing import Any
 
-from remote.billing.accounts import configured_accounts
+from remote.billing.accounts import NO_ACCOUNTS, configured_accounts
 from remote.billing.fleet import FleetOptions
 from remote.billing.idle import IDLE_GPU_PERCENT
 from remote.billing.providers import ConfigError, notify_config
 from remote.billing.watchdog import Rules, loop, watch_once
 from remote.commands.errors import fail
-from remote.commands.instances import NO_ACCOUNTS
 from trainer.guard.notify import parse_target
 from trainer.guard.state import NOTIFY_FORMATS, GuardError
 

@@ -30,6 +30,10 @@ WEIGHTS_STYLE = {"safe": "green", "unsafe": "bold red", "unknown": "yellow"}
 FLEET_KEYS = (("enter", "open it as a box tab"), ("s", "stop the instance (asks first)"),
               ("D", "destroy: its tab, then the weights gate's dialog"),
               ("r", "list again"), ("escape", "back to the boxes"))
+#: Where else to start, said when there is no fleet to list.
+OTHER_STARTS = ("Watch one box: gpurent-tui HOST (an address, an ~/.ssh/config alias or "
+                "vast:ID); a local demo run: gpurent-tui --demo; runs here: "
+                "gpurent-tui --local DIR.")
 
 
 class FleetScreen(Screen[None]):
@@ -45,10 +49,12 @@ class FleetScreen(Screen[None]):
     class Listed(Message):
         """The listing finished (``fleet``) or failed (``error``)."""
 
-        def __init__(self, fleet: Any = None, error: str = "") -> None:
+        def __init__(self, fleet: Any = None, error: str = "", setup: bool = False) -> None:
             super().__init__()
             self.fleet = fleet
             self.error = error
+            #: The error is a missing setting, not a failure (no account configured).
+            self.setup = setup
 
     class Stopped(Message):
         """A stop from the list ended: its one-line outcome."""
@@ -83,13 +89,19 @@ class FleetScreen(Screen[None]):
         try:
             fleet = self.lister()
         except Exception as exc:  # noqa: BLE001 - any failure is one line on screen
-            self.post_message(self.Listed(error=str(exc)))
+            from remote.billing import NoAccounts
+
+            self.post_message(self.Listed(error=str(exc), setup=isinstance(exc, NoAccounts)))
             return
         self.post_message(self.Listed(fleet))
 
     def on_fleet_screen_listed(self, message: Listed) -> None:
         """Fill the table."""
         status = self.query_one("#fleet-status", Static)
+        if message.setup:
+            status.update(Text.assemble(safe(f"Nothing to list: {message.error}.", 400,
+                                             "yellow"), "\n", OTHER_STARTS))
+            return
         if message.error:
             status.update(safe(f"cannot list: {message.error}", 300, "bold red"))
             return
@@ -99,7 +111,8 @@ class FleetScreen(Screen[None]):
         for n, row in enumerate(fleet.rows):
             table.add_row(*self.cells(row, fleet.now), key=str(n))
         billing = sum(r.instance.billing_per_hour or 0 for r in fleet.rows if r.instance)
-        status.update(Text(f"{sum(1 for r in fleet.rows if r.instance)} instances, billing "
+        count = sum(1 for r in fleet.rows if r.instance)
+        status.update(Text(f"{count} instance{'' if count == 1 else 's'}, billing "
                            f"{rate(billing)} now; listed in {fleet.seconds:.1f} s"))
 
     @staticmethod
