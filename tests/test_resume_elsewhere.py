@@ -2,7 +2,9 @@
 mid-epoch (its processes SIGKILLed, its sshd stopped, the provider stand-in says the
 instance exited); ``gpurent resume ORG/REPO:NAME --on B`` continues it on box B from the
 Hub: the metrics hold epochs exactly 1..N, the Hub's final best.pt is B's, and the work
-lost is at most one milestone interval. Real sshd boxes, real training; stand-ins only
+lost is at most one milestone interval. The interruption is reported: `gpurent instances`
+and `gpurent watchdog --once` say it in words with the last safe checkpoint on the Hub,
+and the watchdog tells a webhook once. Real sshd boxes, real training; stand-ins only
 for the Hub and the provider."""
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from tests.fixtures.sshd import make_server
 from tests.fixtures.watch_log import wait_until
 from tests.test_instance_targets import instance_on
 from tests.test_resume import gone, rows
+from tests.test_watchdog import Webhook
 from trainer.hub.ledger import sha256_file
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -83,10 +86,39 @@ def test_a_run_taken_away_resumes_on_another_box(
         os.killpg(pid, signal.SIGKILL)
         assert wait_until(lambda: gone(pid), 30)
         done_on_a = len(rows(run_a))
+        # The fleet sees the run dead at its last epoch while A still answers.
+        seen = gpurent("instances", "--json")
+        assert seen.returncode == 0, seen.stderr
         a.sshd.stop()
         standin.take_away(ia)
         safe = hub_epoch(hub_standin, "org/exp")
         assert done_on_a - safe <= PERIOD  # lost work: at most one milestone interval
+
+        # The interruption is reported: the fleet's words, then the watchdog's, told once.
+        listed = gpurent("instances", "--json")
+        assert listed.returncode == 0, listed.stderr
+        [row] = [r for r in json.loads(listed.stdout)["rows"] if r["target"] == f"runpod:{ia}"]
+        taken = row["interrupted"]
+        assert taken is not None and "runpod says EXITED" in taken["how"]
+        assert taken["runs"][0]["hub"]["epoch"] == safe, taken["runs"][0]["hub"]
+        commit = taken["runs"][0]["hub"]["commit"]
+        assert re.search(rf"taken away by the provider at \d\d:\d\d UTC .*exp: last safe "
+                         rf"checkpoint: epoch {safe} on the Hub org/exp@{commit[:7]}, "
+                         rf"{done_on_a - safe} epoch\(s\) lost \(seen at epoch {done_on_a} "
+                         rf"on the box, its run dead\)", taken["words"]), taken["words"]
+        hook = Webhook()
+        first, again = (gpurent("watchdog", "--once", "--json", "--notify", hook.url)
+                        for _ in range(2))
+        assert first.returncode == 0 and again.returncode == 0, first.stderr + again.stderr
+        said = f"last safe checkpoint: epoch {safe} on the Hub org/exp@{commit[:7]}"
+        assert f"runpod:{ia}: taken away by the provider" in first.stderr and said in first.stderr
+        [decision] = json.loads(first.stdout)["decisions"]
+        assert decision["trigger"] == "interrupted" and decision["target"] == f"runpod:{ia}"
+        assert json.loads(again.stdout)["decisions"] == [] and "taken" not in again.stderr
+        assert wait_until(lambda: hook.posts, 10)
+        [post] = hook.posts  # one episode, told once
+        assert post["trigger"] == "interrupted" and post["target"] == f"runpod:{ia}"
+        assert said in post["text"]
 
         resumed = gpurent("resume", "org/exp:exp", "--on", f"runpod:{ib}", "--project",
                           str(Path(b.home) / "runs"), "--data", str(shapes_data),
