@@ -2,7 +2,8 @@
 mid-epoch (its processes SIGKILLed, its sshd stopped, the provider stand-in says the
 instance exited); ``gpurent resume ORG/REPO:NAME --on B`` continues it on box B from the
 Hub: the metrics hold epochs exactly 1..N, the Hub's final best.pt is B's, and the work
-lost is at most one milestone interval. The interruption is reported: `gpurent instances`
+lost is at most one milestone interval; the guard and the lease armed on A from the
+laptop move to B. The interruption is reported: `gpurent instances`
 and `gpurent watchdog --once` say it in words with the last safe checkpoint on the Hub,
 and the watchdog tells a webhook once. Real sshd boxes, real training; stand-ins only
 for the Hub and the provider."""
@@ -15,6 +16,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -31,7 +33,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 GPURENT = Path(sys.executable).with_name("gpurent")
 ROOT = Path(__file__).resolve().parents[1]
-EPOCHS, PERIOD = 6, 2
+EPOCHS, PERIOD = 10, 2
 
 
 def hub_epoch(standin: HubStandin, repo: str) -> int:
@@ -77,6 +79,14 @@ def test_a_run_taken_away_resumes_on_another_box(
                            f"hub_period={PERIOD}", "--json")
         assert launched.returncode == 0, launched.stderr
         pid = json.loads(launched.stdout)["pid"]
+        # A's guard and lease, armed from this laptop: they move with the run.
+        armed = gpurent("guard", f"runpod:{ia}:{run_a}", "arm", "--when", "done", "--then",
+                        "stop", "--provider", "runpod", "--instance", ia,
+                        "--send-account-key", "--base-url", standin.base_url, "--poll", "300")
+        assert armed.returncode == 0, armed.stderr
+        leased = gpurent("lease", f"runpod:{ia}", "6h", "--laptop-only")
+        assert leased.returncode == 0, leased.stderr
+
         # One milestone on the Hub, and the run on past it: an epoch after it is done.
         assert wait_until(lambda: hub_epoch(hub_standin, "org/exp") >= PERIOD
                           and len(rows(run_a)) > PERIOD, 120), \
@@ -84,8 +94,11 @@ def test_a_run_taken_away_resumes_on_another_box(
 
         # Box A is taken away mid-epoch: nothing on it runs again, and nothing answers.
         os.killpg(pid, signal.SIGKILL)
-        assert wait_until(lambda: gone(pid), 30)
+        guard_a = json.loads((run_a / "guard.json").read_text())["pid"]
+        os.killpg(os.getpgid(guard_a), signal.SIGKILL)
+        assert wait_until(lambda: gone(pid) and gone(guard_a), 30)
         done_on_a = len(rows(run_a))
+        assert done_on_a < EPOCHS, "the run ended before it was taken away"
         # The fleet sees the run dead at its last epoch while A still answers.
         seen = gpurent("instances", "--json")
         assert seen.returncode == 0, seen.stderr
@@ -99,7 +112,7 @@ def test_a_run_taken_away_resumes_on_another_box(
         assert listed.returncode == 0, listed.stderr
         [row] = [r for r in json.loads(listed.stdout)["rows"] if r["target"] == f"runpod:{ia}"]
         taken = row["interrupted"]
-        assert taken is not None and "runpod says EXITED" in taken["how"]
+        assert taken is not None and "runpod says EXITED" in taken["how"], row["words"]
         assert taken["runs"][0]["hub"]["epoch"] == safe, taken["runs"][0]["hub"]
         commit = taken["runs"][0]["hub"]["commit"]
         assert re.search(rf"taken away by the provider at \d\d:\d\d UTC .*exp: last safe "
@@ -131,6 +144,12 @@ def test_a_run_taken_away_resumes_on_another_box(
         assert f"work after epoch {safe} is lost: at most {PERIOD} epoch(s)" in steps
         assert "the new box bills $0.6900/h, $0.1900/h more than the old one" in steps
         assert f"training again from epoch {safe + 1} of {EPOCHS}" in steps
+        assert f"lease moved from runpod:{ia} to runpod:{ib}: until " in steps
+        assert f"guard armed here as on runpod:{ia}: --when done --then stop" in steps
+        moved = json.loads(gpurent("lease", f"runpod:{ib}", "--json").stdout)
+        assert moved["lease"]["then"] == "stop"
+        assert moved["lease"]["until"] > time.time() + 5 * 3600
+        assert json.loads(gpurent("lease", f"runpod:{ia}", "--json").stdout)["lease"] is None
 
         run_b = Path(b.home) / "runs" / "exp"
         status = json.loads((run_b / "status.json").read_text())
@@ -139,6 +158,13 @@ def test_a_run_taken_away_resumes_on_another_box(
         best = run_b / "weights" / "best.pt"
         assert hub_standin.repo("org/exp").files["best.pt"].oid == sha256_file(best)
         assert json.loads(hub_standin.read("org/exp", "status.json"))["pid"] == status["pid"]
+        guard_b = json.loads((run_b / "guard.json").read_text())
+        assert guard_b["when"] == "done" and guard_b["then"] == "stop" and \
+            guard_b["instance"] == ib
     finally:
         for box in boxes:
             box.sshd.stop()
+        for run in (Path(b.home) / "runs" / "exp",):  # the guard re-armed on B
+            guard = run / "guard.json"
+            if guard.exists() and not gone(json.loads(guard.read_text())["pid"]):
+                os.killpg(os.getpgid(json.loads(guard.read_text())["pid"]), signal.SIGKILL)

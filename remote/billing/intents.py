@@ -113,10 +113,13 @@ def want_stopped(target: str, now: float | None = None) -> None:
 
 
 def set_guard(target: str, guard: dict[str, Any] | None) -> None:
-    """Remember the guard armed on ``target`` from here (``None``: disarmed)."""
+    """Remember the guard armed on ``target`` from here, its options as given to
+    ``gpurent guard arm`` (``None``: disarmed). A guard armed means the instance runs."""
     with locked_json(INTENTS_FILE) as data:
-        if isinstance(data.get(target), dict):
-            data[target]["guard"] = guard
+        entry = data.get(target) if isinstance(data.get(target), dict) else \
+            {"want": "running", "since": time.time(), "runs": []}
+        entry["guard"] = guard
+        data[target] = entry
 
 
 def observe(target: str, now: float, price: float | None,
@@ -135,10 +138,12 @@ def observe(target: str, now: float, price: float | None,
                 run["seen"] = {**runs[run["name"]], "at": now}
 
 
-def move_intent(old: str, new: str, name: str, now: float | None = None) -> Intent | None:
-    """Run ``name`` left ``old`` for ``new``: ``new`` should run it (with the same Hub
-    repository, and the guard that ``old`` had); ``old`` no longer holds it (and is no
-    longer wanted running when that was its last run). Returns ``old``'s intent before."""
+def move_intent(old: str, new: str, name: str, project: str = "",
+                now: float | None = None) -> Intent | None:
+    """Run ``name`` left ``old`` for ``new`` (into ``project`` there): ``new`` should run
+    it (with the same Hub repository, and the guard that ``old`` had); ``old`` no longer
+    holds it (and is no longer wanted running when that was its last run). Returns
+    ``old``'s intent before."""
     now = time.time() if now is None else now
     with locked_json(INTENTS_FILE) as data:
         before = _intent(old, data.get(old))
@@ -146,7 +151,7 @@ def move_intent(old: str, new: str, name: str, now: float | None = None) -> Inte
             return None
         moved = [r.to_dict() for r in before.runs if r.name == name]
         for run in moved:
-            run["seen"] = {}
+            run.update(seen={}, project=project or run["project"])
         kept = [r.to_dict() for r in before.runs if r.name != name]
         data[old] = {**data[old], "runs": kept}
         if not kept:

@@ -10,8 +10,8 @@ with ``resume=True``, the same name and the same ``hub=``, so its pushes go on t
 repository. The trainer drops history rows after the checkpoint's epoch: the metrics
 continue with no gap and no duplicate. The money: the epochs the interruption can have
 cost (the milestone interval) at the old box's $/epoch, and the new box's price against
-the old one's. A guard or lease armed on the old box does not move by itself: the last
-step says what to arm on the new one.
+the old one's. The lease and the guard the laptop knows of on the old box move to the
+new one (``remote.billing.carry``), or the step says what to arm.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from remote.billing.carry import carry_over
 from remote.billing.resume import Resumed, ResumeFailed, Step, wait_for_takeover
 from remote.link.connector import Connector
 from remote.link.tools import ask_tool
@@ -87,10 +88,12 @@ def money_lines(status: dict[str, object], moving: Moving) -> list[str]:
 
 
 def move_run(connector: Connector, moving: Moving, token: str, *, target: str = "TARGET",
+             instance: tuple[str, str] | None = None,
              say: Callable[[Step], None] = lambda _s: None, start_timeout: float = 300.0,
              clock: Callable[[], float] = time.monotonic) -> Resumed:
-    """Continue ``moving``'s run on ``connector``'s box (named ``target`` in the advice);
-    each step goes to ``say``.
+    """Continue ``moving``'s run on ``connector``'s box (named ``target``; ``instance``:
+    its ``(provider, id)`` when it is a rented instance), then move the guard and lease
+    of the old box to it (``remote.billing.carry``); each step goes to ``say``.
     Raises ``ResumeFailed`` (a step did not work out) or ``TransportError``."""
     began = clock()
     steps: list[Step] = []
@@ -130,8 +133,9 @@ def move_run(connector: Connector, moving: Moving, token: str, *, target: str = 
                                    timeout=start_timeout)
         step(f"training again from epoch {fields.get('start_epoch', '?')} of "
              f"{fields.get('total_epochs', '?')}, pushing to {moving.repo}")
-        step(f"arm on this box what the old one had: `gpurent guard {target} arm` "
-             f"and `gpurent lease {target} ...`; disarm the old box's")
+        for line in carry_over(transport, started.result.run_dir, moving.repo, moving.name,
+                               target, instance):
+            step(line)
     except BaseException:
         transport.close()
         raise
