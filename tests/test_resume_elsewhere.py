@@ -141,7 +141,10 @@ def test_a_run_taken_away_resumes_on_another_box(
                           if re.match(r"\[ *\d+\.\ds\] ", line))
         assert "preflight passed" in steps
         assert f"last.pt of epoch {safe}" in steps
-        assert f"work after epoch {safe} is lost: at most {PERIOD} epoch(s)" in steps
+        # exact: the fleet saw A's run dead at its last epoch; priced at --old-price
+        assert (f"work after epoch {safe} is lost: {done_on_a - safe} epoch(s), exact (this "
+                f"laptop saw the old box's run dead at epoch {done_on_a}), plus the epoch in "
+                f"progress") in steps
         assert "the new box bills $0.6900/h, $0.1900/h more than the old one" in steps
         assert f"training again from epoch {safe + 1} of {EPOCHS}" in steps
         assert f"lease moved from runpod:{ia} to runpod:{ib}: until " in steps

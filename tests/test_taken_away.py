@@ -97,3 +97,20 @@ def test_an_episode_is_told_once() -> None:
     later = note_episode("runpod:pod9", 70.0, True)
     again = Interruption("runpod:pod9", "runpod says EXITED", later)
     assert again.noticed_at == 70.0 and first_telling(again)
+
+
+def test_epochs_lost_are_exact_only_when_the_last_epoch_was_seen() -> None:
+    from remote.billing.move import Moving, money_lines
+    status = {"completed_epochs": 4, "total_epochs": 20, "mean_epoch_seconds": 360.0,
+              "args": {"hub_period": 4}}
+    moving = Moving("org/exp", "exp", old_rate=1.0)
+    [bound] = money_lines(status, moving)
+    assert bound.startswith("work after epoch 4 is lost: at most 4 epoch(s), one milestone "
+                            "(the bound: this laptop did not see the old box's last epoch)")
+    assert bound.endswith("at most $0.40 ($0.10/epoch at $1.0000/h)")
+    [live] = money_lines(status, moving, {"epoch": 6, "health": "live"})  # could go on
+    assert "at most 4 epoch(s)" in live
+    [exact] = money_lines(status, moving, {"epoch": 6, "health": "dead"})
+    assert exact.startswith("work after epoch 4 is lost: 2 epoch(s), exact (this laptop saw "
+                            "the old box's run dead at epoch 6), plus the epoch in progress")
+    assert exact.endswith(", $0.20 ($0.10/epoch at $1.0000/h)")
