@@ -27,6 +27,7 @@ from remote.billing.boxweights import (
     unknown,
 )
 from remote.billing.idle import IDLE_GPU_PERCENT, Idle, judge_idle, minutes, remember_idle
+from remote.billing.interrupted import Interruption, find_interruptions
 from remote.billing.leases import Lease, leases
 from remote.runs.probe import BoxReport, probe_box
 from remote.transport.base import Transport
@@ -72,6 +73,8 @@ class FleetRow:
     lease: Lease | None = None
     #: The weights gate's verdict (``None``: not asked, or the box was not reached).
     weights: WeightsVerdict | None = None
+    #: Taken away by its provider while wanted running (``remote.billing.interrupted``).
+    interrupted: Interruption | None = None
 
     @property
     def target(self) -> str:
@@ -107,6 +110,8 @@ class FleetRow:
         if inst is None:
             return [f"account failed: {self.error}"]
         said: list[str] = []
+        if self.interrupted is not None:
+            said.append(self.interrupted.words())
         if self.idle is not None:
             said.append(self.idle.words())
         if self.weights is not None:
@@ -142,6 +147,7 @@ class FleetRow:
             "idle": None if self.idle is None else self.idle.to_dict(),
             "lease": None if self.lease is None else self.lease.to_dict(),
             "weights": None if self.weights is None else self.weights.to_dict(),
+            "interrupted": None if self.interrupted is None else self.interrupted.to_dict(),
             "words": self.words(now),
         }
 
@@ -318,4 +324,9 @@ def list_fleet(accounts: list[Account], options: FleetOptions | None = None, *,
             row = replace(row, unreachable="the provider gives no SSH address",
                           weights=not_reached)
         out.append(row)
+    taken = find_interruptions(
+        [(r.target, r.instance, r.lease) for r in out if r.instance is not None], now,
+        at_once=all_at_once, runs_seen={t: b.runs_by_name() for t, b in boxes.items()},
+        timeout=options.timeout)
+    out = [replace(r, interrupted=taken.get(r.target)) for r in out]
     return Fleet(out, now, time.monotonic() - started, clients, options)

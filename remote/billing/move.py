@@ -8,10 +8,12 @@ from a Hub dataset tar (``trainer stage``), the last checkpoint and the history 
 in place from the Hub (``trainer restore``, the token on stdin), and the run is launched
 with ``resume=True``, the same name and the same ``hub=``, so its pushes go on to the same
 repository. The trainer drops history rows after the checkpoint's epoch: the metrics
-continue with no gap and no duplicate. The money: the epochs the interruption can have
-cost (the milestone interval) at the old box's $/epoch, and the new box's price against
-the old one's. A guard or lease armed on the old box does not move by itself: the last
-step says what to arm on the new one.
+continue with no gap and no duplicate. The money: the epochs the interruption cost, exact
+when this laptop saw the old box's run at its last epoch (the fleet's probe), else
+bounded by the milestone interval, at the old box's $/epoch (``--old-price``, else the
+price the fleet saw), and the new box's price against the old one's. The lease and the
+guard the laptop knows of on the old box move to the new one (``remote.billing.carry``),
+or the step says what to arm.
 """
 
 from __future__ import annotations
@@ -19,8 +21,11 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from remote.billing.carry import carry_over, old_instance
+from remote.billing.intents import intent_for
+from remote.billing.interrupted import ENDED
 from remote.billing.resume import Resumed, ResumeFailed, Step, wait_for_takeover
 from remote.link.connector import Connector
 from remote.link.tools import ask_tool
@@ -61,20 +66,35 @@ def parse_run(text: str) -> tuple[str, str]:
     return match.group(1), match.group(2)
 
 
-def money_lines(status: dict[str, object], moving: Moving) -> list[str]:
-    """What the interruption cost and what the new box costs, in words."""
+def money_lines(status: dict[str, object], moving: Moving,
+                seen: dict[str, object] | None = None) -> list[str]:
+    """What the interruption cost and what the new box costs, in words. The epochs lost
+    are exact when ``seen`` (what the laptop last saw of the run on the old box) is its
+    last epoch (the run was seen dead, failed, stopped or completed), else bounded by
+    one milestone interval; the line says which."""
     epoch, total = status.get("completed_epochs"), status.get("total_epochs")
     args = status.get("args") if isinstance(status.get("args"), dict) else {}
     hub_period = args.get("hub_period") if isinstance(args.get("hub_period"), int) else 0
+    seen = seen or {}
+    last, health = seen.get("epoch"), seen.get("health")
     lines = []
-    if isinstance(total, int):
-        bound = milestone_period(total, hub_period)
-        text = f"work after epoch {epoch} is lost: at most {bound} epoch(s), one milestone"
-        seconds = status.get("mean_epoch_seconds")
-        if isinstance(seconds, (int, float)) and moving.old_rate is not None:
-            per_epoch = seconds * moving.old_rate / 3600
-            text += (f", at most {money(bound * per_epoch)} ({money(per_epoch)}/epoch at "
-                     f"{rate(moving.old_rate)})")
+    if isinstance(last, int) and isinstance(epoch, int) and health in ENDED:
+        lost = max(0, last - epoch)
+        text = (f"work after epoch {epoch} is lost: {lost} epoch(s), exact (this laptop saw "
+                f"the old box's run {health} at epoch {last}), plus the epoch in progress")
+    elif isinstance(total, int):
+        lost = milestone_period(total, hub_period)
+        text = (f"work after epoch {epoch} is lost: at most {lost} epoch(s), one milestone "
+                "(the bound: this laptop did not see the old box's last epoch)")
+    else:
+        lost, text = None, ""
+    seconds = status.get("mean_epoch_seconds")
+    if text and lost is not None and isinstance(seconds, (int, float)) \
+            and moving.old_rate is not None:
+        per_epoch = seconds * moving.old_rate / 3600
+        text += (f", {'at most ' if 'at most' in text else ''}{money(lost * per_epoch)} "
+                 f"({money(per_epoch)}/epoch at {rate(moving.old_rate)})")
+    if text:
         lines.append(text)
     if moving.new_rate is not None:
         text = f"the new box bills {rate(moving.new_rate)}"
@@ -86,11 +106,23 @@ def money_lines(status: dict[str, object], moving: Moving) -> list[str]:
     return lines
 
 
+def last_seen(moving: Moving, target: str) -> tuple[dict[str, object], float | None]:
+    """What this laptop last saw of the run on its old box, and the old box's running
+    price (the one seen by the fleet), from the intents; empty when unknown."""
+    old = old_instance(moving.repo, moving.name, target)
+    intent = intent_for(old) if old is not None else None
+    run = intent.run(moving.repo, moving.name) if intent is not None else None
+    return (dict(run.seen) if run is not None else {},
+            intent.price_per_hour if intent is not None else None)
+
+
 def move_run(connector: Connector, moving: Moving, token: str, *, target: str = "TARGET",
+             instance: tuple[str, str] | None = None,
              say: Callable[[Step], None] = lambda _s: None, start_timeout: float = 300.0,
              clock: Callable[[], float] = time.monotonic) -> Resumed:
-    """Continue ``moving``'s run on ``connector``'s box (named ``target`` in the advice);
-    each step goes to ``say``.
+    """Continue ``moving``'s run on ``connector``'s box (named ``target``; ``instance``:
+    its ``(provider, id)`` when it is a rented instance), then move the guard and lease
+    of the old box to it (``remote.billing.carry``); each step goes to ``say``.
     Raises ``ResumeFailed`` (a step did not work out) or ``TransportError``."""
     began = clock()
     steps: list[Step] = []
@@ -120,7 +152,10 @@ def move_run(connector: Connector, moving: Moving, token: str, *, target: str = 
         status = report.get("status") if isinstance(report.get("status"), dict) else {}
         step(f"restored {moving.repo} at {str(report.get('commit'))[:12]} into {run_dir}: "
              f"last.pt of epoch {report.get('epoch')}")
-        for line in money_lines(status, moving):
+        seen, old_rate = last_seen(moving, target)
+        if moving.old_rate is None and old_rate is not None:
+            moving = replace(moving, old_rate=old_rate)
+        for line in money_lines(status, moving, seen):
             step(line)
         spec = LaunchSpec("trainer", moving.project, moving.name,
                           {"resume": "True", "data": data, "hub": moving.repo})
@@ -130,8 +165,9 @@ def move_run(connector: Connector, moving: Moving, token: str, *, target: str = 
                                    timeout=start_timeout)
         step(f"training again from epoch {fields.get('start_epoch', '?')} of "
              f"{fields.get('total_epochs', '?')}, pushing to {moving.repo}")
-        step(f"arm on this box what the old one had: `gpurent guard {target} arm` "
-             f"and `gpurent lease {target} ...`; disarm the old box's")
+        for line in carry_over(transport, started.result.run_dir, moving.repo, moving.name,
+                               target, instance):
+            step(line)
     except BaseException:
         transport.close()
         raise

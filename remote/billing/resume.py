@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from remote.billing.intents import want_running
 from remote.link.connector import Connector
 from remote.runs.launch import LaunchSpec, RunIsLive, launch_run
 from remote.runs.read import console_path, list_runs, read_run, read_status
@@ -136,6 +137,7 @@ def resume_run(provider: Provider, instance_id: str, connector: Connector,
         say(steps[-1])
 
     name = f"{provider.title} instance {instance_id}"
+    want_running(f"{provider.name}:{instance_id}")  # a stop after this is a surprise
     instance = provider.get_instance(instance_id)
     if instance.state == "running":
         step(f"{name} is running", instance.billing_per_hour)

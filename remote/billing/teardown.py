@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from remote.billing.cost import rate
 from remote.billing.identity import BoxAddress, WrongInstance, check_instance
+from remote.billing.intents import want_running, want_stopped
 from remote.transport.base import Transport, TransportError
 from trainer.providers import Instance, Provider
 from trainer.providers.confirm import (
@@ -187,6 +188,11 @@ def run_teardown(provider: Provider, instance_id: str, action: str, *,
                                  typed_id=typed_id)
         if not decision.allowed:
             raise GateRefused(decision)
+    target = f"{provider.name}:{instance_id}"  # what the user wants, for the fleet
+    if action == "start":
+        want_running(target)
+    else:
+        want_stopped(target)
     run = {"stop": stop_and_confirm, "start": start_and_confirm,
            "destroy": destroy_and_confirm}[action]
     options: dict[str, Any] = {"timeout": timeout, "interval": interval}

@@ -30,6 +30,8 @@ from typing import Any
 from remote.billing.accounts import Account
 from remote.billing.fleet import Fleet, FleetOptions, FleetRow, all_at_once, list_fleet
 from remote.billing.idle import IDLE_GPU_PERCENT
+from remote.billing.intents import intents
+from remote.billing.interrupted import first_telling
 from remote.billing.leases import leases
 from remote.billing.statefile import read_json, state_file
 from remote.billing.teardown import SafetyLike, UnknownSafety, check_destroy
@@ -238,8 +240,8 @@ def watch_once(accounts: list[Account], rules: Rules, options: FleetOptions, *,
                progress: Callable[[str], None] | None = None) -> list[Decision]:
     """One pass: list, find what is due, end its billing (all due instances at once)."""
     say = progress or (lambda _line: None)
-    if not leases() and rules.idle_minutes is None:
-        say("no lease and no idle rule: nothing to enforce")
+    if not leases() and rules.idle_minutes is None and not intents():
+        say("no lease, no idle rule and no instance launched from here: nothing to watch")
         return []
     listing = list_fleet(accounts, FleetOptions(
         timeout=options.timeout, ssh=options.ssh and rules.idle_minutes is not None,
@@ -255,6 +257,12 @@ def watch_once(accounts: list[Account], rules: Rules, options: FleetOptions, *,
         confirm_timeout + options.timeout * 4 + 30.0)
     decisions = []
     notifier = Notifier(notify or [], lambda *_a: None)
+    for row in listing.rows:  # taken away by the provider: told once per episode
+        if row.interrupted is not None and first_telling(row.interrupted):
+            decisions.append(Decision(row.target, "interrupted", row.interrupted.how, "none",
+                                      row.interrupted.words()))
+            say(f"{row.target}: {row.interrupted.words()}")
+            notifier.send(row.interrupted.message())
     for d in due:
         answer = found[d.row.target]
         if isinstance(answer, BaseException):

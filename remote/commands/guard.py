@@ -17,6 +17,7 @@ import json
 import sys
 from typing import Any
 
+from remote.billing.intents import set_guard
 from remote.billing.leases import Lease, give_lease
 from remote.billing.providers import (
     KEY_ENV,
@@ -169,6 +170,12 @@ def run(args: argparse.Namespace) -> int:
         return fail("guard", exc, 1, args.json)
     finally:
         transport.close()
+    if target.instance is not None and args.action in ("arm", "disarm"):
+        set_guard(target.instance.text, None if args.action == "disarm" else {
+            "when": args.when, "then": args.then, "max_hours": args.max_hours,
+            "send_account_key": bool(kwargs.get("send_account_key")),
+            "base_url": args.base_url, "poll": args.poll,
+            "stall_minutes": args.stall_minutes})  # to arm it again where the run moves
     code = _print(args, state, lease)
     if state is not None and state.alarm_active and args.action == "show":
         print("the alarm stays until acknowledged: gpurent guard RUN ack", file=sys.stderr)

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from remote.billing.intents import RunIntent, want_running
 from remote.billing.leases import give_lease
 from remote.commands.errors import fail
 from remote.commands.lease import add_lease_option, lease_target, lease_words
@@ -98,6 +99,9 @@ def run(args: argparse.Namespace) -> int:
     finally:
         transport.close()
     result = started.result
+    if target.instance is not None and not started.failed:  # a stop now is a surprise
+        want_running(target.instance.text, RunIntent(
+            name, target.path, pairs.get("hub") or spec.push or ""))
     where = result.run_dir if target.host is None else f"{target.host}:{result.run_dir}"
     health = None if started.run is None else started.run.health.verdict
     if started.failed:

@@ -151,5 +151,8 @@ def run_elsewhere(args: argparse.Namespace) -> int:
     moving = Moving(repo, name, args.project, args.data, stage, args.stage_dest,
                     args.old_price, new_rate)
     connect = connector(target, args, bootstrap=True, note=Printer.note)
-    resumed = move_run(connect, moving, token, target=args.on, say=sayer(args.json))
+    instance = None if target.instance is None else \
+        (target.instance.provider, target.instance.instance)
+    resumed = move_run(connect, moving, token, target=target.host, instance=instance,
+                       say=sayer(args.json))
     return finish(args, connect, target.host, resumed)

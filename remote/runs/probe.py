@@ -14,6 +14,7 @@ guessed: a box without ``nvidia-smi`` has no GPU figures, a run without a status
 from __future__ import annotations
 
 import json
+import posixpath
 import re
 import secrets
 import shlex
@@ -59,6 +60,8 @@ class BoxRun:
     reason: str = ""
     #: When its status.json was last written (epoch s; ``None`` without one).
     updated: float | None = None
+    #: Its completed epochs, as its status.json says (``None`` without one).
+    epoch: int | None = None
 
     @property
     def live(self) -> bool:
@@ -87,6 +90,12 @@ class BoxReport:
     def guard_watching(self) -> bool:
         """Whether a guard is armed and its process alive on one of the runs."""
         return any(guard.watching for guard in self.guards)
+
+    def runs_by_name(self) -> dict[str, dict[str, Any]]:
+        """Each run's completed epochs and health, by run name (the folder's name)."""
+        return {posixpath.basename(r.run_dir.rstrip("/")): {"epoch": r.epoch,
+                                                            "health": r.health}
+                for r in self.runs}
 
     def gpu_busiest(self) -> float | None:
         """The highest GPU utilisation now (``None`` without figures)."""
@@ -192,7 +201,9 @@ def parse_report(parts: dict[str, bytes]) -> BoxReport:
             launch = LaunchRead(pid, "") if pid is not None else None
         health = judge_health(read, now=now or time.time(), pid_alive=alive, launch=launch)
         updated = runfiles.parse_iso(str(read.get("updated_at") or "")) if read.ok else None
-        runs.append(BoxRun(run_dir, health.verdict, health.reason, updated))
+        epoch = read.get("completed_epochs") if read.ok else None
+        runs.append(BoxRun(run_dir, health.verdict, health.reason, updated,
+                           epoch if isinstance(epoch, int) else None))
         data = _json(parts.get(f"guard {n}"))
         if data is not None:
             pid = data.get("pid")

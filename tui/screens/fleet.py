@@ -129,12 +129,14 @@ class FleetScreen(Screen[None]):
         weights = "" if verdict is None else verdict.words().removeprefix("weights")
         words = [w for w in row.words(now) if verdict is None or w != verdict.words()]
         style = "bold yellow" if row.idle is not None or row.unreachable else ""
-        return [safe(row.account, 24), safe(row.target, 40), safe(state, 30),
+        if row.interrupted is not None:  # taken away by its provider
+            state, style = f"taken away: {state}", "bold red"
+        return [safe(row.account, 24), safe(row.target, 40), safe(state, 40),
                 safe(inst.gpu or "?", 30), Text(rate(inst.billing_per_hour)),
                 Text("" if spent is None else money(spent)),
                 safe(weights.strip(" :"), 120, WEIGHTS_STYLE.get(verdict.state, "")
                      if verdict else ""),
-                safe("; ".join(words), 200, style)]
+                safe("; ".join(words), 600, style)]
 
     def selected(self) -> Any:
         """The row under the cursor (``None`` for none, or an account's failure)."""

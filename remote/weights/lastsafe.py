@@ -1,0 +1,116 @@
+"""A run's last checkpoint known to be safe off its box, from what this laptop can verify
+when the box is gone: on the Hub, asked with the user's own token (the repository's head
+holds ``last.pt``, an LFS file whose sha256 the Hub keeps, and the ``status.json`` pushed
+in the same commit says which epoch it is); on the laptop, a pulled copy of the run's
+``last.pt`` or ``best.pt`` that the pull ledger holds and that is still intact.
+
+Only a repository of the user's (``remote.config.hub_repos``) counts, as for the weights
+gate (``remote.weights.safety``). A Hub that cannot be asked confirms nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from remote.config import ConfigError, hub_repos
+from remote.weights.pull import copy_is_intact, ledger_path
+from trainer.hub.client import HubError, describe_error, import_hub, read_token
+from trainer.text import clean_text, one_line
+
+#: The checkpoint a resume starts from, and the run's status pushed with it.
+CHECKPOINT, STATUS = "last.pt", "status.json"
+
+
+@dataclass(frozen=True)
+class HubCopy:
+    """``repo`` at ``commit`` holds ``last.pt`` of ``epoch`` (``None``: no status with it;
+    ``state``: the run's state in that status), or why not (``error``)."""
+
+    repo: str
+    commit: str = ""
+    epoch: int | None = None
+    state: str = ""
+    error: str = ""
+
+    @property
+    def where(self) -> str:
+        """``on the Hub org/exp@abc1234``."""
+        return f"on the Hub {self.repo}@{self.commit[:7]}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {"repo": self.repo, "commit": self.commit or None, "epoch": self.epoch,
+                "state": self.state or None, "error": self.error or None}
+
+
+def hub_copy(repo: str, token: str | None = None) -> HubCopy:
+    """What the Hub holds of the run pushed to ``repo`` (see the module doc)."""
+    try:
+        if repo not in hub_repos():
+            return HubCopy(repo, error=f"{repo} is not one of your Hub repositories")
+        hub = import_hub(progress_bars=False)
+    except (ConfigError, HubError) as exc:
+        return HubCopy(repo, error=one_line(clean_text(str(exc)), 200))
+    token = token if token is not None else read_token(use_stdin=False)
+    endpoint = os.environ.get("HF_ENDPOINT") or None
+    try:
+        api = hub.HfApi(endpoint=endpoint, token=token)
+        commit = str(api.model_info(repo).sha)
+        infos = api.get_paths_info(repo, [CHECKPOINT, STATUS], revision=commit)
+    except Exception as exc:  # the client raises many types; all are "cannot verify"
+        return HubCopy(repo, error=f"cannot ask the Hub: {describe_error(exc)}")
+    files = {getattr(i, "path", ""): i for i in infos}
+    if getattr(files.get(CHECKPOINT), "lfs", None) is None:
+        return HubCopy(repo, commit, error=f"{repo} holds no {CHECKPOINT} at {commit[:12]}")
+    status: dict[str, Any] = {}
+    if STATUS in files:
+        try:
+            path = hub.hf_hub_download(repo, STATUS, revision=commit, token=token,
+                                       endpoint=endpoint)
+            loaded = json.loads(Path(path).read_text(encoding="utf-8"))
+            status = loaded if isinstance(loaded, dict) else {}
+        except Exception:  # noqa: BLE001 - the epoch is then unknown, the copy still safe
+            status = {}
+    epoch = status.get("completed_epochs")
+    state = status.get("state")
+    return HubCopy(repo, commit, epoch if isinstance(epoch, int) else None,
+                   one_line(clean_text(state), 20) if isinstance(state, str) else "")
+
+
+@dataclass(frozen=True)
+class LaptopCopy:
+    """A pulled copy of a run's checkpoint ``file`` at ``local_path``, pulled at ``time``."""
+
+    file: str
+    local_path: str
+    time: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return dict(self.__dict__)
+
+
+def laptop_copy(name: str, project: str = "") -> LaptopCopy | None:
+    """The newest intact pulled ``last.pt`` or ``best.pt`` of run ``name`` (of ``project``
+    when it is an absolute path on the box), from the pull ledger; ``None`` when none."""
+    try:
+        lines = ledger_path().read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    want = f"{project.rstrip('/')}/{name}" if project.startswith("/") else f"/{name}"
+    for line in reversed(lines):
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(entry, dict) or entry.get("file") not in (CHECKPOINT, "best.pt"):
+            continue
+        run_dir = entry.get("run_dir")
+        if isinstance(run_dir, str) and run_dir.endswith(want) and \
+                isinstance(entry.get("local_path"), str) and copy_is_intact(entry):
+            return LaptopCopy(entry["file"], entry["local_path"], str(entry.get("time") or ""))
+    return None
