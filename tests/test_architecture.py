@@ -83,8 +83,10 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "trainer.engine": ("trainer.runfiles", "trainer.health", "trainer.datasets",
                        "trainer.detector", "trainer.hub.uploader", "trainer._exports",
                        "trainer.procid"),
+    # trainer.engines: the probes' private directory is in the box's gpurent cache.
     "trainer.profiler": ("trainer.runfiles", "trainer.health", "trainer.engine",
-                         "trainer.datasets", "trainer.detector", "trainer._exports"),
+                         "trainer.datasets", "trainer.detector", "trainer._exports",
+                         "trainer.engines"),
 }
 
 #: Parts that may import these packages through their face (``__init__``) only, never

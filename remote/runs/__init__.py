@@ -16,5 +16,6 @@ __all__, __getattr__ = lazy_exports(__name__, {
     "guard": ["GuardError", "GuardState", "NOTIFY_FORMATS", "account_key_warning",
               "acknowledge_alarm", "arm_guard",
               "disarm_guard", "notify_lines", "parse_when", "read_guard"],
-    "checks": ["BoxToolFailed", "doctor", "preflight", "profile"],
+    "checks": ["BoxToolFailed", "ProbeCancelled", "cancel_probe", "doctor", "new_probe_id",
+               "preflight", "profile"],
 })

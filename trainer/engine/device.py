@@ -134,6 +134,20 @@ def cpu_threads(cpu_count: int, workers: int, env: dict[str, str]) -> int | None
     return max(1, cpu_count - workers)
 
 
+def loader_share(workers: int, caps: DeviceCaps, world_size: int = 1,
+                 cpu_count: int | None = None,
+                 env: dict[str, str] | None = None) -> tuple[int, int | None]:
+    """``(loader workers, intra-op threads)`` a training process uses: at most one loader
+    worker per core of its share of the host, and on the CPU the cores they leave free
+    (``cpu_threads``; ``None``: keep torch's choice). ``train`` and ``profile`` both ask
+    here, so that a profile measures the configuration the run will have."""
+    cpus = max(1, ((os.cpu_count() if cpu_count is None else cpu_count) or 1) // world_size)
+    used = min(workers, cpus)
+    threads = None if caps.is_cuda else cpu_threads(
+        cpus, used, dict(os.environ) if env is None else env)
+    return used, threads
+
+
 def configure_backends(caps: DeviceCaps) -> None:
     """Let cuDNN pick the fastest kernels (input sizes are fixed) and allow TF32."""
     if caps.is_cuda:

@@ -81,13 +81,15 @@ class FormHooks:
     """What the form asks of the box. ``preview`` returns the exact command (or raises
     ValueError); ``field_note(key, values)`` is an inline problem with one field ("" when
     fine; a note starting with "⚠" warns without blocking); ``data_changed`` asks for the
-    dataset doctor again; ``submit`` launches or profiles; ``clone``/``resume`` give the
-    values of the selected run (``None`` when there is none)."""
+    dataset doctor again; ``submit`` launches or profiles; ``settings_changed`` says that
+    another field changed (the estimate may need measuring again); ``clone``/``resume``
+    give the values of the selected run (``None`` when there is none)."""
 
     preview: Callable[[LaunchRequest], str]
     submit: Callable[[LaunchRequest], None]
     field_note: Callable[[str, dict[str, str]], str] = lambda _k, _v: ""
     data_changed: Callable[[str], None] = lambda _data: None
+    settings_changed: Callable[[], None] = lambda: None
     clone: Callable[[], dict[str, str] | None] = lambda: None
     resume: Callable[[], dict[str, str] | None] = lambda: None
     selected: str = ""
@@ -262,9 +264,12 @@ class LaunchForm(Dialog[LaunchRequest | None]):
             self.doctor_blocks = self.data_note = ""
             self.hooks.data_changed(event.value.strip())
         self.refresh_form()
+        if key != "data":
+            self.hooks.settings_changed()
 
     def on_select_changed(self, _event: Select.Changed) -> None:
-        """Switch the fields to the engine's defaults, then show the command."""
+        """Switch the fields to the engine's defaults, then show the command (and
+        estimate again)."""
         engine = str(self.query_one("#engine", Select).value)
         fields = ENGINE_FIELDS.get(engine, ENGINE_FIELDS["trainer"])
         model = self.query_one("#f-model", Input)
@@ -274,6 +279,7 @@ class LaunchForm(Dialog[LaunchRequest | None]):
         self.query_one("#f-hub", Input).placeholder = fields["hub_hint"]
         self.offer_pretrained()
         self.refresh_form()
+        self.hooks.settings_changed()
 
     def offer_pretrained(self) -> None:
         """For LibreYOLO on a box that cannot download, put ``pretrained=False`` into
