@@ -189,7 +189,8 @@ async def test_the_probe_ends_when_the_form_closes(run_factory, epoch_data, cach
         await pilot.press("l")
         await until(pilot, lambda: shown(app, LaunchForm) and app.focused is not None)
         form = app.screen
-        form.query_one("#f-extra", Input).value = "steps=400"  # a probe that would last
+        for key, value in (("imgsz", "640"), ("batch", "64")):  # a probe that would last
+            form.query_one(f"#f-{key}", Input).value = value
         form.query_one("#f-data", Input).value = str(epoch_data)
         await until(pilot, lambda: len(leashes(cache)) == 1, timeout=120)
         assert box.launching.estimate.probe_id is not None
@@ -230,8 +231,7 @@ async def test_a_profile_verdict_is_a_notification_kept_in_the_events(run_factor
         await pilot.press("p")
         await until(pilot, lambda: shown(app, LaunchForm) and app.focused is not None)
         form = app.screen
-        for key, value in (("imgsz", "64"), ("batch", "16"), ("name", "prof"),
-                           ("extra", "steps=3 warmup=1")):
+        for key, value in (("imgsz", "64"), ("batch", "16"), ("name", "prof")):
             form.query_one(f"#f-{key}", Input).value = value
         form.query_one("#f-data", Input).value = str(epoch_data)
         await until_shown(pilot, "✔ the dataset doctor found no errors", timeout=120)

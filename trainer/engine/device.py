@@ -16,6 +16,8 @@ from typing import Any
 
 import torch
 
+from trainer import trainargs
+
 
 class DeviceError(ValueError):
     """A ``device=`` value that cannot be used here (one-line message)."""
@@ -68,22 +70,12 @@ class Precision:
 
 
 def parse_device(value: str) -> tuple[str, tuple[int, ...]]:
-    """``("cpu", ())`` or ``("cuda", (indices...))``; ``("auto", ())`` for an empty value."""
-    text = value.strip().lower()
-    if text in ("", "auto"):
-        return "auto", ()
-    if text == "cpu":
-        return "cpu", ()
-    if text in ("cuda", "gpu"):
-        return "cuda", (0,)
-    text = text.removeprefix("cuda:")
+    """``("cpu", ())`` or ``("cuda", (indices...))``; ``("auto", ())`` for an empty value
+    (``trainer.trainargs.parse_device``, whose ``ValueError`` is a ``DeviceError`` here)."""
     try:
-        indices = tuple(int(part) for part in text.split(",") if part.strip() != "")
-    except ValueError:
-        raise DeviceError(f"device={value!r}: use cpu, 0, 0,1 or cuda:0") from None
-    if not indices or any(i < 0 for i in indices):
-        raise DeviceError(f"device={value!r}: use cpu, 0, 0,1 or cuda:0")
-    return "cuda", indices
+        return trainargs.parse_device(value)
+    except ValueError as exc:
+        raise DeviceError(str(exc)) from None
 
 
 def probe(value: str) -> DeviceCaps:

@@ -82,7 +82,10 @@ class Estimate:
         return probe
 
     def end(self) -> None:
-        """End the running probe on the box, if any (in the background)."""
+        """End the running probe on the box, if any (in the background); no new one
+        starts for the settings typed last."""
+        if self._timer is not None:
+            self._timer.stop()
         probe = self.take()
         transport = self.ports.state.transport
         if probe is not None and transport is not None:
@@ -96,7 +99,12 @@ class Estimate:
         form = self.form()
         if form is None or not self.data_ok:
             return
-        self._timer = self.timer(PROBE_DEBOUNCE, lambda: self.start(form))
+        self._timer = self.timer(PROBE_DEBOUNCE, lambda: self._settled(form))
+
+    def _settled(self, form: LaunchForm) -> None:
+        """Typing paused: probe, if the form is still the one on screen."""
+        if self.form() is form:
+            self.start(form)
 
     def start(self, form: LaunchForm) -> None:
         """Probe the form's settings (once per settings; a probe of older settings is

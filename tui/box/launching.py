@@ -20,6 +20,7 @@ from remote.runs import (
     RunIsLive,
     build_command,
     cancel_probe,
+    check_arg,
     hub_reachable,
     make_spec,
     start_run,
@@ -33,7 +34,7 @@ from tui.box.failures import ActionRefused
 from tui.box.ports import Done, Panes, Ports
 from tui.box.reports import findings_text
 from tui.dialogs.confirm import ConfirmDialog
-from tui.dialogs.launch import FormHooks, LaunchForm, LaunchRequest
+from tui.dialogs.launch import FormHooks, LaunchForm, LaunchRequest, parse_extra
 from tui.dialogs.profile import profile_summary
 from tui.fmt import safe
 
@@ -45,6 +46,8 @@ CPU_DEFAULTS = {"model": "n", "epochs": "10", "batch": "8", "imgsz": "160", "dev
 #: Status fields a clone takes, as form fields.
 CLONE_FIELDS = {"model": "model_size", "epochs": "total_epochs", "batch": "batch",
                 "imgsz": "imgsz"}
+#: Form fields sent as ``key=value`` and checked against the engine's rules.
+CHECKED_FIELDS = ("name", "model", "epochs", "batch", "imgsz", "device", "save_period")
 #: Workers whose failure is also shown inside the open form.
 FORM_WORKERS = ("start_launch", "profile", "run_checks", "probe")
 
@@ -195,7 +198,23 @@ class Launching:
         return make_spec(request.engine, self.ports.state.project, request.name, args)
 
     def field_note(self, key: str, values: dict[str, str]) -> str:
-        """An inline problem with one field ("" when fine; "⚠…" only warns)."""
+        """An inline problem with one field ("" when fine; "⚠…" only warns): a value the
+        engine would refuse (its type, range or choices; every "more args" pair too), a
+        name taken, a Hub repo or token missing. ``values["engine"]`` is the engine."""
+        engine = values.get("engine", "trainer")
+        if key in CHECKED_FIELDS and values.get(key):
+            why = check_arg(engine, key, values[key])
+            if why:
+                return f"✖ {key}: {why}"
+        if key == "extra" and values.get("extra"):
+            try:
+                extra = parse_extra(values["extra"])
+            except ValueError as exc:
+                return f"✖ {exc}"
+            for name, value in extra.items():
+                why = check_arg(engine, name, value)
+                if why:
+                    return f"✖ more args: {name}={value}: {why}"
         if key == "name" and values.get("name"):
             info = next((r for r in self.panes.runs.runs if r.name == values["name"]), None)
             extra = values.get("extra", "")
@@ -309,7 +328,8 @@ class Launching:
             return
         if has_gpu(state.preflight) is False:
             form.set_values({k: v for k, v in CPU_DEFAULTS.items()
-                             if k not in state.last_launch}, only_untouched=True)
+                             if k not in state.last_launch}, only_untouched=True,
+                            why="set for this box: it has no GPU")
         form.show_findings(checks.text, checks.blocks,
                            "✔ the dataset doctor found no errors" if checks.data_ok else "")
         self.estimate.data_ok = checks.data_ok
