@@ -406,5 +406,6 @@ class Launching:
         form = self._open_form()
         if form is not None:
             form.done(profiled.request)
-        self.ports.notify(profile_summary(profiled.report, profiled.request.name),
-                          timeout=30)
+        self.ports.state.last_profile = profiled.report
+        self.ports.notify(profile_summary(profiled.report, profiled.request.name)
+                          + " (ctrl+p, Profile card: the whole card)", timeout=30)

@@ -74,6 +74,8 @@ class BoxState:
     last_line: tuple[str, str] | None = None
     #: The values of the last launch from this tab (the next form starts from them).
     last_launch: dict[str, str] = field(default_factory=dict)
+    #: The last profile's report (the palette's "Profile card" shows it whole).
+    last_profile: dict[str, Any] | None = None
     last_hub_repo: str = ""
 
     def __post_init__(self) -> None:
