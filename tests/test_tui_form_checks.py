@@ -17,7 +17,7 @@ from tests.test_tui_app import (  # noqa: F401 (quiet_env: autouse fixture)
     shown,
     until,
 )
-from trainer import trainargs
+from trainer import engines, trainargs
 from trainer.detector.model import FAMILY, SIZES
 from trainer.engine.plan import UsageError, parse_args
 from tui.dialogs.launch import FIELDS, LaunchForm
@@ -41,6 +41,7 @@ REFUSED = [
 
 def test_the_form_checks_with_the_trainers_own_rules() -> None:
     assert set(trainargs.MODEL_SIZES) == set(SIZES) and trainargs.MODEL_FAMILY == FAMILY
+    assert engines.OUR_FAMILY == FAMILY  # how a reader tells our runs from LibreYOLO's
     for key, value, _why in REFUSED:
         if key in ("extra", "model", "device"):
             continue

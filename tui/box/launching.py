@@ -153,7 +153,7 @@ class Launching:
                           settings_changed=self.estimate.settings_changed,
                           clone=lambda: self.selected_values(resume=False),
                           resume=lambda: self.selected_values(resume=True),
-                          selected=state.run_name)
+                          selected=state.run_name, not_resumable=self.not_resumable)
         form = LaunchForm(defaults, "trainer", hooks, title=title)
         self.form = form
         self.estimate.reset()
@@ -249,6 +249,18 @@ class Launching:
         else:
             values.update(name=self.launch_defaults()["name"], extra="")
         return values
+
+    def not_resumable(self) -> str:
+        """Why the watched run cannot be resumed ("" when it can): it never finished an
+        epoch (no last.pt to go on from)."""
+        state = self.ports.state
+        if state.status is None:
+            return "it never started training (no status.json)"
+        done = state.status.read.get("completed_epochs")
+        if not isinstance(done, int) or done < 1:
+            return "it never finished an epoch, so there is no last.pt to go on from " \
+                "(ctrl+o clones its settings)"
+        return ""
 
     def failed(self, name: str, line: str) -> None:
         """A failure of worker ``name`` is also said inside the form, when it is its."""

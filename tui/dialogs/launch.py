@@ -83,7 +83,8 @@ class FormHooks:
     fine; a note starting with "⚠" warns without blocking); ``data_changed`` asks for the
     dataset doctor again; ``submit`` launches or profiles; ``settings_changed`` says that
     another field changed (the estimate may need measuring again); ``clone``/``resume``
-    give the values of the selected run (``None`` when there is none)."""
+    give the values of the selected run (``None`` when there is none); ``not_resumable``
+    says why the selected run cannot be resumed ("" when it can: ctrl+r is offered)."""
 
     preview: Callable[[LaunchRequest], str]
     submit: Callable[[LaunchRequest], None]
@@ -93,6 +94,7 @@ class FormHooks:
     clone: Callable[[], dict[str, str] | None] = lambda: None
     resume: Callable[[], dict[str, str] | None] = lambda: None
     selected: str = ""
+    not_resumable: Callable[[], str] = lambda: ""
 
 
 class LaunchForm(Dialog[LaunchRequest | None]):
@@ -152,8 +154,9 @@ class LaunchForm(Dialog[LaunchRequest | None]):
         above the buttons for the estimate or an error."""
         hint = "ctrl+s launch · Tab next field · Esc cancel"
         if self.hooks.selected:
-            hint += (f" · ctrl+o clone {self.hooks.selected} · ctrl+r resume "
-                     f"{self.hooks.selected}")
+            hint += f" · ctrl+o clone {self.hooks.selected}"
+            if not self.hooks.not_resumable():
+                hint += f" · ctrl+r resume {self.hooks.selected}"
         yield Static(safe(hint, 200), id="hint")
         with VerticalScroll(id="form-body"):
             with Horizontal(classes="row"):
@@ -363,6 +366,10 @@ class LaunchForm(Dialog[LaunchRequest | None]):
 
     def action_fill(self, how: str) -> None:
         """ctrl+o / ctrl+r: take the selected run's settings (to clone or resume it)."""
+        why = self.hooks.not_resumable() if how == "resume" and self.hooks.selected else ""
+        if why:
+            self.show_error(f"cannot resume {self.hooks.selected}: {why}")
+            return
         values = self.hooks.clone() if how == "clone" else self.hooks.resume()
         if values is None:
             self.show_error("no run selected to take the settings from")
