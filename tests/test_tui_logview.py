@@ -139,4 +139,4 @@ async def test_arrows_scroll_sideways_by_half_a_screen_and_help_says_so(run_fact
         await until(pilot, lambda: shown(app, HelpScreen))
         listed = app.screen.section("Log pane")
         assert "Half a screen left / right" in listed["← / →"]
-        assert "wrap long lines" in listed["W"]
+        assert "Wrap long lines" in listed["W"]

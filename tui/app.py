@@ -68,7 +68,7 @@ ANYWHERE_KEYS = (("ctrl+p", "The command palette: every action, and every box an
                  ("1-9, [ ]", "Switch box tabs"))
 #: The log pane's own keys (it has the focus at start), for the help screen.
 LOG_KEYS = (("j / k, ↓ / ↑", "Line down / up"), ("g / G", "Top / bottom (G follows)"),
-            ("ctrl+d / ctrl+u, PgDn / PgUp", "Half a page / a page down / up"),
+            ("ctrl+d/u, PgDn/PgUp", "Half a page / a page down / up"),
             ("← / →", "Half a screen left / right (lines not wrapped)"))
 #: Keys of every dialog and form, for the help screen.
 DIALOG_KEYS = (("Tab / shift+Tab", "Next / previous field or button"),
@@ -80,6 +80,16 @@ SECTIONS = (("Anywhere", ("help", "quit", "events")),
             ("The box and its run", ("box(", "reconnect")),
             ("Log pane", ("log(", "escape")),
             ("Charts", ("metric",)))
+
+
+def _unprefixed(desc: str) -> str:
+    """A key's description without its pane ("Log: search…" reads "Search…" under the
+    help screen's "Log pane")."""
+    for prefix in ("Log: ", "Charts: "):
+        if desc.startswith(prefix):
+            rest = desc[len(prefix):]
+            return rest[:1].upper() + rest[1:]
+    return desc
 
 
 class GpurentApp(App[int]):
@@ -287,9 +297,7 @@ class GpurentApp(App[int]):
         names = {"question_mark": "?", "slash": "/", "ampersand": "&", "escape": "Esc"}
         sections: list[tuple[str, list[tuple[str, str]]]] = []
         for title, actions in SECTIONS:
-            keys = [(", ".join(names.get(k, k) for k in key.split(",")),
-                     desc.split(": ", 1)[-1] if desc.startswith(("Log: ", "Charts: "))
-                     else desc)
+            keys = [(", ".join(names.get(k, k) for k in key.split(",")), _unprefixed(desc))
                     for key, action, _, desc in KEYS if action.startswith(actions)]
             if title == "Anywhere":
                 keys += ANYWHERE_KEYS

@@ -79,9 +79,9 @@ def profile_text(report: dict[str, Any]) -> Text:
             text.append(f", {money(per_epoch)} per epoch, "
                         f"{money(fields.num(cost.get('cost_per_100_epochs')))} per 100 epochs",
                         style="bold")
-            text.append(" (training steps)", style="dim")
-        elif val is None:
-            text.append(" (validation not included)", style="dim")
+        text.append(" (validation not included)" if val is None else
+                    " (the money: training steps)" if per_epoch is not None else "",
+                    style="dim")
     return text
 
 
