@@ -8,14 +8,27 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from tui.widgets.header import HEALTH_STYLES
 
-if TYPE_CHECKING:
-    from tui.app import GpurentApp
+
+class PlacesApp(Protocol):
+    """What the palette needs of the app (``tui.app.GpurentApp``)."""
+
+    def boxes(self) -> list[Any]:
+        """Every box view, in tab order."""
+        ...
+
+    def show_box(self, index: int) -> None:
+        """Show box ``index``'s tab."""
+        ...
+
+    def show_run(self, index: int, run_dir: str) -> None:
+        """Show box ``index``'s tab and watch ``run_dir`` there."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -27,7 +40,7 @@ class Place:
     go: Callable[[], None]
 
 
-def places(app: GpurentApp) -> list[Place]:
+def places(app: PlacesApp) -> list[Place]:
     """The boxes, then each box's runs (newest first), as the palette lists them."""
     boxes = app.boxes()
     found = [Place(f"box {box.spec.title}", "show this box's tab", partial(app.show_box, n))
