@@ -5,7 +5,9 @@ A probe writes into a private per-user directory (``<cache>/probes``, mode 0700,
 by this user, never a symlink) under a name the laptop drew at random (``ID``, 16 to 64
 hex digits): ``ID.json`` the report, ``ID.run`` the leash. The leash exists while the
 probe runs; ``trainer profile --cancel ID`` removes it, and the probe, which looks at it
-twice a second, ends at once with exit code :data:`CANCELLED`. A cancel that comes before
+twice a second, ends at once with exit code :data:`CANCELLED`; the cancel returns once
+the probe is gone (its pid is in the leash), so that the run launched next has the
+machine to itself. A cancel that comes before
 the probe made its leash leaves ``ID.cancel`` instead, which the probe heeds the same
 way (the laptop may end a probe that has only just been started). Files older than a day
 are removed when a probe starts. A shared ``/tmp`` and a
@@ -34,6 +36,9 @@ PROBE_ID = re.compile(r"[0-9a-f]{16,64}")
 LEASH_POLL = 0.5
 #: Seconds after which a probe's files are removed (when another probe starts).
 KEEP_SECONDS = 86400.0
+#: Seconds ``cancel`` waits for the probe to be gone (its loader workers included), so
+#: that what starts next (the run, a new probe) does not share the machine with it.
+EXIT_WAIT = 20.0
 
 
 class ProbeDirError(OSError):
@@ -90,7 +95,11 @@ class Leash:
         self._done = threading.Event()
         prune(path.parent, time.time())
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-        os.close(os.open(path, flags, 0o600))
+        fd = os.open(path, flags, 0o600)
+        try:
+            os.write(fd, f"{os.getpid()}\n".encode())
+        finally:
+            os.close(fd)
         self._thread = threading.Thread(target=self._watch, daemon=True, name="probe-leash")
         self._thread.start()
 
@@ -119,10 +128,30 @@ class Leash:
                 os.unlink(path)
 
 
-def cancel(probe_id: str, root: Path | None = None) -> bool:
-    """End probe ``probe_id``: remove its leash, and leave its tombstone in case it has
-    not made its leash yet. Whether it was running."""
+def _leash_pid(leash: Path) -> int | None:
+    try:
+        with open(leash, "rb") as fh:
+            text = fh.read(32).decode("ascii", "replace").strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def _gone(pid: int) -> bool:
+    """Whether process ``pid`` has ended (or is a zombie, its work done)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[-1].split()[:1] in ([b"Z"], [b"X"])
+    except OSError:
+        return True
+
+
+def cancel(probe_id: str, root: Path | None = None, wait: float = EXIT_WAIT) -> bool:
+    """End probe ``probe_id``: remove its leash (and leave its tombstone, in case it has
+    not made its leash yet), then wait up to ``wait`` seconds for it to be gone. Whether
+    it was running."""
     _report, leash = probe_paths(probe_id, root)
+    pid = _leash_pid(leash)
     try:
         os.unlink(leash)
         running = True
@@ -130,4 +159,8 @@ def cancel(probe_id: str, root: Path | None = None) -> bool:
         running = False
     flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
     os.close(os.open(_tombstone(leash), flags, 0o600))
+    deadline = time.monotonic() + wait
+    while pid is not None and pid != os.getpid() and not _gone(pid) \
+            and time.monotonic() < deadline:
+        time.sleep(0.05)
     return running
