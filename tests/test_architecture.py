@@ -38,10 +38,11 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "remote.link": ("remote.config", "remote.transport", "trainer.runfiles",
                     "trainer.version", "trainer._exports"),
     # trainer.procid: the laptop reads a box pid's start time before signalling it.
+    # trainer.trainargs: the launch form checks values with the trainer's own parsers.
     "remote.runs": ("remote.link", "remote.config", "remote.fields", "remote.transport",
                     "trainer.runfiles", "trainer.health", "trainer.engines",
                     "trainer.guard.state", "trainer.hub.client", "trainer.procid",
-                    "trainer.smi", "trainer._exports"),
+                    "trainer.smi", "trainer.trainargs", "trainer._exports"),
     "remote.watch": ("remote.link", "remote.runs", "remote.config", "remote.fields",
                      "remote.transport", "trainer.runfiles", "trainer.health",
                      "trainer.engines", "trainer._exports"),
@@ -66,6 +67,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "trainer.health": ("trainer.runfiles",),
     "trainer.engines": ("trainer.runfiles",),
     "trainer.procid": (),
+    "trainer.trainargs": (),
     "trainer.follow": ("trainer.runfiles", "trainer.health", "trainer.smi", "trainer.engines",
                        "trainer.watch"),
     # What the follower and `trainer runs`/`trainer log` read; guard.state for the
@@ -82,9 +84,11 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "trainer.detector": ("trainer._exports",),
     "trainer.engine": ("trainer.runfiles", "trainer.health", "trainer.datasets",
                        "trainer.detector", "trainer.hub.uploader", "trainer._exports",
-                       "trainer.procid"),
+                       "trainer.procid", "trainer.trainargs"),
+    # trainer.engines: the probes' private directory is in the box's gpurent cache.
     "trainer.profiler": ("trainer.runfiles", "trainer.health", "trainer.engine",
-                         "trainer.datasets", "trainer.detector", "trainer._exports"),
+                         "trainer.datasets", "trainer.detector", "trainer._exports",
+                         "trainer.engines"),
 }
 
 #: Parts that may import these packages through their face (``__init__``) only, never

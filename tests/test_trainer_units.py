@@ -20,6 +20,7 @@ from trainer.engine.device import (
     Precision,
     choose_precision,
     cpu_threads,
+    loader_share,
     memory_format,
     parse_device,
     probe,
@@ -58,6 +59,14 @@ def test_cpu_training_threads_leave_cores_to_the_loader() -> None:
     assert cpu_threads(16, 8, {}) == 8
     assert cpu_threads(2, 8, {}) == 1
     assert cpu_threads(2, 0, {"OMP_NUM_THREADS": "1"}) is None
+
+
+def test_train_and_profile_share_the_host_alike() -> None:
+    # workers=8 on a 2-core box: 2 loader workers and 1 thread, as the run will have.
+    assert loader_share(8, CPU, cpu_count=2, env={}) == (2, 1)
+    assert loader_share(8, CPU, world_size=2, cpu_count=16, env={}) == (8, 1)
+    assert loader_share(0, CPU, cpu_count=4, env={}) == (0, 4)
+    assert loader_share(8, GPU_BF16, cpu_count=4, env={}) == (4, None)
 
 
 @pytest.mark.parametrize(("text", "parsed"), [

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from textual.widgets import Button, Checkbox, Input
 
-from remote.weights.pull import dest_for
+from remote.weights import short_dest
 from tests.fixtures.screen import history as app_history
 from tests.fixtures.screen import until_shown
 from tui.app import GpurentApp
@@ -26,6 +26,7 @@ from tui.dialogs.confirm import ConfirmDialog
 from tui.dialogs.destroy import DestroyDialog
 from tui.dialogs.guard import GuardDialog
 from tui.dialogs.launch import LaunchForm
+from tui.dialogs.pull import PullDialog
 from tui.dialogs.push import PushDialog
 from tui.dialogs.quit import QuitDialog
 from tui.screens.help import HelpScreen
@@ -187,11 +188,15 @@ async def test_pull_makes_the_weights_safe(run_factory, tmp_path):
         badge = box.query_one(WeightsBadge)
         await until(pilot, lambda: badge.safe_now is False)
         assert "not safe: exp1/weights/best.pt" in badge.content.plain  # names the file
-        await pilot.press("w")
+        await pilot.press("w")  # asks where to, offering ./weights
+        await until(pilot, lambda: shown(app, PullDialog))
+        pulled = short_dest(tmp_path / "weights", "local", str(run.resolve()))
+        assert pulled == tmp_path / "weights" / "local" / run.parent.name / "exp1"
+        lands = app.screen.query_one("#lands").render()
+        assert str(lands) == f"lands in {pulled}{os.sep}"
+        await pilot.press("enter")
         await until(pilot, lambda: any(m.startswith("pulled best.pt") for m in messages(app)))
-        pulled = dest_for(tmp_path / "weights", "local", str(run.resolve()))
-        assert (pulled / "weights" / "best.pt").read_bytes() == \
-            (run / "weights" / "best.pt").read_bytes()
+        assert (pulled / "best.pt").read_bytes() == (run / "weights" / "best.pt").read_bytes()
         await until(pilot, lambda: badge.safe_now is True)
         assert "weights safe" in badge.content.plain and "laptop" in badge.content.plain
 

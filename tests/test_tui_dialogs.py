@@ -23,6 +23,7 @@ from tui.dialogs.base import Dialog
 from tui.dialogs.confirm import ConfirmDialog
 from tui.dialogs.destroy import DestroyDialog
 from tui.dialogs.guard import GuardDialog
+from tui.dialogs.pull import PullDialog
 from tui.dialogs.push import PushDialog
 
 pytestmark = pytest.mark.anyio
@@ -66,6 +67,7 @@ async def test_escape_cancels_each_dialog_and_the_events_say_how_it_ended(run_fa
         await connected(app, pilot)
         for key, dialog, focused in (("x", ConfirmDialog, "cancel"),
                                      ("u", PushDialog, "repo"),
+                                     ("w", PullDialog, "folder"),
                                      ("a", GuardDialog, "when")):
             await pilot.press(key)
             await until(pilot, lambda d=dialog: shown(app, d))

@@ -17,9 +17,10 @@ from tests.fixtures.netbox import NetBox
 from tests.fixtures.screen import screen_text, until_shown
 from tests.fixtures.tui_runs import write_run
 from tests.test_ssh_faults import start_sim
-from tests.test_tui_app import until
+from tests.test_tui_app import shown, until
 from tui.app import GpurentApp
 from tui.box.view import BoxView
+from tui.dialogs.pull import PullDialog
 from tui.spec import BoxSpec
 from tui.widgets.badges import WeightsBadge
 
@@ -74,6 +75,8 @@ async def test_link_drop_dims_then_runs_badge_and_pull_recover(netbox: NetBox, t
                                            for e in app.history))
             await until(pilot, lambda: "last data" not in screen_text(app).splitlines()[0])
             await pilot.press("w")
+            await until(pilot, lambda: shown(app, PullDialog))
+            await pilot.press("enter")
             await until_shown(pilot, "pulled best.pt", "sha256 verified", timeout=90)
             await until(pilot, lambda: badge.safe_now is True, timeout=60)
             await until_shown(pilot, "⛨ weights safe", "(laptop)")

@@ -137,6 +137,6 @@ async def test_arrows_scroll_sideways_by_half_a_screen_and_help_says_so(run_fact
         await until(pilot, lambda: log.scroll_x == 0)
         await pilot.press("question_mark")
         await until(pilot, lambda: shown(app, HelpScreen))
-        listed = dict(app.screen.keys)
-        assert "half a screen left / right" in listed["← / →"]
-        assert "wrap long lines" in listed["W"]
+        listed = app.screen.section("Log pane")
+        assert "Half a screen left / right" in listed["← / →"]
+        assert "Wrap long lines" in listed["W"]

@@ -4,6 +4,8 @@ name or state, and letters that never reach the app's keys."""
 from __future__ import annotations
 
 import pytest
+from textual.command import CommandPalette
+from textual.containers import VerticalScroll
 
 from tests.fixtures.screen import screen_text, until_shown
 from tests.test_tui_app import (  # noqa: F401 (quiet_env: autouse fixture)
@@ -112,7 +114,61 @@ async def test_help_lists_the_runs_list_keys(run_factory):
         await focus_runs(app, pilot)
         await pilot.press("question_mark")  # not a letter: help opens from the list too
         await until(pilot, lambda: shown(app, HelpScreen))
-        listed = dict(app.screen.keys)
-        assert "filter by name or state" in listed["/"]
-        assert "next / previous run" in listed["j / k, ↓ / ↑"]
-        assert "first / last run" in listed["g / G"]
+        listed = app.screen.section("Runs list")
+        assert "Filter by name or state" in listed["/"]
+        assert "Next / previous run" in listed["j / k, ↓ / ↑"]
+        assert "First / last run" in listed["g / G"]
+
+
+async def test_the_palette_finds_a_run_by_name_and_watches_it(run_factory):
+    for n in range(1, 31):
+        run_factory(f"exp{n}", done=3, total=3, state="completed")
+    app = local_app(run_factory("exp31", done=1, total=3, state="completed").parent)
+    async with app.run_test(size=(150, 46)) as pilot:
+        box = await connected(app, pilot)
+        await until(pilot, lambda: len(box.query_one(RunsList).runs) == 31)
+        await pilot.press("ctrl+p")
+        await until(pilot, lambda: isinstance(app.screen, CommandPalette))
+        await pilot.press(*"exp27")
+        await until_shown(pilot, "run exp27", "watch it")
+        await pilot.press("enter")
+        await until(pilot, lambda: (box.state.run_dir or "").endswith("/exp27"))
+        await until(pilot, lambda: app.focused is box.log_pane.log)
+        # And a box by its title.
+        await pilot.press("ctrl+p")
+        await until(pilot, lambda: isinstance(app.screen, CommandPalette))
+        await pilot.press(*"box loc")
+        await until_shown(pilot, "box local", "show this box's tab")
+        await pilot.press("escape")
+
+
+async def test_help_lists_every_key_by_pane(run_factory):
+    from tui.app import KEYS
+
+    run = run_factory("exp1", done=1, total=3, state="completed")
+    app = local_app(run.parent)
+    async with app.run_test(size=(150, 46)) as pilot:
+        await connected(app, pilot)
+        await pilot.press("question_mark")
+        await until(pilot, lambda: shown(app, HelpScreen))
+        help_ = app.screen
+        titles = [title for title, _pairs in help_.sections]
+        assert titles == ["Anywhere", "The box and its run", "Log pane",
+                          "Runs list (Tab to it)", "Charts", "Dialogs and the launch form"]
+        listed = {key for key, _desc in help_.keys}
+        names = {"question_mark": "?", "slash": "/", "ampersand": "&", "escape": "Esc"}
+        for key, _action, _label, _desc in KEYS:
+            assert ", ".join(names.get(k, k) for k in key.split(",")) in listed, key
+        assert "Tab / shift+Tab" in help_.section("Anywhere")
+        assert "ctrl+p" in help_.section("Anywhere")
+        assert "← / →" in help_.section("Log pane")
+        assert "Esc" in help_.section("Dialogs")
+        # It scrolls as a pager does.
+        body = help_.query_one(VerticalScroll)
+        await until(pilot, lambda: body.max_scroll_y > 0)
+        await pilot.press("G")
+        await until(pilot, lambda: body.scroll_y == body.max_scroll_y)
+        await pilot.press("g")
+        await until(pilot, lambda: body.scroll_y == 0)
+        await pilot.press("j")
+        await until(pilot, lambda: body.scroll_y > 0)

@@ -32,6 +32,7 @@ from tui.app import GpurentApp
 from tui.box.view import BoxView
 from tui.dialogs.guard import GuardDialog
 from tui.dialogs.launch import LaunchForm
+from tui.dialogs.pull import PullDialog
 from tui.dialogs.quit import QuitDialog
 from tui.screens.events import EventsScreen
 from tui.spec import BoxSpec
@@ -74,6 +75,8 @@ async def test_pull_before_best_pt_and_a_refused_guard_are_on_screen(run_factory
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await connected(app, pilot)
         await pilot.press("w")
+        await until(pilot, lambda: shown(app, PullDialog))
+        await pilot.press("enter")
         await until_shown(pilot, "pull failed:", "no weights/best.pt or weights/last.pt",
                           "after the first validated epoch")
         # The status row keeps the line after the toast is gone.
@@ -203,7 +206,9 @@ async def test_launch_form_types_checks_estimates_launches_and_remembers(
             assert form.query_one("#f-imgsz", Input).value == "64"
             assert form.query_one("#f-name", Input).value == "exp2"
             await until(pilot, lambda: box.state.status is not None
-                        and box.state.status.read.get("args") is not None, timeout=120)
+                        and box.state.status.read.get("args") is not None
+                        and (box.state.status.read.get("completed_epochs") or 0) >= 1,
+                        timeout=120)
             await pilot.press("ctrl+r")
             await until(pilot, lambda: form.query_one("#f-name", Input).value == "typed")
             assert form.query_one("#f-extra", Input).value == "resume=True"
@@ -361,6 +366,8 @@ async def test_long_actions_show_a_spinner_and_time(run_factory, procs):
         assert "stopping the run" in text
         await until_shown(pilot, "stop: stopped", timeout=60)
         await pilot.press("w")
+        await until(pilot, lambda: shown(app, PullDialog))
+        await pilot.press("enter")
         await until_shown(pilot, "pulled best.pt (1.0 MB)", "MB/s", "sha256 verified")
 
 

@@ -89,6 +89,12 @@ def test_reattach_commands():
                                     "--price 3 --run exp3")
     local = BoxSpec("local", "local", project="/home/me/my runs")
     assert local.reattach() == "gpurent-tui --local '/home/me/my runs'"
+    # The key it logged in with and the python it trained with come back too.
+    keyed = BoxSpec("ssh", "box1", project="runs/train", python="/opt/py/bin/python3",
+                    ssh_options=(("identity_files", ("/home/me/.ssh/vast key",)),))
+    assert keyed.reattach("exp3") == ("gpurent-tui box1 -i '/home/me/.ssh/vast key' "
+                                      "--project runs/train --python /opt/py/bin/python3 "
+                                      "--run exp3")
 
 
 def test_ages_move_on_instead_of_freezing():

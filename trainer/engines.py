@@ -33,6 +33,18 @@ from typing import Any
 from trainer import runfiles
 
 ENGINES = ("trainer", "libreyolo")
+#: The ``model_family`` our trainer writes in status.json (LibreYOLO writes its model's,
+#: e.g. ``yolox``): how a reader tells the engine of a run from its status alone.
+OUR_FAMILY = "gpdet"
+
+
+def engine_of(status: Mapping[str, Any]) -> str | None:
+    """``trainer`` or ``libreyolo`` for a run's status.json, ``None`` when it does not
+    say (no ``model_family``)."""
+    family = status.get("model_family")
+    if not isinstance(family, str) or not family:
+        return None
+    return "trainer" if family == OUR_FAMILY else "libreyolo"
 #: The folder beside the runs of a project that holds the launcher's files for runs of
 #: engines that name their run folder themselves.
 BESIDE_DIR = ".gpurent"

@@ -90,3 +90,14 @@ def money(usd: float | None, digits: int | None = None) -> str:
 def rate(usd_per_hour: float | None) -> str:
     """A price per hour: ``$0.0694/h``, ``$?/h`` when unknown."""
     return f"{money(usd_per_hour, 4)}/h"
+
+
+_DIGITS = re.compile(r"(\d+)")
+
+
+def natural_key(name: str) -> tuple[tuple[int, int, str], ...]:
+    """A sort key that orders the numbers inside names by value: ``exp2`` before
+    ``exp10`` (as text ``exp10`` comes first)."""
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part.lower())
+                 for part in _DIGITS.split(name) if part)
+

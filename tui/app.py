@@ -18,8 +18,10 @@ from trainer.text import clean_text
 from tui.box.instance import can_act
 from tui.box.state import ALERT_VERDICTS
 from tui.box.view import BoxView
+from tui.dialogs.profile import ProfileCard
 from tui.dialogs.quit import QuitDialog
 from tui.hints import Scene, hints
+from tui.palette import Places
 from tui.screens.events import MAX_EVENTS, Event, EventsScreen
 from tui.screens.help import HelpScreen
 from tui.screens.matches import MatchesScreen
@@ -60,11 +62,36 @@ KEYS: tuple[tuple[str, str, str, str], ...] = (
 #: Keys Textual's own key lists leave out (the footer is ``tui.hints``'s).
 QUIET = ("n", "N", "L", "escape", "m", "f", "W", "slash", "ampersand", "r", "D", "i", "a",
          "p", "R", "F")
-#: The log pane's own keys, for the help screen.
-LOG_KEYS = (("j / k", "Log: line down / up"), ("g / G", "Log: top / bottom (G follows)"),
-            ("ctrl+d / ctrl+u", "Log: half a page down / up"),
-            ("← / →", "Log: half a screen left / right (lines not wrapped)"),
-            ("1-9, [ ]", "Switch box tabs"))
+#: Keys that act anywhere, besides those of ``KEYS``, for the help screen.
+ANYWHERE_KEYS = (("ctrl+p", "The command palette: every action, and every box and run by "
+                  "name (ctrl+p exp27 watches exp27)"),
+                 ("Tab / shift+Tab", "Move the focus between the panes (the log, the runs "
+                  "list)"),
+                 ("1-9, [ ]", "Switch box tabs"))
+#: The log pane's own keys (it has the focus at start), for the help screen.
+LOG_KEYS = (("j / k, ↓ / ↑", "Line down / up"), ("g / G", "Top / bottom (G follows)"),
+            ("ctrl+d/u, PgDn/PgUp", "Half a page / a page down / up"),
+            ("← / →", "Half a screen left / right (lines not wrapped)"))
+#: Keys of every dialog and form, for the help screen.
+DIALOG_KEYS = (("Tab / shift+Tab", "Next / previous field or button"),
+               ("Enter", "The dialog's action (in the launch form: the next field)"),
+               ("ctrl+s", "Launch form: launch"),
+               ("Esc", "Cancel (nothing is done)"))
+#: Help screen sections: title, and the prefix of the actions of ``KEYS`` they hold.
+SECTIONS = (("Anywhere", ("help", "quit", "events", "fleet")),
+            ("The box and its run", ("box(", "reconnect")),
+            ("Log pane", ("log(", "escape")),
+            ("Charts", ("metric",)))
+
+
+def _unprefixed(desc: str) -> str:
+    """A key's description without its pane ("Log: search…" reads "Search…" under the
+    help screen's "Log pane")."""
+    for prefix in ("Log: ", "Charts: "):
+        if desc.startswith(prefix):
+            rest = desc[len(prefix):]
+            return rest[:1].upper() + rest[1:]
+    return desc
 
 
 class GpurentApp(App[int]):
@@ -73,6 +100,8 @@ class GpurentApp(App[int]):
 
     TITLE = "gpurent-tui"
     CSS_PATH = "app.tcss"
+    #: The palette finds boxes and runs by name besides the actions (``tui.palette``).
+    COMMANDS = App.COMMANDS | {Places}
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-medium"), (120, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (40, "-tall")]
     BINDINGS = [Binding(key, action, label, show=key.split(",")[0] not in QUIET,
@@ -248,6 +277,27 @@ class GpurentApp(App[int]):
             self.notify("reconnecting…", title=self.box.spec.title, timeout=3)
             self.box.reconnect()
 
+    def show_box(self, index: int) -> None:
+        """Show box ``index``'s tab (the palette's boxes)."""
+        self.action_tab(index)
+
+    def show_run(self, index: int, run_dir: str) -> None:
+        """Show box ``index``'s tab and watch ``run_dir`` there (the palette's runs)."""
+        self.action_tab(index)
+        box = self.boxes()[index]
+        if run_dir != box.state.run_dir:
+            box.watching.watch(run_dir)
+        box.log_pane.log.focus()
+
+    def action_profile_card(self) -> None:
+        """The last profile's whole verdict card (the palette's "Profile card")."""
+        box = self.box
+        if box is None or box.state.last_profile is None:
+            self.notify("no profile yet: p profiles a short run", severity="warning",
+                        timeout=4)
+            return
+        self.push_screen(ProfileCard(box.state.last_profile))
+
     def action_tab(self, index: int) -> None:
         """1-9: show that box's tab."""
         if 0 <= index < len(self.specs):
@@ -315,14 +365,23 @@ class GpurentApp(App[int]):
                 view.report_failure("destroy", exc)
 
     def action_help(self) -> None:
-        """Show the keys."""
+        """Show the keys, pane by pane."""
         names = {"question_mark": "?", "slash": "/", "ampersand": "&", "escape": "Esc"}
-        keys = [(", ".join(names.get(k, k) for k in key.split(",")), desc)
-                for key, _, _, desc in KEYS]
+        sections: list[tuple[str, list[tuple[str, str]]]] = []
+        for title, actions in SECTIONS:
+            keys = [(", ".join(names.get(k, k) for k in key.split(",")), _unprefixed(desc))
+                    for key, action, _, desc in KEYS if action.startswith(actions)]
+            if title == "Anywhere":
+                keys += ANYWHERE_KEYS
+            elif title == "Log pane":
+                keys = list(LOG_KEYS) + keys
+            sections.append((title, keys))
+        sections.insert(3, ("Runs list (Tab to it)", list(RunsList.KEYS)))
+        sections.append(("Dialogs and the launch form", list(DIALOG_KEYS)))
         from tui.screens.fleet import FLEET_KEYS
 
-        fleet = [(k, f"Fleet: {what}") for k, what in FLEET_KEYS]
-        self.push_screen(HelpScreen(keys + list(LOG_KEYS) + list(RunsList.KEYS) + fleet))
+        sections.append(("Fleet (F)", list(FLEET_KEYS)))
+        self.push_screen(HelpScreen(sections))
 
     async def action_help_quit(self) -> None:
         """ctrl+c (Textual's would only say "press ctrl+q"): the same question as q."""
@@ -414,3 +473,5 @@ class GpurentApp(App[int]):
                 continue
             yield SystemCommand(label.capitalize(), desc,
                                 lambda action=action: self.run_action(action))
+        yield SystemCommand("Profile card", "Show the last profile's whole verdict card",
+                            self.action_profile_card)

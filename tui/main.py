@@ -135,7 +135,7 @@ def _named_instance(host: str, args: argparse.Namespace,
 
 
 def _identity_files(keys: list[str], parser: argparse.ArgumentParser) -> tuple[str, ...]:
-    paths = tuple(os.path.expanduser(key) for key in keys)
+    paths = tuple(os.path.abspath(os.path.expanduser(key)) for key in keys)
     for key, path in zip(keys, paths, strict=True):
         if not os.path.isfile(path):
             parser.error(f"-i {key}: no such key file")

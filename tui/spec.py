@@ -45,14 +45,19 @@ class BoxSpec:
         return self.target if self.port in (None, 22) else f"{self.target}:{self.port}"
 
     def reattach(self, run: str | None = None) -> str:
-        """The command that opens this box (and ``run``) again."""
+        """The command that opens this box (and ``run``) again, with the key files
+        (``-i``) and the python it was opened with."""
         if self.kind == "local":
             words = ["gpurent-tui", "--local", self.project]
         else:
             words = ["gpurent-tui", self.target]
             if self.port not in (None, 22):
                 words += ["-p", str(self.port)]
+            for key in dict(self.ssh_options).get("identity_files") or ():
+                words += ["-i", str(key)]
             words += ["--project", self.project]
+            if self.python:
+                words += ["--python", self.python]
             if self.provider:
                 words += ["--provider", self.provider]
             if self.instance:

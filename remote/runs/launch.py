@@ -31,7 +31,7 @@ from remote.config import remember_hub_repo
 from remote.link.tools import trainer_command
 from remote.runs.read import read_status
 from remote.transport.base import Transport, TransportError
-from trainer import engines, runfiles
+from trainer import engines, runfiles, trainargs
 from trainer.health import judge_health
 from trainer.hub.client import REPO_RE, check_repo_id
 from trainer.text import clean_text
@@ -104,6 +104,23 @@ def make_spec(engine: str, project: str, name: str, args: dict[str, str]) -> Lau
     args = dict(args)
     push = args.pop("hub", "") if engine in engines.RENAMING else ""
     return LaunchSpec(engine, project, name, args, push=push)
+
+
+#: Arguments every engine reads as our trainer does (numbers of epochs and images, the
+#: device's form): checked for any engine; other keys only for our trainer.
+COMMON_ARGS = ("epochs", "batch", "save_period", "device")
+
+
+def check_arg(engine: str, key: str, value: str) -> str:
+    """Why ``engine`` would refuse ``key=value`` ("" when it would not, or when only the
+    engine itself can tell): for our trainer its own rules (``trainer.trainargs``: the
+    key known, the value's type and range); for another engine the arguments every
+    engine reads alike, and an image size in whole pixels."""
+    if engine == "trainer" or key in COMMON_ARGS:
+        return trainargs.check(key, value)
+    if key == "imgsz" and not (value.isdigit() and int(value) >= 32):
+        return "must be a whole number of pixels, at least 32"
+    return ""
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from remote.link.tools import ask_tool
 from remote.runs.read import RunInfo, list_runs
 from remote.transport.base import Transport, TransportError
 from trainer.health import HEALTH_VERDICTS
+from trainer.text import natural_key
 
 if TYPE_CHECKING:
     from remote.link.connector import Connector
@@ -50,7 +51,11 @@ def run_info(item: Any) -> tuple[float, RunInfo] | None:
 
 
 def _ordered(entries: dict[str, tuple[float, RunInfo]]) -> list[RunInfo]:
-    return [info for _, info in sorted(entries.values(), key=lambda e: (-e[0], e[1].name))]
+    """Newest first; runs updated in the same second by name, numbers by value (exp10
+    before exp9, not exp1 before exp10 before exp2 as text)."""
+    return [info for _, info in sorted(entries.values(),
+                                       key=lambda e: (e[0], natural_key(e[1].name)),
+                                       reverse=True)]
 
 
 class RunsBook:

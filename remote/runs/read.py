@@ -11,7 +11,7 @@ from typing import Any
 from remote.transport.base import Transport
 from trainer import engines, runfiles
 from trainer.health import Health, LaunchRead, apply_stop, judge_health, parse_launch_pid
-from trainer.text import console_tail
+from trainer.text import console_tail, natural_key
 
 #: Keys of the ``gpurent status --json`` object -> the status.json key each comes from.
 SUMMARY_KEYS = {
@@ -223,5 +223,5 @@ def list_runs(transport: Transport, project: str) -> list[RunInfo]:
             reason=run.health.reason, epoch=s.get("completed_epochs"),
             total_epochs=s.get("total_epochs"), best_metric=s.get("best_metric"),
             best_metric_name=s.get("best_metric_name"), updated_at=s.get("updated_at"))))
-    found.sort(key=lambda item: (-item[0], item[1].name))
+    found.sort(key=lambda item: (item[0], natural_key(item[1].name)), reverse=True)
     return [info for _, info in found]

@@ -4,7 +4,7 @@ Hub from the box (``push``), and whether they are safe off the box (``safety``).
 from trainer._exports import lazy_exports
 
 __all__, __getattr__ = lazy_exports(__name__, {
-    "pull": ["pull_weights"],
+    "pull": ["pull_weights", "short_dest"],
     "push": ["NO_TOKEN", "PUSHED_FILES", "REPO_RE", "PushFailed", "check_push_args",
              "laptop_token", "push_from_box", "require_token"],
     "safety": ["weights_safety"],

@@ -1,9 +1,11 @@
 """Pulling a run's weights to the laptop, verified, and remembering that we did.
 
 Each file of box run ``/abs/RUN`` lands at ``DEST/<host>/abs/RUN/<path in the run>`` (so
-pulls of different runs, or of two boxes, never share a name). It is downloaded into
-``NAME.part`` over several SFTP sessions at once, by ranges (``remote.transport.ranged``;
-a partial one from an earlier attempt is resumed), hashed on the way; its sha256 is
+pulls of different runs, or of two boxes, never share a name), or with ``short`` (the
+TUI, which asks for ``DEST``) at ``DEST/<host>/<project folder>/<run>/<file name>``.
+It is downloaded into ``NAME.part`` over several SFTP sessions at once, by ranges
+(``remote.transport.ranged``; a partial one from an earlier attempt is resumed), hashed
+on the way; its sha256 is
 compared with the one the box computes meanwhile (``sha256sum``, or the box's python),
 and only then renamed into place and appended to the pull ledger ``$GPURENT_DATA_DIR/pulls.jsonl``
 (default ``~/.local/share/gpurent/pulls.jsonl``), one JSON object per line: the box
@@ -22,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import posixpath
 import re
 import shlex
 import shutil
@@ -129,6 +132,15 @@ def dest_for(dest_dir: str | os.PathLike[str], host_label: str, abs_run_dir: str
         _UNSAFE_CHARS.sub("_", host_label), *[p if p != ".." else "__" for p in parts])
 
 
+def short_dest(dest_dir: str | os.PathLike[str], host_label: str, abs_run_dir: str) -> Path:
+    """``DEST/<host>/<project folder>/<run>``, absolute, each part made safe: three levels
+    under the folder a person chose, the run still apart from its namesakes elsewhere."""
+    parts = [_UNSAFE_CHARS.sub("_", p) for p in abs_run_dir.split("/")
+             if p not in ("", ".", "..")]
+    return Path(dest_dir).expanduser().resolve().joinpath(
+        _UNSAFE_CHARS.sub("_", host_label), *parts[-2:])
+
+
 def existing_defaults(transport: Transport, run_dir: str) -> tuple[str, ...]:
     """Which of ``DEFAULT_FILES`` the run has; a one-line error when neither."""
     found = tuple(n for n in DEFAULT_FILES if transport.stat(remote_path(run_dir, n)))
@@ -142,9 +154,11 @@ def existing_defaults(transport: Transport, run_dir: str) -> tuple[str, ...]:
 
 def pull_weights(transport: Transport, run_dir: str, dest_dir: str | os.PathLike[str],
                  files: tuple[str, ...] | None = None,
-                 progress: PullProgress | None = None) -> list[PulledFile]:
+                 progress: PullProgress | None = None,
+                 short: bool = False) -> list[PulledFile]:
     """Download ``files`` of the run (default: ``best.pt`` and ``last.pt``, those that
-    exist) under ``dest_for(dest_dir, ...)``, verify each against the box's sha256 and
+    exist) under ``dest_for(dest_dir, ...)`` (with ``short``, straight into
+    ``short_dest(dest_dir, ...)``), verify each against the box's sha256 and
     record it in the pull ledger. A file already there with the right hash is not
     downloaded again. Raises ``TransportError`` (one line) when a file is missing on the
     box or cannot be verified, ``ValueError`` for a bad name."""
@@ -152,11 +166,11 @@ def pull_weights(transport: Transport, run_dir: str, dest_dir: str | os.PathLike
         remote_path(run_dir, name)  # bad names fail before anything is fetched
     abs_run = box_run_dir(transport, run_dir)
     files = files or existing_defaults(transport, abs_run)
-    dest = dest_for(dest_dir, transport.label, abs_run)
+    dest = (short_dest if short else dest_for)(dest_dir, transport.label, abs_run)
     pulled = []
     for name in files:
         source = remote_path(abs_run, name)
-        target = dest / source[len(abs_run) + 1:]
+        target = dest / (posixpath.basename(source) if short else source[len(abs_run) + 1:])
         target.parent.mkdir(parents=True, exist_ok=True)
         sha, size = _pull_one(transport, source, target, name, progress)
         item = PulledFile(name=name, local_path=str(target), sha256=sha, size=size)

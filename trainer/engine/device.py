@@ -16,6 +16,8 @@ from typing import Any
 
 import torch
 
+from trainer import trainargs
+
 
 class DeviceError(ValueError):
     """A ``device=`` value that cannot be used here (one-line message)."""
@@ -68,22 +70,12 @@ class Precision:
 
 
 def parse_device(value: str) -> tuple[str, tuple[int, ...]]:
-    """``("cpu", ())`` or ``("cuda", (indices...))``; ``("auto", ())`` for an empty value."""
-    text = value.strip().lower()
-    if text in ("", "auto"):
-        return "auto", ()
-    if text == "cpu":
-        return "cpu", ()
-    if text in ("cuda", "gpu"):
-        return "cuda", (0,)
-    text = text.removeprefix("cuda:")
+    """``("cpu", ())`` or ``("cuda", (indices...))``; ``("auto", ())`` for an empty value
+    (``trainer.trainargs.parse_device``, whose ``ValueError`` is a ``DeviceError`` here)."""
     try:
-        indices = tuple(int(part) for part in text.split(",") if part.strip() != "")
-    except ValueError:
-        raise DeviceError(f"device={value!r}: use cpu, 0, 0,1 or cuda:0") from None
-    if not indices or any(i < 0 for i in indices):
-        raise DeviceError(f"device={value!r}: use cpu, 0, 0,1 or cuda:0")
-    return "cuda", indices
+        return trainargs.parse_device(value)
+    except ValueError as exc:
+        raise DeviceError(str(exc)) from None
 
 
 def probe(value: str) -> DeviceCaps:
@@ -132,6 +124,20 @@ def cpu_threads(cpu_count: int, workers: int, env: dict[str, str]) -> int | None
     if env.get("OMP_NUM_THREADS"):
         return None
     return max(1, cpu_count - workers)
+
+
+def loader_share(workers: int, caps: DeviceCaps, world_size: int = 1,
+                 cpu_count: int | None = None,
+                 env: dict[str, str] | None = None) -> tuple[int, int | None]:
+    """``(loader workers, intra-op threads)`` a training process uses: at most one loader
+    worker per core of its share of the host, and on the CPU the cores they leave free
+    (``cpu_threads``; ``None``: keep torch's choice). ``train`` and ``profile`` both ask
+    here, so that a profile measures the configuration the run will have."""
+    cpus = max(1, ((os.cpu_count() if cpu_count is None else cpu_count) or 1) // world_size)
+    used = min(workers, cpus)
+    threads = None if caps.is_cuda else cpu_threads(
+        cpus, used, dict(os.environ) if env is None else env)
+    return used, threads
 
 
 def configure_backends(caps: DeviceCaps) -> None:

@@ -54,8 +54,8 @@ from trainer.engine.device import (
     Precision,
     choose_precision,
     configure_backends,
-    cpu_threads,
     host_info,
+    loader_share,
     memory_format,
     peak_memory_bytes,
     to_device,
@@ -233,9 +233,7 @@ def run(plan: Plan, group: Group | None = None) -> int:
         np.random.seed(args.seed)
         torch.manual_seed(args.seed)
         configure_backends(caps)
-        cpus = max(1, (os.cpu_count() or 1) // world.size)
-        workers = min(args.workers, cpus)
-        threads = None if caps.is_cuda else cpu_threads(cpus, workers, dict(os.environ))
+        workers, threads = loader_share(args.workers, caps, world.size)
         if threads is not None:
             previous_threads = torch.get_num_threads()
             torch.set_num_threads(threads)

@@ -11,22 +11,20 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 import os
 import pickle
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from trainer.trainargs import PARSERS
 
 #: Keys that a resumed run takes from the command line instead of from the checkpoint
 #: (``data``: a run resumed on another box finds its dataset where that box staged it;
 #: a dataset with other classes is refused).
 RESUME_OVERRIDES = ("data", "epochs", "device", "nproc", "workers", "patience", "save_period",
                     "val_period", "hub", "hub_period", "callbacks")
-
-_HUB_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 class UsageError(ValueError):
@@ -102,89 +100,6 @@ def usage() -> str:
         lines.append(f"  {f.name + '=' + str(getattr(defaults, f.name)):<24} {HELP[f.name]}")
     lines += ["", "exit codes: 0 completed or stopped, 1 failed, 2 bad arguments or data"]
     return "\n".join(lines)
-
-
-def _bool(text: str) -> bool:
-    low = text.strip().lower()
-    if low in ("true", "1", "yes", "on"):
-        return True
-    if low in ("false", "0", "no", "off", ""):
-        return False
-    raise ValueError("expected True or False")
-
-
-def _int(lo: int | None = None) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        value = int(text)
-        if lo is not None and value < lo:
-            raise ValueError(f"must be at least {lo}")
-        return value
-    return parse
-
-
-def _lr(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value) or value <= 0 or value > 1:
-        raise ValueError("must be a number in (0, 1]")
-    return value
-
-
-def _imgsz(text: str) -> int:
-    value = int(text)
-    if value < 32 or value > 4096 or value % 32:
-        raise ValueError("must be a multiple of 32 between 32 and 4096")
-    return value
-
-
-def _batch(text: str) -> int:
-    value = int(text)
-    if value < 1 and value != -1:
-        raise ValueError("must be at least 1, or -1 for the largest that fits")
-    return value
-
-
-def _fraction(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value) or not 0.1 <= value <= 0.95:
-        raise ValueError("must be a number between 0.1 and 0.95")
-    return value
-
-
-def _resume(text: str) -> bool | str:
-    try:
-        return _bool(text)
-    except ValueError:
-        return text
-
-
-def _hub(text: str) -> str | None:
-    if text.strip().lower() in ("", "none", "false"):
-        return None
-    if not _HUB_REPO.match(text):
-        raise ValueError("expected ORG/NAME")
-    return text
-
-
-def _name(text: str) -> str:
-    if not text or text in (".", "..") or "/" in text or "\\" in text:
-        raise ValueError("must be a plain folder name")
-    return text
-
-
-def _nonempty(text: str) -> str:
-    if not text.strip():
-        raise ValueError("must not be empty")
-    return text
-
-
-PARSERS: dict[str, Callable[[str], Any]] = {
-    "model": _nonempty, "data": _nonempty, "epochs": _int(1), "batch": _batch,
-    "batch_fraction": _fraction, "imgsz": _imgsz, "device": str, "nproc": _int(0),
-    "workers": _int(0), "project": _nonempty,
-    "name": _name, "save_period": _int(), "resume": _resume, "seed": _int(0), "lr0": _lr,
-    "patience": _int(0), "exist_ok": _bool, "val_period": _int(1), "hub": _hub,
-    "hub_period": _int(0), "amp": _bool, "callbacks": str,
-}
 
 
 def parse_args(argv: Sequence[str]) -> tuple[TrainArgs, set[str]]:

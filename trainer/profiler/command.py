@@ -8,7 +8,8 @@ Then it says what bounds the step (``trainer.profiler.verdict``), what to change
 a faster GPU would help, and with a price what an epoch and 100 epochs cost. Writes
 ``profile.json`` to ``<project>/<name>/`` (a folder holding only that is still free for
 ``train``) or to ``--out``. Exit codes: 0 measured, 1 the steps failed (e.g. out of memory), 2 bad
-arguments or data. ``--json`` prints ``gpurent.profile/1`` (docs/SCHEMAS.md).
+arguments or data, 3 cancelled (``--probe``/``--cancel``, ``trainer.profiler.probes``).
+``--json`` prints ``gpurent.profile/1`` (docs/SCHEMAS.md).
 """
 
 from __future__ import annotations
@@ -18,16 +19,18 @@ import functools
 import json
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from trainer.profiler import probes
 from trainer.profiler.measure import (
     Batches,
     StepTiming,
     cuda_memory,
     measure_gpu_busy,
     measure_steps,
+    measure_validation,
 )
 from trainer.profiler.verdict import Measures, costs, judge
 from trainer.runfiles import atomic_write_json, utc_now_iso
@@ -37,6 +40,8 @@ DEFAULT_STEPS = 30
 DEFAULT_WARMUP = 5
 #: Steps of the separate GPU-busy window (CUDA only).
 GPU_WINDOW_STEPS = 10
+#: Validation batches timed (the first one's wait, the loader's start, is paid once).
+VAL_BATCHES = 3
 
 
 class ProfileArgs:
@@ -77,15 +82,22 @@ def split_args(tokens: list[str]) -> tuple[ProfileArgs, list[str]]:
 
 
 class Setup:
-    """A ready-to-run training configuration: loader, step function and what it is."""
+    """A ready-to-run training configuration: loader, step function and what it is;
+    ``validate(batches)`` runs the engine's validation over those batches of
+    ``val_loader`` (``None`` for either: no validation to measure)."""
 
     def __init__(self, loader: Any, step: Callable[[Any], None], caps: Any, config: dict[str, Any],
-                 train_images: int) -> None:
+                 train_images: int, val_loader: Any = None,
+                 validate: Callable[[Iterable[Any]], None] | None = None,
+                 val_period: int = 1) -> None:
         self.loader = loader
         self.step = step
         self.caps = caps
         self.config = config
         self.train_images = train_images
+        self.val_loader = val_loader
+        self.validate = validate
+        self.val_period = val_period
 
 
 def build_setup(train_tokens: list[str]) -> Setup:
@@ -101,12 +113,13 @@ def build_setup(train_tokens: list[str]) -> Setup:
     from trainer.engine.device import (
         choose_precision,
         configure_backends,
+        loader_share,
         memory_format,
         probe,
         to_device,
     )
     from trainer.engine.ema import ModelEMA
-    from trainer.engine.loop import choose_batch, train_step
+    from trainer.engine.loop import choose_batch, train_step, validate
     from trainer.engine.optim import build_optimizer
     from trainer.engine.plan import UsageError, parse_args
 
@@ -120,6 +133,11 @@ def build_setup(train_tokens: list[str]) -> Setup:
     data = load_data_config(args.data)
     caps = probe(args.device)
     configure_backends(caps)
+    # The loader workers and CPU threads train would use (a profile at workers=8 on a
+    # 2-core box measured the oversubscribed host, several times slower than the run).
+    args.workers, threads = loader_share(args.workers, caps)
+    if threads is not None:
+        torch.set_num_threads(threads)
     precision = choose_precision(caps, args.amp)
     fmt = memory_format(caps)
     device = caps.torch_device
@@ -138,6 +156,11 @@ def build_setup(train_tokens: list[str]) -> Setup:
         args.batch = choice.batch if choice is not None else CPU_DEFAULT_BATCH
     loader, _sampler = make_loader(dataset, batch=args.batch, workers=args.workers,
                                    shuffle=True, pin_memory=caps.is_cuda, seed=args.seed)
+    val_loader = None
+    if data.val:
+        val_set = YoloDataset(data.val, data.nc, args.imgsz, augment=False, seed=args.seed)
+        val_loader, _ = make_loader(val_set, batch=args.batch * 2, workers=args.workers,
+                                    shuffle=False, pin_memory=caps.is_cuda, pad=False)
     loss_sums = torch.zeros(len(LOSS_PARTS), device=device)
 
     def step(batch: Any) -> None:
@@ -147,12 +170,18 @@ def build_setup(train_tokens: list[str]) -> Setup:
         loss_sums += train_step(model, ema, optimizer, scaler, precision, images, targets,
                                 points, strides)
 
+    def validate_batches(batches: Iterable[Any]) -> None:
+        # The engine's validation (the EMA weights, as train validates), then train mode.
+        validate(ema.module, batches, caps, precision, fmt, args.imgsz, data.nc)
+        model.train()
+
     config = {"model": f"gpdet-{size}", "data": str(data.yaml_path), "batch": args.batch,
               "imgsz": args.imgsz, "workers": args.workers, "precision": precision.label,
               "device": "cpu" if not caps.is_cuda else f"cuda:{caps.index}",
               "gpu": caps.names[0] if caps.names else None,
               "run_dir": str(Path(args.project) / args.name)}
-    return Setup(loader, step, caps, config, len(data.train))
+    return Setup(loader, step, caps, config, len(data.train), val_loader,
+                 validate_batches if val_loader is not None else None, args.val_period)
 
 
 def profile_setup(setup: Setup, steps: int, warmup: int,
@@ -187,7 +216,25 @@ def profile_setup(setup: Setup, steps: int, warmup: int,
     report.update(judge(measures))
     report["cost"] = costs(timing.images_per_second, setup.train_images, price,
                            setup.config["batch"])
+    val_seconds = None
+    if setup.val_loader is not None and setup.validate is not None:
+        val_seconds = measure_validation(setup.val_loader, setup.validate, VAL_BATCHES,
+                                         sync=sync)
+    report["cost"].update(epoch_estimate(report["cost"]["epoch_seconds"], val_seconds,
+                                         setup.val_period))
     return report
+
+
+def epoch_estimate(train_seconds: float | None, val_seconds: float | None,
+                   val_period: int) -> dict[str, Any]:
+    """The cost keys of a whole epoch: ``val_seconds`` (one validation) and
+    ``epoch_total_seconds`` (training steps plus validation, when every epoch validates;
+    the training steps alone when validation is every N > 1 epochs)."""
+    total = None
+    if train_seconds is not None:
+        total = train_seconds + (val_seconds or 0.0 if val_period <= 1 else 0.0)
+    return {"val_seconds": val_seconds, "val_period": val_period,
+            "epoch_total_seconds": total}
 
 
 def _ms(seconds: float) -> str:
@@ -232,24 +279,68 @@ def render(report: dict[str, Any]) -> str:
 def usage() -> str:
     """Help text for ``profile``."""
     return ("usage: python3 -m trainer profile <train key=value args> [steps=N] [warmup=W] "
-            "[price=USD_PER_HOUR] [--out PATH] [--json]\n\n"
+            "[price=USD_PER_HOUR] [--out PATH | --probe ID] [--json]\n"
+            "       python3 -m trainer profile --cancel ID [--json]\n\n"
             "Runs N real training steps (after W untimed ones) of the configuration "
             "`train` would run\nand says what bounds it: dataloader, compute, host / launch "
             f"or memory-pressure.\nDefaults: steps={DEFAULT_STEPS} warmup={DEFAULT_WARMUP}. "
             "Writes profile.json to <project>/<name>/ or --out.\n"
+            "--probe ID writes ID.json into a private per-user directory and runs until done "
+            "or until\n--cancel ID ends it (ID: 16 to 64 hex digits, drawn by the caller).\n"
             "--json prints the report (schema gpurent.profile/1, docs/SCHEMAS.md).\n"
-            "exit codes: 0 measured, 1 the steps failed, 2 bad arguments or data")
+            "exit codes: 0 measured, 1 the steps failed, 2 bad arguments or data, "
+            f"{probes.CANCELLED} cancelled")
 
 
 def main(argv: list[str]) -> int:
-    """Entry point: 0 measured, 1 the steps failed, 2 bad arguments or data."""
+    """Entry point: 0 measured, 1 the steps failed, 2 bad arguments or data, 3 cancelled
+    (``--cancel``)."""
     if not argv or any(a in ("-h", "--help", "help") for a in argv):
         print(usage())
         return 0 if argv else 2
     p = argparse.ArgumentParser(prog="python3 -m trainer profile", add_help=False)
     p.add_argument("--json", action="store_true")
     p.add_argument("--out")
+    p.add_argument("--probe")
+    p.add_argument("--cancel")
     flags, tokens = p.parse_known_args(argv)
+    if flags.cancel is not None:
+        return _cancel(flags.cancel, flags.json)
+    leash = None
+    try:
+        out = Path(flags.out) if flags.out else None
+        if flags.probe is not None:
+            out, leash_path = probes.probe_paths(flags.probe)
+            leash = probes.Leash(leash_path)
+    except (ValueError, OSError) as exc:
+        print(f"profile: {exc}", file=sys.stderr)
+        return 2
+    try:
+        if leash is not None:
+            leash.check()
+        return _profile(flags.json, out, tokens)
+    except KeyboardInterrupt:
+        if leash is None or not leash.cut:
+            raise
+        print("profile: cancelled", file=sys.stderr)
+        return probes.CANCELLED
+    finally:
+        if leash is not None:
+            leash.release()
+
+
+def _cancel(probe_id: str, as_json: bool) -> int:
+    try:
+        running = probes.cancel(probe_id)
+    except (ValueError, OSError) as exc:
+        print(f"profile: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps({"probe": probe_id, "was_running": running}) if as_json else
+          f"probe {probe_id}: {'cancelled' if running else 'not running'}")
+    return 0
+
+
+def _profile(as_json: bool, out: Path | None, tokens: list[str]) -> int:
     try:
         own, train_tokens = split_args(tokens)
         setup = build_setup(train_tokens)
@@ -262,12 +353,12 @@ def main(argv: list[str]) -> int:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         print(f"profile: the training steps failed: {first}", file=sys.stderr)
         return 1
-    out = Path(flags.out) if flags.out else Path(setup.config["run_dir"]) / "profile.json"
+    out = out if out is not None else Path(setup.config["run_dir"]) / "profile.json"
     report["path"] = str(out)
     try:
         atomic_write_json(out, report)
     except OSError as exc:
         print(f"profile: cannot write {out}: {exc.strerror or exc}", file=sys.stderr)
         return 1
-    print(json.dumps(report, indent=2) if flags.json else render(report))
+    print(json.dumps(report, indent=2) if as_json else render(report))
     return 0

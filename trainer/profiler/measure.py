@@ -105,6 +105,30 @@ def measure_steps(batches: Batches, step: Callable[[Any], None], *, steps: int, 
                       images=images, images_per_second=images / wall if wall > 0 else 0.0)
 
 
+def measure_validation(loader: Any, validate: Callable[[Iterable[Any]], None],
+                       batches: int, sync: Callable[[], None] | None = None,
+                       clock: Callable[[], float] = time.perf_counter) -> float:
+    """Seconds one validation pass over ``loader`` takes: the wait for its first batch
+    (the loader's workers starting) once, plus ``validate`` timed over up to ``batches``
+    batches, scaled to the loader's length."""
+    total = len(loader)
+    if total == 0 or batches < 1:
+        return 0.0
+    start = clock()
+    it = iter(loader)
+    taken = [next(it)]
+    startup = clock() - start
+    start = clock()
+    taken += [next(it) for _ in range(min(batches, total) - 1)]
+    del it  # the rest of the pass is not needed
+    if sync:
+        sync()
+    validate(taken)
+    if sync:
+        sync()
+    return startup + (clock() - start) / len(taken) * total
+
+
 # --------------------------------------------------------------------------- GPU window
 
 

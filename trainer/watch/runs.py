@@ -28,7 +28,7 @@ from trainer.health import (
     local_pid_alive,
     parse_launch_pid,
 )
-from trainer.text import console_tail
+from trainer.text import console_tail, natural_key
 
 SCHEMA = "gpurent.runs/1"
 #: A directory holding any of these is a run.
@@ -75,7 +75,8 @@ class RunScanner:
                                      runfiles.StatusRead]] = {}
 
     def scan(self, now: float | None = None) -> list[dict[str, Any]]:
-        """The runs, newest first (``updated`` descending, then by name)."""
+        """The runs, newest first (``updated`` descending; runs updated in the same second
+        by name, numbers by value, the higher first: exp10 before exp9)."""
         now = time.time() if now is None else now
         names = run_names(self.project)
         runs = []
@@ -84,7 +85,7 @@ class RunScanner:
             if item is not None:
                 runs.append(item)
         self._reads = {k: v for k, v in self._reads.items() if k in names}
-        runs.sort(key=lambda r: (-r["updated"], r["name"]))
+        runs.sort(key=lambda r: (r["updated"], natural_key(r["name"])), reverse=True)
         return runs
 
     def _status(self, name: str, run_dir: Path) -> tuple[runfiles.StatusRead,

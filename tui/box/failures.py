@@ -34,7 +34,7 @@ ACTIONS = {
 #: Workers the app runs on its own (every few seconds): a repeat of the same failure is
 #: kept in the events list without a new notification.
 BACKGROUND = frozenset({"refresh_runs", "refresh_safety", "refresh_instance", "install_needs",
-                        "check_box", "run_checks", "probe"})
+                        "check_box", "run_checks", "probe", "end_probe"})
 #: What to do after a failed action whose message gives no next step.
 NEXT_STEP = {
     "pull": "w tries again",

@@ -19,6 +19,8 @@ from remote.runs import (
     CannotStart,
     RunIsLive,
     build_command,
+    cancel_probe,
+    check_arg,
     hub_reachable,
     make_spec,
     start_run,
@@ -27,12 +29,13 @@ from remote.runs import doctor as run_doctor
 from remote.runs import preflight as run_preflight
 from remote.runs import profile as run_profile
 from remote.weights import REPO_RE, laptop_token, require_token
-from trainer.text import format_duration
+from tui.box.estimate import Estimate
 from tui.box.failures import ActionRefused
 from tui.box.ports import Done, Panes, Ports
 from tui.box.reports import findings_text
-from tui.dialogs.launch import FormHooks, LaunchForm, LaunchRequest
-from tui.dialogs.profile import ProfileCard
+from tui.dialogs.confirm import ConfirmDialog
+from tui.dialogs.launch import FormHooks, LaunchForm, LaunchRequest, parse_extra
+from tui.dialogs.profile import profile_summary
 from tui.fmt import safe
 
 #: Seconds of quiet typing in ``data`` before the doctor runs again.
@@ -40,11 +43,11 @@ DOCTOR_DEBOUNCE = 0.8
 #: Defaults for a box with a GPU, and what changes on a CPU-only box.
 GPU_DEFAULTS = {"model": "n", "epochs": "30", "batch": "16", "imgsz": "640", "device": ""}
 CPU_DEFAULTS = {"model": "n", "epochs": "10", "batch": "8", "imgsz": "160", "device": "cpu"}
-#: The probe behind the time estimate: a few real steps (``trainer profile``).
-PROBE_ARGS = {"steps": "3", "warmup": "1"}
 #: Status fields a clone takes, as form fields.
 CLONE_FIELDS = {"model": "model_size", "epochs": "total_epochs", "batch": "batch",
                 "imgsz": "imgsz"}
+#: Form fields sent as ``key=value`` and checked against the engine's rules.
+CHECKED_FIELDS = ("name", "model", "epochs", "batch", "imgsz", "device", "save_period")
 #: Workers whose failure is also shown inside the open form.
 FORM_WORKERS = ("start_launch", "profile", "run_checks", "probe")
 
@@ -82,14 +85,6 @@ class HubChecked(Message, bubble=False, namespace="box"):
 
 
 @dataclass
-class Estimated(Message, bubble=False, namespace="box"):
-    """The probe's report for the settings of ``request``."""
-
-    report: dict[str, Any]
-    request: LaunchRequest
-
-
-@dataclass
 class Launched(Message, bubble=False, namespace="box"):
     """``request`` was started on the box (``started``: ``remote.runs`` start result)."""
 
@@ -116,7 +111,9 @@ class Launching:
         self.timer = timer
         self.form: LaunchForm | None = None
         self._doctor_timer: Any = None
-        self._probed: tuple[Any, ...] | None = None
+        #: The form's time estimate (its probe on the box).
+        self.estimate = Estimate(ports, panes, lambda r: self.launch_spec(r).args,
+                                 self._open_form, timer)
 
     # ------------------------------------------------------------------ the form
 
@@ -126,8 +123,21 @@ class Launching:
 
     def open_profile(self) -> None:
         """The launch form, titled for profiling: its Profile button measures a short
-        run of those settings and shows the verdict card."""
-        self.open_form("Profile before launching (or launch)")
+        run of those settings and says the verdict. While a run trains on the box, asks
+        first: a profile then competes with it (and measures both slower)."""
+        training = self.estimate.training_run()
+        if training is None:
+            self.open_form("Profile before launching (or launch)")
+            return
+        body = Text("Run ")
+        body.append_text(safe(training, 60, "bold"))
+        body.append(" is training on this box. A profile now shares the GPU and the CPUs "
+                    "with it: it slows the run down, and measures both slower than either "
+                    "would be alone.")
+        self.ports.ask(ConfirmDialog("Profile while a run trains?", body, "Profile anyway",
+                                     variant="warning"),
+                       lambda yes: self.open_form("Profile before launching (or launch)")
+                       if yes else None)
 
     def open_form(self, title: str) -> None:
         """The launch form; it stays open until the run started or the user cancels."""
@@ -140,17 +150,20 @@ class Launching:
 
         hooks = FormHooks(preview=preview, submit=self.submit,
                           field_note=self.field_note, data_changed=self.data_changed,
+                          settings_changed=self.estimate.settings_changed,
                           clone=lambda: self.selected_values(resume=False),
                           resume=lambda: self.selected_values(resume=True),
-                          selected=state.run_name)
+                          selected=state.run_name, not_resumable=self.not_resumable)
         form = LaunchForm(defaults, "trainer", hooks, title=title)
         self.form = form
-        self._probed = None
+        self.estimate.reset()
         self.ports.ask(form, self._closed)
         self.run_checks(defaults.get("data", ""))
 
     def _closed(self, _request: LaunchRequest | None) -> None:
+        """The form closed (cancelled, launched or profiled): its probe ends."""
         self.form = None
+        self.estimate.end()
 
     def _open_form(self) -> LaunchForm | None:
         """The form, while it is on screen."""
@@ -185,7 +198,23 @@ class Launching:
         return make_spec(request.engine, self.ports.state.project, request.name, args)
 
     def field_note(self, key: str, values: dict[str, str]) -> str:
-        """An inline problem with one field ("" when fine; "⚠…" only warns)."""
+        """An inline problem with one field ("" when fine; "⚠…" only warns): a value the
+        engine would refuse (its type, range or choices; every "more args" pair too), a
+        name taken, a Hub repo or token missing. ``values["engine"]`` is the engine."""
+        engine = values.get("engine", "trainer")
+        if key in CHECKED_FIELDS and values.get(key):
+            why = check_arg(engine, key, values[key])
+            if why:
+                return f"✖ {key}: {why}"
+        if key == "extra" and values.get("extra"):
+            try:
+                extra = parse_extra(values["extra"])
+            except ValueError as exc:
+                return f"✖ {exc}"
+            for name, value in extra.items():
+                why = check_arg(engine, name, value)
+                if why:
+                    return f"✖ more args: {name}={value}: {why}"
         if key == "name" and values.get("name"):
             info = next((r for r in self.panes.runs.runs if r.name == values["name"]), None)
             extra = values.get("extra", "")
@@ -220,6 +249,18 @@ class Launching:
         else:
             values.update(name=self.launch_defaults()["name"], extra="")
         return values
+
+    def not_resumable(self) -> str:
+        """Why the watched run cannot be resumed ("" when it can): it never finished an
+        epoch (no last.pt to go on from)."""
+        state = self.ports.state
+        if state.status is None:
+            return "it never started training (no status.json)"
+        done = state.status.read.get("completed_epochs")
+        if not isinstance(done, int) or done < 1:
+            return "it never finished an epoch, so there is no last.pt to go on from " \
+                "(ctrl+o clones its settings)"
+        return ""
 
     def failed(self, name: str, line: str) -> None:
         """A failure of worker ``name`` is also said inside the form, when it is its."""
@@ -299,11 +340,13 @@ class Launching:
             return
         if has_gpu(state.preflight) is False:
             form.set_values({k: v for k, v in CPU_DEFAULTS.items()
-                             if k not in state.last_launch}, only_untouched=True)
+                             if k not in state.last_launch}, only_untouched=True,
+                            why="set for this box: it has no GPU")
         form.show_findings(checks.text, checks.blocks,
                            "✔ the dataset doctor found no errors" if checks.data_ok else "")
+        self.estimate.data_ok = checks.data_ok
         if checks.data_ok:
-            self.start_probe(form)
+            self.estimate.start(form)
 
     def hub_checked(self, checked: HubChecked) -> None:
         """The form offers pretrained weights only where the box reaches the Hub."""
@@ -312,64 +355,24 @@ class Launching:
             form.offline = checked.offline
             form.offer_pretrained()
 
-    def start_probe(self, form: LaunchForm) -> None:
-        """Estimate the time per epoch with a few real steps (once per settings)."""
-        try:
-            request = form.request()
-        except ValueError:
-            return
-        key = tuple(sorted(request.args.items()))
-        if key == self._probed:
-            return
-        self._probed = key
-        form.show_estimate(Text("estimating the time per epoch (a 3-step probe)…",
-                                style="dim"))
-        self.ports.work("probe", lambda: self._probe(request), group="probe",
-                        label="estimating the time per epoch")
-
-    def _probe(self, request: LaunchRequest) -> None:
-        """Run the probe (its report is shown in the form)."""
-        state = self.ports.state
-        transport = state.need_transport()
-        args = {k: v for k, v in self.launch_spec(request).args.items() if k != "hub"}
-        args.update(PROBE_ARGS, project=state.project, name=request.name or "probe")
-        report = run_profile(transport, args, out=f"/tmp/gpurent-probe-{request.name}.json")
-        self.ports.post(Estimated(report, request))
-
-    def show_estimate(self, estimated: Estimated) -> None:
-        """The time per epoch (and for the whole run) in the form."""
-        form = self._open_form()
-        if form is None:
-            return
-        cost = estimated.report.get("cost") or {}
-        epoch = cost.get("epoch_seconds")
-        if not isinstance(epoch, int | float):
-            form.show_estimate(Text("no estimate: the probe measured no epoch time",
-                                    style="dim"))
-            return
-        epochs = estimated.request.args.get("epochs", "")
-        total = epoch * int(epochs) if epochs.isdigit() else None
-        text = Text("estimate: ", style="bold")
-        text.append(f"~{format_duration(epoch)} per epoch of training steps")
-        if total is not None:
-            text.append(f", ~{format_duration(total)} for {epochs} epochs", style="bold")
-        text.append(" (3 steps measured on this box; validation not included)", style="dim")
-        form.show_estimate(text)
-
     # ------------------------------------------------------------------ launch, profile
 
     def submit(self, request: LaunchRequest) -> None:
-        """The form's Launch or Profile: start it; the form stays open until it did."""
+        """The form's Launch or Profile: start it (once the estimate's probe ended, so
+        that nothing competes with it); the form stays open until it did."""
+        probe = self.estimate.take()
         if request.action == "profile":
-            self.ports.work("profile", lambda: self._profile(request), group="profile",
-                            label="profiling a short run")
+            self.ports.work("profile", lambda: self._profile(request, probe),
+                            group="profile", label="profiling a short run")
         else:
-            self.ports.work("start_launch", lambda: self._launch(request), group="launch",
-                            label=f"launching {request.name}")
+            self.ports.work("start_launch", lambda: self._launch(request, probe),
+                            group="launch", label=f"launching {request.name}")
 
-    def _launch(self, request: LaunchRequest) -> None:
-        """Launch the run detached on the box."""
+    def _launch(self, request: LaunchRequest, probe: str | None = None) -> None:
+        """End the estimate's probe, then launch the run detached on the box."""
         transport = self.ports.state.need_transport()
+        if probe is not None:
+            cancel_probe(transport, probe)
         stdin = require_token().encode() if request.hub else None
         try:
             started = start_run(transport, self.launch_spec(request), stdin=stdin)
@@ -394,10 +397,13 @@ class Launching:
             self.ports.post(Done(f"launched {result.run_dir} (pid {result.pid})"))
         return result.run_dir
 
-    def _profile(self, request: LaunchRequest) -> None:
-        """Run ``trainer profile`` with the form's settings (the card shows it)."""
+    def _profile(self, request: LaunchRequest, probe: str | None = None) -> None:
+        """End the estimate's probe, then run ``trainer profile`` with the form's
+        settings (its verdict is notified)."""
         state = self.ports.state
         transport = state.need_transport()
+        if probe is not None:
+            cancel_probe(transport, probe)
         spec = self.launch_spec(request)
         args = {k: v for k, v in spec.args.items() if k != "hub"}
         args.update(project=spec.project, name=spec.name)
@@ -407,8 +413,11 @@ class Launching:
         self.ports.post(Profiled(run_profile(transport, args), request))
 
     def profiled(self, profiled: Profiled) -> None:
-        """Close the form and show the profile's verdict card."""
+        """Close the form and say the profile's verdict in a notification, kept in the
+        events (no dialog: it comes a minute later and must not take a key press)."""
         form = self._open_form()
         if form is not None:
             form.done(profiled.request)
-        self.ports.ask(ProfileCard(profiled.report))
+        self.ports.state.last_profile = profiled.report
+        self.ports.notify(profile_summary(profiled.report, profiled.request.name)
+                          + " (ctrl+p, Profile card: the whole card)", timeout=30)

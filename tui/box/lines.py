@@ -10,10 +10,15 @@ from tui.box.state import BoxState
 from tui.fmt import safe
 from tui.widgets.header import HEALTH_STYLES
 
+#: Seconds a line of information (``link back after 32s``, ``launched …``) stays in the
+#: status row; warnings and failures stay until the next line. The events keep them all.
+INFO_SECONDS = 20.0
+
 
 def status_line(state: BoxState, frame: int) -> Text:
     """Actions in progress (behind spinner ``frame``); else why connecting stopped, or
-    the link warning; else the last thing that happened; else nothing."""
+    the link warning; else the last thing that happened (information for a while,
+    warnings and failures until the next); else nothing."""
     if state.activities:
         return state.activities.line(state.clock(), frame)
     if state.not_connected and state.transport is None:
@@ -24,7 +29,9 @@ def status_line(state: BoxState, frame: int) -> Text:
         text = Text("⚠ no link to the box: ", style="bold yellow")
         text.append(f"{state.stale_words()}; reconnecting on its own (r: now)")
         return text
-    if state.last_line is not None:
+    if state.last_line is not None and (
+            state.last_line[1] != "information"
+            or state.clock() - state.last_line_at < INFO_SECONDS):
         line, severity = state.last_line
         text = Text(line, style="red" if severity == "error" else "dim")
         text.append("  (e: events)", style="dim")

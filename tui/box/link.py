@@ -388,7 +388,7 @@ class Link:
         if state.down_since is not None:
             gap = format_duration(state.clock() - state.down_since)
             self.ports.record(f"link back after {gap}", "information")
-            state.last_line = (f"link back after {gap} without data", "information")
+            state.say(f"link back after {gap} without data")
         state.down_since = None
         self.panes.set_offline(False)
         self.draw()

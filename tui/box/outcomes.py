@@ -37,7 +37,7 @@ class Outcomes:
 
     def done(self, line: str) -> None:
         """An action succeeded: say so (notification, status row, history)."""
-        self.ports.state.last_line = (line, "information")
+        self.ports.state.say(line)
         self.ports.notify(line)
         self.redraw()
 
@@ -50,7 +50,7 @@ class Outcomes:
                 self.ports.record(failure.line)
                 return False
             self._background[name] = failure.line
-        self.ports.state.last_line = (failure.line, failure.severity)
+        self.ports.state.say(failure.line, failure.severity)
         if failure.bell:
             self.ports.alert(failure.line, severity=failure.severity)
         else:

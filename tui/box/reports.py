@@ -12,6 +12,10 @@ from remote import fields
 from remote.billing import money
 from tui.fmt import safe
 
+#: Characters of one check or finding shown (they wrap; the hf_home warning alone is
+#: over 200: a cut one lost its advice).
+FINDING_CHARS = 600
+
 
 def findings_text(title: str, report: dict[str, Any] | None) -> Text:
     """Preflight checks or doctor findings as coloured lines (a wrongly typed field is
@@ -31,13 +35,13 @@ def findings_text(title: str, report: dict[str, Any] | None) -> Text:
             continue
         text.append_text(safe(f"  {status:<5} ", 20, styles.get(status, "")))
         text.append_text(safe(f"{fields.text(check.get('name'))}: "
-                              f"{fields.text(check.get('message'))}", 160))
+                              f"{fields.text(check.get('message'))}", FINDING_CHARS))
         text.append("\n")
     for finding in fields.objs(report.get("findings")):
         sev = fields.text(finding.get("severity"))
         text.append_text(safe(f"  {sev:<7} ", 20, styles.get(sev, "")))
         text.append_text(safe(f"{fields.text(finding.get('kind'))}: "
-                              f"{fields.text(finding.get('message'))}", 160))
+                              f"{fields.text(finding.get('message'))}", FINDING_CHARS))
         text.append("\n")
     return text
 

@@ -70,14 +70,26 @@ class BoxState:
     #: The guard's state on the box (``None``: off).
     guard: Any = None
     activities: Activities = field(default_factory=Activities)
-    #: The last outcome worth keeping on screen: ``(line, severity)``.
+    #: The last outcome worth keeping on screen: ``(line, severity)``, and when it
+    #: came (``say``; a line of information leaves the status row after a while).
     last_line: tuple[str, str] | None = None
+    last_line_at: float = 0.0
     #: The values of the last launch from this tab (the next form starts from them).
     last_launch: dict[str, str] = field(default_factory=dict)
+    #: The last profile's report (the palette's "Profile card" shows it whole).
+    last_profile: dict[str, Any] | None = None
     last_hub_repo: str = ""
+    #: The folder the last pull went into (``w`` offers it again).
+    last_pull_dir: str = ""
 
     def __post_init__(self) -> None:
         self.project = self.project or self.spec.project
+
+    def say(self, line: str, severity: str = "information") -> None:
+        """Put ``line`` in the status row (until the next one, or for
+        ``tui.box.lines.INFO_SECONDS`` when it is only information)."""
+        self.last_line = (line, severity)
+        self.last_line_at = self.clock()
 
     # ------------------------------------------------------------------ the run
 

@@ -7,6 +7,7 @@ from rich.text import Text
 
 from remote.billing import money
 from remote.runs import stop_run
+from trainer.engines import engine_of
 from tui.box.failures import ActionRefused
 from tui.box.ports import Done, Ports, RunsStale
 from tui.dialogs.confirm import ConfirmDialog
@@ -30,9 +31,15 @@ class RunStop:
             raise ActionRefused(f"nothing to stop: run {state.run_name} {ENDED[verdict]}")
         body = Text("Stop training ")
         body.append_text(safe(run_dir, 120, "bold"))
-        body.append("?\nOur trainer (SIGTERM) finishes its step, writes last.pt and "
-                    "status 'stopped'; LibreYOLO (SIGINT, once no checkpoint is being "
-                    "written) ends as 'failed: KeyboardInterrupt', shown as stopped.")
+        body.append("?\n")
+        engine = engine_of(state.status.read) if state.status is not None else None
+        ours = ("our trainer gets SIGTERM: it finishes its step, writes last.pt and "
+                "status 'stopped' (ctrl+r in the launch form resumes it).")
+        theirs = ("LibreYOLO gets SIGINT once no checkpoint is being written: it ends as "
+                  "'failed: KeyboardInterrupt', shown here as stopped.")
+        ours = ours[0].upper() + ours[1:]
+        body.append({"trainer": ours, "libreyolo": theirs}.get(engine or "",
+                                                              f"{ours} {theirs}"))
         if state.spec.kind != "local":
             body.append(" The instance keeps running and billing.")
             price = state.price_per_hour()

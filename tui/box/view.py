@@ -22,12 +22,12 @@ from textual.worker import Worker, WorkerState
 
 from remote.watch import ConnectionEvent, GuardEvent, HubEvent, StatusEvent, WeightsEvent
 from tui.box import money
+from tui.box.estimate import Estimated
 from tui.box.failures import describe
 from tui.box.guard import Guard, GuardRead
 from tui.box.instance import Instance, InstanceDestroyed, InstanceFigures, InstanceRead
 from tui.box.launching import (
     ChecksDone,
-    Estimated,
     HubChecked,
     Launched,
     Launching,
@@ -464,7 +464,7 @@ class BoxView(Vertical):
     @result_of("probe")
     def on_box_estimated(self, message: Estimated) -> None:
         """The time estimate, for the launch form."""
-        self.launching.show_estimate(message)
+        self.launching.estimate.show(message)
 
     @result_of("start_launch")
     def on_box_launched(self, message: Launched) -> None:

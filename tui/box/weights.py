@@ -21,11 +21,17 @@ from remote.weights import (
     pull_weights,
     push_from_box,
     require_token,
+    short_dest,
 )
 from tui.box.ports import Done, Panes, Ports, SafetyStale
 from tui.box.state import BoxState
+from tui.dialogs.pull import PullDialog
 from tui.dialogs.push import PushDialog
 from tui.fmt import advance_ages
+
+#: Where ``w`` offers to pull into, the first time (from the working directory; the
+#: dialog shows the folder the files land in, absolute).
+DEFAULT_PULL_DIR = "weights"
 
 
 @dataclass
@@ -144,25 +150,42 @@ class Weights:
         self.ports.post(SafetyStale())
 
     def pull(self) -> None:
-        """Download the weights to this laptop."""
+        """Ask where to, then download the weights to this laptop."""
         state = self.ports.state
-        state.need_transport()
-        state.need_run()
-        self.ports.work("pull", self._pull, group="pull", label="pulling the weights")
+        transport = state.need_transport()
+        run_dir = state.need_run()
+        files = [n for n in ("best.pt", "last.pt") if n in self.present()] or \
+            ["best.pt", "last.pt"]
 
-    def _pull(self) -> None:
+        def where(folder: str) -> str:
+            return str(short_dest(folder, transport.label, run_dir)) + os.sep
+
+        def answered(folder: str | None) -> None:
+            if folder is not None:
+                state.last_pull_dir = folder
+                self.ports.work("pull", lambda: self._pull(folder), group="pull",
+                                label="pulling the weights")
+
+        self.ports.ask(PullDialog(state.run_name, " and ".join(files),
+                                  state.last_pull_dir or DEFAULT_PULL_DIR, where), answered)
+
+    def present(self) -> dict[str, int]:
+        """The watched run's weight files as last streamed (name -> bytes)."""
+        streamed = self.ports.state.weight_files.get("weights") or ()
+        return {f.name: f.size for f in streamed}
+
+    def _pull(self, folder: str) -> None:
         """Pull best.pt and last.pt (verified by sha256) into
-        ./weights/<host>/<the run's path on the box>/weights/, with progress in the
-        status row."""
+        FOLDER/<host>/<project folder>/<run>/, with progress in the status row."""
         state, post = self.ports.state, self.ports.post
         transport, run_dir = state.need_transport(), state.need_run()
-        dest = os.path.join(os.getcwd(), "weights")
+        dest = os.path.expanduser(folder)
 
         def progress(_name: str, done: int, total: int) -> None:
             post(Transferred("pull", done, total))
 
         started = time.monotonic()
-        pulled = pull_weights(transport, run_dir, dest, progress=progress)
+        pulled = pull_weights(transport, run_dir, dest, progress=progress, short=True)
         seconds = max(time.monotonic() - started, 1e-3)
         size = sum(p.size for p in pulled)
         names = ", ".join(f"{p.name} ({p.size / 1e6:.1f} MB)" for p in pulled)

@@ -27,10 +27,10 @@ FIELDS: tuple[tuple[str, str, str], ...] = (
     ("data", "data *", "path to data.yaml on the box (required)"),
     ("name", "name *", "run name: a directory in the project"),
     ("model", "model", "n, s, m… or a .pt path"),
-    ("epochs", "epochs", "30"),
-    ("batch", "batch", "16, or -1 for auto"),
-    ("imgsz", "imgsz", "640"),
-    ("device", "device", "cpu, 0 or 0,1 (empty: auto)"),
+    ("epochs", "epochs", "a whole number (empty: the engine's default)"),
+    ("batch", "batch", "images a step, or -1: the most that fits (empty: the default)"),
+    ("imgsz", "imgsz", "pixels, a multiple of 32 (empty: the engine's default)"),
+    ("device", "device", "cpu, 0 or 0,1 (empty: the first GPU, else the CPU)"),
     ("save_period", "save_period", "snapshot every N epochs (empty: off)"),
     ("hub", "Hub repo", "ORG/NAME: push best.pt at milestones (empty: off)"),
     ("extra", "more args", "other key=value arguments, e.g. workers=4 lr0=0.001"),
@@ -81,16 +81,20 @@ class FormHooks:
     """What the form asks of the box. ``preview`` returns the exact command (or raises
     ValueError); ``field_note(key, values)`` is an inline problem with one field ("" when
     fine; a note starting with "⚠" warns without blocking); ``data_changed`` asks for the
-    dataset doctor again; ``submit`` launches or profiles; ``clone``/``resume`` give the
-    values of the selected run (``None`` when there is none)."""
+    dataset doctor again; ``submit`` launches or profiles; ``settings_changed`` says that
+    another field changed (the estimate may need measuring again); ``clone``/``resume``
+    give the values of the selected run (``None`` when there is none); ``not_resumable``
+    says why the selected run cannot be resumed ("" when it can: ctrl+r is offered)."""
 
     preview: Callable[[LaunchRequest], str]
     submit: Callable[[LaunchRequest], None]
     field_note: Callable[[str, dict[str, str]], str] = lambda _k, _v: ""
     data_changed: Callable[[str], None] = lambda _data: None
+    settings_changed: Callable[[], None] = lambda: None
     clone: Callable[[], dict[str, str] | None] = lambda: None
     resume: Callable[[], dict[str, str] | None] = lambda: None
     selected: str = ""
+    not_resumable: Callable[[], str] = lambda: ""
 
 
 class LaunchForm(Dialog[LaunchRequest | None]):
@@ -132,6 +136,9 @@ class LaunchForm(Dialog[LaunchRequest | None]):
         #: The last time estimate (shown above the buttons).
         self.estimate = Text()
         self._touched: set[str] = set()
+        #: Fields the box changed after the form was shown: key -> why (marked until
+        #: the user types in them).
+        self.changed: dict[str, str] = {}
         #: Whether the box cannot download pretrained weights (``None``: not known yet):
         #: a LibreYOLO run is then offered ``pretrained=False``.
         self.offline: bool | None = None
@@ -147,8 +154,9 @@ class LaunchForm(Dialog[LaunchRequest | None]):
         above the buttons for the estimate or an error."""
         hint = "ctrl+s launch · Tab next field · Esc cancel"
         if self.hooks.selected:
-            hint += (f" · ctrl+o clone {self.hooks.selected} · ctrl+r resume "
-                     f"{self.hooks.selected}")
+            hint += f" · ctrl+o clone {self.hooks.selected}"
+            if not self.hooks.not_resumable():
+                hint += f" · ctrl+r resume {self.hooks.selected}"
         yield Static(safe(hint, 200), id="hint")
         with VerticalScroll(id="form-body"):
             with Horizontal(classes="row"):
@@ -200,16 +208,22 @@ class LaunchForm(Dialog[LaunchRequest | None]):
         self.call_after_refresh(method, *args)
         return True
 
-    def set_values(self, values: dict[str, str], only_untouched: bool = False) -> None:
-        """Fill fields (the ones the user has not typed in, with ``only_untouched``)."""
-        if self._later(self.set_values, values, only_untouched):
+    def set_values(self, values: dict[str, str], only_untouched: bool = False,
+                   why: str = "") -> None:
+        """Fill fields (the ones the user has not typed in, with ``only_untouched``);
+        with ``why``, a field whose value this changes is marked (``why`` and its old
+        value under it), so that no default changes unseen."""
+        if self._later(self.set_values, values, only_untouched, why):
             return
         for key, value in values.items():
             if only_untouched and key in self._touched:
                 continue
             box = self.query(f"#f-{key}")
             if box:
-                box.first(Input).value = value
+                field_ = box.first(Input)
+                if why and field_.value != value:
+                    self.changed[key] = f"⚠ {why} (was {field_.value or 'empty'})"
+                field_.value = value
         self.refresh_form()
 
     # ------------------------------------------------------------------ checking
@@ -219,15 +233,18 @@ class LaunchForm(Dialog[LaunchRequest | None]):
         returns the command when launching is allowed."""
         values = self.values()
         blockers = []
+        asked = {**values, "engine": str(self.query_one("#engine", Select).value)}
         for key, _, _ in FIELDS:
             note = "" if key in REQUIRED and not values[key] else \
-                self.hooks.field_note(key, values)
+                self.hooks.field_note(key, asked)
             if key in REQUIRED and not values[key]:
                 note = f"✖ {key} is required"
             elif key == "data" and self.doctor_blocks:
                 note = f"✖ {self.doctor_blocks.removeprefix('data: ')}"
             elif key == "data" and self.data_note:
                 note = self.data_note
+            if not note and key in self.changed:
+                note = self.changed[key]
             self._show_note(key, note)
             if note and not note.startswith(("⚠", "✔")):
                 blockers.append(note.lstrip("✖ ").split(":")[0])
@@ -256,15 +273,19 @@ class LaunchForm(Dialog[LaunchRequest | None]):
         key = (event.input.id or "").removeprefix("f-")
         if event.input.has_focus:
             self._touched.add(key)
+            self.changed.pop(key, None)
             if self.query_one("#form-status", Static).has_class("-error") and not self.busy:
                 self._status(self.estimate)  # an edit answers the last refusal
         if key == "data":
             self.doctor_blocks = self.data_note = ""
             self.hooks.data_changed(event.value.strip())
         self.refresh_form()
+        if key != "data":
+            self.hooks.settings_changed()
 
     def on_select_changed(self, _event: Select.Changed) -> None:
-        """Switch the fields to the engine's defaults, then show the command."""
+        """Switch the fields to the engine's defaults, then show the command (and
+        estimate again)."""
         engine = str(self.query_one("#engine", Select).value)
         fields = ENGINE_FIELDS.get(engine, ENGINE_FIELDS["trainer"])
         model = self.query_one("#f-model", Input)
@@ -274,6 +295,7 @@ class LaunchForm(Dialog[LaunchRequest | None]):
         self.query_one("#f-hub", Input).placeholder = fields["hub_hint"]
         self.offer_pretrained()
         self.refresh_form()
+        self.hooks.settings_changed()
 
     def offer_pretrained(self) -> None:
         """For LibreYOLO on a box that cannot download, put ``pretrained=False`` into
@@ -344,6 +366,10 @@ class LaunchForm(Dialog[LaunchRequest | None]):
 
     def action_fill(self, how: str) -> None:
         """ctrl+o / ctrl+r: take the selected run's settings (to clone or resume it)."""
+        why = self.hooks.not_resumable() if how == "resume" and self.hooks.selected else ""
+        if why:
+            self.show_error(f"cannot resume {self.hooks.selected}: {why}")
+            return
         values = self.hooks.clone() if how == "clone" else self.hooks.resume()
         if values is None:
             self.show_error("no run selected to take the settings from")

@@ -1,5 +1,7 @@
-"""The profiler's verdict card: what bounds the step, what to change, whether a faster
-GPU would help, and what an epoch costs."""
+"""The profiler's verdict: in a few sentences for a notification (``profile_summary``:
+the result of a profile arrives a minute later, and must not take a key press), and the
+whole card (``ProfileCard``, on request): what bounds the step, what to change, whether a
+faster GPU would help, and what an epoch costs."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from textual.widgets import Static
 
 from remote import fields
 from remote.billing import money
+from trainer.text import clean_text, format_duration
 from tui.dialogs.base import Dialog
 from tui.fmt import safe
 
@@ -68,13 +71,47 @@ def profile_text(report: dict[str, Any]) -> Text:
         text.append("\n")
         text.append_text(safe(f"epoch: {fields.text(cost.get('epoch_images'))} images, "
                               f"{seconds:.0f} s of training steps", 200))
+        val = fields.num(cost.get("val_seconds"))
+        if val is not None:
+            text.append(f" + {val:.0f} s of validation")
         per_epoch = fields.num(cost.get("cost_per_epoch"))
         if per_epoch is not None:
             text.append(f", {money(per_epoch)} per epoch, "
                         f"{money(fields.num(cost.get('cost_per_100_epochs')))} per 100 epochs",
                         style="bold")
-        text.append(" (validation not included)", style="dim")
+        text.append(" (validation not included)" if val is None else
+                    " (the money: training steps)" if per_epoch is not None else "",
+                    style="dim")
     return text
+
+
+def profile_summary(report: dict[str, Any], run: str = "") -> str:
+    """The profile's verdict in a few sentences, for a notification and the events
+    history: what bounds the step, whether a faster GPU would help, the first lever, and
+    the time (and money) of an epoch."""
+    verdict = fields.text(report.get("verdict"), "unknown")
+    why = fields.text(report.get("why"), "")
+    words = [f"profile{' of ' + run if run else ''}: {verdict.upper()}"
+             + (f", {why}" if why else "")]
+    first = next(iter(fields.objs(report.get("verdicts"))), None)
+    if first is not None:
+        faster = fields.text(first.get("faster_gpu"), "")
+        if faster:
+            words.append(f"faster GPU? {faster}")
+        levers = fields.texts(first.get("levers"))
+        if levers:
+            words.append(f"lever: {levers[0]}")
+    cost = fields.obj(report.get("cost"))
+    seconds = fields.num(cost.get("epoch_total_seconds"))
+    if seconds is None:
+        seconds = fields.num(cost.get("epoch_seconds"))
+    if seconds is not None:
+        epoch = f"an epoch ~{format_duration(seconds)}"
+        per_epoch = fields.num(cost.get("cost_per_epoch"))
+        if per_epoch is not None:
+            epoch += f", {money(per_epoch)} of training steps"
+        words.append(epoch)
+    return clean_text(". ".join(w.rstrip(".") for w in words) + ".")
 
 
 class ProfileCard(Dialog[None]):

@@ -18,23 +18,33 @@ INTRO = (
 
 
 class HelpScreen(Reader):
-    """Lists the app's key bindings (Escape, q or ? closes)."""
+    """Lists the app's keys pane by pane (Escape, q or ? closes). ``sections``: (title,
+    [(keys, what they do)])."""
 
-    DEFAULT_CSS = "HelpScreen > Vertical { width: 90; max-width: 95%; padding: 1 2; }"
+    DEFAULT_CSS = "HelpScreen > Vertical { width: 100; max-width: 95%; padding: 1 2; }"
     BINDINGS = [Binding("escape,q,question_mark,f1", "app.pop_screen", "Close")]
 
-    def __init__(self, keys: list[tuple[str, str]]) -> None:
-        super().__init__("Help")
-        self.keys = keys
+    def __init__(self, sections: list[tuple[str, list[tuple[str, str]]]]) -> None:
+        super().__init__("Help (j/k, space/b, g/G scroll; Esc closes)")
+        self.sections = sections
+
+    @property
+    def keys(self) -> list[tuple[str, str]]:
+        """Every (keys, what they do), all sections together."""
+        return [pair for _title, pairs in self.sections for pair in pairs]
+
+    def section(self, title: str) -> dict[str, str]:
+        """The keys of the section whose title starts with ``title``."""
+        return next(dict(pairs) for name, pairs in self.sections if name.startswith(title))
 
     def compose_body(self) -> ComposeResult:
-        """The intro and a table of keys."""
-        table = Table(box=None, show_header=True, header_style="bold")
-        table.add_column("key")
-        table.add_column("action")
-        for key, desc in self.keys:
-            table.add_row(Text(key, style="bold cyan"), Text(desc))
-        yield Static(Text(INTRO + "\n"))
-        yield Static(table)
-        yield Static(Text("\nctrl+p opens the command palette with every action.",
-                          style="dim"))
+        """The intro and one table of keys per pane."""
+        yield Static(Text(INTRO))
+        for title, pairs in self.sections:
+            table = Table(box=None, show_header=False, padding=(0, 2, 0, 0))
+            table.add_column("key", min_width=18)
+            table.add_column("action")
+            for key, desc in pairs:
+                table.add_row(Text(key, style="bold cyan"), Text(desc))
+            yield Static(Text(f"\n{title}", style="bold underline"))
+            yield Static(table)

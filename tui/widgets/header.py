@@ -30,6 +30,14 @@ HEALTH_STYLES = {
 }
 
 
+def unrepeated(reason: str, verdict: str) -> str:
+    """``reason`` without the verdict its badge already says ("stopped after 3/9
+    epochs" after "■ stopped" reads "after 3/9 epochs"; "failed to start: …" stays)."""
+    if reason.lower().startswith((f"{verdict} after ", f"{verdict} at ")):
+        return reason[len(verdict) + 1:]
+    return reason
+
+
 def health_badge(verdict: str) -> Text:
     """The coloured badge for a health verdict (unknown verdicts shown as they are)."""
     label, style = HEALTH_STYLES.get(verdict, (verdict, "bold"))
@@ -47,6 +55,7 @@ class RunHeader(Vertical):
     RunHeader Horizontal { height: 1; }
     RunHeader #epoch { width: auto; padding-right: 1; }
     RunHeader ProgressBar { width: 34; }
+    RunHeader ProgressBar Bar { width: 28; }
     RunHeader #times { width: 1fr; padding-left: 1; }
     """
 
@@ -144,9 +153,10 @@ class RunHeader(Vertical):
         ev = self._event
         if ev is not None:
             ident.append("  ")
-            state = ev.read.get("state") or "?"
-            ident.append_text(safe(f"state {state}", 40))
-            ident.append(" ")
+            state = ev.read.get("state")
+            if state and state != ev.health.verdict:  # e.g. state running, pid gone
+                ident.append_text(safe(f"state {state}", 40))
+                ident.append(" ")
             if self._stale:  # the verdict is as old as the data: say so, not "live"
                 ident.append(" ◌ no link ", style="bold white on dark_orange")
                 ident.append_text(safe(f" {self._stale} (was {ev.health.verdict})", 80,
@@ -155,7 +165,7 @@ class RunHeader(Vertical):
                 ident.append_text(health_badge(ev.health.verdict))
                 ident.append(" ")
                 reason = advance_ages(ev.health.reason, self._clock() - ev.received_at)
-                ident.append_text(safe(reason, 120, "dim"))
+                ident.append_text(safe(unrepeated(reason, ev.health.verdict), 120, "dim"))
         ident.append("  ")
         gpus = ", ".join(self._gpus) if self._gpus else "no GPU reported"
         ident.append_text(safe(gpus, 80, "dim"))

@@ -38,11 +38,12 @@ class RunsList(OptionList):
         Binding("G", "last", "last", show=False),
     ]
     #: The list's keys, for the help screen and the footer.
-    KEYS = (("j / k, ↓ / ↑", "Runs list (Tab to it): next / previous run"),
-            ("g / G", "Runs list: first / last run"),
-            ("Enter", "Runs list: watch the highlighted run"),
-            ("/", "Runs list: filter by name or state as you type (Enter keeps it)"),
-            ("Esc", "Runs list: clear the filter, else back to the log"))
+    KEYS = (("j / k, ↓ / ↑", "Next / previous run"),
+            ("g / G", "First / last run"),
+            ("Enter", "Watch the highlighted run"),
+            ("/", "Filter by name or state as you type (Enter keeps it)"),
+            ("Esc", "Clear the filter, else back to the log"),
+            ("other letters", "Nothing: typing in the list never fires the app's keys"))
 
     class Chosen(Message):
         """The user picked a run to watch."""

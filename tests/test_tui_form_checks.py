@@ -1,0 +1,114 @@
+"""The launch form checks every field it sends (issue 30 item 4): numbers, ranges and
+choices by the trainer's own rules (``trainer.trainargs``), inline, before Launch is
+enabled; a default the box changes after the form is shown is marked; a cleared field's
+placeholder never reads as a value."""
+
+from __future__ import annotations
+
+import pytest
+from textual.widgets import Button, Input
+
+from remote.runs import check_arg
+from tests.fixtures.screen import flat, screen_text, until_shown
+from tests.test_tui_app import (  # noqa: F401 (quiet_env: autouse fixture)
+    connected,
+    local_app,
+    quiet_env,
+    shown,
+    until,
+)
+from trainer import engines, trainargs
+from trainer.detector.model import FAMILY, SIZES
+from trainer.engine.plan import UsageError, parse_args
+from tui.dialogs.launch import FIELDS, LaunchForm
+
+pytestmark = pytest.mark.anyio
+
+#: (field, value the trainer refuses, words of the reason shown under it).
+REFUSED = [
+    ("epochs", "abc4", "not a number"),
+    ("epochs", "0", "must be at least 1"),
+    ("batch", "0", "or -1 for the largest that fits"),
+    ("imgsz", "100", "multiple of 32"),
+    ("device", "gpu0", "use cpu, 0, 0,1 or cuda:0"),
+    ("save_period", "x", "not a number"),
+    ("model", "huge", "use n, s, m"),
+    ("extra", "workers=abc", "more args: workers=abc: not a number"),
+    ("extra", "wrokers=2", "unknown argument 'wrokers'"),
+    ("name", "a/b", "must be a plain folder name"),
+]
+
+
+def test_the_form_checks_with_the_trainers_own_rules() -> None:
+    assert set(trainargs.MODEL_SIZES) == set(SIZES) and trainargs.MODEL_FAMILY == FAMILY
+    assert engines.OUR_FAMILY == FAMILY  # how a reader tells our runs from LibreYOLO's
+    for key, value, _why in REFUSED:
+        if key in ("extra", "model", "device"):
+            continue
+        assert check_arg("trainer", key, value)
+        with pytest.raises(UsageError):  # train refuses what the form refuses
+            parse_args([f"{key}={value}"])
+    for key, value in (("epochs", "3"), ("batch", "-1"), ("imgsz", "96"), ("device", "0,1"),
+                       ("device", ""), ("model", "gpdet-s"), ("model", "runs/x/best.pt"),
+                       ("save_period", "5"), ("workers", "0")):
+        assert check_arg("trainer", key, value) == "", (key, value)
+    # Another engine: the numbers every engine reads alike, its own keys left to it.
+    assert check_arg("libreyolo", "epochs", "0")
+    assert check_arg("libreyolo", "imgsz", "abc")
+    assert check_arg("libreyolo", "model", "yolox-n") == ""
+    assert check_arg("libreyolo", "pretrained", "False") == ""
+
+
+def test_a_cleared_fields_placeholder_never_reads_as_a_value() -> None:
+    for key, _label, placeholder in FIELDS:
+        assert not any(word.strip(",.()").isdigit() and len(placeholder.split()) < 3
+                       for word in placeholder.split()), key
+    hints = {key: placeholder for key, _label, placeholder in FIELDS}
+    for key in ("epochs", "batch", "imgsz", "device"):
+        assert "empty:" in hints[key], key
+
+
+async def test_every_field_is_checked_inline_before_launch(run_factory, shapes_data):
+    run = run_factory("exp1", done=2, total=5, state="completed")
+    app = local_app(run.parent)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await connected(app, pilot)
+        await pilot.press("l")
+        await until(pilot, lambda: shown(app, LaunchForm) and app.focused is not None)
+        form = app.screen
+        launch = form.query_one("#launch", Button)
+        form.query_one("#f-data", Input).value = str(shapes_data)
+        await until_shown(pilot, "✔ the dataset doctor found no errors", timeout=120)
+        await until(pilot, lambda: not launch.disabled)
+        for key, value, why in REFUSED:
+            field = form.query_one(f"#f-{key}", Input)
+            good = field.value
+            field.value = value
+            await until(pilot, lambda: launch.disabled)
+            note = str(form.query_one(f"#note-{key}").render())
+            assert why in flat(note), (key, value, note)
+            await pilot.press("ctrl+s")  # refused, and the form says why
+            await until_shown(pilot, "cannot launch yet:")
+            field.value = good
+            await until(pilot, lambda: not launch.disabled)
+        await pilot.press("escape")
+
+
+async def test_a_default_the_box_changes_is_marked_until_typed_in(run_factory):
+    run = run_factory("exp1", done=2, total=5, state="completed")
+    app = local_app(run.parent)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await connected(app, pilot)
+        await pilot.press("l")
+        await until(pilot, lambda: shown(app, LaunchForm) and app.focused is not None)
+        form = app.screen
+        imgsz = form.query_one("#f-imgsz", Input)
+        before = imgsz.value
+        # What the box view does when the checks find no GPU after the form was shown.
+        form.set_values({"imgsz": "160" if before != "160" else "96"}, only_untouched=True,
+                        why="set for this box: it has no GPU")
+        await until_shown(pilot, "set for this box: it has no GPU (was " + before)
+        imgsz.focus()
+        await pilot.press("backspace")
+        await until(pilot, lambda: "it has no GPU" not in screen_text(app))
+        await pilot.press("escape")
