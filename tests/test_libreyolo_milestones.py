@@ -1,22 +1,39 @@
 """The push watcher's milestones for a LibreYOLO run (``trainer.hub.autopush``) and
 ``trainer restore`` of such a run (``trainer.hub.restore``): ``last.pt`` goes with the
 history only when it is the status's epoch's, and a restored history ends at the
-milestone's epoch (LibreYOLO appends to what it finds). Hub stand-in; files as the
+milestone's epoch (LibreYOLO appends to what it finds). Hub stand-in (talked to from
+child processes, as the box does: huggingface_hub reads its endpoint once); files as the
 stand-in engine writes them."""
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.fixtures.fake_libreyolo import torch_save
-from tests.fixtures.hub_standin import VALID_TOKEN, HubStandin
+from tests.fixtures.hub_standin import VALID_TOKEN, HubStandin, hub_env
 from trainer import runfiles
-from trainer.hub.autopush import RunWatch, push_milestone
-from trainer.hub.restore import restore_run
+from trainer.hub.autopush import RunWatch
+
+MILESTONE = ("import json, sys; from pathlib import Path; "
+             "from trainer.hub.autopush import push_milestone; "
+             "print(json.dumps(push_milestone(Path(sys.argv[1]), 'org/ly', sys.stdin.read(), "
+             "None)))")
+
+
+def milestone(run: Path, hub: HubStandin) -> dict[str, Any] | None:
+    """``push_milestone`` of ``run`` to ``org/ly``, in a child process (as the watcher)."""
+    done = subprocess.run([sys.executable, "-c", MILESTONE, str(run)], input=VALID_TOKEN,
+                          capture_output=True, text=True, timeout=60,
+                          env=hub_env(hub, run.parent / "hf"))
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
 
 
 def write_epoch(run: Path, epoch: int, total: int = 10, pid: int | None = None) -> None:
@@ -30,14 +47,9 @@ def write_epoch(run: Path, epoch: int, total: int = 10, pid: int | None = None) 
         "total_epochs": total, "start_epoch": 1, "completed_epochs": epoch})
 
 
-@pytest.fixture
-def hub_env(hub_standin: HubStandin, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-            ) -> HubStandin:
-    monkeypatch.setenv("HF_ENDPOINT", hub_standin.url)
-    monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+@pytest.fixture(autouse=True)
+def box_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GPURENT_CACHE_DIR", str(tmp_path / "cache"))
-    return hub_standin
 
 
 def test_milestones_fall_due_every_period_from_where_the_run_started(tmp_path: Path) -> None:
@@ -64,7 +76,7 @@ def test_milestones_fall_due_every_period_from_where_the_run_started(tmp_path: P
 
 
 def test_a_last_pt_newer_than_the_status_is_not_pushed(tmp_path: Path,
-                                                       hub_env: HubStandin) -> None:
+                                                       hub_standin: HubStandin) -> None:
     run = tmp_path / "ly"
     run.mkdir()
     (run / "train_config.yaml").write_text("epochs: 10\n")
@@ -74,18 +86,18 @@ def test_a_last_pt_newer_than_the_status_is_not_pushed(tmp_path: Path,
     status = (run / runfiles.STATUS_FILE).stat()
     torch_save({"epoch": 2}, run / "weights" / "last.pt", 0)
     os.utime(run / "weights" / "last.pt", ns=(status.st_atime_ns, status.st_mtime_ns + 10**6))
-    assert push_milestone(run, "org/ly", VALID_TOKEN, None) is None
-    assert not hub_env.routes("commit")
+    assert milestone(run, hub_standin) is None
+    assert not hub_standin.routes("commit")
     write_epoch(run, 3)
-    result = push_milestone(run, "org/ly", VALID_TOKEN, None)
+    result = milestone(run, hub_standin)
     assert result is not None
     assert {e["file"] for e in result["files"]} == {"last.pt", "status.json", "metrics.jsonl",
                                                     "train_config.yaml"}
-    assert json.loads(hub_env.read("org/ly", "status.json"))["completed_epochs"] == 3
+    assert json.loads(hub_standin.read("org/ly", "status.json"))["completed_epochs"] == 3
 
 
 def test_restore_ends_a_libreyolo_history_at_the_milestone(tmp_path: Path,
-                                                            hub_env: HubStandin) -> None:
+                                                            hub_standin: HubStandin) -> None:
     old = tmp_path / "old"
     old.mkdir()
     (old / "train_config.yaml").write_text("epochs: 10\n")
@@ -94,12 +106,17 @@ def test_restore_ends_a_libreyolo_history_at_the_milestone(tmp_path: Path,
     for name, path in (("last.pt", old / "weights" / "last.pt"),
                        ("status.json", old / runfiles.STATUS_FILE),
                        ("train_config.yaml", old / "train_config.yaml")):
-        hub_env.add_file("org/ly", name, path.read_bytes(), kind="model")
+        hub_standin.add_file("org/ly", name, path.read_bytes(), kind="model")
     # A history a row longer than the milestone (pushed with a later best, say).
     rows = (old / runfiles.METRICS_FILE).read_bytes() + b'{"epoch": 4}\n'
-    hub_env.add_file("org/ly", "metrics.jsonl", rows, kind="model")
+    hub_standin.add_file("org/ly", "metrics.jsonl", rows, kind="model")
     new = tmp_path / "new" / "ly"
-    report = restore_run("org/ly", new, token=VALID_TOKEN)
+    done = subprocess.run([sys.executable, "-m", "trainer", "restore", "org/ly", "--run-dir",
+                           str(new), "--token-stdin", "--json"], input=VALID_TOKEN,
+                          capture_output=True, text=True, timeout=60,
+                          env=hub_env(hub_standin, tmp_path / "hf"))
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
     assert report["engine"] == "libreyolo" and report["epoch"] == 3
     assert [json.loads(line)["epoch"] for line in
             (new / runfiles.METRICS_FILE).read_text().splitlines()] == [1, 2, 3]

@@ -3,7 +3,7 @@
 or destroys it only when the weights are safe (``teardown``), starting it again to
 resume a run (``resume``); every instance of every account (``accounts``, ``fleet``),
 idle ones priced (``idle``), leases (``leases``) and the off-box ``watchdog``; what the
-user wants running (``intents``)."""
+user wants running (``intents``) and a run moved to another box (``move``)."""
 
 from trainer._exports import lazy_exports
 
@@ -25,4 +25,5 @@ __all__, __getattr__ = lazy_exports(__name__, {
                "set_lease", "write_on_box"],
     "watchdog": ["Decision", "Rules", "watch_once"],
     "intents": ["RunIntent", "set_guard", "want_running"],
+    "move": ["Moving", "move_run"],
 })
