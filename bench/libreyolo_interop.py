@@ -7,7 +7,9 @@ The "box" is an sshd on 127.0.0.1 (``tests.fixtures.sshd``) whose sessions have 
 LibreYOLO venv first on PATH (its python is the box's ``python3``, the one gpurent
 bootstraps) and the Hub stand-in (``tests.fixtures.hub_standin``, not the Hub) as
 ``HF_ENDPOINT``. The laptop is this checkout's ``gpurent`` and ``Watcher``. Steps, each
-checked: launch -> watch -> push -> stop -> resume -> complete, then LibreYOLO's own
+checked: launch -> watch -> push -> stop -> resume -> complete; a run taken away from
+box A at a milestone resumed on box B (a second sshd) from the Hub by ``gpurent resume
+ORG/REPO:NAME --on``; then LibreYOLO's own
 ``libreyolo monitor`` on runs of our trainer, and the test stand-in
 (``tests.fixtures.fake_libreyolo``) against what the real one wrote. Prints one line per
 check and a Markdown summary; exit 0 when every check passed.
@@ -220,6 +222,94 @@ def _interop(server: SSHServer, work: Path, data: Path, hub: HubStandin) -> None
                             Path(run_dir, "metrics.jsonl").read_text().splitlines()})})))
 
 
+def elsewhere(venv: Path, work: Path, hub: HubStandin) -> None:
+    """A run on box A pushes at milestones; A is taken away (its processes SIGKILLed, its
+    sshd stopped); ``gpurent resume org/ly2:ly2 --on B`` continues it on box B."""
+    servers = [make_server(work / f"sshd-{n}", box_path=[
+        str(venv / "bin"), str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin",
+        "/bin"], env={"HF_ENDPOINT": hub.url, "HF_HUB_DISABLE_XET": "1",
+                      "HF_HOME": str(work / f"hf-{n}"), "OMP_NUM_THREADS": "1"})
+        for n in ("a", "b")]
+    try:
+        _elsewhere(servers[0], servers[1], work, work / "shapes" / "data.yaml", hub)
+    finally:
+        for server in servers:
+            server.sshd.stop()
+
+
+def hub_epoch(hub: HubStandin, repo: str) -> int:
+    """The epoch of the Hub's newest status.json (0 before any)."""
+    try:
+        return int(json.loads(hub.read(repo, "status.json"))["completed_epochs"])
+    except (KeyError, ValueError, TypeError):
+        return 0
+
+
+def _elsewhere(a: SSHServer, b: SSHServer, work: Path, data: Path, hub: HubStandin) -> None:
+    env = laptop_env(work / "elsewhere", a)
+    with open(Path(env["HOME"]) / ".ssh" / "config", "a") as fh:
+        fh.write(f"Host box-b\n  HostName {b.host}\n  Port {b.port}\n  User {b.user}\n"
+                 f"  IdentityFile {b.key_path}\n  IdentitiesOnly yes\n"
+                 f"  UserKnownHostsFile {b.known_hosts}\n")
+    # A CPU epoch of this data set takes ~0.4 s: milestones far enough apart for the
+    # watcher's 2 s polls, and a kill between two of them.
+    epochs, period = 30, 10
+    run_a, run_b = Path(a.home, "runs", "ly2"), Path(b.home, "runs", "ly2")
+    rc, out, err = gpurent(env, "launch", "--engine", "libreyolo", f"box:{a.home}/runs",
+                           "name=ly2", f"epochs={epochs}", f"data={data}", "model=yolox-n",
+                           "pretrained=False", "imgsz=64", "batch=8", "workers=0",
+                           "device=cpu", "eval_interval=1", "hub=org/ly2",
+                           f"hub_period={period}", "--wait", "120", "--json")
+    if not check("elsewhere: launch on box A", rc == 0, "" if rc == 0 else err[-300:]):
+        return
+    pid = out["pid"]
+    began = time.monotonic()
+    pushed = until(lambda: hub_epoch(hub, "org/ly2") >= period
+                   and 0 < len(runfiles.read_metrics(run_a, 0).rows) - hub_epoch(hub, "org/ly2")
+                   < period, 900, 0.1)
+    rows_a = len(runfiles.read_metrics(run_a, 0).rows)
+    safe = hub_epoch(hub, "org/ly2")
+    names = sorted(hub.repo("org/ly2").files) if pushed else []
+    check("elsewhere: the watcher pushes last.pt and the history at a milestone",
+          bool(pushed) and "last.pt" in names and "train_config.yaml" in names,
+          f"Hub at epoch {safe} ({', '.join(names)}) "
+          f"{time.monotonic() - began:.0f}s after the launch" if pushed else "no milestone")
+    if not pushed:
+        return
+    os.environ[engines.CACHE_ENV] = f"{a.home}/.cache/gpurent"
+    from trainer.hub.autopush import live_watchers
+
+    for victim in (*live_watchers(run_a), pid):  # taken away: nothing of A goes on
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(victim, 9)
+    os.environ.pop(engines.CACHE_ENV)
+    a.sshd.stop()
+    done_a = len(runfiles.read_metrics(run_a, 0).rows)
+    check("elsewhere: box A taken away mid-run, lost work at most one milestone",
+          0 <= done_a - safe <= period and done_a < epochs,
+          f"A had {done_a} epochs (rows {rows_a} when the Hub held {safe}), the Hub {safe}: "
+          f"{done_a - safe} epoch(s) lost, milestone every {period}")
+    moved = time.monotonic()
+    rc, out, err = gpurent(env, "resume", "org/ly2:ly2", "--on", "box-b", "--project",
+                           f"{b.home}/runs", "--data", str(data), "--detach")
+    said = [line for line in str(out).splitlines() if "restored" in line or "training" in line]
+    check("elsewhere: gpurent resume --on box B restores and relaunches", rc == 0,
+          f"{time.monotonic() - moved:.1f}s; " + " / ".join(s.split("] ", 1)[-1] for s in said)
+          if rc == 0 else err[-300:])
+    if rc != 0:
+        return
+    done = until(lambda: runfiles.read_status(run_b).get("state") == "completed"
+                 and watchers_gone(b.home, str(run_b)), 900)
+    epochs_b = [r.get("epoch") for r in runfiles.read_metrics(run_b, 0).rows]
+    check("elsewhere: metrics on B hold epochs exactly 1..N", bool(done)
+          and epochs_b == list(range(1, epochs + 1)), f"{epochs_b}")
+    best = run_b / "weights" / "best.pt"
+    stored = hub.repo("org/ly2").files.get("best.pt")
+    check("elsewhere: the Hub's final best.pt is B's", best.is_file() and stored is not None
+          and stored.oid == sha256_file(best),
+          f"sha256 {sha256_file(best)[:16]}" if best.is_file() else "no best.pt on B")
+
+
 def monitor_reads_ours(venv: Path, work: Path) -> None:
     """LibreYOLO's ``libreyolo monitor`` server on runs of our trainer (one completed,
     one stopped by ``gpurent stop``)."""
@@ -301,6 +391,7 @@ def main() -> int:
         hub = HubStandin(work / "hub").start()
         try:
             interop(args.venv, work, hub)
+            elsewhere(args.venv, work, hub)
             monitor_reads_ours(args.venv, work)
             if any(n == "_real" for n, _, _ in RESULTS):
                 stand_in_matches(work)

@@ -27,8 +27,8 @@ from trainer.engine.device import (
     to_device,
 )
 from trainer.engine.plan import UsageError, parse_args
-from trainer.engine.rundir import RunDirError, choose_run_dir, trim_history
-from trainer.runfiles import RunWriter
+from trainer.engine.rundir import RunDirError, choose_run_dir
+from trainer.runfiles import RunWriter, trim_history
 
 ROOT = Path(__file__).resolve().parents[1]
 GPU_BF16 = DeviceCaps("cuda", 0, bf16=True, names=("H100",))

@@ -2,7 +2,8 @@
 ``address``), what it costs running, stopped or destroyed (``cost``), the gate that stops
 or destroys it only when the weights are safe (``teardown``), starting it again to
 resume a run (``resume``); every instance of every account (``accounts``, ``fleet``),
-idle ones priced (``idle``), leases (``leases``) and the off-box ``watchdog``."""
+idle ones priced (``idle``), leases (``leases``) and the off-box ``watchdog``; what the
+user wants running (``intents``) and a run moved to another box (``move``)."""
 
 from trainer._exports import lazy_exports
 
@@ -23,4 +24,6 @@ __all__, __getattr__ = lazy_exports(__name__, {
     "leases": ["Lease", "clear_lease", "give_lease", "lease_for", "leases", "parse_duration",
                "set_lease", "write_on_box"],
     "watchdog": ["Decision", "Rules", "watch_once"],
+    "intents": ["RunIntent", "set_guard", "want_running"],
+    "move": ["Moving", "move_run"],
 })

@@ -7,11 +7,14 @@ the new box is checked (``trainer preflight``), the dataset is found there or st
 from a Hub dataset tar (``trainer stage``), the last checkpoint and the history are put
 in place from the Hub (``trainer restore``, the token on stdin), and the run is launched
 with ``resume=True``, the same name and the same ``hub=``, so its pushes go on to the same
-repository. The trainer drops history rows after the checkpoint's epoch: the metrics
-continue with no gap and no duplicate. The money: the epochs the interruption cost, exact
-when this laptop saw the old box's run at its last epoch (the fleet's probe), else
-bounded by the milestone interval, at the old box's $/epoch (``--old-price``, else the
-price the fleet saw), and the new box's price against the old one's. The lease and the
+repository: our trainer, or ``libreyolo train`` with its push watcher when the Hub holds
+a LibreYOLO run (``train_config.yaml``; its resume takes the restored ``last.pt`` as
+``model=``). The history ends at the checkpoint's epoch (our trainer trims it, restore
+does for LibreYOLO): the metrics continue with no gap and no duplicate. The money: the
+epochs the interruption cost, exact when this laptop saw the old box's run at its last
+epoch (the fleet's probe), else bounded by the milestone interval, at the old box's
+$/epoch (``--old-price``, else the price the fleet saw), and the new box's price against
+the old one's. The lease and the
 guard the laptop knows of on the old box move to the new one (``remote.billing.carry``),
 or the step says what to arm.
 """
@@ -29,7 +32,7 @@ from remote.billing.interrupted import ENDED
 from remote.billing.resume import Resumed, ResumeFailed, Step, wait_for_takeover
 from remote.link.connector import Connector
 from remote.link.tools import ask_tool
-from remote.runs.launch import LaunchSpec
+from remote.runs.launch import make_spec
 from remote.runs.start import start_run
 from remote.transport.base import Transport
 from trainer.runfiles import milestone_period
@@ -157,10 +160,12 @@ def move_run(connector: Connector, moving: Moving, token: str, *, target: str = 
             moving = replace(moving, old_rate=old_rate)
         for line in money_lines(status, moving, seen):
             step(line)
-        spec = LaunchSpec("trainer", moving.project, moving.name,
-                          {"resume": "True", "data": data, "hub": moving.repo})
+        engine = "libreyolo" if report.get("engine") == "libreyolo" else "trainer"
+        spec = make_spec(engine, moving.project, moving.name,
+                         {"resume": "True", "data": data, "hub": moving.repo})
         started = start_run(transport, spec, stdin=secret, wait=0)
-        step(f"launched {run_dir} with resume=True (pid {started.result.pid})")
+        step(f"launched {run_dir} with resume=True (pid {started.result.pid}"
+             f"{', LibreYOLO, its push watcher beside it' if spec.push else ''})")
         fields = wait_for_takeover(transport, started.result.run_dir, started.result.pid,
                                    timeout=start_timeout)
         step(f"training again from epoch {fields.get('start_epoch', '?')} of "

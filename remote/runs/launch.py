@@ -76,6 +76,8 @@ class LaunchSpec:
     args: dict[str, str] = field(default_factory=dict)
     #: Hub repo the box-side push watcher sends the run's weights to (empty: none).
     push: str = ""
+    #: Epochs between the watcher's milestone pushes of ``last.pt`` (0: a tenth of the run).
+    push_period: int = 0
 
     @property
     def run_dir(self) -> str:
@@ -100,10 +102,16 @@ class LaunchSpec:
 
 def make_spec(engine: str, project: str, name: str, args: dict[str, str]) -> LaunchSpec:
     """The spec for ``key=value`` arguments as a person gives them: for an engine without
-    a ``hub=`` option (LibreYOLO) ``hub=REPO`` becomes the push watcher's repo."""
+    a ``hub=`` option (LibreYOLO) ``hub=REPO`` becomes the push watcher's repo and
+    ``hub_period=N`` its milestone period. Raises ``ValueError`` for a bad period."""
     args = dict(args)
-    push = args.pop("hub", "") if engine in engines.RENAMING else ""
-    return LaunchSpec(engine, project, name, args, push=push)
+    if engine not in engines.RENAMING:
+        return LaunchSpec(engine, project, name, args)
+    push, period = args.pop("hub", ""), args.pop("hub_period", "0")
+    if not period.isdigit():
+        raise ValueError(f"hub_period must be a whole number of epochs, not "
+                         f"{clean_text(period)!r}")
+    return LaunchSpec(engine, project, name, args, push=push, push_period=int(period))
 
 
 #: Arguments every engine reads as our trainer does (numbers of epochs and images, the
@@ -263,7 +271,10 @@ def watch_command(spec: LaunchSpec, transport: Transport, read_secret: bool) -> 
     log = shlex.quote(posixpath.relpath(engines.beside_path(spec.run_dir, "push.log"),
                                         spec.project))
     token = f'{SECRET_ENV}="${SECRET_ENV}" ' if read_secret else ""
-    push = trainer_command(transport, ["push", "--watch", spec.name, "--repo", spec.push])
+    words = ["push", "--watch", spec.name, "--repo", spec.push]
+    if spec.push_period:
+        words += ["--period", str(spec.push_period)]
+    push = trainer_command(transport, words)
     return f'{token}setsid nohup env {push} --pid "$p" > {log} 2>&1 < /dev/null & '
 
 

@@ -64,9 +64,9 @@ from trainer.engine.ema import ModelEMA
 from trainer.engine.optim import build_optimizer, cosine_schedule, warmup_iterations
 from trainer.engine.plan import Plan, milestone_period
 from trainer.engine.report import RunReport, close_log, error_message, open_log
-from trainer.engine.rundir import clear_history, trim_history
+from trainer.engine.rundir import clear_history
 from trainer.engine.stopping import GracefulStop
-from trainer.runfiles import WEIGHTS_DIR, RunWriter
+from trainer.runfiles import WEIGHTS_DIR, RunWriter, trim_history
 
 BEST_METRIC = "mAP50-95"
 GRAD_CLIP = 10.0

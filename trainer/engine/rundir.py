@@ -11,9 +11,6 @@ run, ``name2``, ``name3``... unless ``exist_ok``. Two rules of ours on top:
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import os
 from pathlib import Path
 
@@ -24,7 +21,6 @@ from trainer.runfiles import (
     STATUS_FILE,
     SUMMARY_FILE,
     WEIGHTS_DIR,
-    atomic_write_bytes,
     read_status,
 )
 
@@ -84,50 +80,3 @@ def clear_history(run_dir: Path) -> list[str]:
             path.unlink()
             removed.append(name)
     return removed
-
-
-def trim_history(run_dir: Path, last_epoch: int) -> int:
-    """Drop ``metrics.jsonl`` and ``results.csv`` rows after ``last_epoch`` (written after
-    the checkpoint a resume starts from), so the history has one row per epoch. Returns
-    the number of metrics rows dropped. Files are replaced atomically."""
-    dropped = 0
-    metrics = run_dir / METRICS_FILE
-    if metrics.exists():
-        kept = []
-        for line in metrics.read_bytes().splitlines(keepends=True):
-            epoch = _row_epoch(line)
-            if epoch is not None and epoch > last_epoch:
-                dropped += 1
-            elif line.endswith(b"\n"):  # a torn last line (crash mid-write) goes too
-                kept.append(line)
-        if dropped or sum(map(len, kept)) != metrics.stat().st_size:
-            atomic_write_bytes(metrics, b"".join(kept))
-    results = run_dir / RESULTS_FILE
-    if results.exists():
-        text = results.read_text(encoding="utf-8")
-        rows = list(csv.reader(io.StringIO(text)))
-        if rows:
-            header, body = rows[0], rows[1:]
-            col = header.index("epoch") if "epoch" in header else None
-            keep = [r for r in body if col is None or not _after(r, col, last_epoch)]
-            if len(keep) != len(body):
-                buf = io.StringIO()
-                csv.writer(buf, lineterminator="\n").writerows([header, *keep])
-                atomic_write_bytes(results, buf.getvalue().encode("utf-8"))
-    return dropped
-
-
-def _row_epoch(line: bytes) -> int | None:
-    try:
-        row = json.loads(line)
-    except ValueError:
-        return None
-    epoch = row.get("epoch") if isinstance(row, dict) else None
-    return epoch if isinstance(epoch, int) else None
-
-
-def _after(row: list[str], col: int, last_epoch: int) -> bool:
-    try:
-        return int(row[col]) > last_epoch
-    except (IndexError, ValueError):
-        return False

@@ -6,9 +6,16 @@ trainer pushes from inside with ``hub=``). It polls the run directory:
 
 - each new best (a ``metrics.jsonl`` row with ``is_best``: the engine wrote ``best.pt``
   before the row) pushes ``best.pt`` and ``results.csv``;
+- each milestone (every ``--period`` epochs; 0: ``runfiles.milestone_period`` of the
+  run's ``total_epochs``, as our trainer's ``hub_period``) pushes ``last.pt`` with the
+  history (``status.json``, ``metrics.jsonl``, ``results.csv``, ``train_config.yaml``)
+  and ``best.pt``, so that ``trainer restore`` can continue the run on another box. The
+  engine writes ``last.pt`` before the epoch's row and status: the snapshot is pushed only
+  when ``last.pt`` is older than ``status.json`` and neither moved while it was taken
+  (else ``last.pt`` may be a later epoch's than the history's: tried at the next poll);
 - when the run ends (a final state, or its pid gone) it pushes once more everything there
-  is (``best.pt``, ``last.pt``, ``summary.json``, ``results.csv``), leaving out a
-  checkpoint the stop cut short, then exits.
+  is (``best.pt``, ``last.pt``, ``summary.json``, ``results.csv``, the history), leaving
+  out a checkpoint the stop cut short, then exits.
 
 Each push goes through ``trainer.hub.push`` (a snapshot first, the same ``hub.json``
 ledger). A failed push is tried again at later polls. While the watcher lives,
@@ -36,6 +43,11 @@ from trainer.hub.ledger import LedgerError, latest_entry, read_ledger
 from trainer.hub.push import DEFAULT_FILES, consistent_snapshot, local_path, push_snapshot
 
 BEST_FILES = ("best.pt", "results.csv")
+#: LibreYOLO's resolved arguments: on the Hub it also says which engine wrote the run.
+CONFIG_FILE = engines.TRAIN_CONFIG_FILE
+MILESTONE_FILES = ("best.pt", "last.pt", "results.csv", runfiles.STATUS_FILE,
+                   runfiles.METRICS_FILE, CONFIG_FILE)
+FINAL_FILES = (*DEFAULT_FILES, CONFIG_FILE)
 #: Seconds between tries of a push that failed (doubling up to the cap).
 RETRY_FIRST, RETRY_CAP = 5.0, 120.0
 #: Final pushes tried before giving up once the run has ended.
@@ -87,12 +99,14 @@ class RunWatch:
     """The state of one watched run: where ``metrics.jsonl`` was read to, the newest best
     epoch seen and the one pushed."""
 
-    def __init__(self, run_dir: Path, pid: int | None) -> None:
+    def __init__(self, run_dir: Path, pid: int | None, period: int = 0) -> None:
         self.run_dir = run_dir
         self.pid = pid
+        self.period = period
         self.offset = 0
         self.best_seen: int | None = None
         self.best_pushed = pushed_best_epoch(run_dir)
+        self.milestone_pushed = pushed_epoch(run_dir, "last.pt")
 
     def poll_rows(self) -> None:
         """Read new rows; note the newest ``is_best`` epoch."""
@@ -124,6 +138,22 @@ class RunWatch:
             return f"pid {pid} is gone" + ("" if read.ok else " before it wrote its status")
         return None
 
+    def milestone_due(self) -> int | None:
+        """The completed epoch to push as a milestone, when one is due: the status (this
+        run's) passed a multiple of the period since the last ``last.pt`` pushed (or,
+        first, since the epoch the run started from)."""
+        read = self.status()
+        done, total = read.get("completed_epochs"), read.get("total_epochs")
+        if read.get("state") != "running" or not isinstance(done, int) \
+                or not isinstance(total, int) or done <= 0:
+            return None
+        base = self.milestone_pushed
+        if base is None:
+            start = read.get("start_epoch")
+            base = start - 1 if isinstance(start, int) and start > 0 else 0
+        period = runfiles.milestone_period(total, self.period)
+        return done if done // period > base // period else None
+
     @property
     def best_pending(self) -> bool:
         """Whether a best newer than the last pushed one is waiting."""
@@ -134,8 +164,13 @@ class RunWatch:
 def pushed_best_epoch(run_dir: Path) -> int | None:
     """The epoch of the newest ``best.pt`` in the ledger (a watcher started again does not
     push it twice)."""
+    return pushed_epoch(run_dir, "best.pt")
+
+
+def pushed_epoch(run_dir: Path, name: str) -> int | None:
+    """The epoch of the newest ``name`` in the ledger."""
     try:
-        entry = latest_entry(read_ledger(run_dir), "best.pt")
+        entry = latest_entry(read_ledger(run_dir), name)
     except LedgerError:
         return None
     epoch = None if entry is None else entry.get("epoch")
@@ -150,12 +185,39 @@ def push_files(run_dir: Path, repo: str, token: str, names: tuple[str, ...],
                              progress_bars=False)
 
 
+def stamps(run_dir: Path) -> tuple[int, int, int] | None:
+    """``status.json``'s mtime, ``last.pt``'s mtime and size (ns, bytes); ``None`` when
+    one is missing."""
+    try:
+        status = (run_dir / runfiles.STATUS_FILE).stat()
+        last = (run_dir / runfiles.WEIGHTS_DIR / "last.pt").stat()
+    except OSError:
+        return None
+    return status.st_mtime_ns, last.st_mtime_ns, last.st_size
+
+
+def push_milestone(run_dir: Path, repo: str, token: str, endpoint: str | None
+                   ) -> dict[str, Any] | None:
+    """Push ``last.pt`` with the history when ``last.pt`` belongs to the epoch of the
+    status (older than it, and neither moved while the snapshot was taken); ``None``
+    when it may not (an epoch is being saved: try again). Raises ``HubError``."""
+    before = stamps(run_dir)
+    if before is None or before[1] > before[0] or "last.pt" in torn_files(run_dir):
+        return None
+    names = tuple(n for n in MILESTONE_FILES if n not in torn_files(run_dir))
+    with consistent_snapshot(run_dir, names) as (snaps, info):
+        if stamps(run_dir) != before:
+            return None
+        return push_snapshot(run_dir, repo, token, snaps, info, endpoint=endpoint,
+                             progress_bars=False)
+
+
 def watch(run_dir: Path, repo: str, token: str, *, pid: int | None = None,
-          poll: float = 2.0, endpoint: str | None = None,
+          poll: float = 2.0, period: int = 0, endpoint: str | None = None,
           sleep: Callable[[float], None] = time.sleep) -> int:
     """Watch and push until the run ends and its final push is done; the exit code (0:
     the final push was made, 1: it failed or the run never started)."""
-    state = RunWatch(run_dir, pid)
+    state = RunWatch(run_dir, pid, period)
     retry_at, delay, final_tries = 0.0, RETRY_FIRST, 0
     log.info("watching %s, pushing to %s", run_dir, repo)
     while True:
@@ -167,8 +229,23 @@ def watch(run_dir: Path, repo: str, token: str, *, pid: int | None = None,
                 log.error("the run ended (%s): nothing to push", ended)
                 return 1
         now = time.monotonic()
+        milestone = state.milestone_due() if ended is None and now >= retry_at else None
+        if milestone is not None:
+            try:
+                result = push_milestone(run_dir, repo, token, endpoint)
+            except HubError as exc:
+                log.warning("milestone push failed: %s", exc)
+                retry_at, delay = now + delay, min(delay * 2, RETRY_CAP)
+            else:
+                if result is not None:
+                    log.info("milestone at epoch %d: pushed %s to %s at %s", milestone,
+                             ", ".join(e["file"] for e in result["files"]), repo,
+                             result["commit"][:12])
+                    state.milestone_pushed = milestone
+                    state.best_pushed = state.best_seen or state.best_pushed
+                    retry_at, delay = 0.0, RETRY_FIRST
         if now >= retry_at and (ended is not None or state.best_pending):
-            names = DEFAULT_FILES if ended is not None else BEST_FILES
+            names = FINAL_FILES if ended is not None else BEST_FILES
             names = tuple(n for n in names if n not in torn_files(run_dir))
             if ended is not None and not any(local_path(run_dir, n).is_file() for n in names):
                 log.info("the run ended (%s) with nothing to push", ended)
@@ -209,4 +286,5 @@ def main(args: Any, token: str) -> int:
         import_hub(progress_bars=False).utils.logging.set_verbosity_error()
     run_dir = Path(args.run_dir).absolute()
     with registered(run_dir):
-        return watch(run_dir, args.repo, token, pid=args.pid, poll=args.poll)
+        return watch(run_dir, args.repo, token, pid=args.pid, poll=args.poll,
+                     period=args.period)

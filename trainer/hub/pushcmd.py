@@ -33,12 +33,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="read the token from the first line of stdin")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--watch", action="store_true",
-                   help="stay: push best.pt at every new best and everything when the run "
-                   "ends, whatever engine writes it (trainer.hub.autopush); --files is ignored")
+                   help="stay: push best.pt at every new best, last.pt and the history at "
+                   "milestones and everything when the run ends, whatever engine writes "
+                   "it (trainer.hub.autopush); --files is ignored")
     p.add_argument("--pid", type=int, default=None,
                    help="with --watch: the run's pid, for a run that has no status.json yet")
     p.add_argument("--poll", type=float, default=2.0, help="with --watch: seconds between "
                    "looks at the run (default %(default)g)")
+    p.add_argument("--period", type=int, default=0, metavar="N",
+                   help="with --watch: push last.pt and the history every N epochs, so the "
+                   "run can resume on another box (default 0: a tenth of the run, at most "
+                   "10 epochs)")
     return p
 
 
@@ -55,6 +60,8 @@ def main(argv: list[str]) -> int:
     try:
         files = parse_files(args.files)
         check_repo_id(args.repo)
+        if args.period < 0:
+            raise ValueError("--period must be 0 (a tenth of the run) or more")
     except ValueError as exc:
         return fail(str(exc), 2)
     token = read_token(args.token_stdin)

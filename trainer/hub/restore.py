@@ -3,12 +3,16 @@ safe checkpoint and its history from the run's Hub repository into DIR, so that
 ``trainer train resume=True project=... name=...`` continues it on this box.
 
 All files are taken at one commit (the repository's head when asked): ``last.pt`` (it
-must be there: it holds the training state), ``best.pt``, ``metrics.jsonl`` and
-``results.csv``. Each checkpoint's sha256 is checked against the Hub's LFS ETag. Files
-land in a staging folder inside DIR and are moved into place only when all arrived.
+must be there: it holds the training state), ``best.pt``, ``metrics.jsonl``,
+``results.csv`` and, for a LibreYOLO run, ``train_config.yaml`` (the push watcher sends
+it; it is how the report tells the engine). Each checkpoint's sha256 is checked against
+the Hub's LFS ETag. Files land in a staging folder inside DIR and are moved into place
+only when all arrived.
 The Hub's ``status.json`` is read, never put in place: it names the old box's pid, which
 here could be any process; the resumed trainer writes its own. The trainer itself drops
-history rows after the checkpoint's epoch when it resumes.
+history rows after the checkpoint's epoch when it resumes; LibreYOLO appends to what is
+there, so for its runs the rows after the Hub status's epoch (the milestone the watcher
+pushed ``last.pt`` at) are dropped here.
 
 A DIR that already holds a run (status, metrics or weights) is refused. Standard
 library, plus huggingface_hub for the download.
@@ -26,7 +30,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from trainer import runfiles
+from trainer import engines, runfiles
 from trainer.hub.client import HubError, check_repo_id, describe_error, import_hub, read_token
 from trainer.hub.ledger import sha256_file
 from trainer.text import one_line
@@ -34,7 +38,8 @@ from trainer.text import one_line
 #: (name in the repository, place in the run directory, required)
 FILES = (("last.pt", "weights/last.pt", True), ("best.pt", "weights/best.pt", False),
          ("metrics.jsonl", runfiles.METRICS_FILE, False),
-         ("results.csv", runfiles.RESULTS_FILE, False))
+         ("results.csv", runfiles.RESULTS_FILE, False),
+         (engines.TRAIN_CONFIG_FILE, engines.TRAIN_CONFIG_FILE, False))
 #: Fields of the Hub's ``status.json`` the report passes on.
 STATUS_FIELDS = ("state", "completed_epochs", "total_epochs", "best_epoch", "best_metric",
                  "best_metric_name", "mean_epoch_seconds", "updated_at", "args", "host")
@@ -80,12 +85,17 @@ def restore_run(repo: str, run_dir: Path, *, token: str | None = None,
             dest = run_dir / place
             dest.parent.mkdir(parents=True, exist_ok=True)
             os.replace(path, dest)
-            files.append({"file": place, "sha256": sha256_file(dest),
-                          "size": dest.stat().st_size})
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+    engine = "libreyolo" if engines.TRAIN_CONFIG_FILE in present else "trainer"
+    epoch = status.get("completed_epochs")
+    if engine == "libreyolo" and isinstance(epoch, int):
+        runfiles.trim_history(run_dir, epoch)
+    for _path, place in placed:
+        dest = run_dir / place
+        files.append({"file": place, "sha256": sha256_file(dest), "size": dest.stat().st_size})
     return {"ok": True, "repo": repo, "commit": commit, "run_dir": str(run_dir.absolute()),
-            "epoch": status.get("completed_epochs"), "files": files,
+            "engine": engine, "epoch": epoch, "files": files,
             "status": {k: status.get(k) for k in STATUS_FIELDS if k in status}}
 
 

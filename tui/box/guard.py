@@ -13,8 +13,8 @@ from remote.billing import (
     can_stop,
     give_lease,
     notify_config,
-    parse_instance_target,
     resolve_base_url,
+    set_guard,
 )
 from remote.runs import acknowledge_alarm, arm_guard, disarm_guard
 from tui.box.ports import Done, Panes, Ports
@@ -99,10 +99,7 @@ class Guard:
 
     def _leased(self) -> str | None:
         """The instance a lease would be for (``vast:4242``): one the user named."""
-        spec = self.ports.state.spec
-        named = parse_instance_target(f"{spec.provider}:{spec.instance}") \
-            if spec.provider and spec.instance else None
-        return None if named is None else named.text
+        return self.ports.state.instance_target()
 
     def _set(self, answer: GuardAnswer | None) -> None:
         self.ports.work("set_guard", lambda: self._send(answer), group="guard",
@@ -131,5 +128,11 @@ class Guard:
             # The guard acts with the instance's own key; the account key stays here.
             guard = arm_guard(transport, run_dir, when, then, hours, name, spec.instance,
                               base_url=url, notify=urls, notify_format=fmt)
+        target = self._leased()
+        if target is not None:  # as `gpurent guard` does: to arm it again where the run moves
+            set_guard(target, None if answer is None else {
+                "when": answer[0], "then": answer[1], "max_hours": answer[2],
+                "send_account_key": False, "base_url": spec.provider_url, "poll": None,
+                "stall_minutes": None})
         self.ports.post(GuardRead(guard))
         self.ports.post(Done((guard.summary() if guard is not None else "guard: off") + leased))

@@ -14,6 +14,7 @@ from rich.text import Text
 from textual.message import Message
 
 from remote import fields
+from remote.billing import RunIntent, want_running
 from remote.runs import (
     BoxToolFailed,
     CannotStart,
@@ -374,10 +375,15 @@ class Launching:
         if probe is not None:
             cancel_probe(transport, probe)
         stdin = require_token().encode() if request.hub else None
+        spec = self.launch_spec(request)
         try:
-            started = start_run(transport, self.launch_spec(request), stdin=stdin)
+            started = start_run(transport, spec, stdin=stdin)
         except (CannotStart, RunIsLive) as exc:
             raise ActionRefused(str(exc)) from None
+        target = self.ports.state.instance_target()
+        if target is not None and not started.failed:  # a stop now is a surprise
+            want_running(target, RunIntent(request.name, spec.project,
+                                           request.hub or spec.push))
         self.ports.post(Launched(started, request))
 
     def launched(self, launched: Launched) -> str:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from remote.billing import parse_instance_target
 from remote.transport import Transport
 from remote.watch import StatusEvent
 from trainer.health import GOING
@@ -193,6 +194,14 @@ class BoxState:
         """Whether the box is a provider's instance that the app may ask about."""
         return bool(self.spec.provider and self.spec.provider != "manual"
                     and self.spec.instance)
+
+    def instance_target(self) -> str | None:
+        """The instance the user named for this box as a target (``vast:4242``): what
+        leases and the laptop's intents are kept under; ``None`` without one."""
+        spec = self.spec
+        named = parse_instance_target(f"{spec.provider}:{spec.instance}") \
+            if spec.provider and spec.instance else None
+        return None if named is None else named.text
 
     def price_per_hour(self) -> float | None:
         """``--price``, else the provider's price for the instance, else unknown."""

@@ -3,7 +3,9 @@ price, what it spent and the idle and waste words (``remote.billing.list_fleet``
 same listing as ``gpurent instances``), with each reached box's weights verdict (the
 weights gate's). Enter opens the instance as a box tab; ``s`` stops it (asked first; the
 disk keeps billing, as the dialog says); ``D`` opens its box tab and, once the box is
-connected, the destroy dialog there: the weights gate's verdict and the typed id."""
+connected, the destroy dialog there: the weights gate's verdict and the typed id; ``m``
+on a row taken away by its provider resumes its run on another box (``move_run``, the
+same as ``gpurent resume ORG/REPO:NAME --on TARGET``), each step said as it happens."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from textual.widgets import DataTable, Static
 
 from trainer.text import money, rate
 from tui.dialogs.confirm import ConfirmDialog
+from tui.dialogs.move import MoveAnswer, MoveDialog
 from tui.fmt import safe
 
 #: The table's columns.
@@ -29,6 +32,7 @@ WEIGHTS_STYLE = {"safe": "green", "unsafe": "bold red", "unknown": "yellow"}
 #: The screen's keys, for its own key line and the help screen.
 FLEET_KEYS = (("enter", "open it as a box tab"), ("s", "stop the instance (asks first)"),
               ("D", "destroy: its tab, then the weights gate's dialog"),
+              ("m", "resume a taken-away run on another box"),
               ("r", "list again"), ("escape", "back to the boxes"))
 #: Where else to start, said when there is no fleet to list.
 OTHER_STARTS = ("Watch one box: gpurent-tui HOST (an address, an ~/.ssh/config alias or "
@@ -43,6 +47,7 @@ class FleetScreen(Screen[None]):
     BINDINGS = [Binding("enter", "open", "open", show=False),
                 Binding("s", "stop", "stop", show=False),
                 Binding("D", "destroy", "destroy", show=False),
+                Binding("m", "move", "resume elsewhere", show=False),
                 Binding("r", "refresh", "list again", show=False),
                 Binding("escape,F", "close", "back", show=False)]
 
@@ -62,6 +67,15 @@ class FleetScreen(Screen[None]):
         def __init__(self, text: str) -> None:
             super().__init__()
             self.text = text
+
+    class Moved(Message):
+        """A step of a resume on another box (``done``: the last one, or its failure)."""
+
+        def __init__(self, text: str, done: bool = False, failed: bool = False) -> None:
+            super().__init__()
+            self.text = text
+            self.done = done
+            self.failed = failed
 
     def __init__(self, lister: Callable[[], Any], open_box: Callable[[Any, bool], None]) -> None:
         super().__init__()
@@ -205,6 +219,78 @@ class FleetScreen(Screen[None]):
         except Exception as exc:  # noqa: BLE001 - the outcome is a line on screen
             text = f"{row.target}: the stop failed: {exc}"
         self.post_message(self.Stopped(text))
+
+    def action_move(self) -> None:
+        """m: resume the run of a row taken away on another box (asks where)."""
+        row = self.selected()
+        taken = None if row is None else row.interrupted
+        risk = next((r for r in taken.runs if r.run.repo), None) if taken else None
+        if row is None or risk is None:
+            self.app.notify("m resumes a run taken away with its instance (a row that says "
+                            "taken away, launched from here with hub=)", severity="warning")
+            return
+        dialog = MoveDialog(risk.run.repo, risk.run.name, row.target, risk.safe_words())
+        self.app.push_screen(dialog, lambda answer: None if answer is None else
+                             self.move_row(row, risk.run.repo, risk.run.name, answer))
+
+    @work(thread=True, group="fleet-move", exit_on_error=False)
+    def move_row(self, row: Any, repo: str, name: str, answer: MoveAnswer) -> None:
+        """Resume ``repo:name`` on the answer's box (``remote.billing.move_run``), reached
+        as the listing reaches boxes; each step becomes a ``Moved`` message."""
+        from remote.billing import Moving, move_run
+        from remote.weights import require_token
+
+        target, project, data = answer
+        try:
+            connector, instance, new_rate = self.connector_for(target)
+            moving = Moving(repo, name, project, data,
+                            old_rate=getattr(row.instance, "price_per_hour", None),
+                            new_rate=new_rate)
+            resumed = move_run(connector, moving, require_token(), target=target,
+                               instance=instance,
+                               say=lambda step: self.post_message(self.Moved(step.line())))
+            resumed.transport.close()
+        except Exception as exc:  # noqa: BLE001 - the outcome is a line on screen
+            self.post_message(self.Moved(f"resume of {name} on {target} failed: {exc}",
+                                         done=True, failed=True))
+            return
+        self.post_message(self.Moved(f"{name} resumed on {target}: {resumed.run_dir}",
+                                     done=True))
+
+    def connector_for(self, target: str) -> tuple[Any, tuple[str, str] | None, float | None]:
+        """A connector to ``target`` with the listing's SSH options (an instance target
+        located through its account's client), its ``(provider, id)`` and its price."""
+        from remote.billing import Locator, parse_instance_target
+        from remote.link import Connector
+
+        options = getattr(self.fleet, "options", None)
+        named = parse_instance_target(target)
+        clients = getattr(self.fleet, "clients", {}) or {}
+        client = None if named is None else \
+            next((c for c in clients.values() if c.name == named.provider), None)
+        connector = Connector(target, accept_new=bool(getattr(options, "accept_new", False)),
+                              ssh_options=dict(getattr(options, "ssh_options", {}) or {}),
+                              locate=Locator(named, provider=client) if named else None)
+        price = None
+        if named is not None and client is not None:
+            try:
+                price = client.get_instance(named.instance).price_per_hour
+            except Exception:  # noqa: BLE001 - the price is a nicety; the move does not need it
+                price = None
+        instance = None if named is None else (named.provider, named.instance)
+        return connector, instance, price
+
+    def on_fleet_screen_moved(self, message: Moved) -> None:
+        """Say each step (a notification, kept in the events history); at the end list
+        again."""
+        self.query_one("#fleet-status", Static).update(safe(message.text, 300,
+                                                            "bold red" if message.failed
+                                                            else ""))
+        self.app.notify(message.text, title="resume elsewhere",
+                        severity="error" if message.failed else "information",
+                        timeout=15 if message.done else 6)
+        if message.done and not message.failed:
+            self.action_refresh()
 
     def on_fleet_screen_stopped(self, message: Stopped) -> None:
         """Say how the stop ended and list again."""

@@ -1,0 +1,140 @@
+"""Done when, second bullet: the acceptance of ``tests/test_resume_elsewhere.py`` with a
+LibreYOLO run (the stand-in ``tests.fixtures.fake_libreyolo`` on the boxes; the real one:
+``bench/libreyolo_interop.sh``). Its push watcher pushes ``last.pt`` and the history at
+milestones; box A is taken away mid-epoch (the engine and its watcher SIGKILLed, sshd
+stopped, the provider stand-in says the instance exited); the fleet says so with the
+Hub's milestone; ``gpurent resume ORG/REPO:NAME --on B`` restores it there and relaunches
+``libreyolo train resume=True model=NAME/weights/last.pt`` with a new watcher: the
+metrics hold epochs exactly 1..N, the Hub's final best.pt is B's, and the work lost is
+at most one milestone interval. Real sshd boxes; stand-ins for the Hub and provider."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures.fake_libreyolo import libreyolo_shim
+from tests.fixtures.hub_standin import VALID_TOKEN, HubStandin
+from tests.fixtures.sshd import make_server
+from tests.fixtures.watch_log import wait_until
+from tests.test_instance_targets import instance_on
+from tests.test_libreyolo import data_yaml, kill
+from tests.test_resume import gone, rows
+from tests.test_resume_elsewhere import hub_epoch
+from trainer import engines
+from trainer.hub.autopush import live_watchers
+from trainer.hub.ledger import sha256_file
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+
+GPURENT = Path(sys.executable).with_name("gpurent")
+ROOT = Path(__file__).resolve().parents[1]
+EPOCHS, PERIOD = 10, 3
+
+
+def test_a_libreyolo_run_taken_away_resumes_on_another_box(
+        provider_standin, hub_standin: HubStandin, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    bin_dir = tmp_path / "bin"
+    libreyolo_shim(bin_dir, {"FAKE_LIBREYOLO_EPOCH_SECONDS": "0.6",
+                             "FAKE_LIBREYOLO_SAVE_SECONDS": "0.02"})
+    boxes = [make_server(tmp_path / name, box_path=[
+        str(bin_dir), str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"],
+        env={"HF_ENDPOINT": hub_standin.url, "HF_HUB_DISABLE_XET": "1",
+             "HF_HOME": str(tmp_path / name / "hf"), "OMP_NUM_THREADS": "1"})
+        for name in ("a", "b")]
+    a, b = boxes
+    data = data_yaml(tmp_path)
+    try:
+        standin = provider_standin("runpod")
+        ia, ib = instance_on(standin, a), instance_on(standin, b)
+        known = tmp_path / "known_hosts"
+        known.write_text(f"runpod:{ia} {a.host_key_line}\nrunpod:{ib} {b.host_key_line}\n")
+        home = tmp_path / "laptop"
+        (home / ".ssh").mkdir(parents=True)
+        (home / ".ssh" / "config").write_text(
+            f"Host *\n  IdentityFile {a.key_path}\n  IdentityFile {b.key_path}\n"
+            f"  IdentitiesOnly yes\n  UserKnownHostsFile {known}\n")
+        env = {**os.environ, "HOME": str(home), "SSH_AUTH_SOCK": "",
+               "PYTHONPATH": str(ROOT), "XDG_CONFIG_HOME": str(tmp_path / "xdg"),
+               "RUNPOD_API_KEY": standin.key, "GPURENT_RUNPOD_URL": standin.base_url,
+               "HF_TOKEN": VALID_TOKEN, "HF_ENDPOINT": hub_standin.url,
+               "HF_HUB_DISABLE_XET": "1"}
+
+        def gpurent(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run([str(GPURENT), *args], capture_output=True, text=True,
+                                  timeout=120, env=env)
+
+        run_a = Path(a.home) / "runs" / "ly"
+        launched = gpurent("launch", "--engine", "libreyolo", "--json",
+                           f"runpod:{ia}:{Path(a.home) / 'runs'}", "name=ly", "model=yolox-n",
+                           "pretrained=False", f"data={data}", f"epochs={EPOCHS}",
+                           "eval_interval=1", "hub=org/ly", f"hub_period={PERIOD}")
+        assert launched.returncode == 0, launched.stderr
+        pid = json.loads(launched.stdout)["pid"]
+        monkeypatch.setenv(engines.CACHE_ENV, f"{a.home}/.cache/gpurent")  # A's
+        assert wait_until(lambda: live_watchers(run_a), 30), "no push watcher on A"
+        watchers = live_watchers(run_a)
+
+        # A milestone on the Hub (last.pt and the history), the run on past it.
+        assert wait_until(lambda: hub_epoch(hub_standin, "org/ly") >= PERIOD
+                          and 0 < len(rows(run_a)) - hub_epoch(hub_standin, "org/ly")
+                          < PERIOD, 60), Path(engines.beside_path(run_a, "push.log")).read_text()
+        # Box A is taken away mid-epoch: the engine and its watcher die at once.
+        for victim in (*watchers, pid):
+            os.killpg(victim, signal.SIGKILL)
+        assert wait_until(lambda: all(gone(p) for p in (*watchers, pid)), 30)
+        done_on_a = len(rows(run_a))
+        assert done_on_a < EPOCHS, "the run ended before it was taken away"
+        a.sshd.stop()
+        standin.take_away(ia)
+        safe = hub_epoch(hub_standin, "org/ly")
+        assert 0 < done_on_a - safe <= PERIOD  # lost work: at most one milestone interval
+        pushed = hub_standin.repo("org/ly").files
+        assert {"last.pt", "metrics.jsonl", "status.json", "train_config.yaml"} <= set(pushed)
+        hub_rows = [json.loads(r) for r in hub_standin.read("org/ly", "metrics.jsonl")
+                    .decode().splitlines()]
+        assert [r["epoch"] for r in hub_rows] == list(range(1, safe + 1))
+
+        # The interruption is reported, with the Hub's milestone as the last safe one.
+        listed = gpurent("instances", "--json")
+        assert listed.returncode == 0, listed.stderr
+        [row] = [r for r in json.loads(listed.stdout)["rows"] if r["target"] == f"runpod:{ia}"]
+        assert row["interrupted"] is not None, row["words"]
+        assert re.search(rf"taken away by the provider .*ly: last safe checkpoint: epoch "
+                         rf"{safe} on the Hub org/ly@", row["interrupted"]["words"]), row
+
+        resumed = gpurent("resume", "org/ly:ly", "--on", f"runpod:{ib}", "--project",
+                          str(Path(b.home) / "runs"), "--data", data, "--detach")
+        assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+        assert f"last.pt of epoch {safe}" in resumed.stdout
+        assert "LibreYOLO, its push watcher beside it" in resumed.stdout
+        assert f"training again from epoch {safe + 1} of {EPOCHS}" in resumed.stdout
+
+        run_b = Path(b.home) / "runs" / "ly"
+        monkeypatch.setenv(engines.CACHE_ENV, f"{b.home}/.cache/gpurent")  # B's
+
+        def finished() -> bool:
+            status = json.loads((run_b / "status.json").read_text())
+            return status["state"] == "completed" and not live_watchers(run_b)
+        assert wait_until(finished, 60), (run_b / "train.log").read_text()[-2000:]
+        assert [r["epoch"] for r in rows(run_b)] == list(range(1, EPOCHS + 1))
+        assert hub_standin.repo("org/ly").files["best.pt"].oid == \
+            sha256_file(run_b / "weights" / "best.pt")
+        hub_status = json.loads(hub_standin.read("org/ly", "status.json"))
+        assert hub_status["state"] == "completed"
+        assert hub_status["pid"] == json.loads((run_b / "status.json").read_text())["pid"]
+    finally:
+        for box in boxes:
+            box.sshd.stop()
+        for box in boxes:
+            monkeypatch.setenv(engines.CACHE_ENV, f"{box.home}/.cache/gpurent")
+            for watcher in live_watchers(Path(box.home) / "runs" / "ly"):
+                kill(watcher)

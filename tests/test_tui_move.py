@@ -1,0 +1,127 @@
+"""Resume elsewhere from the TUI: on the fleet screen, ``m`` on a row taken away by its
+provider asks for the new box and resumes the run there (``remote.billing.move_run``, as
+``gpurent resume ORG/REPO:NAME --on TARGET``), each step said as it happens. A LibreYOLO
+run (the stand-in engine) whose milestone is on the Hub (stand-in); the new box is a
+real sshd reached through the provider stand-in's address."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from textual.widgets import DataTable, Input
+
+from remote.billing import Account, FleetOptions, RunIntent, list_fleet, want_running
+from remote.config import remember_hub_repo
+from tests.fixtures.fake_libreyolo import libreyolo_shim
+from tests.fixtures.hub_standin import VALID_TOKEN, HubStandin
+from tests.fixtures.screen import until_shown
+from tests.fixtures.sshd import make_server
+from tests.fixtures.watch_log import wait_until
+from tests.test_instance_targets import instance_on
+from tests.test_libreyolo import data_yaml, kill
+from tests.test_libreyolo_milestones import milestone
+from tests.test_resume import rows
+from tests.test_tui_app import messages, quiet_env, until  # noqa: F401 (autouse fixture)
+from tests.test_tui_guard import press, ready
+from trainer import engines, runfiles
+from trainer.hub.autopush import live_watchers
+from tui.app import GpurentApp
+from tui.dialogs.move import MoveDialog
+from tui.screens.fleet import FleetScreen
+
+pytestmark = pytest.mark.anyio
+SIZE = (170, 40)
+ROOT = Path(__file__).resolve().parents[1]
+FAKE = ROOT / "tests" / "fixtures" / "fake_libreyolo.py"
+
+
+def milestone_on_the_hub(tmp_path: Path, data: str, hub: HubStandin) -> int:
+    """A LibreYOLO run on the old box, cut off after a milestone was pushed: the epoch."""
+    old = tmp_path / "old"
+    old.mkdir()
+    env = {**os.environ, "FAKE_LIBREYOLO_EPOCH_SECONDS": "0.6",
+           "FAKE_LIBREYOLO_SAVE_SECONDS": "0.01"}
+    proc = subprocess.Popen([sys.executable, str(FAKE), "train", "model=yolox-n",
+                             "pretrained=False", f"data={data}", "epochs=6", "eval_interval=1",
+                             "project=.", "name=ly"], cwd=old, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert wait_until(lambda: (runfiles.read_status(old / "ly").get("completed_epochs")
+                                   or 0) >= 2, 60)
+        os.kill(proc.pid, signal.SIGSTOP)  # taken away: it writes nothing more
+        assert milestone(old / "ly", hub) is not None
+        return int(runfiles.read_status(old / "ly").get("completed_epochs"))
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+async def test_m_on_a_taken_away_row_resumes_its_run_on_another_box(
+        provider_standin, hub_standin: HubStandin, tmp_path: Path, monkeypatch) -> None:
+    for key, value in {"HF_ENDPOINT": hub_standin.url, "HF_HUB_DISABLE_XET": "1",
+                       "HF_TOKEN": VALID_TOKEN,
+                       "GPURENT_CACHE_DIR": str(tmp_path / "cache")}.items():
+        monkeypatch.setenv(key, value)
+    data = data_yaml(tmp_path)
+    safe = milestone_on_the_hub(tmp_path, data, hub_standin)
+    bin_dir = tmp_path / "bin"
+    libreyolo_shim(bin_dir, {"FAKE_LIBREYOLO_EPOCH_SECONDS": "0.2",
+                             "FAKE_LIBREYOLO_SAVE_SECONDS": "0.01"})
+    b = make_server(tmp_path / "b", box_path=[
+        str(bin_dir), str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"],
+        env={"HF_ENDPOINT": hub_standin.url, "HF_HUB_DISABLE_XET": "1",
+             "HF_HOME": str(tmp_path / "b" / "hf")})
+    run_b = Path(b.home) / "runs" / "ly"
+    try:
+        runpod = provider_standin("runpod")
+        ia = runpod.add_instance()
+        ib = instance_on(runpod, b)
+        # What `gpurent launch ... hub=org/ly` on runpod:A from this laptop recorded.
+        remember_hub_repo("org/ly")
+        want_running(f"runpod:{ia}", RunIntent("ly", "runs", "org/ly"))
+        runpod.take_away(ia)
+        known = tmp_path / "known_hosts"
+        known.write_text(f"runpod:{ib} {b.host_key_line}\n")
+        options = FleetOptions(timeout=10, weights=False, ssh_options={
+            "known_hosts": str(known), "identity_files": (b.key_path,),
+            "allow_agent": False, "ssh_config": b.ssh_config})
+        account = Account("runpod", "work", runpod.key, runpod.base_url)
+        app = GpurentApp([], autoconnect=False)
+        app.fleet_lister = lambda: list_fleet([account], options)
+        async with app.run_test(size=SIZE, notifications=True) as pilot:
+            await until_shown(pilot, f"runpod:{ia}", "taken away")
+            screen = app.screen
+            assert isinstance(screen, FleetScreen)
+            index = next(n for n, r in enumerate(screen.fleet.rows)
+                         if r.target == f"runpod:{ia}")
+            screen.query_one(DataTable).move_cursor(row=index)
+            await pilot.press("m")
+            await until(pilot, lambda: ready(app, MoveDialog))
+            assert f"epoch {safe} on the Hub org/ly@" in app.screen.query_one("#what") \
+                .content.plain
+            for key, value in {"target": f"runpod:{ib}", "project": f"{b.home}/runs",
+                               "data": data}.items():
+                app.screen.query_one(f"#{key}", Input).value = value
+            await press(pilot, "#move")
+            await until_shown(pilot, f"ly resumed on runpod:{ib}", timeout=120)
+            said = " ".join(messages(app))
+            assert "preflight passed" in said and f"last.pt of epoch {safe}" in said
+            assert f"training again from epoch {safe + 1} of 6" in said
+        monkeypatch.setenv(engines.CACHE_ENV, f"{b.home}/.cache/gpurent")  # B's
+        assert wait_until(lambda: runfiles.read_status(run_b).get("state") == "completed"
+                          and not live_watchers(run_b), 60)
+        assert [r["epoch"] for r in rows(run_b)] == list(range(1, 7))
+        hub_status = json.loads(hub_standin.read("org/ly", "status.json"))
+        assert hub_status["state"] == "completed"
+        assert hub_status["pid"] == runfiles.read_status(run_b).get("pid")
+    finally:
+        b.sshd.stop()
+        monkeypatch.setenv(engines.CACHE_ENV, f"{b.home}/.cache/gpurent")
+        for watcher in live_watchers(run_b):
+            kill(watcher)
