@@ -38,6 +38,7 @@ def test_the_default_milestone_loses_at_most_a_tenth_and_ten_epochs(
     assert milestone_period(TrainArgs(epochs=epochs, hub_period=given)) == period
 
 
+@pytest.mark.alone
 def test_sigterm_mid_epoch_saves_and_exits_within_five_seconds(
         shapes_data: Path, hub_standin: HubStandin, tmp_path: Path) -> None:
     run = tmp_path / "runs" / "cut"

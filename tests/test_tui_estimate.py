@@ -143,6 +143,7 @@ def test_a_cancelled_probe_ends_at_once_even_before_it_started(epoch_data, cache
 # ---------------------------------------------------------------- the form
 
 
+@pytest.mark.alone
 async def test_the_estimate_holds_for_the_run_that_follows(run_factory, epoch_data, cache):
     run = run_factory("exp1", done=2, total=5, state="completed")
     app = local_app(run.parent)

@@ -101,9 +101,14 @@ async def test_launch_form_switches_to_libreyolo(tmp_path: Path) -> None:
         form.query_one("#f-hub", Input).value = "org/ly"
         form.offline = True
         form.offer_pretrained()
-        await pilot.pause(0.1)
+
+        def preview() -> str:
+            return str(form.query_one("#command").content)
+
+        # The preview follows the fields after a refresh: wait for it, not for a time.
+        await until(pilot, lambda: "pretrained=False" in preview())
         assert form.query_one("#f-extra", Input).value == "pretrained=False"
-        command = str(form.query_one("#command").content)
+        command = preview()
         assert "libreyolo train model=yolox-n" in command and "pretrained=False" in command
         assert "hub=" not in command and "trainer push --watch" in command
         assert ".gpurent/" in command

@@ -75,6 +75,8 @@ def test_destroy_dialog_unsafe_weights(snap_compare, tmp_path):
         await show_scene(pilot)
         dialog = DestroyDialog("4100001", False, instance_costs(destroy_costs(), "destroy"))
         await pilot.app.push_screen(dialog)
+        for box in dialog.query("Input"):
+            box.cursor_blink = False  # the id field has the focus: its cursor on, not blinking
         await pilot.pause(0.2)
 
     assert snap_compare(scene_app(tmp_path, "live"), terminal_size=LARGE, run_before=before)
