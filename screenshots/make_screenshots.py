@@ -264,6 +264,62 @@ async def shoot_first_contact(out: Path, project: Path, work: Path) -> list[Path
     return saved
 
 
+async def shoot_fleet(out: Path, project: Path, work: Path) -> list[Path]:
+    """The fleet screen over three providers' accounts (the test harness's stand-ins):
+    a box reached over a real sshd whose runs have ended (idle, priced, its weights
+    judged), a stopped instance billing its disk, one whose address answers nothing,
+    and one its provider took away while a run of this laptop trained there."""
+    from remote.billing import Account, FleetOptions, list_fleet
+    from remote.billing.intents import RunIntent, want_running
+    from tui.screens.fleet import FleetScreen
+
+    server = make_server(work / "fleet-box")
+    registry = Path(server.home) / ".cache" / "gpurent" / "runs.txt"
+    registry.parent.mkdir(parents=True, exist_ok=True)
+    registry.write_text("".join(f"{run}\n" for run in sorted(project.iterdir())
+                                if (run / runfiles.STATUS_FILE).exists()
+                                and run.name != "exp2"))  # exp2: still training
+    vast, runpod, lam = (ProviderStandin(p) for p in ("vast", "runpod", "lambda"))
+    idle = vast.add_instance(dph_base=0.45, storage_total_cost=0.06,
+                             gpu_name="RTX 4090", num_gpus=2)
+    vast.set_address(idle, server.host, server.port)
+    vast.started(idle, 2 * 3600 + 47 * 60)
+    stopped = vast.add_instance(dph_base=1.1, storage_total_cost=0.12, gpu_name="A100 SXM4")
+    vast.instances[stopped].update(actual_status="exited", intended_status="stopped")
+    away = runpod.add_instance()
+    runpod.started(away, 5 * 3600)
+    want_running(f"runpod:{away}", RunIntent("detector", "/workspace/runs", "me/detector"))
+    runpod.take_away(away)
+    silent = lam.add_instance()
+    lam.set_address(silent, "127.0.0.1", free_port(), user="ubuntu")
+    known = work / "fleet_known_hosts"
+    known.write_text(f"vast:{idle} {server.host_key_line}\n")
+    options = FleetOptions(timeout=6, ssh_options={
+        "known_hosts": str(known), "identity_files": (server.key_path,),
+        "allow_agent": False, "ssh_config": server.ssh_config})
+    accounts = [Account("vast", "default", vast.key, vast.base_url),
+                Account("runpod", "team", runpod.key, runpod.base_url),
+                Account("lambda", "default", lam.key, lam.base_url)]
+    saved: list[Path] = []
+    say("the fleet: three accounts, five instances")
+    app = GpurentApp([], autoconnect=False)
+    app.fleet_lister = lambda: list_fleet(accounts, options)
+    async with app.run_test(size=LARGE) as pilot:
+        await settle(pilot, lambda: isinstance(app.screen, FleetScreen)
+                     and app.screen.fleet is not None)
+        for width, height in (LARGE, SMALL):
+            await pilot.resize_terminal(width, height)
+            await pilot.pause(0.6)
+            path = out / f"fleet-{width}x{height}.svg"
+            app.save_screenshot(str(path))
+            saved.append(path)
+            say(f"wrote {path}")
+    for standin in (vast, runpod, lam):
+        standin.close()
+    server.sshd.stop()
+    return saved
+
+
 def to_png(paths: list[Path]) -> None:
     """PNG copies for viewers that do not show SVG (needs cairosvg)."""
     try:
@@ -288,6 +344,7 @@ def main() -> int:
         os.environ["XDG_STATE_HOME"] = str(Path(tmp) / "state")  # what boxes taught us
         project, data, report = prepare(Path(tmp))
         paths = asyncio.run(shoot_first_contact(out, project, Path(tmp)))
+        paths += asyncio.run(shoot_fleet(out, project, Path(tmp)))
         paths += asyncio.run(shoot(out, project, data, report))
     to_png(paths)
     return 0
