@@ -79,7 +79,8 @@ class Delivery:
 
     def _status_event(self, health: Health) -> StatusEvent:
         console = "" if self.launch is None else self.launch.console
-        return StatusEvent(self._filled(), health, self.pid_alive, time.time(), console)
+        return StatusEvent(self._filled(), health, self.pid_alive, time.time(), console,
+                           self.skew)
 
     def _judge(self) -> Health:
         alive = self.pid_alive

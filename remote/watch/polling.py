@@ -8,7 +8,7 @@ import posixpath
 import time
 
 from remote.runs.read import console_path, list_runs, read_launch, read_status, stopped_pid
-from remote.transport.base import Transport
+from remote.transport.base import Transport, TransportError
 from remote.watch.context import RunContext
 from remote.watch.delivery import Delivery
 from remote.watch.events import ConnectionEvent, RunsEvent
@@ -23,6 +23,22 @@ POLL_READ_BYTES = 1 << 20
 POLL_PID_SECONDS = 2.0
 
 _NEVER = object()
+
+
+def box_clock_skew(transport: Transport) -> float | None:
+    """The box's clock minus this laptop's, in seconds (to the second: ``date +%s``,
+    which every box's shell has), measured around one exec; ``None`` when the box does
+    not say. The status's timestamps are the box's; the money lines judge them so."""
+    before = time.time()
+    try:
+        result = transport.run("date +%s", timeout=15.0, max_bytes=64)
+    except (TransportError, OSError):  # a broken link shows at the next stat
+        return None
+    after = time.time()
+    words = result.stdout.split()
+    if not result.ok or len(words) != 1 or not words[0].isdigit():
+        return None
+    return int(words[0]) + 0.5 - (before + after) / 2
 
 
 class FilePoller:
@@ -44,6 +60,9 @@ class FilePoller:
         context, delivery = self.context, self.delivery
         self.controls.emit(ConnectionEvent("polling", f"no usable python on the box "
                                            f"({self.reason}); reading the run's files"))
+        skew = box_clock_skew(transport)
+        if skew is not None:
+            delivery.skew = skew
         if context.project:
             runs = list_runs(transport, context.project)
             self.controls.emit(RunsEvent(context.project, runs))

@@ -68,7 +68,7 @@ def after_run_text(state: BoxState) -> Text | None:
     ended = parse_iso(state.status.read.get("updated_at") or "")
     if ended is None:
         return None
-    idle = max(0.0, state.clock() - ended)
+    idle = max(0.0, state.status.box_time(state.clock()) - ended)  # the box's clock
     price = state.price_per_hour()
     usd = None if price is None else idle * price / 3600
     when = f"{int(idle // 60)} min" if idle < 3600 else format_duration(idle)
