@@ -17,7 +17,10 @@ from remote import fields
 from remote.runs import (
     BoxToolFailed,
     CannotStart,
+    LaunchSpec,
     RunIsLive,
+    apply_box_paths,
+    box_paths,
     build_command,
     hub_reachable,
     make_spec,
@@ -71,6 +74,8 @@ class ChecksDone(Message, bubble=False, namespace="box"):
     text: Text
     blocks: str
     data_ok: bool
+    #: Paths the launch will make absolute on the box (``remote.runs.box_paths``).
+    paths: dict[str, str]
 
 
 @dataclass
@@ -117,6 +122,8 @@ class Launching:
         self.form: LaunchForm | None = None
         self._doctor_timer: Any = None
         self._probed: tuple[Any, ...] | None = None
+        #: The box's absolute paths for the form's relative ones, once the checks asked.
+        self._paths: dict[str, str] = {}
 
     # ------------------------------------------------------------------ the form
 
@@ -136,7 +143,10 @@ class Launching:
         defaults = self.launch_defaults()
 
         def preview(request: LaunchRequest) -> str:
-            return build_command(self.launch_spec(request), transport)
+            # The paths as the launch will make them (asked by the checks, off this
+            # thread): the command shown is the command run.
+            return build_command(apply_box_paths(self.launch_spec(request), self._paths),
+                                 transport)
 
         hooks = FormHooks(preview=preview, submit=self.submit,
                           field_note=self.field_note, data_changed=self.data_changed,
@@ -285,7 +295,9 @@ class Launching:
         else:
             text.append("doctor  waits for data\n", style="dim")
         data_ok = doctor is not None and bool(doctor.get("ok"))
-        self.ports.post(ChecksDone(preflight, text, blocks, data_ok))
+        paths = box_paths(transport, LaunchSpec("trainer", state.project, "preview",
+                                                {"data": data} if data else {}))
+        self.ports.post(ChecksDone(preflight, text, blocks, data_ok, paths))
         if form is not None and form.offline is None:
             self.ports.post(HubChecked(form, not hub_reachable(transport)))
 
@@ -294,6 +306,7 @@ class Launching:
         state = self.ports.state
         if state.preflight is None:
             state.preflight = checks.preflight
+        self._paths.update(checks.paths)
         form = self._open_form()
         if form is None:
             return
