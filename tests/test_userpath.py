@@ -10,6 +10,7 @@ terminal with the app installed from its wheel."""
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 from pathlib import Path
@@ -76,6 +77,21 @@ def box_dataset(box: SSHServer) -> None:
     uid = pwd.getpwnam(box.user).pw_uid
     for path in [home / "data", *(home / "data").rglob("*")]:
         os.lchown(path, uid, uid)
+
+
+def box_processes_holding(box: SSHServer, secret: bytes) -> list[int]:
+    """The pids of the box user's processes whose environment or argv holds ``secret``."""
+    uid = pwd.getpwnam(box.user).pw_uid
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if not entry.name.isdigit() or entry.stat().st_uid != uid:
+                continue
+            if secret in (entry / "environ").read_bytes() + (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
 
 
 @pytest.mark.box_env.with_args(box_env)  # a function: with_args, not a decorator
@@ -153,6 +169,12 @@ async def test_the_user_path_through_the_tui(user_box: SSHServer, tmp_path: Path
         await press_button(pilot, "#arm")
         await until(pilot, lambda: view.state.guard is not None
                     and view.state.guard.watching, timeout=60)
+        # The account key stays on the laptop: in no process of the box's user, and the
+        # guard was handed none (no --key-stdin: it reads the instance's own key).
+        assert box_processes_holding(box, vast_standin.key.encode()) == []
+        guard_pid = json.loads((home / "runs" / "train" / "first" / "guard.json")
+                               .read_text())["pid"]
+        assert b"--key-stdin" not in Path(f"/proc/{guard_pid}/cmdline").read_bytes()
         # Stop the run; the guard ends the billing.
         await pilot.press("x")
         await until(pilot, lambda: shown(app, ConfirmDialog))
