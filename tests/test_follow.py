@@ -237,7 +237,9 @@ def test_garbage_status_and_pid_liveness(tmp_path: Path) -> None:
         sleeper.kill()
         sleeper.wait()
         message, _ = follow.until("pid")
+        disk = message.pop("disk")  # the run's disk, to name a full one as the reason
         assert message == {"t": "pid", "pid": sleeper.pid, "alive": False}
+        assert set(disk) == {"free", "size"} and 0 <= disk["free"] <= disk["size"]
     finally:
         follow.kill()
         sleeper.kill()

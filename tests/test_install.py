@@ -4,15 +4,12 @@ editable) into a fresh environment, started from a directory outside the checkou
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
-import sys
-import sysconfig
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.fixtures.wheel import install_wheel
 
 #: Started by the installed python: the TUI headless on a local project, until it runs.
 START = """
@@ -36,29 +33,8 @@ asyncio.run(main())
 
 @pytest.mark.slow
 def test_the_installed_wheel_starts_outside_the_checkout(tmp_path: Path) -> None:
-    source = tmp_path / "source"  # a copy: building writes build/ and egg-info beside it
-    source.mkdir()
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(ROOT / name, source / name)
-    for package in ("tui", "remote", "trainer"):
-        shutil.copytree(ROOT / package, source / package,
-                        ignore=shutil.ignore_patterns("__pycache__"))
-    wheels = tmp_path / "wheels"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels),
-                    str(source)], check=True, timeout=600)
-    [wheel] = wheels.glob("gpurent_tui-*.whl")
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
-                   timeout=120)
-    # The app's dependencies come from this environment's site-packages (a path added
-    # after the new one's own, so the wheel's packages are found first); not its
-    # .pth files, so the checkout's editable install stays out.
+    venv = install_wheel(tmp_path)
     py = venv / "bin" / "python"
-    site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                          capture_output=True, text=True, check=True).stdout.strip()
-    Path(site, "deps.pth").write_text(sysconfig.get_path("purelib") + "\n")
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q",
-                    "--no-deps", str(wheel)], check=True, timeout=600)
 
     elsewhere = tmp_path / "elsewhere"
     (elsewhere / "runs").mkdir(parents=True)

@@ -9,6 +9,7 @@ import signal
 
 import pytest
 
+from tests.fixtures.screen import screen_text
 from tests.test_tui_app import until
 from tests.test_tui_main import specs
 from trainer.health import local_pid_alive
@@ -37,6 +38,10 @@ async def test_demo_generates_data_launches_and_shows_the_run(monkeypatch, tmp_p
             assert box.state.status.health.verdict == "live"
             assert box.state.run_dir.startswith(str(runs))
             await until(pilot, lambda: box.log_pane.log.lines, timeout=60)
+            # Work on this machine: no billing words (issue 28), no money line at all.
+            assert box.money_text().plain == ""
+            for word in ("money", "$?", "--price", "counting"):
+                assert word not in screen_text(app), word
         data = tmp_path / "cache" / "gpurent" / "demo" / "shapes" / "data.yaml"
         assert data.is_file()
         # Quitting the app detaches: the run keeps going.

@@ -235,3 +235,18 @@ async def test_a_cancelled_host_key_is_final_until_r_and_first_contact_is_no_out
         assert not any(line.startswith(("link lost", "link back")) for line in lines), lines
         assert "last data" not in screen_text(app)
         assert box.state.last_line is None or "link back" not in box.state.last_line[0]
+
+
+async def test_a_known_hosts_that_is_no_file_stops_the_tries_and_says_so(sshd, tmp_path):
+    """A ``known_hosts`` that is a directory is a setting to fix here, not an outage:
+    one try, the one-line reason on screen, no retry loop (it used to retry forever)."""
+    known = tmp_path / "known_hosts"
+    known.mkdir()
+    app = GpurentApp([ssh_spec(sshd, str(tmp_path / "box-runs"), str(known))])
+    async with app.run_test(size=LARGE, notifications=True) as pilot:
+        box = app.query_one(BoxView)
+        badge = app.query_one(ConnectionBadge)
+        await until(pilot, lambda: badge.state == "error", timeout=60)
+        assert not box.state.retrying
+        await until_shown(pilot, "is a directory", "move it aside")
+        assert "try 2" not in str(badge.content)

@@ -191,3 +191,17 @@ def test_host_load_reads_cpu_and_ram(tmp_path: Path):
     assert HostLoad(str(tmp_path / "nothing")).sample() is None
     if os.path.exists("/proc/stat"):
         assert HostLoad().sample()["mem_total_mib"] > 0
+
+
+def test_quit_words_once_the_instance_is_stopped_speak_of_its_disk_only():
+    """The guard (or the provider) stopped the instance: no "idle at $3.00/h", no offer
+    to stop it; what still bills is its disk."""
+    s = standing(verdict="stopped", can_stop_instance=True, stopped=True, instance="41",
+                 storage_price=250 * 0.20 / 720)
+    text = quit_text([s]).plain
+    assert "run exp3 was stopped; instance 41 is stopped: its disk bills $0.0694/h." in text
+    assert "idle" not in text and "$3.00" not in text and "stop it" not in text
+    assert quit_offers([s]) == []
+    line = farewell(s)
+    assert "instance 41 is stopped: its disk bills $0.0694/h" in line
+    assert "idle" not in line and "until you stop it" not in line

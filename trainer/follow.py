@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer import engines, runfiles, smi
-from trainer.health import local_pid_alive
+from trainer.health import disk_space, local_pid_alive
 from trainer.watch.boxinfo import box_info
 from trainer.watch.logs import tail_start
 from trainer.watch.runs import RunScanner, choose, read_launch
@@ -230,7 +230,9 @@ class StatusFollower:
             alive = local_pid_alive(self.pid)
             if alive != self.alive:
                 self.alive = alive
-                yield {"t": "pid", "pid": self.pid, "alive": alive}
+                # The disk with it: a run that died of a full disk is told as such.
+                yield {"t": "pid", "pid": self.pid, "alive": alive,
+                       "disk": disk_space(self.path.parent)}
 
     def _status_message(self, st: os.stat_result | None) -> dict[str, Any]:
         read = runfiles.read_status(self.path)
@@ -241,7 +243,8 @@ class StatusFollower:
         message: dict[str, Any] = {"t": "status", "key": self.key,
                                    "mtime": None if st is None else st.st_mtime,
                                    "status": runfiles.finite_json(read.fields),
-                                   "pid_alive": self.alive}
+                                   "pid_alive": self.alive,
+                                   "disk": disk_space(self.path.parent)}
         if not read.ok:
             message["reason"] = read.reason
         if launch is not None:

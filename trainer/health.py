@@ -163,3 +163,77 @@ def _judge_start(launch: LaunchRead, alive: bool | None) -> Health:
         return Health("failed", f"failed to start: {last[-400:] or 'no output'}")
     said = f": {last.rsplit(' | ', 1)[-1][-200:]}" if last else ""
     return Health("starting", f"pid {launch.pid} started, no status.json yet{said}")
+
+
+# --------------------------------------------------------------------------- a full disk
+
+#: Free bytes under which the disk of a run counts as full: a checkpoint (or even
+#: status.json's temp file) no longer fits, so a trainer dies at its next write. A disk
+#: smaller than 50 times this counts as full below 2 % of its size.
+FULL_DISK_BYTES = 64 << 20
+#: Verdicts of a run that stopped writing, for which a full disk is named as the reason.
+STOPPED_WRITING = ("dead", "stalled", "failed")
+
+
+def disk_space(path: str | os.PathLike[str]) -> dict[str, int] | None:
+    """``{"free": bytes, "size": bytes}`` of the filesystem holding ``path`` (free: what
+    a user without root may still write), or ``None`` when it cannot be asked."""
+    try:
+        st = os.statvfs(path)
+    except (OSError, AttributeError):
+        return None
+    return {"free": st.f_bavail * st.f_frsize, "size": st.f_blocks * st.f_frsize}
+
+
+def parse_df(data: bytes) -> dict[str, int] | None:
+    """``disk_space``'s answer from the output of ``df -Pk PATH`` (POSIX: a header, then
+    one line ``FS 1024-blocks Used Available Capacity Mounted-on``)."""
+    lines = data.decode("utf-8", "replace").strip().splitlines()
+    words = lines[-1].split() if len(lines) >= 2 else []
+    if len(words) < 6 or not (words[1].isdigit() and words[3].isdigit()):
+        return None
+    return {"free": int(words[3]) * 1024, "size": int(words[1]) * 1024}
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+#: What a write to a full disk leaves in a log (``OSError: [Errno 28] ...``, any engine).
+NO_SPACE = b"No space left on device"
+#: How much of the log's end is searched for ``NO_SPACE``.
+LOG_TAIL_BYTES = 8192
+
+
+def disk_full(disk: object, log_tail: bytes = b"") -> str | None:
+    """Why a run stopped writing, when its disk is to blame: ``the box's disk is full
+    (12.0 kB free of 50.0 GB)`` when ``disk`` (as ``disk_space`` gives it) has less than
+    ``FULL_DISK_BYTES`` (or 2 % of a small disk) free, or ``the box's disk filled up
+    (the log says "No space left on device"; 12.5 MB free now)`` when the end of its log
+    says so (a trainer's failed checkpoint frees its temp file again as it dies).
+    ``None`` otherwise."""
+    free = size = None
+    if isinstance(disk, dict):
+        free, size = disk.get("free"), disk.get("size")
+        if not (isinstance(free, int) and isinstance(size, int)) or isinstance(free, bool) \
+                or isinstance(size, bool) or free < 0 or size <= 0:
+            free = size = None
+    if free is not None and size is not None and free < min(FULL_DISK_BYTES, size // 50):
+        return f"the box's disk is full ({_size(free)} free of {_size(size)})"
+    if NO_SPACE in log_tail[-LOG_TAIL_BYTES:]:
+        now = "" if free is None or size is None else f"; {_size(free)} free now"
+        return f"the box's disk filled up (the log says \"No space left on device\"{now})"
+    return None
+
+
+def with_disk(health: Health, disk: object, log_tail: bytes = b"") -> Health:
+    """``health`` with a full disk named first in its reason, for a run that stopped
+    writing (``STOPPED_WRITING``): a run killed by a full disk otherwise reads as
+    ``dead`` with no reason but its pid."""
+    full = disk_full(disk, log_tail) if health.verdict in STOPPED_WRITING else None
+    if full is None:
+        return health
+    return Health(health.verdict, f"{full}: {health.reason}")

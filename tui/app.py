@@ -408,7 +408,8 @@ class GpurentApp(App[int]):
                 reattach=spec.reattach(run),
                 reached=state.reached or spec.kind == "local",
                 why_not=state.connect_error or "",
-                destroyed=state.instance_destroyed(), instance=str(spec.instance or "")))
+                destroyed=state.instance_destroyed(), instance=str(spec.instance or ""),
+                stopped=state.instance_stopped(), storage_price=state.storage_per_hour()))
         return out
 
     async def action_quit(self) -> None:
@@ -424,7 +425,7 @@ class GpurentApp(App[int]):
             def wanted(s: Standing) -> bool:
                 if answer == "arm":
                     return s.billing and s.training and not s.guard_watching
-                return s.billing and not s.training and s.can_stop_instance
+                return s.billing and not s.training and s.can_stop_instance and not s.stopped
 
             needs = [b for b, s in zip(boxes, standings, strict=True) if wanted(s)]
             if needs and needs[0].parent is not None and needs[0].parent.id:

@@ -45,6 +45,10 @@ class Standing:
     #: The box's instance was destroyed (``instance``: its id).
     destroyed: bool = False
     instance: str = ""
+    #: The box's instance is known to be stopped (by the guard, or the provider says
+    #: so): only its disk bills, ``storage_price`` per hour (``None``: unknown).
+    stopped: bool = False
+    storage_price: float | None = None
 
     @property
     def known(self) -> bool:
@@ -65,6 +69,11 @@ class Standing:
     def rate(self) -> str:
         """``$3.00/h`` or ``$?/h``."""
         return f"{money(self.price)}/h"
+
+    def stopped_words(self) -> str:
+        """``instance 41 is stopped: its disk bills $0.0694/h``."""
+        which = f"instance {self.instance}" if self.instance else "the instance"
+        return f"{which} is stopped: its disk bills {money(self.storage_price)}/h"
 
 
 def _run_words(s: Standing) -> str:
@@ -121,6 +130,8 @@ def quit_text(standings: list[Standing]) -> Text:
                 text.append_text(safe(s.guard_summary, 120, "dim"))
             else:
                 text.append("The guard is off: arm the guard?", style="bold yellow")
+        elif s.stopped:
+            text.append(f"; {s.stopped_words()}.")
         else:
             text.append(f". Nothing trains, but the box is idle at {s.rate()}", style="bold")
             text.append(" — stop it?" if s.can_stop_instance
@@ -134,7 +145,8 @@ def quit_offers(standings: list[Standing]) -> list[tuple[str, str]]:
     offers: list[tuple[str, str]] = []
     if any(s.billing and s.training and not s.guard_watching for s in standings):
         offers.append(("arm", "Arm the guard"))
-    if any(s.billing and not s.training and s.can_stop_instance for s in standings):
+    if any(s.billing and not s.training and s.can_stop_instance and not s.stopped
+           for s in standings):
         offers.append(("stop-instance", "Stop the instance"))
     if any(s.demo and s.training for s in standings):
         offers.append(("stop-demo", "Stop the demo and quit"))
@@ -159,6 +171,8 @@ def farewell(s: Standing) -> str:
     elif s.training:
         line = (f"Detached from {s.title}: {_run_words(s)}; the box bills {s.rate()} "
                 f"({_weights_words(s)}; {'guard armed' if s.guard_watching else 'guard off'}).")
+    elif s.stopped:
+        line = f"Detached from {s.title}: {_run_words(s)}; {s.stopped_words()}."
     else:
         line = (f"Detached from {s.title}: {_run_words(s)}; the box is idle and bills "
                 f"{s.rate()} until you stop it.")

@@ -14,6 +14,7 @@ from remote.commands.target import add_connection_options, open_transport, parse
 from remote.runs.launch import ENGINES, RunIsLive, make_spec
 from remote.runs.start import START_WAIT, CannotStart, start_run
 from remote.weights.push import require_token
+from remote.weights.reach import reach_warning
 from trainer.text import clean_text, one_line
 
 
@@ -26,7 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "the box, detached so that nothing here can kill it, with the key=value arguments "
         "of `libreyolo train`; name= names the run directory PROJECT/NAME. Prints the "
         "exact command, then the pid. The Hugging Face token (HF_TOKEN or the "
-        "huggingface_hub token store) is sent over stdin with --hf-token or hub=. "
+        "huggingface_hub token store) is sent over stdin with --hf-token or hub=; with "
+        "hub=ORG/NAME a warning says when the Hub tells that it can write more than that "
+        "repository. "
         "With --engine libreyolo: nothing is created in PROJECT/NAME (LibreYOLO would "
         "train into NAME2); its console log and pid go to PROJECT/.gpurent/; hub=ORG/NAME "
         "starts the box-side push watcher (`trainer push --watch`: best.pt at every new "
@@ -86,6 +89,10 @@ def run(args: argparse.Namespace) -> int:
     def note(line: str) -> None:
         print(f"gpurent launch: {clean_text(line)}", file=sys.stderr)
 
+    if secret is not None and pairs.get("hub"):
+        warning = reach_warning(secret.decode("utf-8"), pairs["hub"])  # where the Hub tells
+        if warning:
+            note(f"warning: {warning}")
     transport = open_transport(target, args, bootstrap=args.engine == "trainer" or bool(spec.push),
                                note=note)
     lease = None

@@ -16,6 +16,7 @@ from remote.commands.target import (
     parse_target,
 )
 from remote.weights.push import NO_TOKEN, PushFailed, check_push_args, laptop_token, push_from_box
+from remote.weights.reach import reach_warning
 from trainer.text import clean_text
 
 
@@ -29,7 +30,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "this machine; a plain RUN is a run here): creates the model repository when "
         "missing (private unless --public), uploads, and appends the run's ledger "
         "hub.json. The token comes "
-        "from HF_TOKEN or the huggingface_hub token store here and travels on stdin. "
+        "from HF_TOKEN or the huggingface_hub token store here and travels on stdin; "
+        "a warning says when the Hub tells that it can write more than ORG/NAME (use a "
+        "fine-grained token that writes that repository alone). "
         "Exit 0 pushed, 1 the push failed, 2 bad input or no token.",
     )
     p.add_argument("target", metavar="HOST:RUN", help="the run on its box (or HOST, then RUN)")
@@ -57,6 +60,9 @@ def run(args: argparse.Namespace) -> int:
     def note(line: str) -> None:
         print(f"gpurent push: {clean_text(line)}", file=sys.stderr)
 
+    warning = reach_warning(token, args.repo)  # where the Hub tells
+    if warning:
+        note(f"warning: {warning}")
     transport = open_transport(target, args, bootstrap=True, note=note)
     try:
         result = push_from_box(transport, target.path, args.repo, token, files, args.public)

@@ -363,14 +363,29 @@ def with_box_paths(transport: Transport, spec: LaunchSpec) -> LaunchSpec:
     directory. The launch ``cd``s into the project first, where a relative path would
     mean something else; a name that is no file there (a dataset or model an engine
     knows by name) is left as it is."""
-    args = dict(spec.args)
+    return apply_box_paths(spec, box_paths(transport, spec))
+
+
+def box_paths(transport: Transport, spec: LaunchSpec) -> dict[str, str]:
+    """``{relative path: absolute path on the box}`` for ``spec``'s project and for a
+    relative ``data=``/``model=`` that names a file from the login directory (asks the
+    box: one ``pwd`` per connection, one stat per path)."""
+    known = {spec.project: transport.absolute(spec.project)}
     for key in PATH_ARGS:
-        value = args.get(key, "")
+        value = spec.args.get(key, "")
         if value and not value.startswith("/") and "://" not in value:
             there = transport.absolute(value)
             if transport.stat(there) is not None:
-                args[key] = there
-    return dataclasses.replace(spec, project=transport.absolute(spec.project), args=args)
+                known[value] = there
+    return known
+
+
+def apply_box_paths(spec: LaunchSpec, known: dict[str, str]) -> LaunchSpec:
+    """``spec`` with the paths ``known`` (as ``box_paths`` finds them) made absolute:
+    the launch and the TUI's command preview read the same paths."""
+    args = {key: known.get(value, value) if key in PATH_ARGS else value
+            for key, value in spec.args.items()}
+    return dataclasses.replace(spec, project=known.get(spec.project, spec.project), args=args)
 
 
 # ---------------------------------------------------------------------- the box's record

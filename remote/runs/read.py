@@ -3,14 +3,26 @@ list of runs under a project directory."""
 
 from __future__ import annotations
 
+import contextlib
 import posixpath
+import shlex
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from remote.transport.base import Transport
+from remote.transport.base import Transport, TransportError
 from trainer import engines, runfiles
-from trainer.health import Health, LaunchRead, apply_stop, judge_health, parse_launch_pid
+from trainer.health import (
+    LOG_TAIL_BYTES,
+    STOPPED_WRITING,
+    Health,
+    LaunchRead,
+    apply_stop,
+    judge_health,
+    parse_df,
+    parse_launch_pid,
+    with_disk,
+)
 from trainer.text import console_tail, natural_key
 
 #: Keys of the ``gpurent status --json`` object -> the status.json key each comes from.
@@ -114,7 +126,24 @@ def read_run(transport: Transport, run_dir: str, now: float | None = None) -> Ru
     if launch is not None and st is None:
         st = transport.stat(console_path(transport, run_dir))
     read, health = finish_read(transport, run_dir, read, health)
+    if health.verdict in STOPPED_WRITING:
+        tail = b""
+        if log is not None:
+            with contextlib.suppress(TransportError, OSError):
+                tail = transport.read(posixpath.join(run_dir, runfiles.LOG_FILE),
+                                      max(0, log.size - LOG_TAIL_BYTES), LOG_TAIL_BYTES)
+        health = with_disk(health, box_disk(transport, run_dir), tail)
     return RunRead(run_dir, read, health, alive, None if st is None else st.mtime, launch)
+
+
+def box_disk(transport: Transport, path: str) -> dict[str, int] | None:
+    """The free space and size of the box's filesystem holding ``path`` (``df -Pk``),
+    or ``None`` when the box does not say."""
+    try:
+        result = transport.run(f"df -Pk {shlex.quote(path)}", timeout=15.0, max_bytes=4096)
+    except (TransportError, OSError):  # a broken link shows at the next read
+        return None
+    return parse_df(result.stdout) if result.ok else None
 
 
 # ------------------------------------------------------------------ what engines leave out

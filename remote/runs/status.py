@@ -6,10 +6,11 @@ clock, ``status.json`` (or, without one, ``launch.pid`` and the end of ``console
 inside the run or beside it), the size and mtime of ``train.log``, the last rows of
 ``metrics.jsonl`` and ``gpurent stop``'s mark (what another engine's final status leaves
 out: ``remote.runs.read.finish``), ``guard.json`` and its acknowledgement, what else the run
-holds (``remote.runs.read.run_extras``), and what ``/proc`` says about every pid those files
-name (found with ``grep`` on the box; the laptop parses the JSON properly and uses the
-probe of the pid it finds, asking once more in the rare case the box's ``grep`` missed
-it). Health is judged here with the same rules as everywhere
+holds (``remote.runs.read.run_extras``), how full its disk is (``df -Pk``: a full disk
+is named as the reason of a run that stopped writing), and what ``/proc`` says about
+every pid those files name (found with ``grep`` on the box; the laptop parses the JSON
+properly and uses the probe of the pid it finds, asking once more in the rare case the
+box's ``grep`` missed it). Health is judged here with the same rules as everywhere
 (``trainer.health.judge_health``), against the box's clock.
 """
 
@@ -28,7 +29,14 @@ from remote.runs.read import CONSOLE_TAIL_BYTES, RunRead, finish
 from remote.transport.base import Transport, TransportError
 from trainer import engines, procid, runfiles
 from trainer.guard.state import GUARD_ACK, GUARD_FILE
-from trainer.health import LaunchRead, judge_health, parse_launch_pid
+from trainer.health import (
+    LOG_TAIL_BYTES,
+    LaunchRead,
+    judge_health,
+    parse_df,
+    parse_launch_pid,
+    with_disk,
+)
 from trainer.text import console_tail
 
 #: The guard's files are read up to this size.
@@ -80,6 +88,8 @@ def script(run_dir: str, boundary: str) -> str:
              'echo "$f"; done'),
         part("plots", f"ls -A {d}/val/plots 2>/dev/null"),
         part("weights", f"ls -A {d}/{runfiles.WEIGHTS_DIR} 2>/dev/null"),
+        part("df", f"df -Pk {d} 2>/dev/null"),
+        part("logtail", f"tail -c {LOG_TAIL_BYTES} {d}/{runfiles.LOG_FILE} 2>/dev/null"),
         part("boot", "cat /proc/sys/kernel/random/boot_id 2>/dev/null || echo -; "
              "grep '^btime ' /proc/stat 2>/dev/null || echo -; "
              "getconf CLK_TCK 2>/dev/null || echo -"),
@@ -172,6 +182,7 @@ def quick_read(transport: Transport,
     metrics = stats.get(f"{base}/{runfiles.METRICS_FILE}")
     read, health = finish(read, health, _last_row(parts.get("lastrow", b""), metrics),
                           engines.parse_stop(parts.get("stop", b"")))
+    health = with_disk(health, parse_df(parts.get("df", b"")), parts.get("logtail", b""))
     run = RunRead(run_dir, read, health, alive, None if st is None else float(st[1]), launch)
     return run, _guard(parts, probe), _extras(parts)
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import paramiko
 
-from remote.transport.base import TransportError
+from remote.transport.base import NeedsSetup, TransportError
 
 #: ``ask_unknown(host, key_type, sha256_fingerprint) -> bool``.
 AskUnknown = Callable[[str, str, str], bool]
@@ -53,8 +53,9 @@ class HostKeyRevoked(TransportError):
     """The box's key is marked ``@revoked`` in ``known_hosts``."""
 
 
-class KnownHostsUnusable(TransportError):
-    """``known_hosts`` is not a file we can read (a directory, a device, too large)."""
+class KnownHostsUnusable(NeedsSetup):
+    """``known_hosts`` is not a file we can read (a directory, a device, too large): a
+    setting of this laptop, so trying the connection again cannot help."""
 
 
 def known_hosts_lines(path: str | os.PathLike[str]) -> list[tuple[int, str]]:

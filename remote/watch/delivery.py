@@ -18,7 +18,16 @@ from remote.watch.events import LogEvent, MetricsEvent, StatusEvent, WatchEvent
 from remote.watch.start import Position
 from trainer import runfiles
 from trainer.engines import fill_from_history
-from trainer.health import Health, LaunchRead, apply_stop, judge_health
+from trainer.health import (
+    LOG_TAIL_BYTES,
+    STOPPED_WRITING,
+    Health,
+    LaunchRead,
+    apply_stop,
+    disk_full,
+    judge_health,
+    with_disk,
+)
 
 
 class Delivery:
@@ -40,9 +49,14 @@ class Delivery:
         self._last_row: dict[str, Any] | None = None
         self._received = False
         self._log_history: deque[tuple[float, int]] = deque(maxlen=32)
-        self._verdict: tuple[str, bool | None] | None = None
+        self._verdict: tuple[str, bool | None, bool] | None = None
         #: The box's clock minus ours (status timestamps are the box's).
         self.skew = 0.0
+        #: The run's disk as the box last told it (``trainer.health.disk_space``'s
+        #: shape; checked when read), named as the reason when it is full.
+        self.disk: object = None
+        #: The end of the log delivered so far (what a full disk leaves there).
+        self.log_tail = b""
 
     def position(self) -> Position:
         """Where a new follower resumes."""
@@ -56,7 +70,7 @@ class Delivery:
         self.status, self._received = read, True
         self.pid_alive = pid_alive
         health = self._judge()
-        self._verdict = (health.verdict, self.pid_alive)
+        self._verdict = self._key(health)
         self.emit(self._status_event(health))
 
     def set_pid_alive(self, pid: Any, alive: bool) -> None:
@@ -70,16 +84,24 @@ class Delivery:
         if not self._received:
             return
         health = self._judge()
-        if (health.verdict, self.pid_alive) != self._verdict:
-            self._verdict = (health.verdict, self.pid_alive)
+        if self._key(health) != self._verdict:
+            self._verdict = self._key(health)
             self.emit(self._status_event(health))
+
+    def _key(self, health: Health) -> tuple[str, bool | None, bool]:
+        """What a new status event is delivered for: the verdict, the pid's liveness,
+        and whether a full disk is named (the log saying so may come after the pid)."""
+        return (health.verdict, self.pid_alive,
+                health.verdict in STOPPED_WRITING
+                and disk_full(self.disk, self.log_tail) is not None)
 
     def _now(self) -> float:
         return time.time() + self.skew
 
     def _status_event(self, health: Health) -> StatusEvent:
         console = "" if self.launch is None else self.launch.console
-        return StatusEvent(self._filled(), health, self.pid_alive, time.time(), console)
+        return StatusEvent(self._filled(), health, self.pid_alive, time.time(), console,
+                           self.skew)
 
     def _judge(self) -> Health:
         alive = self.pid_alive
@@ -87,7 +109,8 @@ class Delivery:
             self.status, now=self._now(),
             pid_alive=None if alive is None else (lambda _pid: alive),
             log_history=list(self._log_history), launch=self.launch)
-        return apply_stop(health, self._filled(), self.stopped_pid)
+        return with_disk(apply_stop(health, self._filled(), self.stopped_pid), self.disk,
+                         self.log_tail)
 
     def _filled(self) -> runfiles.StatusRead:
         """The status with what a final LibreYOLO status drops taken from the last row."""
@@ -106,6 +129,7 @@ class Delivery:
         if not data:
             return
         self.emit(LogEvent(data, offset))
+        self.log_tail = (self.log_tail + data)[-LOG_TAIL_BYTES:]
         self.log_offset = offset + len(data)
         self.log_ino = ino if isinstance(ino, int) else self.log_ino
         self._log_history.append((self._now(), self.log_offset))
@@ -129,7 +153,7 @@ class Delivery:
         """``file`` (``log`` or ``metrics``) was replaced or truncated: start it over."""
         if file == "log":
             self.emit(LogEvent(b"", 0, reset=True))
-            self.log_offset, self.log_ino = 0, ino
+            self.log_offset, self.log_ino, self.log_tail = 0, ino, b""
             self._log_history.append((self._now(), 0))
         elif file == "metrics":
             self._last_row = None

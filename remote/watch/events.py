@@ -20,6 +20,14 @@ class StatusEvent:
     received_at: float
     #: The end of console.log while the run has no status.json (``""`` otherwise).
     console: str = ""
+    #: The box's clock minus this laptop's, as measured when the follower said hello
+    #: (0 when unknown): the status's timestamps are the box's.
+    skew: float = 0.0
+
+    def box_time(self, laptop_now: float) -> float:
+        """``laptop_now`` (this laptop's clock) on the box's clock, the clock of the
+        status's ``updated_at`` and ``started_at``."""
+        return laptop_now + self.skew
 
 
 @dataclass(frozen=True)

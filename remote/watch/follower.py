@@ -215,6 +215,7 @@ class Follower:
         pid = stop.get("pid") if isinstance(stop, dict) else None
         delivery.stopped_pid = pid if isinstance(pid, int) and not isinstance(pid, bool) \
             else None
+        delivery.disk = message.get("disk")
         alive = message.get("pid_alive")
         delivery.set_status(read, alive if isinstance(alive, bool) else None)
         key = message.get("key")
@@ -222,6 +223,8 @@ class Follower:
 
     def _on_pid(self, message: dict[str, Any]) -> None:
         alive = message["alive"]
+        if "disk" in message:
+            self.delivery.disk = message["disk"]
         if isinstance(alive, bool):
             self.delivery.set_pid_alive(message["pid"], alive)
 

@@ -7,8 +7,15 @@ from __future__ import annotations
 import posixpath
 import time
 
-from remote.runs.read import console_path, list_runs, read_launch, read_status, stopped_pid
-from remote.transport.base import Transport
+from remote.runs.read import (
+    box_disk,
+    console_path,
+    list_runs,
+    read_launch,
+    read_status,
+    stopped_pid,
+)
+from remote.transport.base import Transport, TransportError
 from remote.watch.context import RunContext
 from remote.watch.delivery import Delivery
 from remote.watch.events import ConnectionEvent, RunsEvent
@@ -25,6 +32,22 @@ POLL_PID_SECONDS = 2.0
 _NEVER = object()
 
 
+def box_clock_skew(transport: Transport) -> float | None:
+    """The box's clock minus this laptop's, in seconds (to the second: ``date +%s``,
+    which every box's shell has), measured around one exec; ``None`` when the box does
+    not say. The status's timestamps are the box's; the money lines judge them so."""
+    before = time.time()
+    try:
+        result = transport.run("date +%s", timeout=15.0, max_bytes=64)
+    except (TransportError, OSError):  # a broken link shows at the next stat
+        return None
+    after = time.time()
+    words = result.stdout.split()
+    if not result.ok or len(words) != 1 or not words[0].isdigit():
+        return None
+    return int(words[0]) + 0.5 - (before + after) / 2
+
+
 class FilePoller:
     """Polling sessions of one run directory; ``reason``: why there is no follower (said
     when polling starts). ``went_live``: whether the last session read the files."""
@@ -37,6 +60,7 @@ class FilePoller:
         self.controls = controls
         self.reason = ""
         self.went_live = False
+        self._disk_asked = False
 
     def run(self, transport: Transport) -> None:
         """One session: stat and read the files each poll until a kick."""
@@ -44,6 +68,9 @@ class FilePoller:
         context, delivery = self.context, self.delivery
         self.controls.emit(ConnectionEvent("polling", f"no usable python on the box "
                                            f"({self.reason}); reading the run's files"))
+        skew = box_clock_skew(transport)
+        if skew is not None:
+            delivery.skew = skew
         if context.project:
             runs = list_runs(transport, context.project)
             self.controls.emit(RunsEvent(context.project, runs))
@@ -73,10 +100,13 @@ class FilePoller:
                 read = read_status(transport, run_dir)
                 delivery.launch = read_launch(transport, run_dir) if read.missing else None
                 delivery.stopped_pid = stopped_pid(transport, run_dir)
-                delivery.set_status(read, self._ask_pid(transport, read))
+                alive = self._ask_pid(transport, read)
+                self._note_disk(transport, run_dir, alive)
+                delivery.set_status(read, alive)
                 next_pid_check = time.monotonic() + POLL_PID_SECONDS
             elif time.monotonic() >= next_pid_check:
                 delivery.pid_alive = self._ask_pid(transport, delivery.status)
+                self._note_disk(transport, run_dir, delivery.pid_alive)
                 next_pid_check = time.monotonic() + POLL_PID_SECONDS
             self._poll_log(transport, log_path)
             seen_metrics = self._poll_metrics(transport, metrics_path, seen_metrics)
@@ -84,6 +114,15 @@ class FilePoller:
             self.went_live = True
             if self.controls.wait(self.options.poll_interval):
                 return
+
+    def _note_disk(self, transport: Transport, run_dir: str, alive: bool | None) -> None:
+        """Once the run's pid is gone, ask the box how full the run's disk is (once per
+        death): a full disk is then named as the reason."""
+        if alive is not False:
+            self._disk_asked = False
+        elif not self._disk_asked:
+            self._disk_asked = True
+            self.delivery.disk = box_disk(transport, run_dir)
 
     def _ask_pid(self, transport: Transport, read: runfiles.StatusRead) -> bool | None:
         launch = self.delivery.launch

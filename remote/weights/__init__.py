@@ -1,5 +1,6 @@
 """The weights of a box's runs: pulled to the laptop verified (``pull``), pushed to the
-Hub from the box (``push``), and whether they are safe off the box (``safety``)."""
+Hub from the box (``push``), whether they are safe off the box (``safety``), and how far
+the Hub token handed to the box reaches (``reach``)."""
 
 from trainer._exports import lazy_exports
 
@@ -7,5 +8,6 @@ __all__, __getattr__ = lazy_exports(__name__, {
     "pull": ["pull_weights", "short_dest"],
     "push": ["NO_TOKEN", "PUSHED_FILES", "REPO_RE", "PushFailed", "check_push_args",
              "laptop_token", "push_from_box", "require_token"],
+    "reach": ["reach_warning"],
     "safety": ["weights_safety"],
 })

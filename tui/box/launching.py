@@ -18,7 +18,10 @@ from remote.billing import RunIntent, want_running
 from remote.runs import (
     BoxToolFailed,
     CannotStart,
+    LaunchSpec,
     RunIsLive,
+    apply_box_paths,
+    box_paths,
     build_command,
     cancel_probe,
     check_arg,
@@ -75,6 +78,8 @@ class ChecksDone(Message, bubble=False, namespace="box"):
     text: Text
     blocks: str
     data_ok: bool
+    #: Paths the launch will make absolute on the box (``remote.runs.box_paths``).
+    paths: dict[str, str]
 
 
 @dataclass
@@ -115,6 +120,8 @@ class Launching:
         #: The form's time estimate (its probe on the box).
         self.estimate = Estimate(ports, panes, lambda r: self.launch_spec(r).args,
                                  self._open_form, timer)
+        #: The box's absolute paths for the form's relative ones, once the checks asked.
+        self._paths: dict[str, str] = {}
 
     # ------------------------------------------------------------------ the form
 
@@ -147,7 +154,10 @@ class Launching:
         defaults = self.launch_defaults()
 
         def preview(request: LaunchRequest) -> str:
-            return build_command(self.launch_spec(request), transport)
+            # The paths as the launch will make them (asked by the checks, off this
+            # thread): the command shown is the command run.
+            return build_command(apply_box_paths(self.launch_spec(request), self._paths),
+                                 transport)
 
         hooks = FormHooks(preview=preview, submit=self.submit,
                           field_note=self.field_note, data_changed=self.data_changed,
@@ -327,7 +337,9 @@ class Launching:
         else:
             text.append("doctor  waits for data\n", style="dim")
         data_ok = doctor is not None and bool(doctor.get("ok"))
-        self.ports.post(ChecksDone(preflight, text, blocks, data_ok))
+        paths = box_paths(transport, LaunchSpec("trainer", state.project, "preview",
+                                                {"data": data} if data else {}))
+        self.ports.post(ChecksDone(preflight, text, blocks, data_ok, paths))
         if form is not None and form.offline is None:
             self.ports.post(HubChecked(form, not hub_reachable(transport)))
 
@@ -336,6 +348,7 @@ class Launching:
         state = self.ports.state
         if state.preflight is None:
             state.preflight = checks.preflight
+        self._paths.update(checks.paths)
         form = self._open_form()
         if form is None:
             return

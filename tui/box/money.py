@@ -59,16 +59,13 @@ def after_run_text(state: BoxState) -> Text | None:
     if instance_state == "destroyed" or (outcome.get("confirmed") and
                                          outcome.get("action") == "destroy"):
         return Text("instance destroyed: billing ended", style="green")
-    if instance_state == "stopped" or (outcome.get("confirmed") and
-                                       outcome.get("action") == "stop"):
-        storage = getattr(instance, "storage_per_hour", None)
-        if storage is None:
-            storage = outcome.get("billing_per_hour")
-        return Text(f"instance stopped: its disk bills {rate(storage)}", style="yellow")
+    if state.instance_stopped():
+        return Text(f"instance stopped: its disk bills {rate(state.storage_per_hour())}",
+                    style="yellow")
     ended = parse_iso(state.status.read.get("updated_at") or "")
     if ended is None:
         return None
-    idle = max(0.0, state.clock() - ended)
+    idle = max(0.0, state.status.box_time(state.clock()) - ended)  # the box's clock
     price = state.price_per_hour()
     usd = None if price is None else idle * price / 3600
     when = f"{int(idle // 60)} min" if idle < 3600 else format_duration(idle)

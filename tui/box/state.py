@@ -190,6 +190,23 @@ class BoxState:
         return self.destroyed or getattr(self.instance, "state", None) == "destroyed" or \
             bool(outcome.get("confirmed") and outcome.get("action") == "destroy")
 
+    def instance_stopped(self) -> bool:
+        """Whether the box's instance is known to be stopped (its disk still bills): the
+        provider's word or the guard's confirmed stop."""
+        guard = self.guard
+        outcome = (guard.outcome or {}) if guard is not None and guard.state == "done" else {}
+        return getattr(self.instance, "state", None) == "stopped" or \
+            bool(outcome.get("confirmed") and outcome.get("action") == "stop")
+
+    def storage_per_hour(self) -> float | None:
+        """What the stopped instance's disk bills per hour: the provider's figure, else
+        what the guard's stop reported, else unknown."""
+        storage = getattr(self.instance, "storage_per_hour", None)
+        guard = self.guard
+        if storage is None and guard is not None and guard.state == "done":
+            storage = (guard.outcome or {}).get("billing_per_hour")
+        return storage if isinstance(storage, int | float) else None
+
     def has_instance(self) -> bool:
         """Whether the box is a provider's instance that the app may ask about."""
         return bool(self.spec.provider and self.spec.provider != "manual"

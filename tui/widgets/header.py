@@ -127,7 +127,8 @@ class RunHeader(Vertical):
 
     def elapsed(self) -> float | None:
         """Seconds the run has trained: status elapsed plus the time since its update
-        while it is still live."""
+        while it is still live (both on the box's clock: a box whose clock is hours off
+        adds no hours)."""
         if self._event is None:
             return None
         st = self._event.read
@@ -137,7 +138,7 @@ class RunHeader(Vertical):
         if self._event.health.verdict in ("live", "slow"):
             updated = parse_iso(st.get("updated_at") or "")
             if updated is not None:
-                elapsed += max(0.0, self._clock() - updated)
+                elapsed += max(0.0, self._event.box_time(self._clock()) - updated)
         return float(elapsed)
 
     def _draw(self) -> None:
