@@ -215,11 +215,12 @@ def test_stop_run_graceful_then_forced(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="no status.json"):
         stop_run(transport, str(tmp_path / "nothing"))
 
-    # The runs listing sees both, with their health, newest first.
+    # The runs listing sees both, with their health, newest first: the killed one is
+    # shown as stopped (its stop mark names its pid), not as dead.
     (tmp_path / "not-a-run").mkdir()
     runs = list_runs(transport, str(tmp_path))
     assert [(r.name, r.state, r.health) for r in runs] == [
-        ("polite", "stopped", "stopped"), ("stubborn", "running", "dead")]
+        ("polite", "stopped", "stopped"), ("stubborn", "running", "stopped")]
     assert runs[0].epoch == 1 and runs[0].best_metric_name == "mAP50"
     assert list_runs(transport, str(tmp_path / "missing")) == []
 

@@ -26,14 +26,19 @@ def register(sub: argparse._SubParsersAction) -> None:
         "KeyboardInterrupt', which gpurent shows as stopped (PROJECT/.gpurent/NAME.stop.json "
         "says who stopped it), and a checkpoint still being written is named as cut short. "
         "The pid is signalled only while it is the process "
-        "status.json records (same start time). RUN is a local run directory or "
-        "HOST:RUN_DIR. Exit 0 stopped, killed or not running; 1 the box could not be "
-        "reached, or the pid is stale (not signalled); 2 bad input or an unreadable "
-        "status.",
+        "status.json records (same start time). A stop already in progress (a second "
+        "stop: NAME.stop.json names the same pid) is not sent again: gpurent waits up to "
+        "--timeout for it and says 'stopping' if the run is still saving (--force kills it "
+        "at once instead). RUN is a local run directory or HOST:RUN_DIR. Exit 0 stopped, "
+        "killed, stopping or not running; 1 the box could not be reached, or the pid is "
+        "stale (not signalled); 2 bad input or an unreadable status.",
     )
     p.add_argument("run", metavar="[HOST:]RUN")
     p.add_argument("--timeout", type=float, default=30.0,
                    help="seconds to wait after the signal before SIGKILL (default 30)")
+    p.add_argument("--force", action="store_true",
+                   help="when a stop is already in progress (still saving), SIGKILL the "
+                   "run at once instead of waiting for it")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     add_connection_options(p)
     p.set_defaults(func=run)
@@ -46,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     target = parse_target(args.run)
     transport = open_transport(target, args)
     try:
-        result = stop_run(transport, target.path, timeout=args.timeout)
+        result = stop_run(transport, target.path, timeout=args.timeout, force=args.force)
     finally:
         transport.close()
     ok = result.outcome != "not-signalled"

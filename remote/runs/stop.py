@@ -9,10 +9,16 @@ written (just after an epoch's status.json, or once ``weights/`` has been still 
 second). ``NAME.stop.json`` is written beside the run first: readers then show the run
 as ``stopped`` (``trainer.health.apply_stop``), and a checkpoint modified after it was
 being written when the signal came. SIGKILL follows either signal after the timeout.
+
+Every graceful stop writes ``NAME.stop.json`` (pid, signal, time) before its signal, our
+trainer's too: a second stop of the same pid sees the first in progress (a long final save
+or Hub push) and sends nothing; it waits for the process to end and never kills it, unless
+``force`` (``gpurent stop --force``) asks for SIGKILL at once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import posixpath
 import shlex
@@ -20,6 +26,7 @@ import signal
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from remote.runs.processes import StalePid, send, signal_checked, why_not
@@ -37,8 +44,9 @@ QUIET_WAIT_SECONDS = 30.0
 @dataclass(frozen=True)
 class StopResult:
     """``outcome``: ``stopped`` (ended after the graceful signal), ``killed`` (SIGKILL
-    was needed), ``not-running``, or ``not-signalled`` (the recorded pid is stale: another
-    process has it now); ``detail``: one line for the user; ``torn``: checkpoints that
+    was needed), ``stopping`` (a stop already in progress was waited for, and the run is
+    still saving), ``not-running``, or ``not-signalled`` (the recorded pid is stale:
+    another process has it now); ``detail``: one line for the user; ``torn``: checkpoints that
     were being written when the run stopped (cut short)."""
 
     outcome: str
@@ -66,10 +74,12 @@ def graceful_signal(transport: Transport, run_dir: str) -> int:
 
 
 def stop_run(transport: Transport, run_dir: str, timeout: float = 30.0,
-             poll: float = 0.25) -> StopResult:
+             poll: float = 0.25, force: bool = False) -> StopResult:
     """Stop the run in ``run_dir`` gracefully (see the module doc), or by force after
     ``timeout`` seconds. Its pid is signalled only while it is the process status.json
-    records (``remote.runs.processes``).
+    records (``remote.runs.processes``). When a stop of that pid is already in progress,
+    nothing is sent: the process is waited for up to ``timeout`` seconds and left running
+    after it, unless ``force`` (then SIGKILL at once).
 
     Raises ``ValueError`` when the status cannot be read or names no pid to signal."""
     read = read_status(transport, run_dir)
@@ -88,11 +98,15 @@ def stop_run(transport: Transport, run_dir: str, timeout: float = 30.0,
                                          "closing its status")
     if why is not None:
         return StopResult("not-signalled", f"stale pid {pid}: not signalling ({why})")
+    sent = stop_in_progress(transport, run_dir, pid)
+    if sent is not None:
+        return _join(transport, run_dir, pid, record, sent, timeout, poll, force)
     sig = graceful_signal(transport, run_dir)
     name = signal.Signals(sig).name
     if sig == signal.SIGINT:
         signal_when_quiet(transport, run_dir, pid, sig, min(timeout, QUIET_WAIT_SECONDS))
     else:
+        _write_mark(transport, run_dir, json.loads(_mark_body(pid, name)))
         send(transport, pid, sig)
     started = time.monotonic()
     gone = _wait_gone(transport, pid, record, timeout, poll)
@@ -115,6 +129,84 @@ def stop_run(transport: Transport, run_dir: str, timeout: float = 30.0,
     return StopResult("killed", f"pid {pid} ignored {name} for {timeout:g}s and was "
                                 f"killed (SIGKILL){tail}; {_ended(transport, run_dir)}"
                                 f"{_torn_text(torn)}", torn)
+
+
+@dataclass(frozen=True)
+class StopSent:
+    """A stop of the run's process already sent (``NAME.stop.json``): its ``signal``
+    name and when it was sent (``at``, UTC; ``None`` when the mark does not say)."""
+
+    signal: str
+    at: datetime | None
+
+
+def stop_in_progress(transport: Transport, run_dir: str, pid: int) -> StopSent | None:
+    """The stop already sent to ``pid`` (its ``NAME.stop.json`` names that pid), if any."""
+    mark = engines.beside_path(run_dir, engines.BESIDE_STOP)
+    if transport.stat(mark) is None:
+        return None
+    try:
+        data = transport.read(mark, 0, engines.MAX_MARK_BYTES)
+        record = json.loads(data)
+    except ValueError:
+        return None
+    if not isinstance(record, dict) or engines.parse_stop(data) != pid:
+        return None
+    at: datetime | None
+    try:
+        at = datetime.fromisoformat(str(record.get("at")).replace("Z", "+00:00"))
+    except ValueError:
+        at = None
+    return StopSent(clean_text(str(record.get("signal") or "a signal")), at)
+
+
+def in_progress_text(sent: StopSent, now: datetime | None = None) -> str:
+    """``a stop sent at HH:MM:SS (N s ago) is in progress`` (local time of this machine)."""
+    if sent.at is None:
+        return f"a stop ({sent.signal}) is in progress"
+    now = now or datetime.now(UTC)
+    ago = max(0, round((now - sent.at).total_seconds()))
+    return (f"a stop sent at {sent.at.astimezone():%H:%M:%S} ({ago} s ago) is in "
+            "progress")
+
+
+def _join(transport: Transport, run_dir: str, pid: int, record: Mapping[str, Any],
+          sent: StopSent, timeout: float, poll: float, force: bool) -> StopResult:
+    """Wait for a stop already in progress, sending nothing (SIGKILL at once: ``force``)."""
+    said = in_progress_text(sent)
+    libre = sent.signal == signal.SIGINT.name
+    if force:
+        if libre:  # what it saved before the kill is whole
+            torn_checkpoints(transport, run_dir, rebase=True)
+        with contextlib.suppress(StalePid):  # it ended just now
+            signal_checked(transport, pid, signal.SIGKILL, record)
+        gone = _wait_gone(transport, pid, record, KILL_WAIT_SECONDS, poll)
+        torn = torn_checkpoints(transport, run_dir) if libre else ()
+        tail = "" if gone else f"; pid {pid} is still there {KILL_WAIT_SECONDS:g}s later"
+        return StopResult("killed", f"{said}: forced, pid {pid} was killed (SIGKILL){tail}; "
+                                    f"{_ended(transport, run_dir)}{_torn_text(torn)}", torn)
+    started = time.monotonic()
+    if not _wait_gone(transport, pid, record, timeout, poll):
+        return StopResult("stopping", f"{said}: waited {timeout:g}s, pid {pid} is still "
+                                      "going: the first stop is still saving; not signalled "
+                                      "again (force it: gpurent stop --force)")
+    torn = torn_checkpoints(transport, run_dir) if libre else ()
+    return StopResult("stopped", f"{said}: waited, pid {pid} ended "
+                                 f"{time.monotonic() - started:.1f}s later; "
+                                 f"{_ended(transport, run_dir)}{_torn_text(torn)}", torn)
+
+
+def _write_mark(transport: Transport, run_dir: str, record: Mapping[str, Any]) -> None:
+    """Write ``NAME.stop.json`` atomically (temp file, then rename) on the box."""
+    mark = engines.beside_path(run_dir, engines.BESIDE_STOP)
+    q = shlex.quote(mark)
+    done = transport.run(f"mkdir -p {shlex.quote(posixpath.dirname(mark))} && "
+                         f"printf '%s\\n' {shlex.quote(json.dumps(record))} > {q}.tmp && "
+                         f"mv -f {q}.tmp {q}", timeout=30.0)
+    if done.rc != 0:
+        why = clean_text(done.stderr.decode("utf-8", "replace")).strip().splitlines()
+        raise ValueError(f"could not write the stop mark: "
+                         f"{why[-1] if why else f'exit {done.rc}'}")
 
 
 def _ended(transport: Transport, run_dir: str) -> str:
@@ -264,7 +356,6 @@ def torn_checkpoints(transport: Transport, run_dir: str,
         except ValueError:
             record = {}
         record["torn"] = list(names)
-        q = shlex.quote(mark)
-        transport.run(f"printf '%s\\n' {shlex.quote(json.dumps(record))} > {q}.tmp && "
-                      f"mv -f {q}.tmp {q}", timeout=30.0)
+        with contextlib.suppress(ValueError):  # the stop is done; the mark is a hint
+            _write_mark(transport, run_dir, record)
     return names

@@ -53,7 +53,8 @@ class RunStop:
         self.ports.work("stop_run", self._stop, group="stop", label="stopping the run")
 
     def _stop(self) -> None:
-        """Stop the run (SIGTERM, or SIGINT for LibreYOLO; SIGKILL after a timeout)."""
+        """Stop the run (SIGTERM, or SIGINT for LibreYOLO; SIGKILL after a timeout). A stop
+        already in progress is waited for, not sent again: the result's words say so."""
         state = self.ports.state
         transport, run_dir = state.need_transport(), state.need_run()
         result = stop_run(transport, run_dir)
