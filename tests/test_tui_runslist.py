@@ -154,7 +154,8 @@ async def test_help_lists_every_key_by_pane(run_factory):
         help_ = app.screen
         titles = [title for title, _pairs in help_.sections]
         assert titles == ["Anywhere", "The box and its run", "Log pane",
-                          "Runs list (Tab to it)", "Charts", "Dialogs and the launch form"]
+                          "Runs list (Tab to it)", "Charts", "Dialogs and the launch form",
+                          "Fleet (F)"]
         listed = {key for key, _desc in help_.keys}
         names = {"question_mark": "?", "slash": "/", "ampersand": "&", "escape": "Esc"}
         for key, _action, _label, _desc in KEYS:

@@ -30,6 +30,7 @@ from tui.box.view import BoxView
 from tui.dialogs.confirm import ConfirmDialog
 from tui.dialogs.guard import GuardDialog
 from tui.dialogs.launch import LaunchForm
+from tui.dialogs.pull import PullDialog
 from tui.dialogs.push import PushDialog
 from tui.dialogs.quit import QuitDialog
 from tui.widgets.metrics import MetricsPane
@@ -160,6 +161,8 @@ async def test_the_user_path_through_the_tui(user_box: SSHServer, tmp_path: Path
         assert hub_standin.repo("me/detector").commits
         # Pull to this laptop (the working directory's weights/).
         await pilot.press("w")
+        await until(pilot, lambda: shown(app, PullDialog) and app.focused is not None)
+        await pilot.press("enter")  # the folder offered: ./weights
         await until(pilot, lambda: any(m.startswith("pulled") for m in messages(app)),
                     timeout=180)
         assert (tmp_path / "weights").exists() and any((tmp_path / "weights").rglob("*.pt"))

@@ -230,12 +230,17 @@ def test_the_user_path_in_a_real_terminal_from_the_wheel(
     assert hub_standin.repo("me/detector").commits
     # Pull into ./weights.
     screen.keys("w")
+    screen.wait_dialog("Pull run first")
+    screen.wait_dialog("lands in")  # mounted, its folder box focused
+    screen.keys("Enter")  # the folder offered: ./weights
     screen.wait("pulled", timeout=180)
     assert any((work / "weights").rglob("best.pt"))
-    # The guard: when the run ends, stop the instance (when, then, hours, Cancel, Arm).
+    # The guard: when the run ends, stop the instance (when, then, hours, lease, Cancel,
+    # Arm: the lease field is there for an instance the user named).
     screen.keys("a")
     screen.wait("Arm guard")
-    screen.keys("Tab", "Tab", "Tab", "Tab", "Enter")
+    screen.wait_dialog("lease")
+    screen.keys("Tab", "Tab", "Tab", "Tab", "Tab", "Enter")
     screen.wait("guard armed", timeout=60)
     # Stop the run; the guard stops the instance.
     screen.keys("x")
