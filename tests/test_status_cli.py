@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -120,11 +121,17 @@ def test_output_to_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
     """``gpurent runs P | head -1``: the reader goes away after one line."""
     for i in range(400):
         completed_run(tmp_path / f"run{i:03d}")
-    proc = subprocess.Popen([str(GPURENT), "runs", str(tmp_path)], stdout=subprocess.PIPE,
+    # A pipe of one page: the listing (over 16 KiB) cannot all fit in it before the
+    # reader leaves, however fast the writer is.
+    read_end, write_end = os.pipe()
+    fcntl.fcntl(read_end, fcntl.F_SETPIPE_SZ, 4096)
+    proc = subprocess.Popen([str(GPURENT), "runs", str(tmp_path)], stdout=write_end,
                             stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert proc.stdout is not None and proc.stderr is not None
-    assert proc.stdout.readline().startswith(b"NAME")
-    proc.stdout.close()  # what head does once it has its line
+    os.close(write_end)
+    stdout = os.fdopen(read_end, "rb")
+    assert proc.stderr is not None
+    assert stdout.readline().startswith(b"NAME")
+    stdout.close()  # what head does once it has its line
     err = proc.stderr.read()
     assert proc.wait(timeout=60) == 141
     assert err == b""
