@@ -67,8 +67,10 @@ async def until(pilot, check, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         if time.monotonic() > deadline:
+            events = [e.message for e in getattr(pilot.app, "history", [])][-8:]
             raise AssertionError(f"condition not met within {timeout}s; last notifications: "
-                                 f"{messages(pilot.app)[-5:]}")
+                                 f"{messages(pilot.app)[-5:]}; last events: {events}; "
+                                 f"screen: {type(pilot.app.screen).__name__}")
         await pilot.pause(0.05)
 
 
