@@ -20,15 +20,20 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
-from trainer.text import money, rate
+from trainer.text import format_duration, money, rate
 from tui.dialogs.confirm import ConfirmDialog
 from tui.dialogs.move import MoveAnswer, MoveDialog
 from tui.fmt import safe
 
 #: The table's columns.
-COLUMNS = ("account", "instance", "state", "GPU", "$/h now", "spent", "weights", "notes")
-#: How each weights verdict is drawn (``remote.billing.boxweights``).
+#: The table's columns, the most telling first (an 80-column terminal shows the first
+#: few; the details under the table say everything about the highlighted row).
+COLUMNS = ("instance", "state", "$/h now", "spent", "weights", "notes", "GPU", "account")
+#: How each weights verdict is drawn (``remote.billing.boxweights``), and in short.
 WEIGHTS_STYLE = {"safe": "green", "unsafe": "bold red", "unknown": "yellow"}
+WEIGHTS_SHORT = {"safe": "safe", "unsafe": "NOT safe", "unknown": "?"}
+#: Cells are cut at this many characters (the details hold the whole text).
+CELL = 28
 #: The screen's keys, for its own key line and the help screen.
 FLEET_KEYS = (("enter", "open it as a box tab"), ("s", "stop the instance (asks first)"),
               ("D", "destroy: its tab, then the weights gate's dialog"),
@@ -43,6 +48,13 @@ OTHER_STARTS = ("Watch one box: gpurent-tui HOST (an address, an ~/.ssh/config a
 class FleetScreen(Screen[None]):
     """The table; ``lister()`` returns a ``remote.billing.Fleet`` (it blocks: it runs in
     a worker thread); ``open_box(row)`` opens a row's instance as a box tab."""
+
+    DEFAULT_CSS = """
+    FleetScreen #fleet { height: auto; max-height: 1fr; }
+    FleetScreen #fleet-detail { height: auto; padding: 0 1; margin-top: 1;
+                                border-top: solid $primary; }
+    FleetScreen #fleet-keys { padding: 0 1; }
+    """
 
     BINDINGS = [Binding("enter", "open", "open", show=False),
                 Binding("s", "stop", "stop", show=False),
@@ -89,6 +101,7 @@ class FleetScreen(Screen[None]):
         table: DataTable[Text] = DataTable(id="fleet", cursor_type="row", zebra_stripes=True)
         table.add_columns(*COLUMNS)
         yield table
+        yield Static(id="fleet-detail")
         yield Static(Text("  ".join(f"{k} {what}" for k, what in FLEET_KEYS), style="dim"),
                      id="fleet-keys")
 
@@ -124,33 +137,82 @@ class FleetScreen(Screen[None]):
         table.clear()
         for n, row in enumerate(fleet.rows):
             table.add_row(*self.cells(row, fleet.now), key=str(n))
+        self.show_detail()
         billing = sum(r.instance.billing_per_hour or 0 for r in fleet.rows if r.instance)
         count = sum(1 for r in fleet.rows if r.instance)
         status.update(Text(f"{count} instance{'' if count == 1 else 's'}, billing "
                            f"{rate(billing)} now; listed in {fleet.seconds:.1f} s"))
 
     @staticmethod
-    def cells(row: Any, now: float) -> list[Text]:
-        """One row's cells, every provider- or box-given text inert (``tui.fmt.safe``)."""
+    def state_words(row: Any) -> str:
+        """The state in our words, the provider's own beside them when they differ."""
         inst = row.instance
-        if inst is None:
-            return [safe(row.account, 24), Text("-"), safe("account failed", 20, "red"),
-                    Text(""), Text(""), Text(""), Text(""), safe(row.error, 200, "red")]
         state = inst.state if inst.raw_state in ("", inst.state) else \
             f"{inst.state} ({inst.raw_state})"
+        return f"taken away: {state}" if row.interrupted is not None else state
+
+    @staticmethod
+    def notes(row: Any, now: float) -> list[str]:
+        """The row's words about money and waste, less the weights verdict (its own
+        column)."""
+        verdict = row.weights
+        return [w for w in row.words(now) if verdict is None or w != verdict.words()]
+
+    @classmethod
+    def cells(cls, row: Any, now: float) -> list[Text]:
+        """One row's cells, short, every provider- or box-given text inert
+        (``tui.fmt.safe``)."""
+        inst = row.instance
+        if inst is None:
+            return [Text("-"), safe("account failed", CELL, "red"), Text(""), Text(""),
+                    Text(""), safe(row.error, CELL, "red"), Text(""), safe(row.account, CELL)]
         spent = row.spent(now)
         verdict = row.weights
-        weights = "" if verdict is None else verdict.words().removeprefix("weights")
-        words = [w for w in row.words(now) if verdict is None or w != verdict.words()]
         style = "bold yellow" if row.idle is not None or row.unreachable else ""
-        if row.interrupted is not None:  # taken away by its provider
-            state, style = f"taken away: {state}", "bold red"
-        return [safe(row.account, 24), safe(row.target, 40), safe(state, 40),
-                safe(inst.gpu or "?", 30), Text(rate(inst.billing_per_hour)),
+        state_style = "bold red" if row.interrupted is not None else ""
+        return [safe(row.target, CELL), safe(cls.state_words(row), CELL, state_style),
+                Text(rate(inst.billing_per_hour)),
                 Text("" if spent is None else money(spent)),
-                safe(weights.strip(" :"), 120, WEIGHTS_STYLE.get(verdict.state, "")
-                     if verdict else ""),
-                safe("; ".join(words), 600, style)]
+                Text("") if verdict is None else
+                Text(WEIGHTS_SHORT.get(verdict.state, "?"),
+                     style=WEIGHTS_STYLE.get(verdict.state, "")),
+                safe("; ".join(cls.notes(row, now)), 2 * CELL, style),
+                safe(inst.gpu or "?", CELL), safe(row.account, CELL)]
+
+    @classmethod
+    def detail(cls, row: Any, now: float) -> Text:
+        """Everything about one row, a line each (inert text)."""
+        if row.instance is None:
+            return safe(f"{row.account}: account failed: {row.error}", 600, "red")
+        inst = row.instance
+        head = [f"{row.target} ({row.account})", cls.state_words(row), inst.gpu or "GPU ?",
+                f"{rate(inst.price_per_hour)} running, {rate(inst.storage_per_hour)} "
+                "stopped"]
+        up, spent = row.uptime(now), row.spent(now)
+        if up is not None:
+            head.append(f"up {format_duration(up)}"
+                        + (f", spent {money(spent)}" if spent is not None else ""))
+        if inst.ssh_host:
+            head.append(f"ssh {inst.ssh_host}:{inst.ssh_port}")
+        out = Text()
+        out.append_text(safe(" · ".join(head), 400, "bold"))
+        for words in ([] if row.weights is None else [row.weights.words()]) + \
+                cls.notes(row, now):
+            out.append("\n")
+            out.append_text(safe(words, 600))
+        return out
+
+    def show_detail(self) -> None:
+        """The details of the highlighted row under the table."""
+        rows = self.fleet.rows if self.fleet is not None else []
+        index = self.query_one(DataTable).cursor_row
+        row = rows[index] if 0 <= index < len(rows) else None
+        self.query_one("#fleet-detail", Static).update(
+            Text("") if row is None else self.detail(row, self.fleet.now))
+
+    def on_data_table_row_highlighted(self, _event: DataTable.RowHighlighted) -> None:
+        """The cursor moved: the details follow it."""
+        self.show_detail()
 
     def selected(self) -> Any:
         """The row under the cursor (``None`` for none, or an account's failure)."""
