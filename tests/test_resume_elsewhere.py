@@ -44,6 +44,25 @@ def hub_epoch(standin: HubStandin, repo: str) -> int:
         return 0
 
 
+def laptop_env(tmp_path: Path, standin, hub: HubStandin, a, b, ia: str, ib: str,
+               **more: str) -> dict[str, str]:
+    """The laptop's environment for two RunPod boxes ``a`` (pod ``ia``) and ``b`` (``ib``):
+    an ssh config with both keys and a known_hosts holding both under their pod names,
+    the stand-ins' URLs and keys, the Hub token."""
+    known = tmp_path / "known_hosts"
+    known.write_text(f"runpod:{ia} {a.host_key_line}\nrunpod:{ib} {b.host_key_line}\n")
+    home = tmp_path / "laptop"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "config").write_text(
+        f"Host *\n  IdentityFile {a.key_path}\n  IdentityFile {b.key_path}\n"
+        f"  IdentitiesOnly yes\n  UserKnownHostsFile {known}\n")
+    return {**os.environ, "HOME": str(home), "SSH_AUTH_SOCK": "",
+            "PYTHONPATH": str(ROOT), "XDG_CONFIG_HOME": str(tmp_path / "xdg"),
+            "RUNPOD_API_KEY": standin.key, "GPURENT_RUNPOD_URL": standin.base_url,
+            "HF_TOKEN": VALID_TOKEN, "HF_ENDPOINT": hub.url, "HF_HUB_DISABLE_XET": "1",
+            **more}
+
+
 def test_a_run_taken_away_resumes_on_another_box(
         provider_standin, hub_standin: HubStandin, shapes_data: Path, tmp_path: Path) -> None:
     boxes = []
@@ -55,18 +74,7 @@ def test_a_run_taken_away_resumes_on_another_box(
     try:
         standin = provider_standin("runpod")
         ia, ib = instance_on(standin, a), instance_on(standin, b)
-        known = tmp_path / "known_hosts"
-        known.write_text(f"runpod:{ia} {a.host_key_line}\nrunpod:{ib} {b.host_key_line}\n")
-        home = tmp_path / "laptop"
-        (home / ".ssh").mkdir(parents=True)
-        (home / ".ssh" / "config").write_text(
-            f"Host *\n  IdentityFile {a.key_path}\n  IdentityFile {b.key_path}\n"
-            f"  IdentitiesOnly yes\n  UserKnownHostsFile {known}\n")
-        env = {**os.environ, "HOME": str(home), "SSH_AUTH_SOCK": "",
-               "PYTHONPATH": str(ROOT), "XDG_CONFIG_HOME": str(tmp_path / "xdg"),
-               "RUNPOD_API_KEY": standin.key, "GPURENT_RUNPOD_URL": standin.base_url,
-               "HF_TOKEN": VALID_TOKEN, "HF_ENDPOINT": hub_standin.url,
-               "HF_HUB_DISABLE_XET": "1", "OMP_NUM_THREADS": "1"}
+        env = laptop_env(tmp_path, standin, hub_standin, a, b, ia, ib, OMP_NUM_THREADS="1")
 
         def gpurent(*args: str) -> subprocess.CompletedProcess[str]:
             return subprocess.run([str(GPURENT), *args], capture_output=True, text=True,

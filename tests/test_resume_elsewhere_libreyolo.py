@@ -21,13 +21,13 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.fake_libreyolo import libreyolo_shim
-from tests.fixtures.hub_standin import VALID_TOKEN, HubStandin
+from tests.fixtures.hub_standin import HubStandin
 from tests.fixtures.sshd import make_server
 from tests.fixtures.watch_log import wait_until
 from tests.test_instance_targets import instance_on
 from tests.test_libreyolo import data_yaml, kill
 from tests.test_resume import gone, rows
-from tests.test_resume_elsewhere import hub_epoch
+from tests.test_resume_elsewhere import hub_epoch, laptop_env
 from trainer import engines
 from trainer.hub.autopush import live_watchers
 from trainer.hub.ledger import sha256_file
@@ -55,18 +55,7 @@ def test_a_libreyolo_run_taken_away_resumes_on_another_box(
     try:
         standin = provider_standin("runpod")
         ia, ib = instance_on(standin, a), instance_on(standin, b)
-        known = tmp_path / "known_hosts"
-        known.write_text(f"runpod:{ia} {a.host_key_line}\nrunpod:{ib} {b.host_key_line}\n")
-        home = tmp_path / "laptop"
-        (home / ".ssh").mkdir(parents=True)
-        (home / ".ssh" / "config").write_text(
-            f"Host *\n  IdentityFile {a.key_path}\n  IdentityFile {b.key_path}\n"
-            f"  IdentitiesOnly yes\n  UserKnownHostsFile {known}\n")
-        env = {**os.environ, "HOME": str(home), "SSH_AUTH_SOCK": "",
-               "PYTHONPATH": str(ROOT), "XDG_CONFIG_HOME": str(tmp_path / "xdg"),
-               "RUNPOD_API_KEY": standin.key, "GPURENT_RUNPOD_URL": standin.base_url,
-               "HF_TOKEN": VALID_TOKEN, "HF_ENDPOINT": hub_standin.url,
-               "HF_HUB_DISABLE_XET": "1"}
+        env = laptop_env(tmp_path, standin, hub_standin, a, b, ia, ib)
 
         def gpurent(*args: str) -> subprocess.CompletedProcess[str]:
             return subprocess.run([str(GPURENT), *args], capture_output=True, text=True,
