@@ -186,6 +186,21 @@ def test_an_idle_box_is_flagged_with_its_dollars_and_a_busy_one_is_not(provider_
         sim.wait(30)
 
 
+def count_execs(monkeypatch) -> list[str]:
+    """Every command the laptop runs on a box over SSH from now on (its first line)."""
+    from remote.transport.ssh import SSHTransport
+
+    seen: list[str] = []
+    real = SSHTransport.run
+
+    def run(self, command: str, **kwargs):
+        seen.append(command.splitlines()[0][:80])
+        return real(self, command, **kwargs)
+
+    monkeypatch.setattr(SSHTransport, "run", run)
+    return seen
+
+
 def finished_run(run: Path) -> Path:
     """A completed run whose best.pt is the file at stake."""
     runfiles.RunWriter(run).write_status({"state": "completed", "total_epochs": 3,
@@ -215,12 +230,20 @@ def test_each_reached_box_says_whether_its_weights_are_safe_by_the_gates_rules(
     run = finished_run(Path(box.home) / "proj" / "exp")
     register_run(box, run)
     record_push(hub_standin, run)  # org/run: the user's repository
+    execs = count_execs(monkeypatch)
     [row] = list_fleet([account(vast)], options).rows
     assert row.weights.words() == "weights safe (hub)", row.weights
+    assert len(execs) == 2, execs  # no trainer on the box yet: the check's own exec
+    execs.clear()
+    [row] = list_fleet([account(vast)], options).rows  # installed now: one exec in all
+    assert row.weights.words() == "weights safe (hub)", row.weights
+    assert len(execs) == 1, execs
     other = finished_run(Path(box.home) / "proj" / "exp2")
     register_run(box, other)
     record_push(hub_standin, other, repo="evil/copy")  # the box's claim: not the user's
+    execs.clear()
     fleet = list_fleet([account(vast)], options)
+    assert len(execs) == 1, execs
     [row] = fleet.rows
     assert row.weights.state == "unsafe" and "exp2/weights/best.pt" in row.weights.reason
     assert "exp/weights" not in row.weights.reason
@@ -243,3 +266,38 @@ def test_each_reached_box_says_whether_its_weights_are_safe_by_the_gates_rules(
     assert row.weights.words() == "weights: ? the check did not end in time", row.weights
     [row] = list_fleet([account(vast)], changed(options, weights=False)).rows
     assert row.box is not None and row.weights is None
+
+
+def test_a_folded_check_that_did_not_run_the_tool_is_asked_again_and_a_failed_one_is_unknown():
+    """The probe's folded weights section is judged only when the tool ran there: a gate
+    that would have to boot the box, a cut report or no exit code means the box is asked
+    in an exec of its own; a tool that ran past its limit or failed is ``weights: ?``,
+    even when its stdout looks like a report."""
+    from remote.billing.boxweights import (
+        MAX_SAFE_BYTES,
+        SAFE_OUT,
+        SAFE_RC,
+        box_weights,
+        folded_answer,
+    )
+    from remote.link.gate import MARK
+
+    report = json.dumps({"runs": []}).encode()
+    assert folded_answer({}) is None
+    assert folded_answer({SAFE_OUT: f"{MARK}\nhome /root\n".encode(),
+                          SAFE_RC: b"0\n"}) is None
+    assert folded_answer({SAFE_OUT: report}) is None
+    assert folded_answer({SAFE_OUT: b"{" * (MAX_SAFE_BYTES + 1), SAFE_RC: b"0\n"}) is None
+    assert folded_answer({SAFE_OUT: report, SAFE_RC: b"0\n"}).report == {"runs": []}
+
+    class Box:
+        label = "vast:1"
+
+    def never(*_args):
+        raise AssertionError("the Hub is not asked about a check that failed")
+
+    for rc, said in ((b"124", "weights: ? not checked: trainer safe did not end within 30 s"),
+                     (b"1", "weights: ? not checked: cannot list the weights on vast:1: ")):
+        verdict = box_weights(Box(), "vast:1", True, never,
+                              folded={SAFE_OUT: report, SAFE_RC: rc})
+        assert verdict.state == "unknown" and verdict.words().startswith(said), verdict

@@ -4,6 +4,12 @@ with the user's token; a laptop copy only while the pull ledger still matches), 
 on the connection the fleet's probe opened, through the gate (``remote.link``: the
 trainer ships on that exec's stdin when the box does not hold it yet).
 
+The box side rides in the probe's own exec when it can (``folded_check``): a box that
+holds this trainer's install (the gate's marker) and whose registry names a run prints
+``trainer safe``'s report as one more section of the probe, and the laptop judges it
+as the gate does. A box without the install (or whose python is gone) gets the check in
+a second exec as before.
+
 A check that fails, or does not end within its limit, is ``unknown`` with the reason:
 never ``safe``. A box whose registry holds no run is judged as the gate judges it (no
 run to check: not safe) without running the tool.
@@ -11,17 +17,25 @@ run to check: not safe) without running the tool.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import shlex
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from remote import config
 from remote.config import ConfigError, hub_repos
+from remote.link import gate
+from remote.link.bootstrap import CACHE_DIR, MARKER, box_id, install_name
 from remote.link.connector import Connector
-from remote.transport.base import Transport, TransportError
+from remote.link.tools import ToolAnswer, parse_report
+from remote.runs.probe import registry_expr, section
+from remote.transport.base import RunResult, Transport, TransportError
 from remote.weights.safety import (
     NAMED,
     HubVerify,
     Safety,
+    inventory,
+    inventory_words,
     judge,
     laptop_verify,
     weights_safety,
@@ -30,6 +44,11 @@ from trainer.text import clean_text, one_line
 
 #: Seconds a box's weights check may take in a listing (hashing is cached on the box).
 WEIGHTS_TIMEOUT = 30.0
+#: The folded check's sections in the probe's reply: the tool's stdout, the tail of its
+#: stderr, its exit code.
+SAFE_OUT, SAFE_ERR, SAFE_RC = "safe", "safe err", "safe rc"
+#: What the folded check's report may hold (a longer one is checked in its own exec).
+MAX_SAFE_BYTES = 2 << 20
 
 
 @dataclass(frozen=True)
@@ -86,14 +105,63 @@ def hub_verify() -> HubVerify | str:
         return str(exc)
 
 
+def folded_check(transport: Transport, target: str,
+                 timeout: float = WEIGHTS_TIMEOUT) -> Callable[[str], str]:
+    """The probe's ``extra`` (``remote.runs.probe.script``) for the box ``target``
+    (``vast:4242``): when the box holds this trainer's install and its registry is not
+    empty, ``trainer safe --json --registry`` runs through the gate (which never ships
+    the package here: it prints its boot probe instead) within ``timeout`` seconds, and
+    its stdout, the tail of its stderr and its exit code are printed as sections."""
+    name = install_name()
+    known = config.remembered(box_id(transport))
+    python = config.host_python(target) or known.get("python")
+    tool = gate.script(["-m", "trainer", *inventory_words()],
+                       python if isinstance(python, str) else None, ship=False, name=name)
+
+    def shell(boundary: str) -> str:
+        return (f'if [ -s {registry_expr()} ] && [ -f "$HOME"/{CACHE_DIR}/{name}/{MARKER} ] '
+                "&& command -v timeout >/dev/null 2>&1 && o=$(mktemp -d 2>/dev/null); "
+                f"then timeout -k 2 {timeout:g} sh -c {shlex.quote(tool)} </dev/null "
+                '>"$o/out" 2>"$o/err"; rc=$?; '
+                + section(boundary, SAFE_OUT, f'head -c {MAX_SAFE_BYTES + 1} "$o/out"')
+                + "; " + section(boundary, SAFE_ERR, 'tail -c 2048 "$o/err"')
+                + "; " + section(boundary, SAFE_RC, 'echo "$rc"') + '; rm -rf "$o"; fi')
+
+    return shell
+
+
+def folded_answer(sections: Mapping[str, bytes]) -> ToolAnswer | None:
+    """What the folded check's tool said, or ``None`` when it did not run there (no
+    install, an empty registry, the gate would have to boot the box, a report too long
+    for the probe's reply)."""
+    out, rc = sections.get(SAFE_OUT), sections.get(SAFE_RC, b"").split()
+    if out is None or not rc or not rc[0].isdigit() or len(out) > MAX_SAFE_BYTES or \
+            gate.booting(out) is not None:
+        return None
+    return ToolAnswer(RunResult(int(rc[0]), out, sections.get(SAFE_ERR, b"")),
+                      parse_report(out))
+
+
 def box_weights(transport: Transport, target: str, has_runs: bool, verify: HubVerify,
                 *, timeout: float = WEIGHTS_TIMEOUT, accept_new: bool = False,
-                ssh_options: Mapping[str, Any] | None = None) -> WeightsVerdict:
+                ssh_options: Mapping[str, Any] | None = None,
+                folded: Mapping[str, bytes] | None = None) -> WeightsVerdict:
     """The gate's verdict on every run of the box's registry, asked on ``transport``
     (the box ``target``, ``vast:4242``) within ``timeout`` seconds; ``has_runs``: the
-    probe found runs in the registry (else nothing runs on the box)."""
+    probe found runs in the registry (else nothing runs on the box). ``folded``: the
+    probe's sections, whose ``folded_check`` answer is judged when there is one (else
+    the box is asked in an exec of its own)."""
     if not has_runs:
         return verdict_of(judge({"runs": []}, transport.label, verify))
+    answer = folded_answer(folded or {})
+    if answer is not None and answer.rc in (124, 137):  # timeout's: the tool ran past it
+        return unknown(f"not checked: trainer safe did not end within {timeout:g} s")
+    if answer is not None:
+        try:
+            return verdict_of(judge(inventory(answer, transport.label), transport.label,
+                                    verify))
+        except TransportError as exc:
+            return unknown(f"not checked: {exc}")
     connector = Connector(target, accept_new=accept_new, ask_unknown=None,
                           ssh_options=dict(ssh_options or {}), timeout=timeout)
     try:

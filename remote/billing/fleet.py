@@ -23,6 +23,7 @@ from remote.billing.boxweights import (
     WEIGHTS_TIMEOUT,
     WeightsVerdict,
     box_weights,
+    folded_check,
     hub_verify,
     unknown,
 )
@@ -260,16 +261,21 @@ class _Reached:
 
 def _probe(client: Provider, inst: Instance, options: FleetOptions,
            verify: HubVerify | str | None, seen: _Reached) -> BoxReport:
-    """The probe, then (``verify``) the weights check on the same connection."""
+    """The probe, then (``verify``) the weights check: the box's side folded into the
+    probe's exec when the box holds the trainer, else on the same connection."""
+    target = f"{client.name}:{inst.id}"
     with connect_instance(client, inst, options) as transport:
-        seen.report = probe_box(transport, timeout=options.timeout)
+        fold = None if verify is None or isinstance(verify, str) else \
+            folded_check(transport, target, options.weights_timeout)
+        seen.report = probe_box(transport, extra=fold, timeout=options.timeout + (
+            options.weights_timeout if fold else 0.0))
         if isinstance(verify, str):
             seen.weights = unknown(f"not checked: {verify}")
         elif verify is not None:
             seen.weights = box_weights(
-                transport, f"{client.name}:{inst.id}", bool(seen.report.runs), verify,
+                transport, target, bool(seen.report.runs), verify,
                 timeout=options.weights_timeout, accept_new=options.accept_new,
-                ssh_options=options.ssh_options)
+                ssh_options=options.ssh_options, folded=seen.report.sections)
         return seen.report
 
 

@@ -9,6 +9,8 @@ through gpurent) their ``status.json`` (or ``launch.pid``), ``guard.json`` and w
 ``/proc`` says about the pids those name. Health is judged with the same rules as
 everywhere (``trainer.health.judge_health``) against the box's clock; nothing here is
 guessed: a box without ``nvidia-smi`` has no GPU figures, a run without a status says so.
+A caller may add sections of its own to the same exec (``extra``: the fleet's weights
+check, ``remote.billing.boxweights.folded_check``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import re
 import secrets
 import shlex
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,6 +83,8 @@ class BoxReport:
     guards: list[GuardState] = field(default_factory=list)
     lease: dict[str, Any] | None = None
     gpu_error: str = ""
+    #: Every section the script printed, raw (a caller's ``extra`` sections among them).
+    sections: dict[str, bytes] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def live_runs(self) -> list[BoxRun]:
@@ -116,14 +121,24 @@ def cache_dir_expr() -> str:
     return '"${GPURENT_CACHE_DIR:-$HOME/.cache/gpurent}"'
 
 
-def script(boundary: str) -> str:
-    """The shell script (see the module doc)."""
-    b = boundary
+def registry_expr() -> str:
+    """The box's run registry (``runs.txt``) as a shell expression."""
+    return f'"${{{runfiles.RUN_REGISTRY_ENV}:-$HOME/{runfiles.RUN_REGISTRY}}}"'
+
+
+def section(boundary: str, name: str, body: str) -> str:
+    """Shell that starts the section ``name`` and then runs ``body`` (its content)."""
+    return f'printf "\\n%s\\n" "{boundary} {name}"; {body}'
+
+
+def script(boundary: str, extra: Callable[[str], str] | None = None) -> str:
+    """The shell script (see the module doc); ``extra(boundary)``: more shell, run last,
+    that prints sections of its own (``section``)."""
 
     def part(name: str, body: str) -> str:
-        return f'printf "\\n%s\\n" "{b} {name}"; {body}'
+        return section(boundary, name, body)
 
-    registry = f'"${{{runfiles.RUN_REGISTRY_ENV}:-$HOME/{runfiles.RUN_REGISTRY}}}"'
+    registry = registry_expr()
     gpu = shlex.join(smi.query_command("nvidia-smi", GPU_FIELDS))
     return "; ".join([
         part("now", "date +%s"),
@@ -148,6 +163,7 @@ def script(boundary: str) -> str:
         f"\"$r/{GUARD_FILE}\" 2>/dev/null | grep -o '[0-9]*$'); do "
         + part("proc $n $p", 'cat /proc/"$p"/stat 2>/dev/null || echo gone') + "; done; "
         "done; }",
+        *([extra(boundary)] if extra is not None else []),
         part("end", ":"),
     ])
 
@@ -210,14 +226,18 @@ def parse_report(parts: dict[str, bytes]) -> BoxReport:
             ok = isinstance(pid, int) and not isinstance(pid, bool) and pid > 1 and \
                 procid.mismatch(probes.get(pid), data, started_at(data)) is None
             guards.append(GuardState.from_dict(data, ok))
-    return BoxReport(now, gpus, runs, guards, _json(parts.get("lease")), gpu_error)
+    return BoxReport(now, gpus, runs, guards, _json(parts.get("lease")), gpu_error,
+                     dict(parts))
 
 
-def probe_box(transport: Transport, timeout: float = 20.0) -> BoxReport:
-    """Run the probe on ``transport``'s box. ``TransportError`` (one line) when it cannot
-    be run or its answer is cut short."""
+def probe_box(transport: Transport, timeout: float = 20.0,
+              extra: Callable[[str], str] | None = None) -> BoxReport:
+    """Run the probe on ``transport``'s box (with the caller's ``extra`` sections, see
+    ``script``). ``TransportError`` (one line) when it cannot be run or its answer is
+    cut short."""
     boundary = f"--gpurent-{secrets.token_hex(8)}"
-    result = transport.run(script(boundary), timeout=timeout, max_bytes=MAX_PROBE_BYTES)
+    result = transport.run(script(boundary, extra), timeout=timeout,
+                           max_bytes=MAX_PROBE_BYTES)
     parts = split_sections(result.stdout, boundary)
     if "end" not in parts:
         err = result.stderr.decode("utf-8", "replace").strip().splitlines()

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from remote.config import ConfigError, hub_repos
-from remote.link.tools import ToolGate, ask_tool
+from remote.link.tools import ToolAnswer, ToolGate, ask_tool
 from remote.transport.base import Transport, TransportError
 from remote.weights.pull import ledger_entries, verified_copy
 from trainer.hub.client import read_token, verify_pushed
@@ -104,14 +104,26 @@ def box_inventory(transport: Transport, run_dirs: Iterable[str] = (),
     """The box's ``trainer safe --json`` answer for these runs and projects (and the
     registry), through ``connector``'s gate when given. Raises ``TransportError`` with
     the box's one-line reason, e.g. for a path that is not a run directory."""
+    answer = ask_tool(transport, inventory_words(run_dirs, projects, registry),
+                      connector=connector, timeout=timeout)
+    return inventory(answer, transport.label)
+
+
+def inventory_words(run_dirs: Iterable[str] = (), projects: Iterable[str] = (),
+                    registry: bool = True) -> list[str]:
+    """The words of ``trainer safe --json`` for these runs, projects (and registry)."""
     words = ["safe", "--json", *(f"--project={p}" for p in projects)]
     words += ["--registry"] if registry else []
-    words += ["--", *run_dirs]
-    answer = ask_tool(transport, words, connector=connector, timeout=timeout)
+    return [*words, "--", *run_dirs]
+
+
+def inventory(answer: ToolAnswer, label: str) -> dict[str, Any]:
+    """The report of a ``trainer safe --json`` that ran on the box ``label``;
+    ``TransportError`` with the box's one-line reason when it printed none."""
     report = answer.report
     if not answer.ok or report is None or not isinstance(report.get("runs"), list):
         why = answer.why.removeprefix("trainer safe: ") or f"exit {answer.rc}"
-        raise TransportError(f"cannot list the weights on {transport.label}: {why}")
+        raise TransportError(f"cannot list the weights on {label}: {why}")
     return report
 
 
