@@ -4,7 +4,9 @@ running one that can be reached, what its box is doing.
 Every account is listed at once (one thread each, each bounded by ``timeout``); a failing
 account becomes a row that says why, never a failed listing. Then every running
 instance with an SSH address gets one exec (``remote.runs.probe``), all at once, each
-bounded by ``timeout``: GPUs now, the registered runs and their health, a guard, a lease.
+bounded by ``timeout``: GPUs now, the registered runs and their health, a guard, a lease,
+and (``weights``) the box side of the weights gate's check when the box has the trainer
+(``remote.billing.boxweights``; else a second exec).
 An unknown host key is not accepted (unless ``accept_new``): such a box is
 ``unreachable`` with that reason, as is one that does not answer. Words are only for
 what was observed.
