@@ -15,7 +15,6 @@ check, ``remote.billing.boxweights.folded_check``).
 
 from __future__ import annotations
 
-import json
 import posixpath
 import re
 import secrets
@@ -27,7 +26,7 @@ from typing import Any
 
 from remote.runs.guard import GuardState
 from remote.runs.processes import started_at
-from remote.runs.status import MAX_GUARD_BYTES, split_sections
+from remote.runs.status import MAX_GUARD_BYTES, json_object, split_sections
 from remote.transport.base import Transport, TransportError
 from trainer import procid, runfiles, smi
 from trainer.guard.state import GUARD_FILE
@@ -168,13 +167,6 @@ def script(boundary: str, extra: Callable[[str], str] | None = None) -> str:
     ])
 
 
-def _json(data: bytes | None) -> dict[str, Any] | None:
-    try:
-        value = json.loads((data or b"").decode("utf-8"))
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        return None
-    return value if isinstance(value, dict) else None
-
 
 def _gpus(text: str) -> tuple[list[GpuNow] | None, str]:
     rows = smi.parse(text, GPU_FIELDS)
@@ -220,13 +212,13 @@ def parse_report(parts: dict[str, bytes]) -> BoxReport:
         epoch = read.get("completed_epochs") if read.ok else None
         runs.append(BoxRun(run_dir, health.verdict, health.reason, updated,
                            epoch if isinstance(epoch, int) else None))
-        data = _json(parts.get(f"guard {n}"))
+        data = json_object(parts.get(f"guard {n}"))
         if data is not None:
             pid = data.get("pid")
             ok = isinstance(pid, int) and not isinstance(pid, bool) and pid > 1 and \
                 procid.mismatch(probes.get(pid), data, started_at(data)) is None
             guards.append(GuardState.from_dict(data, ok))
-    return BoxReport(now, gpus, runs, guards, _json(parts.get("lease")), gpu_error,
+    return BoxReport(now, gpus, runs, guards, json_object(parts.get("lease")), gpu_error,
                      dict(parts))
 
 

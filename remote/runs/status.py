@@ -113,7 +113,8 @@ def split_sections(out: bytes, boundary: str) -> dict[str, bytes]:
     return sections
 
 
-def _json(data: bytes | None) -> dict[str, Any] | None:
+def json_object(data: bytes | None) -> dict[str, Any] | None:
+    """A section's bytes as a JSON object; ``None`` for anything else (a box's bytes)."""
     try:
         value = json.loads((data or b"").decode("utf-8"))
     except (ValueError, UnicodeDecodeError, RecursionError):
@@ -212,11 +213,11 @@ def _extras(parts: dict[str, bytes]) -> dict[str, Any]:
 
 
 def _guard(parts: dict[str, bytes], probe: Any) -> GuardState | None:
-    data = _json(parts.get("guard"))
+    data = json_object(parts.get("guard"))
     if data is None:
         return None
     pid = data.get("pid")
     ok = isinstance(pid, int) and not isinstance(pid, bool) and pid > 1 and \
         procid.mismatch(probe(pid), data, started_at(data)) is None
-    ack = _json(parts.get("ack")) if isinstance(data.get("alarm"), dict) else None
+    ack = json_object(parts.get("ack")) if isinstance(data.get("alarm"), dict) else None
     return GuardState.from_dict(data, ok, ack)
