@@ -36,14 +36,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         "With --on TARGET the one argument is the run as ORG/REPO:NAME (its Hub repository "
         "and name): the box TARGET is checked (preflight), the dataset found (--data) or "
         "staged (--stage), the last checkpoint and the history put there from the Hub "
-        "(token on stdin), and the run relaunched as PROJECT/NAME with resume=True and the "
-        "same hub=. Exit 0 resumed (and, when followed, completed or stopped), 1 failed, "
-        "2 bad input.",
+        "(token on stdin), or uploaded from this laptop's verified pulled copy when its "
+        "epoch is newer than the Hub's and its history was pulled with it (`gpurent pull "
+        "HOST:RUN DEST --file last.pt --file metrics.jsonl --file results.csv`; the step "
+        "says which source and why), and the run relaunched as PROJECT/NAME with "
+        "resume=True and the same hub=. Exit 0 resumed (and, when followed, completed or "
+        "stopped), 1 failed, 2 bad input.",
     )
     p.add_argument("target", metavar="TARGET", help="vast:ID, runpod:POD_ID, or a host "
                    "(with --on: the run, ORG/REPO:NAME)")
     p.add_argument("run", metavar="RUN", nargs="?", help="the run directory on the box")
-    p.add_argument("--on", metavar="TARGET", help="resume on this box, from the Hub")
+    p.add_argument("--on", metavar="TARGET", help="resume on this box, from the Hub or "
+                   "this laptop's newer copy")
     p.add_argument("--project", default="runs", metavar="DIR",
                    help="with --on: where the run goes on the box (default runs)")
     p.add_argument("--data", metavar="PATH", help="with --on: the dataset's data.yaml there")
