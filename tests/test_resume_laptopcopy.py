@@ -1,4 +1,5 @@
-"""``gpurent resume ORG/REPO:NAME --on B`` from the laptop's verified copy when it is
+"""``gpurent resume PROVIDER:ID:RUN_DIR --on B`` (the run named by its path on the old
+box) from the laptop's verified copy when it is
 newer than the Hub's milestone: a CPU run on box A pushes every 4 epochs; the laptop
 pulls ``last.pt`` and the history after a later epoch (``gpurent pull``); A is taken
 away; the resume uploads the laptop's copy to B, says why, and B's metrics hold epochs
@@ -104,7 +105,11 @@ def test_the_laptops_newer_copy_resumes_on_another_box(
         assert [r["epoch"] for r in rows(Path(files["metrics.jsonl"]).parent)][:mine] == \
             list(range(1, mine + 1))
 
-        resumed = gpurent("resume", "org/exp:exp", "--on", f"runpod:{ib}", "--project",
+        # Named by its path on the old box: the laptop's intents know its Hub repository.
+        unknown = gpurent("resume", f"runpod:{ia}:{runs_a}/other", "--on", f"runpod:{ib}")
+        assert unknown.returncode == 2 and "launched no run at" in unknown.stderr, \
+            unknown.stderr
+        resumed = gpurent("resume", f"runpod:{ia}:{run_a}", "--on", f"runpod:{ib}", "--project",
                           str(Path(b.home) / "runs"), "--data", str(shapes_data))
         assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
         steps = "\n".join(line for line in resumed.stdout.splitlines()

@@ -23,6 +23,7 @@ or the step says what to arm.
 
 from __future__ import annotations
 
+import posixpath
 import re
 import time
 from collections.abc import Callable
@@ -33,6 +34,7 @@ from remote.billing.carry import carry_over, old_instance
 from remote.billing.fromlaptop import choose, upload_copy
 from remote.billing.intents import intent_for
 from remote.billing.interrupted import ENDED
+from remote.billing.providers import split_instance_target
 from remote.billing.resume import Resumed, ResumeFailed, Step, wait_for_takeover
 from remote.link.connector import Connector
 from remote.link.tools import ask_tool
@@ -67,12 +69,33 @@ class Moving:
 
 
 def parse_run(text: str) -> tuple[str, str]:
-    """``ORG/REPO:NAME`` -> ``(repo, name)``; ``ValueError`` otherwise."""
+    """``ORG/REPO:NAME``, or ``PROVIDER:ID:PROJECT/NAME`` (the run's path on its old
+    instance, launched from this laptop with ``hub=``: the intents know its repository)
+    -> ``(repo, name)``; ``ValueError`` otherwise."""
+    split = split_instance_target(text)
+    if split is not None and split[1]:
+        return _run_at(split[0].text, split[1])
     match = RUN_RE.match(text)
     if not match or ".." in text:
         raise ValueError(f"{text!r} is not a run named as ORG/REPO:NAME (its Hub repository "
-                         "and its name)")
+                         "and its name) or PROVIDER:ID:RUN_DIR (its path on its old box)")
     return match.group(1), match.group(2)
+
+
+def _run_at(instance: str, path: str) -> tuple[str, str]:
+    """The Hub repository and name of the run launched from here at ``path`` on
+    ``instance``, from the intents."""
+    intent = intent_for(instance)
+    want = posixpath.normpath(path)
+    runs = [r for r in (intent.runs if intent is not None else ())
+            if posixpath.normpath(posixpath.join(r.project, r.name)) == want]
+    if not runs:
+        raise ValueError(f"this laptop launched no run at {path} on {instance}: name it as "
+                         "ORG/REPO:NAME")
+    if not runs[0].repo:
+        raise ValueError(f"{instance}:{path} was launched without hub=: no milestone to "
+                         "resume it from elsewhere")
+    return runs[0].repo, runs[0].name
 
 
 def money_lines(status: dict[str, object], moving: Moving,
