@@ -5,7 +5,9 @@ The run is named by its Hub repository (where its milestones went) and its name 
 run directory ``PROJECT/NAME`` on the new box). In order, each step said as it happens:
 the new box is checked (``trainer preflight``), the dataset is found there or staged
 from a Hub dataset tar (``trainer stage``), the last checkpoint and the history are put
-in place from the Hub (``trainer restore``, the token on stdin), and the run is launched
+in place from the Hub (``trainer restore``, the token on stdin), or from this laptop's
+verified pulled copy when it is newer (``remote.billing.fromlaptop``: uploaded over SFTP,
+the step says which source and why), and the run is launched
 with ``resume=True``, the same name and the same ``hub=``, so its pushes go on to the same
 repository: our trainer, or ``libreyolo train`` with its push watcher when the Hub holds
 a LibreYOLO run (``train_config.yaml``; its resume takes the restored ``last.pt`` as
@@ -21,20 +23,26 @@ or the step says what to arm.
 
 from __future__ import annotations
 
+import posixpath
 import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from remote.billing.carry import carry_over, old_instance
+from remote.billing.fromlaptop import choose, upload_copy
 from remote.billing.intents import intent_for
 from remote.billing.interrupted import ENDED
+from remote.billing.providers import split_instance_target
 from remote.billing.resume import Resumed, ResumeFailed, Step, wait_for_takeover
 from remote.link.connector import Connector
 from remote.link.tools import ask_tool
 from remote.runs.launch import make_spec
 from remote.runs.start import start_run
 from remote.transport.base import Transport
+from remote.weights.lastsafe import hub_copy
+from trainer import runfiles
 from trainer.runfiles import milestone_period
 from trainer.text import clean_text, money, rate
 
@@ -61,12 +69,33 @@ class Moving:
 
 
 def parse_run(text: str) -> tuple[str, str]:
-    """``ORG/REPO:NAME`` -> ``(repo, name)``; ``ValueError`` otherwise."""
+    """``ORG/REPO:NAME``, or ``PROVIDER:ID:PROJECT/NAME`` (the run's path on its old
+    instance, launched from this laptop with ``hub=``: the intents know its repository)
+    -> ``(repo, name)``; ``ValueError`` otherwise."""
+    split = split_instance_target(text)
+    if split is not None and split[1]:
+        return _run_at(split[0].text, split[1])
     match = RUN_RE.match(text)
     if not match or ".." in text:
         raise ValueError(f"{text!r} is not a run named as ORG/REPO:NAME (its Hub repository "
-                         "and its name)")
+                         "and its name) or PROVIDER:ID:RUN_DIR (its path on its old box)")
     return match.group(1), match.group(2)
+
+
+def _run_at(instance: str, path: str) -> tuple[str, str]:
+    """The Hub repository and name of the run launched from here at ``path`` on
+    ``instance``, from the intents."""
+    intent = intent_for(instance)
+    want = posixpath.normpath(path)
+    runs = [r for r in (intent.runs if intent is not None else ())
+            if posixpath.normpath(posixpath.join(r.project, r.name)) == want]
+    if not runs:
+        raise ValueError(f"this laptop launched no run at {path} on {instance}: name it as "
+                         "ORG/REPO:NAME")
+    if not runs[0].repo:
+        raise ValueError(f"{instance}:{path} was launched without hub=: no milestone to "
+                         "resume it from elsewhere")
+    return runs[0].repo, runs[0].name
 
 
 def money_lines(status: dict[str, object], moving: Moving,
@@ -145,16 +174,21 @@ def move_run(connector: Connector, moving: Moving, token: str, *, target: str = 
         step("preflight passed")
         data = _dataset(transport, moving, secret, step)
         run_dir = f"{moving.project.rstrip('/')}/{moving.name}"
-        restored = ask_tool(transport, ["restore", moving.repo, "--run-dir", run_dir,
-                                        "--token-stdin", "--json"],
-                            timeout=TOOL_TIMEOUT, stdin=secret)
-        report = restored.report or {}
-        if not restored.ok or not report.get("ok"):
-            raise ResumeFailed(f"restore from {moving.repo} failed: "
-                               f"{clean_text(str(report.get('error') or restored.why))}")
+        hub = hub_copy(moving.repo, token.strip())
+        source = choose(hub, moving.name, old_project(moving, target))
+        step(f"from {'this laptop' if source.copy else 'the Hub'}: {source.why}")
+        if source.copy is None or not hub.error:
+            report = _restore(transport, moving, run_dir, secret)
+            step(f"restored {moving.repo} at {str(report.get('commit'))[:12]} into "
+                 f"{run_dir}: last.pt of epoch {report.get('epoch')}")
+        else:
+            report = _empty(transport, run_dir)
         status = report.get("status") if isinstance(report.get("status"), dict) else {}
-        step(f"restored {moving.repo} at {str(report.get('commit'))[:12]} into {run_dir}: "
-             f"last.pt of epoch {report.get('epoch')}")
+        if source.copy is not None:
+            upload_copy(transport, source.copy, run_dir)
+            status = {**status, "completed_epochs": source.copy.epoch}
+            step(f"uploaded the laptop's verified copy into {run_dir}: last.pt of epoch "
+                 f"{source.copy.epoch}, its history to that epoch")
         seen, old_rate = last_seen(moving, target)
         if moving.old_rate is None and old_rate is not None:
             moving = replace(moving, old_rate=old_rate)
@@ -178,6 +212,36 @@ def move_run(connector: Connector, moving: Moving, token: str, *, target: str = 
         raise
     return Resumed(transport, started.result.run_dir, started.result.pid,
                    started.result.command, steps)
+
+
+def old_project(moving: Moving, target: str) -> str:
+    """The run's project on its old box, from the intents; ``""`` when unknown."""
+    old = old_instance(moving.repo, moving.name, target)
+    intent = intent_for(old) if old is not None else None
+    run = intent.run(moving.repo, moving.name) if intent is not None else None
+    return run.project if run is not None else ""
+
+
+def _restore(transport: Transport, moving: Moving, run_dir: str,
+             secret: bytes) -> dict[str, Any]:
+    """``trainer restore`` of the Hub's milestone into ``run_dir``: its report."""
+    restored = ask_tool(transport, ["restore", moving.repo, "--run-dir", run_dir,
+                                    "--token-stdin", "--json"],
+                        timeout=TOOL_TIMEOUT, stdin=secret)
+    report = restored.report or {}
+    if not restored.ok or not report.get("ok"):
+        raise ResumeFailed(f"restore from {moving.repo} failed: "
+                           f"{clean_text(str(report.get('error') or restored.why))}")
+    return report
+
+
+def _empty(transport: Transport, run_dir: str) -> dict[str, Any]:
+    """Refuse a ``run_dir`` that already holds a run (as restore does); an empty report."""
+    for held in (runfiles.STATUS_FILE, runfiles.METRICS_FILE, "weights/last.pt"):
+        if transport.stat(f"{run_dir}/{held}") is not None:
+            raise ResumeFailed(f"{run_dir} already holds a run: resume it there, or pick "
+                               "another name")
+    return {}
 
 
 def _dataset(transport: Transport, moving: Moving, secret: bytes,

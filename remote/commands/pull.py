@@ -28,8 +28,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run", metavar="[HOST:]RUN")
     p.add_argument("dest", metavar="DEST", help="local directory for the files")
     p.add_argument("--file", action="append", dest="files", metavar="NAME",
-                   help="file to pull: a name under weights/ or a path in the run "
-                   "(default best.pt and last.pt)")
+                   help="file to pull: a name under weights/, metrics.jsonl or "
+                   "results.csv (the history, at the run's top; `resume --on` uses them "
+                   "with a pulled last.pt), or a path in the run (default best.pt and "
+                   "last.pt)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     add_connection_options(p)
     p.set_defaults(func=run)

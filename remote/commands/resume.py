@@ -34,16 +34,22 @@ def register(sub: argparse._SubParsersAction) -> None:
         "instance (vast:ID, runpod:POD_ID) or a host with --provider/--instance or "
         "[hosts.\"HOST\"] in the config. RUN is the run directory on the box. "
         "With --on TARGET the one argument is the run as ORG/REPO:NAME (its Hub repository "
-        "and name): the box TARGET is checked (preflight), the dataset found (--data) or "
+        "and name) or as PROVIDER:ID:RUN_DIR, its path on the old instance (one launched "
+        "from this laptop with hub=: the laptop's intents know its repository): the box "
+        "TARGET is checked (preflight), the dataset found (--data) or "
         "staged (--stage), the last checkpoint and the history put there from the Hub "
-        "(token on stdin), and the run relaunched as PROJECT/NAME with resume=True and the "
-        "same hub=. Exit 0 resumed (and, when followed, completed or stopped), 1 failed, "
-        "2 bad input.",
+        "(token on stdin), or uploaded from this laptop's verified pulled copy when its "
+        "epoch is newer than the Hub's and its history was pulled with it (`gpurent pull "
+        "HOST:RUN DEST --file last.pt --file metrics.jsonl --file results.csv`; the step "
+        "says which source and why), and the run relaunched as PROJECT/NAME with "
+        "resume=True and the same hub=. Exit 0 resumed (and, when followed, completed or "
+        "stopped), 1 failed, 2 bad input.",
     )
     p.add_argument("target", metavar="TARGET", help="vast:ID, runpod:POD_ID, or a host "
-                   "(with --on: the run, ORG/REPO:NAME)")
+                   "(with --on: the run, ORG/REPO:NAME or PROVIDER:ID:RUN_DIR)")
     p.add_argument("run", metavar="RUN", nargs="?", help="the run directory on the box")
-    p.add_argument("--on", metavar="TARGET", help="resume on this box, from the Hub")
+    p.add_argument("--on", metavar="TARGET", help="resume on this box, from the Hub or "
+                   "this laptop's newer copy")
     p.add_argument("--project", default="runs", metavar="DIR",
                    help="with --on: where the run goes on the box (default runs)")
     p.add_argument("--data", metavar="PATH", help="with --on: the dataset's data.yaml there")
@@ -128,7 +134,8 @@ def run_elsewhere(args: argparse.Namespace) -> int:
     try:
         repo, name = parse_run(args.target)
         if args.run is not None:
-            raise ValueError("with --on, give the run once, as ORG/REPO:NAME")
+            raise ValueError("with --on, give the run once, as ORG/REPO:NAME or "
+                             "PROVIDER:ID:RUN_DIR")
         stage = None
         if args.stage is not None:
             stage_repo, _, stage_file = args.stage.partition(":")

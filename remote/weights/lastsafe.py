@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from remote.config import ConfigError, hub_repos
-from remote.weights.pull import copy_is_intact, ledger_path
+from remote.weights.ckptepoch import checkpoint_epoch
+from remote.weights.pull import HISTORY_FILES, copy_is_intact, ledger_path
 from trainer.hub.client import HubError, describe_error, import_hub, read_token
 from trainer.text import clean_text, one_line
 
@@ -113,4 +114,47 @@ def laptop_copy(name: str, project: str = "") -> LaptopCopy | None:
         if isinstance(run_dir, str) and run_dir.endswith(want) and \
                 isinstance(entry.get("local_path"), str) and copy_is_intact(entry):
             return LaptopCopy(entry["file"], entry["local_path"], str(entry.get("time") or ""))
+    return None
+
+
+@dataclass(frozen=True)
+class LaptopRun:
+    """The laptop's verified pulled ``last.pt`` of a run (of ``epoch``) and the pulled
+    history files of the same box run (``history``: file name -> local path)."""
+
+    local_path: str
+    epoch: int
+    run_dir: str
+    history: dict[str, str]
+
+
+def laptop_run(name: str, project: str = "") -> LaptopRun | None:
+    """The newest intact pulled ``last.pt`` of run ``name`` whose epoch can be read, with
+    the newest intact pulled history of that run directory; ``None`` when none."""
+    try:
+        lines = ledger_path().read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    want = f"{project.rstrip('/')}/{name}" if project.startswith("/") else f"/{name}"
+    entries = []
+    for line in reversed(lines):
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and isinstance(entry.get("run_dir"), str) \
+                and entry["run_dir"].endswith(want) and isinstance(entry.get("local_path"), str):
+            entries.append(entry)
+    for entry in entries:
+        if entry.get("file") != CHECKPOINT or not copy_is_intact(entry):
+            continue
+        epoch = checkpoint_epoch(entry["local_path"])
+        if epoch is None:
+            continue
+        history: dict[str, str] = {}
+        for other in entries:
+            if other["run_dir"] == entry["run_dir"] and other.get("file") in HISTORY_FILES \
+                    and other["file"] not in history and copy_is_intact(other):
+                history[other["file"]] = other["local_path"]
+        return LaptopRun(entry["local_path"], epoch, entry["run_dir"], history)
     return None

@@ -54,6 +54,9 @@ class PulledFile:
     size: int
 
 
+#: The run's history, pulled from the run's top by its bare name.
+HISTORY_FILES = (runfiles.METRICS_FILE, runfiles.RESULTS_FILE)
+
 #: Most bytes of a path the box may answer with (PATH_MAX is 4096 on Linux).
 PATH_REPLY = 1 << 16
 
@@ -64,12 +67,13 @@ def ledger_path() -> Path:
 
 
 def remote_path(run_dir: str, name: str) -> str:
-    """Where ``name`` lives in the run: a bare file name is under ``weights/``, a relative
-    path is under the run directory. Absolute paths and ``..`` are refused."""
+    """Where ``name`` lives in the run: the history (``metrics.jsonl``, ``results.csv``)
+    is at the run's top, another bare file name is under ``weights/``, a relative path is
+    under the run directory. Absolute paths and ``..`` are refused."""
     parts = name.split("/")
     if not name or name.startswith("/") or any(p in ("", ".", "..") for p in parts):
         raise ValueError(f"bad file name {name!r}: use a name like best.pt or weights/x.pt")
-    rel = name if len(parts) > 1 else f"{runfiles.WEIGHTS_DIR}/{name}"
+    rel = name if len(parts) > 1 or name in HISTORY_FILES else f"{runfiles.WEIGHTS_DIR}/{name}"
     return f"{run_dir.rstrip('/')}/{rel}"
 
 
