@@ -89,6 +89,18 @@ def test_a_moved_run_takes_its_guard_and_leaves_the_old_instance_stopped() -> No
     assert new.run("org/exp3", "exp3") is not None
 
 
+def test_the_old_box_of_a_run_is_the_one_it_last_ran_on() -> None:
+    from remote.billing.carry import old_instance
+
+    now = time.time()
+    want_running("runpod:first", RunIntent("exp4", "runs", "org/exp4"), now=now - 600)
+    want_running("runpod:later", RunIntent("exp4", "runs", "org/exp4"), now=now - 60)
+    want_running("runpod:other", RunIntent("exp5", "runs", "org/exp4"), now=now)
+    assert old_instance("org/exp4", "exp4", "runpod:new") == "runpod:later"
+    assert old_instance("org/exp4", "exp4", "runpod:later") == "runpod:first"
+    assert old_instance("org/none", "exp4", "runpod:new") is None
+
+
 def test_an_episode_is_told_once() -> None:
     noticed = note_episode("runpod:pod9", 50.0, True)
     taken = Interruption("runpod:pod9", "runpod says EXITED", noticed)

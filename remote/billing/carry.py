@@ -23,8 +23,11 @@ from trainer.text import clean_text, one_line
 
 
 def old_instance(repo: str, name: str, new: str) -> str | None:
-    """The instance (other than ``new``) this laptop launched run ``repo``:``name`` on."""
-    return next((t for t, i in intents().items() if t != new and i.run(repo, name)), None)
+    """The instance (other than ``new``) this laptop last launched run ``repo``:``name``
+    on: of several (the same name and repo used again on another box), the one still
+    wanted running, the latest first."""
+    found = [i for t, i in intents().items() if t != new and i.run(repo, name)]
+    return max(found, key=lambda i: (i.want == "running", i.since)).target if found else None
 
 
 def carry_over(transport: Transport, run_dir: str, repo: str, name: str,
