@@ -250,7 +250,10 @@ class Link:
         connection opens after the first status, and its steps must not make a live
         link look as if it were still connecting."""
         badge = self.panes.conn_badge
-        if badge.state not in ("live", "polling"):
+        # Nor an attempt that ends in nothing: once connecting failed for good (a host
+        # key not trusted, a setting to fix), a step the stopped watcher's last try still
+        # reports would hide the reason and "r tries again" (r clears it).
+        if badge.state not in ("live", "polling") and self.ports.state.not_connected is None:
             badge.show_progress(line)
 
     def show_failure(self, message: ConnectFailed) -> None:

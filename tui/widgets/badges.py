@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from rich.text import Text
-from textual.app import RenderResult
 from textual.widgets import Static
 
 from remote.watch import ConnectionEvent
@@ -78,25 +77,12 @@ class WeightsBadge(Static):
     def __init__(self, **kwargs) -> None:
         super().__init__(Text("weights: ?", style="dim"), **kwargs)
         self.safe_now: bool | None = None
-        #: With several unsafe files: the first and how many more, for a narrow row.
-        self._short: Text | None = None
-
-    def render(self) -> RenderResult:
-        """The badge; the short form when the whole list of unsafe files does not fit the
-        room the status row leaves it (a list cut between its names reads as complete)."""
-        room = self.content_size.width
-        full = self.content
-        if self._short is not None and room and isinstance(full, Text) \
-                and full.cell_len > room:
-            return self._short
-        return super().render()
 
     def show(self, safe_now: bool | None, where: str | None, epoch: int | None,
              reason: str = "", *, nothing: bool = False, unsafe: str = "") -> None:
         """Show the verdict of ``remote.weights.safety.weights_safety``: ``nothing`` when there
         are no weight files; ``unsafe`` names the files that are not safe."""
         self.safe_now = safe_now
-        self._short = None
         if safe_now and nothing:
             text = Text("no weights yet", style="dim")
         elif safe_now:
@@ -110,11 +96,6 @@ class WeightsBadge(Static):
         elif unsafe:
             text = Text("⚠ not safe: ", style="bold red")
             text.append_text(safe(unsafe, 48, "bold red"))  # the guard badge must fit too
-            names = [name.strip() for name in unsafe.split(",") if name.strip()]
-            if len(names) > 1:
-                self._short = Text("⚠ not safe: ", style="bold red")
-                self._short.append_text(safe(names[0], 40, "bold red"))
-                self._short.append(f" +{len(names) - 1} more", style="bold red")
         else:
             text = Text("⚠ weights not safe", style="bold red")
         if reason and not safe_now and not unsafe:  # why unknown, or unsafe unnamed
