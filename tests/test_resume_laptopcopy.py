@@ -21,12 +21,12 @@ import pytest
 from remote.billing.fromlaptop import choose
 from remote.weights.ckptepoch import checkpoint_epoch
 from remote.weights.lastsafe import HubCopy
-from tests.fixtures.hub_standin import VALID_TOKEN, HubStandin
+from tests.fixtures.hub_standin import HubStandin
 from tests.fixtures.sshd import make_server
 from tests.fixtures.watch_log import wait_until
 from tests.test_instance_targets import instance_on
 from tests.test_resume import gone, rows
-from tests.test_resume_elsewhere import hub_epoch
+from tests.test_resume_elsewhere import hub_epoch, laptop_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -47,18 +47,7 @@ def test_the_laptops_newer_copy_resumes_on_another_box(
     try:
         standin = provider_standin("runpod")
         ia, ib = instance_on(standin, a), instance_on(standin, b)
-        known = tmp_path / "known_hosts"
-        known.write_text(f"runpod:{ia} {a.host_key_line}\nrunpod:{ib} {b.host_key_line}\n")
-        home = tmp_path / "laptop"
-        (home / ".ssh").mkdir(parents=True)
-        (home / ".ssh" / "config").write_text(
-            f"Host *\n  IdentityFile {a.key_path}\n  IdentityFile {b.key_path}\n"
-            f"  IdentitiesOnly yes\n  UserKnownHostsFile {known}\n")
-        env = {**os.environ, "HOME": str(home), "SSH_AUTH_SOCK": "",
-               "PYTHONPATH": str(ROOT), "XDG_CONFIG_HOME": str(tmp_path / "xdg"),
-               "RUNPOD_API_KEY": standin.key, "GPURENT_RUNPOD_URL": standin.base_url,
-               "HF_TOKEN": VALID_TOKEN, "HF_ENDPOINT": hub_standin.url,
-               "HF_HUB_DISABLE_XET": "1", "OMP_NUM_THREADS": "1"}
+        env = laptop_env(tmp_path, standin, hub_standin, a, b, ia, ib, OMP_NUM_THREADS="1")
         env.pop("GPURENT_DATA_DIR", None)
 
         def gpurent(*args: str) -> subprocess.CompletedProcess[str]:
@@ -129,7 +118,7 @@ def test_the_laptops_newer_copy_resumes_on_another_box(
             [str(e) for e in range(1, EPOCHS + 1)]
 
         # The Hub newer than the laptop's copy (B's final push): the Hub is chosen.
-        monkeypatch.setenv("HOME", str(home))
+        monkeypatch.setenv("HOME", env["HOME"])
         monkeypatch.delenv("GPURENT_DATA_DIR", raising=False)
         final = hub_epoch(hub_standin, "org/exp")
         source = choose(HubCopy("org/exp", "c0ffee", final), "exp", str(runs_a))
