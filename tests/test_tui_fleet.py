@@ -1,22 +1,26 @@
 """The fleet screen, driven with Pilot: ``gpurent-tui`` with no host opens it; the rows
 come from the real listing (provider stand-in, a real sshd box) with the idle words and
 dollars; hostile provider text is shown inert; ``s`` stops through the dialog; Enter
-opens the instance as a box tab; ``D`` opens the destroy dialog with the weights verdict."""
+opens the instance as a box tab; ``D`` opens the destroy dialog with the weights verdict;
+``L`` gives the instance a lease."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
 import pytest
+from textual.widgets import Input
 
-from remote.billing import Account, FleetOptions, list_fleet
+from remote.billing import Account, FleetOptions, lease_for, list_fleet
 from tests.fixtures.screen import until_shown
 from tests.fixtures.sshd import SSHServer, make_server
 from trainer import runfiles
 from tui.app import GpurentApp
 from tui.dialogs.confirm import ConfirmDialog
 from tui.dialogs.destroy import DestroyDialog
+from tui.dialogs.lease import LeaseDialog
 from tui.screens.fleet import FleetScreen
 
 pytestmark = pytest.mark.anyio
@@ -110,3 +114,44 @@ async def test_d_on_a_row_opens_the_destroy_dialog_with_the_weights_verdict(
         await until_shown(pilot, "exp/weights/best.pt")
         assert [s.target for s in app.specs] == [f"vast:{iid}"]
         assert not vast.calls("DELETE")
+
+
+async def test_l_on_a_row_gives_the_instance_a_lease_here_and_on_its_box(
+        provider_standin, box, tmp_path):
+    """``L``, a duration, Enter: the lease is kept on this laptop (the watchdog's) and
+    written on the box the listing reached (the guard's), and the row says it; ``L`` and
+    an empty duration clear it in both places. A duration that is not one is refused in
+    the dialog, nothing set."""
+    vast = provider_standin("vast")
+    iid = vast.add_instance()
+    vast.set_address(iid, box.host, box.port)
+    known = tmp_path / "known_hosts"
+    known.write_text(f"vast:{iid} {box.host_key_line}\n")
+    options = FleetOptions(timeout=10, ssh_options={
+        "known_hosts": str(known), "identity_files": (box.key_path,), "allow_agent": False,
+        "ssh_config": box.ssh_config})
+    account = Account("vast", "work", vast.key, vast.base_url)
+    on_box = Path(box.home) / ".cache" / "gpurent" / "lease.json"
+    app = GpurentApp([])
+    app.fleet_lister = lambda: list_fleet([account], options)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await until_shown(pilot, f"vast:{iid}", "listed in")
+        await pilot.press("L")
+        await until_shown(pilot, f"Lease for vast:{iid}", "no lease")
+        assert isinstance(app.screen, LeaseDialog)
+        await pilot.press(*"6 hours", "enter")
+        await until_shown(pilot, "is not a duration")
+        assert isinstance(app.screen, LeaseDialog) and lease_for(f"vast:{iid}") is None
+        app.screen.query_one("#duration", Input).value = ""
+        before = time.time()
+        await pilot.press(*"6h", "enter")
+        await until_shown(pilot, "written on the box", "lease 5 h 59 min left")
+        lease = lease_for(f"vast:{iid}")
+        assert lease is not None and lease.then == "stop"
+        assert before + 6 * 3600 <= lease.until <= time.time() + 6 * 3600
+        assert json.loads(on_box.read_text())["until"] == lease.until
+        await pilot.press("L")
+        await until_shown(pilot, "lease 5 h 59 min left. Once")
+        await pilot.press("enter")
+        await until_shown(pilot, f"vast:{iid}: no lease; written on the box")
+        assert lease_for(f"vast:{iid}") is None and not on_box.exists()

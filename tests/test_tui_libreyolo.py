@@ -105,13 +105,21 @@ async def test_launch_form_switches_to_libreyolo(tmp_path: Path) -> None:
         def preview() -> str:
             return str(form.query_one("#command").content)
 
-        # The preview follows the fields after a refresh: wait for it, not for a time.
-        await until(pilot, lambda: "pretrained=False" in preview())
+        # The preview follows the fields after a refresh: wait for it, not for a time
+        # (for both: the box's own Hub check may have offered pretrained=False already).
+        await until(pilot, lambda: "pretrained=False" in preview()
+                    and "trainer push --watch" in preview())
         assert form.query_one("#f-extra", Input).value == "pretrained=False"
         command = preview()
         assert "libreyolo train model=yolox-n" in command and "pretrained=False" in command
         assert "hub=" not in command and "trainer push --watch" in command
         assert ".gpurent/" in command
+        # The box's checks come back after the switch (here: for a new data path, on
+        # this GPU-less machine): what a CPU changes is set, the engine's model stays.
+        form.query_one("#f-data", Input).value = str(tmp_path / "none" / "data.yaml")
+        await until(pilot, lambda: bool(form.doctor_blocks), timeout=120)
+        assert form.query_one("#f-device", Input).value == "cpu"
+        assert model.value == "yolox-n"
         form.query_one("#engine", Select).value = "trainer"
         await until(pilot, lambda: model.value == "n")
         await pilot.press("escape")

@@ -134,8 +134,9 @@ async def test_the_user_path_through_the_tui(user_box: SSHServer, tmp_path: Path
             field.value = value
             await pilot.pause()  # its change handled while it has the focus: typed
         await pilot.pause(0.1)
+        # The doctor runs on the box for each new data path; a loaded machine is slow.
         await until(pilot, lambda: "dataset doctor found no errors" in
-                    flat(screen_text(app)), timeout=120)
+                    flat(screen_text(app)), timeout=300)
         # The command shown is the command run: paths from the login directory.
         preview = form.query_one("#command").content.plain
         assert f"cd {home}/runs/train " in preview, preview

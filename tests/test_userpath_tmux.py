@@ -100,20 +100,36 @@ class Screen:
                 return row
         return ""
 
+    def field_cells(self, label: str, width: int = 30) -> str:
+        """The first ``width`` cells of the field in the row ``label``, with their colours:
+        the left part of the field, which no notification covers (toasts stack up from
+        the bottom right, and a toast's colours over a row are not the field's)."""
+        row = self.raw_row(label)
+        at = row.find(label)
+        if at < 0:
+            return ""
+        out, cells = [], 0
+        for piece in re.findall(r"\x1b\[[0-9;]*m|.", row[at + len(label):]):
+            out.append(piece)
+            cells += not piece.startswith("\x1b")
+            if cells >= width:
+                break
+        return "".join(out)
+
     def learn_focus(self, focused: str, other: str) -> None:
         """Learn how a focused field looks (the colours its row has that a field without
         the focus lacks) from two rows of the form: ``focused`` has the focus."""
         def codes(row: str) -> set[str]:
             return set(re.findall(r"\x1b\[[0-9;]*m", row))
 
-        self.focus_codes = codes(self.raw_row(focused)) - codes(self.raw_row(other))
+        self.focus_codes = codes(self.field_cells(focused)) - codes(self.field_cells(other))
         assert self.focus_codes, "a focused field looks like any other"
 
     def wait_focus(self, label: str, timeout: float = 30.0) -> None:
         """Wait until the form's field ``label`` has the focus (a key's move of the focus
         can come after the keys sent behind it: they would reach the field before)."""
         end = time.monotonic() + timeout
-        while not any(code in self.raw_row(label) for code in self.focus_codes):
+        while not any(code in self.field_cells(label) for code in self.focus_codes):
             if time.monotonic() > end:
                 raise AssertionError(f"the focus never reached {label!r}:\n{self.text()}")
             time.sleep(0.1)
@@ -211,7 +227,7 @@ def test_the_user_path_in_a_real_terminal_from_the_wheel(
     for label, value in fields:  # nothing typed later reached an earlier field
         if value is not None:
             screen.row(label, value)
-    screen.wait("dataset doctor found no errors", timeout=180)
+    screen.wait("dataset doctor found no errors", timeout=300)
     screen.wait(f"cd {home}/runs/train", f"data={home}/data/data.yaml", "epochs=500",
                 "imgsz=32", squeeze=True)
     screen.keys("C-s")

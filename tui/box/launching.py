@@ -14,7 +14,7 @@ from rich.text import Text
 from textual.message import Message
 
 from remote import fields
-from remote.billing import RunIntent, want_running
+from remote.billing import RunIntent, give_lease, want_running
 from remote.runs import (
     BoxToolFailed,
     CannotStart,
@@ -96,6 +96,8 @@ class Launched(Message, bubble=False, namespace="box"):
 
     started: Any
     request: LaunchRequest
+    #: The lease given with the launch, in words ("" for none).
+    leased: str = ""
 
 
 @dataclass
@@ -164,7 +166,8 @@ class Launching:
                           settings_changed=self.estimate.settings_changed,
                           clone=lambda: self.selected_values(resume=False),
                           resume=lambda: self.selected_values(resume=True),
-                          selected=state.run_name, not_resumable=self.not_resumable)
+                          selected=state.run_name, not_resumable=self.not_resumable,
+                          lease_for=state.instance_target() or "")
         form = LaunchForm(defaults, "trainer", hooks, title=title)
         self.form = form
         self.estimate.reset()
@@ -353,8 +356,11 @@ class Launching:
         if form is None:
             return
         if has_gpu(state.preflight) is False:
+            # Only what a CPU changes: the model is the engine's (a switch to LibreYOLO
+            # before the checks came back keeps its model).
             form.set_values({k: v for k, v in CPU_DEFAULTS.items()
-                             if k not in state.last_launch}, only_untouched=True,
+                             if k not in state.last_launch and GPU_DEFAULTS.get(k) != v},
+                            only_untouched=True,
                             why="set for this box: it has no GPU")
         form.show_findings(checks.text, checks.blocks,
                            "✔ the dataset doctor found no errors" if checks.data_ok else "")
@@ -389,15 +395,20 @@ class Launching:
             cancel_probe(transport, probe)
         stdin = require_token().encode() if request.hub else None
         spec = self.launch_spec(request)
+        target = self.ports.state.instance_target()
+        leased = ""
+        if request.lease is not None and target is not None:  # before the run, as the CLI
+            given, told = give_lease(target, request.lease, "stop", transport)
+            leased = f"; lease until {given.until_at}, then stop" + \
+                (f" (the box was not told: {told})" if told else "")
         try:
             started = start_run(transport, spec, stdin=stdin)
         except (CannotStart, RunIsLive) as exc:
-            raise ActionRefused(str(exc)) from None
-        target = self.ports.state.instance_target()
+            raise ActionRefused(str(exc) + leased) from None
         if target is not None and not started.failed:  # a stop now is a surprise
             want_running(target, RunIntent(request.name, spec.project,
                                            request.hub or spec.push))
-        self.ports.post(Launched(started, request))
+        self.ports.post(Launched(started, request, leased))
 
     def launched(self, launched: Launched) -> str:
         """Remember the values and close the form; a run that died in setup rings the
@@ -413,7 +424,8 @@ class Launching:
         if started.failed:
             self.ports.alert(started.error)
         else:
-            self.ports.post(Done(f"launched {result.run_dir} (pid {result.pid})"))
+            self.ports.post(Done(f"launched {result.run_dir} (pid {result.pid})"
+                                 + launched.leased))
         return result.run_dir
 
     def _profile(self, request: LaunchRequest, probe: str | None = None) -> None:

@@ -19,6 +19,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Button, Input, Label, Select, Static
 
+from remote.billing import parse_duration
 from tui.dialogs.base import Dialog
 from tui.fmt import safe
 
@@ -59,6 +60,8 @@ class LaunchRequest:
     hub: str = ""
     #: ``launch`` or ``profile`` (a short measured run that says what bounds it).
     action: str = "launch"
+    #: Seconds the instance may bill from the launch on (``gpurent lease``), or ``None``.
+    lease: float | None = None
 
 
 def parse_extra(text: str) -> dict[str, str]:
@@ -84,7 +87,9 @@ class FormHooks:
     dataset doctor again; ``submit`` launches or profiles; ``settings_changed`` says that
     another field changed (the estimate may need measuring again); ``clone``/``resume``
     give the values of the selected run (``None`` when there is none); ``not_resumable``
-    says why the selected run cannot be resumed ("" when it can: ctrl+r is offered)."""
+    says why the selected run cannot be resumed ("" when it can: ctrl+r is offered);
+    ``lease_for`` is the instance a lease would be for (``vast:4242``, one the user named:
+    the form then has a lease field), "" for none."""
 
     preview: Callable[[LaunchRequest], str]
     submit: Callable[[LaunchRequest], None]
@@ -95,6 +100,7 @@ class FormHooks:
     resume: Callable[[], dict[str, str] | None] = lambda: None
     selected: str = ""
     not_resumable: Callable[[], str] = lambda: ""
+    lease_for: str = ""
 
 
 class LaunchForm(Dialog[LaunchRequest | None]):
@@ -170,6 +176,13 @@ class LaunchForm(Dialog[LaunchRequest | None]):
                     yield Input(value=self.defaults.get(key, ""), placeholder=placeholder,
                                 compact=True, id=f"f-{key}")
                 yield Static("", id=f"note-{key}", classes="note -empty")
+            if self.hooks.lease_for:
+                with Horizontal(classes="row"):
+                    yield Label("lease")
+                    yield Input(placeholder=f"{self.hooks.lease_for} bills for at most 6h, "
+                                "90m, 2d, then stops (empty: no lease)", compact=True,
+                                id="f-lease")
+                yield Static("", id="note-lease", classes="note -empty")
             yield Static(id="command")
             yield Static(Text("checking the box…", style="dim"), id="findings")
         yield Static("", id="form-status", classes="-empty")
@@ -198,7 +211,18 @@ class LaunchForm(Dialog[LaunchRequest | None]):
         engine = self.query_one("#engine", Select).value
         args = {k: v for k, v in values.items() if v}
         args.update(parse_extra(extra))
-        return LaunchRequest(engine=str(engine), name=name, args=args, hub=hub)
+        lease, _why = self.lease()
+        return LaunchRequest(engine=str(engine), name=name, args=args, hub=hub, lease=lease)
+
+    def lease(self) -> tuple[float | None, str]:
+        """The lease field's seconds (``None``: empty, or no field) and why it is not a
+        duration (``""`` when it is)."""
+        field_ = self.query("#f-lease")
+        text = field_.first(Input).value.strip() if field_ else ""
+        try:
+            return (parse_duration(text) if text else None), ""
+        except ValueError as exc:
+            return None, str(exc)
 
     def _later(self, method, *args) -> bool:  # noqa: ANN001 - any bound method
         """Whether the form is still being built (then ``method`` runs once it is): the
@@ -248,6 +272,14 @@ class LaunchForm(Dialog[LaunchRequest | None]):
             self._show_note(key, note)
             if note and not note.startswith(("⚠", "✔")):
                 blockers.append(note.lstrip("✖ ").split(":")[0])
+        if self.hooks.lease_for:
+            lease, why = self.lease()
+            self._show_note("lease", f"✖ lease: {why}" if why else
+                            "" if lease is None else
+                            f"✔ {self.hooks.lease_for}: the watchdog ends its billing "
+                            f"{lease / 3600:g} h after the launch (the guard too, armed)")
+            if why:
+                blockers.append("lease")
         command_box = self.query_one("#command", Static)
         command = None
         try:
@@ -280,7 +312,7 @@ class LaunchForm(Dialog[LaunchRequest | None]):
             self.doctor_blocks = self.data_note = ""
             self.hooks.data_changed(event.value.strip())
         self.refresh_form()
-        if key != "data":
+        if key not in ("data", "lease"):
             self.hooks.settings_changed()
 
     def on_select_changed(self, _event: Select.Changed) -> None:

@@ -3,7 +3,9 @@ price, what it spent and the idle and waste words (``remote.billing.list_fleet``
 same listing as ``gpurent instances``), with each reached box's weights verdict (the
 weights gate's). Enter opens the instance as a box tab; ``s`` stops it (asked first; the
 disk keeps billing, as the dialog says); ``D`` opens its box tab and, once the box is
-connected, the destroy dialog there: the weights gate's verdict and the typed id; ``m``
+connected, the destroy dialog there: the weights gate's verdict and the typed id; ``L``
+gives it a lease (``gpurent lease``: kept here for the watchdog, written on the box for
+its guard when the box answers); ``m``
 on a row taken away by its provider resumes its run on another box (``move_run``, the
 same as ``gpurent resume ORG/REPO:NAME --on TARGET``), each step said as it happens."""
 
@@ -20,8 +22,9 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
-from trainer.text import format_duration, money, rate
+from trainer.text import format_duration, money, one_line, rate
 from tui.dialogs.confirm import ConfirmDialog
+from tui.dialogs.lease import LeaseDialog
 from tui.dialogs.move import MoveAnswer, MoveDialog
 from tui.fmt import safe
 
@@ -37,6 +40,7 @@ CELL = 28
 #: The screen's keys, for its own key line and the help screen.
 FLEET_KEYS = (("enter", "open it as a box tab"), ("s", "stop the instance (asks first)"),
               ("D", "destroy: its tab, then the weights gate's dialog"),
+              ("L", "lease: a deadline for its billing"),
               ("m", "resume a taken-away run on another box"),
               ("r", "list again"), ("escape", "back to the boxes"))
 #: Where else to start, said when there is no fleet to list.
@@ -59,6 +63,7 @@ class FleetScreen(Screen[None]):
     BINDINGS = [Binding("enter", "open", "open", show=False),
                 Binding("s", "stop", "stop", show=False),
                 Binding("D", "destroy", "destroy", show=False),
+                Binding("L", "lease", "lease", show=False),
                 Binding("m", "move", "resume elsewhere", show=False),
                 Binding("r", "refresh", "list again", show=False),
                 Binding("escape,F", "close", "back", show=False)]
@@ -87,6 +92,14 @@ class FleetScreen(Screen[None]):
             super().__init__()
             self.text = text
             self.done = done
+            self.failed = failed
+
+    class Leased(Message):
+        """A lease set or cleared from the list: its one-line outcome."""
+
+        def __init__(self, text: str, failed: bool = False) -> None:
+            super().__init__()
+            self.text = text
             self.failed = failed
 
     def __init__(self, lister: Callable[[], Any], open_box: Callable[[Any, bool], None]) -> None:
@@ -281,6 +294,56 @@ class FleetScreen(Screen[None]):
         except Exception as exc:  # noqa: BLE001 - the outcome is a line on screen
             text = f"{row.target}: the stop failed: {exc}"
         self.post_message(self.Stopped(text))
+
+    def action_lease(self) -> None:
+        """L: give the selected instance a lease (or clear the one it has)."""
+        row = self.selected()
+        if row is None or self.fleet is None:
+            return
+        client = self.fleet.clients.get(row.account)
+        now = "no lease" if row.lease is None else \
+            next((w for w in row.words(self.fleet.now) if w.startswith("lease")), "a lease")
+        dialog = LeaseDialog(row.target, now, can_stop=client is None or client.can_stop)
+        self.app.push_screen(dialog, lambda answer: None if answer is None else
+                             self.lease_row(row, *answer))
+
+    @work(thread=True, group="fleet-lease", exit_on_error=False)
+    def lease_row(self, row: Any, seconds: float | None, then: str) -> None:
+        """Set or clear the lease on this laptop (the watchdog's), then on the box when
+        the listing reached it (its guard's), as ``gpurent lease`` does."""
+        from remote.billing import clear_lease, set_lease, write_on_box
+
+        try:
+            lease = None if seconds is None else set_lease(row.target, seconds, then)
+            if seconds is None:
+                clear_lease(row.target)
+        except (OSError, ValueError) as exc:
+            self.post_message(self.Leased(f"{row.target}: the lease was not set: {exc}",
+                                          failed=True))
+            return
+        said = f"{row.target}: " + ("no lease" if lease is None else
+                                     f"lease until {lease.until_at}, then {then}")
+        told = "the box was not reached by the listing"
+        if row.box is not None:
+            try:
+                transport = self.connector_for(row.target)[0].open(early=False, gate=True)
+                try:
+                    write_on_box(transport, lease)
+                finally:
+                    transport.close()
+                told = ""
+            except Exception as exc:  # noqa: BLE001 - the laptop's lease holds; said
+                told = one_line(str(exc), 200)
+        said += "; written on the box" if not told else \
+            f"; kept here for the watchdog (the box was not told: {told})"
+        self.post_message(self.Leased(said))
+
+    def on_fleet_screen_leased(self, message: Leased) -> None:
+        """Say how it went and list again."""
+        self.app.notify(message.text, title="lease",
+                        severity="error" if message.failed else "information", timeout=10)
+        if not message.failed:
+            self.action_refresh()
 
     def action_move(self) -> None:
         """m: resume the run of a row taken away on another box (asks where)."""

@@ -1,0 +1,80 @@
+"""Give an instance a lease from the fleet (``gpurent lease TARGET DURATION``): how long it
+may still bill (focused; empty clears a lease it has), and what ends it (stop, or destroy
+where the weights are safe off the box). Enter sets it."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.widgets import Button, Input, Select, Static
+
+from remote.billing import parse_duration
+from tui.dialogs.base import Dialog
+from tui.fmt import safe
+
+#: What the dialog answers: seconds from now (``None``: clear the lease), and ``then``.
+LeaseAnswer = tuple[float | None, str]
+
+
+class LeaseDialog(Dialog[LeaseAnswer | None]):
+    """Asks for ``target``'s lease; ``now`` says the lease it has (or that it has none).
+    ``can_stop``: the provider can stop an instance (else only destroy ends the billing)."""
+
+    BINDINGS = [Binding("enter", "set", "Set", show=False)]
+
+    def __init__(self, target: str, now: str, can_stop: bool = True) -> None:
+        super().__init__(f"Lease for {target}")
+        self.target = target
+        self.now = now
+        self.can_stop = can_stop
+
+    def compose_body(self) -> ComposeResult:
+        """What a lease does, the lease now, the duration and the action."""
+        what = Text()
+        what.append_text(safe(self.target, 60, "bold"))
+        what.append(": ")
+        what.append_text(safe(self.now, 200))
+        what.append(". Once the lease runs out, `gpurent watchdog` ends the billing through "
+                    "the provider's API (from this laptop or wherever it runs), and an armed "
+                    "guard on the box does too. A destroy happens only where the weights "
+                    "are safe off the box; else it stops.")
+        yield Static(what, classes="body", id="what")
+        yield Input(placeholder="bill for at most 6h, 90m, 1h30m, 2d from now (empty: no "
+                    "lease)", id="duration")
+        then = [("destroy the instance where the weights are safe (else stop)", "destroy")]
+        if self.can_stop:
+            then.insert(0, ("stop the instance (disk kept, cheap)", "stop"))
+        yield Select(then, value=then[0][1], allow_blank=False, id="then")
+
+    def compose_buttons(self) -> ComposeResult:
+        """Set it."""
+        yield Button("Set lease", id="set", variant="primary")
+
+    def outcome(self, result: LeaseAnswer | None) -> str:
+        """Cancelled, or what was set."""
+        if result is None:
+            return "cancelled"
+        seconds, then = result
+        return "confirmed: no lease" if seconds is None else \
+            f"confirmed: lease {seconds / 3600:g} h, then {then}"
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        """Enter in the field sets the lease."""
+        event.stop()
+        self.action_set()
+
+    def action_set(self) -> None:
+        """Set (or clear) the lease; a duration that is not one is said, not set."""
+        text = self.query_one("#duration", Input).value.strip()
+        try:
+            seconds = parse_duration(text) if text else None
+        except ValueError as exc:
+            self.notify(str(exc), severity="error", markup=False)
+            return
+        self.dismiss((seconds, str(self.query_one("#then", Select).value)))
+
+    def button_pressed(self, button_id: str) -> None:
+        """Set lease."""
+        if button_id == "set":
+            self.action_set()
