@@ -16,6 +16,7 @@ pytest_plugins: list[str] = [
     "tests.fixtures.tui_runs",
     "tests.fixtures.shapes",
     "tests.fixtures.boxes",
+    "tests.fixtures.gpubox",
 ]
 
 

@@ -17,9 +17,11 @@ import pytest
 
 from remote.runs.guard import GuardError, arm_guard, disarm_guard, read_guard
 from remote.transport.local import LocalTransport
+from tests.fixtures.gpubox import FakeSmi, quiet_lines
 from tests.fixtures.hub_standin import VALID_TOKEN, HubStandin
 from tests.fixtures.hub_standin import record_push as hub_record_push  # what a push leaves
 from trainer import procid, runfiles
+from trainer.guard import ring
 from trainer.guard.state import GuardError as BoxGuardError
 from trainer.guard.state import parse_when
 
@@ -268,6 +270,39 @@ def test_idle_box_is_stopped(tmp_path, vast_standin):
     assert [r.body for r in vast_standin.calls("PUT")] == [{"state": "stopped"}]
     assert vast_standin.instances[iid]["actual_status"] == "stopped"
     assert "trigger idle: idle for" in (run_dir / "guard.log").read_text()
+
+
+def test_the_guard_keeps_the_gpu_ring_and_judges_idleness_from_the_same_rows(
+        tmp_path, vast_standin, monkeypatch):
+    """Each poll appends nvidia-smi's sample (a script here) to the box's GPU ring, cut
+    back when full; GPUs busy keep the guard from acting (though no trainer lives: as
+    ``test_idle_box_is_stopped`` shows, that alone is idle), quiet ones make it act."""
+    smi = FakeSmi.install(tmp_path / "bin")
+    smi.answer(50, 0, used=2048)
+    monkeypatch.setenv("PATH", f"{smi.bin}{os.pathsep}{os.environ['PATH']}")
+    path = Path(os.environ["GPURENT_CACHE_DIR"]) / ring.RING_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(quiet_lines(2 * ring.KEEP * 5, 5, 5))  # full: the next sample cuts it
+    iid = vast_standin.add_instance()
+    run_dir = tmp_path / "run"
+    make_run(run_dir, 999_999_999, best=False)  # no training process, no log growth
+    proc = start_guard(run_dir, vast_standin, iid, "--when", "idle=0.01", "--then", "stop")
+
+    def busy_samples() -> list[ring.Sample]:
+        return [s for s in ring.parse(path.read_bytes()) if s.gpus[0].util == 50]
+
+    # Busy for twice the idle limit (0.6 s) at a 0.1 s poll: the guard does not act.
+    seen = wait_for("busy samples", lambda: len(busy_samples()) >= 12 and busy_samples())
+    assert seen[-1].gpus == (ring.GpuUse(0, 50.0, 2048.0, 81559.0),
+                             ring.GpuUse(1, 0.0, 2048.0, 81559.0))
+    kept = ring.parse(path.read_bytes())  # the first sample cut the full ring back
+    assert len(kept) == ring.KEEP - 1 + sum(1 for s in kept if s.gpus[0].util == 50)
+    assert proc.poll() is None and not vast_standin.calls("PUT")
+    smi.answer(2, 0)
+    rc, err = finished(proc)
+    assert rc == 0, err
+    assert vast_standin.instances[iid]["actual_status"] == "stopped"
+    assert "no GPU busy" in (run_dir / "guard.log").read_text()
 
 
 def test_destroy_that_keeps_billing_is_an_alarm(tmp_path, vast_standin):

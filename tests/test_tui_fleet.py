@@ -14,6 +14,7 @@ import pytest
 from textual.widgets import Input
 
 from remote.billing import Account, FleetOptions, lease_for, list_fleet
+from tests.fixtures.gpubox import quiet_lines
 from tests.fixtures.screen import until_shown
 from tests.fixtures.sshd import SSHServer, make_server
 from trainer import runfiles
@@ -155,3 +156,30 @@ async def test_l_on_a_row_gives_the_instance_a_lease_here_and_on_its_box(
         await pilot.press("enter")
         await until_shown(pilot, f"vast:{iid}: no lease; written on the box")
         assert lease_for(f"vast:{iid}") is None and not on_box.exists()
+
+
+async def test_the_details_say_the_gpus_over_the_last_minutes_within_80_columns(
+        provider_standin, gpu_box, tmp_path):
+    """The box's GPU ring in the highlighted row's details, whole within 80 columns
+    (the table's compact columns as they were), its garbage never shown."""
+    vast = provider_standin("vast")
+    iid = vast.add_instance()
+    vast.set_address(iid, gpu_box.server.host, gpu_box.server.port)
+    gpu_box.smi.answer(3)
+    gpu_box.plant("\x1b]0;pwned\x07[/][bold]\n" + quiet_lines(25 * 60, 8 * 60, 60)
+                  + quiet_lines(7 * 60, 7 * 60, 60, util=7) + quiet_lines(6 * 60, 60, 60))
+    known = tmp_path / "known_hosts"
+    known.write_text(f"vast:{iid} {gpu_box.server.host_key_line}\n")
+    options = FleetOptions(timeout=10, weights=False, ssh_options={
+        "known_hosts": str(known), "identity_files": (gpu_box.server.key_path,),
+        "allow_agent": False, "ssh_config": gpu_box.server.ssh_config})
+    account = Account("vast", "work", vast.key, vast.base_url)
+    app = GpurentApp([], autoconnect=False)
+    app.fleet_lister = lambda: list_fleet([account], options)
+    async with app.run_test(size=(80, 24)) as pilot:
+        text = await until_shown(pilot, f"vast:{iid}", "instance", "state", "$/h now",
+                                 "GPU 3% now, 1.2/80 GiB; 25 min: avg 2%, max 7%, "
+                                 "1.3/80 GiB at most")
+        assert "pwned" not in text and "[/]" not in text
+        detail = app.screen.query_one("#fleet-detail")
+        assert detail.region.right <= 80 and detail.virtual_size.width <= 80

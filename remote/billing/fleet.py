@@ -134,8 +134,9 @@ class FleetRow:
                         f"lease passed {minutes(-left)} ago")
         return said
 
-    def to_dict(self, now: float) -> dict[str, Any]:
-        """A JSON-ready dict."""
+    def to_dict(self, now: float, idle_gpu: float = IDLE_GPU_PERCENT) -> dict[str, Any]:
+        """A JSON-ready dict (the box's GPU history summarised with ``idle_gpu`` as the
+        quiet threshold)."""
         inst = self.instance
         return {
             "account": self.account, "provider": self.provider, "target": self.target,
@@ -145,7 +146,7 @@ class FleetRow:
             "uptime_seconds": self.uptime(now), "spent_usd": self.spent(now),
             "disk_per_day_usd": self.disk_per_day() if inst and inst.state == "stopped"
             else None,
-            "box": None if self.box is None else self.box.to_dict(),
+            "box": None if self.box is None else self.box.to_dict(idle_gpu),
             "unreachable": self.unreachable or None,
             "idle": None if self.idle is None else self.idle.to_dict(),
             "lease": None if self.lease is None else self.lease.to_dict(),
@@ -170,7 +171,8 @@ class Fleet:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (``gpurent.fleet/1``)."""
         return {"schema": "gpurent.fleet/1", "at": self.now, "seconds": round(self.seconds, 3),
-                "rows": [row.to_dict(self.now) for row in self.rows]}
+                "rows": [row.to_dict(self.now, self.options.idle_gpu if self.options
+                                     else IDLE_GPU_PERCENT) for row in self.rows]}
 
 
 def all_at_once(tasks: Mapping[str, Callable[[], T]],

@@ -6,9 +6,12 @@ threshold), or when every GPU stayed under the threshold although a run looks al
 stalled loop that holds its process: SkyPilot #10628). Since when:
 
 * no live run: since the later of the instance's start (the provider's own time) and the
-  last update of the newest ended run (its ``status.json``); without a provider start
-  time, since this laptop first saw it idle;
-* GPUs under the threshold with a run alive: since this laptop first saw it so
+  last update of the newest ended run (its ``status.json``);
+* GPUs under the threshold with a run alive, or no live run and no provider start time:
+  since the box's GPU ring says every GPU went under the threshold (``quiet_since`` of
+  ``trainer.guard.ring``, fed by the guard's polls and every probe; its holes are not
+  bridged), moved onto this laptop's clock with the probe's reading of the box's clock;
+  where the ring does not say, since this laptop first saw it so
   (``STATE/fleet-seen.json``, kept per instance by every listing and watchdog pass).
 
 Only what was observed: a box not reached has no idle words, and the seconds are never
@@ -21,12 +24,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from remote.billing.statefile import locked_json
-from remote.runs.probe import BoxReport
+from remote.runs.probe import QUIET_PERCENT, BoxReport
 from trainer.providers import Instance
 from trainer.text import money
 
-#: GPU utilisation (percent) under which a GPU counts as idle.
-IDLE_GPU_PERCENT = 10.0
+#: GPU utilisation (percent) under which a GPU counts as idle (the GPU ring's quiet).
+IDLE_GPU_PERCENT = QUIET_PERCENT
 #: Per instance, when this laptop first saw it idle in the current stretch.
 SEEN_FILE = "fleet-seen.json"
 
@@ -74,6 +77,17 @@ def _last_run_end(box: BoxReport) -> float | None:
     return max(ends) if ends else None
 
 
+def quiet_since(box: BoxReport, now: float,
+                threshold: float = IDLE_GPU_PERCENT) -> float | None:
+    """Since when the box's GPU ring says every GPU stayed under ``threshold``, on this
+    laptop's clock (``now`` less how long before the box's own now); ``None`` when the
+    ring does not say (no quiet stretch reaching the probe's moment)."""
+    past = box.gpu_history(threshold)
+    if past is None or past.quiet_since is None or box.now is None:
+        return None
+    return now - (box.now - past.quiet_since)
+
+
 def judge_idle(inst: Instance, box: BoxReport | None, now: float,
                first_seen: float | None, threshold: float = IDLE_GPU_PERCENT) -> Idle | None:
     """The idle stretch of a running instance whose box was probed, else ``None``.
@@ -87,7 +101,9 @@ def judge_idle(inst: Instance, box: BoxReport | None, now: float,
     if why.startswith("no live run") and start is not None:
         since = max(start, _last_run_end(box) or start)
     else:
-        since = first_seen if first_seen is not None else now
+        since = quiet_since(box, now, threshold)
+        if since is None:
+            since = first_seen if first_seen is not None else now
         if start is not None:
             since = max(since, start)
     seconds = max(0.0, now - since)

@@ -24,16 +24,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="List every instance of every configured provider account (each "
         "provider's key, and [[accounts]] in the config file), all accounts at once. For "
         "each running instance with an SSH address, one exec on its box (all at once) "
-        "reads the GPUs, the runs launched through gpurent and their health, a guard and "
-        "a lease, and on that connection the weights gate says whether every weight "
-        "file of those runs is safe off the box (a Hub copy in your repositories, "
-        "confirmed with your token, or an intact pulled copy; 'weights: ?' when the check "
-        "could not run or end in time, never safe); an idle one (no live run, or GPUs "
-        "under --idle-gpu %) is flagged with "
-        "how long and how many dollars so far. An unknown host key is not accepted "
-        "unless --accept-new: the box is then shown unreachable with the reason. Exit 0 "
-        "listed (a failing account says so in its row), 1 every account failed, 2 no "
-        "account or a bad config file.",
+        "reads the GPUs now and over the last hour (the box's GPU ring, which every "
+        "listing and the guard add to), the runs launched through gpurent and their "
+        "health, a guard and a lease, and on that connection the weights gate says "
+        "whether every weight file of those runs is safe off the box (a Hub copy in your "
+        "repositories, confirmed with your token, or an intact pulled copy; 'weights: ?' "
+        "when the check could not run or end in time, never safe); an idle one (no live "
+        "run, or GPUs under --idle-gpu %) is flagged with how long (from when the ring "
+        "saw the GPUs go quiet, else from when this laptop first saw it) and how many "
+        "dollars so far. An unknown host key is not accepted unless --accept-new: the box "
+        "is then shown unreachable with the reason. Exit 0 listed (a failing account says "
+        "so in its row), 1 every account failed, 2 no account or a bad config file.",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--no-ssh", dest="ssh", action="store_false",
@@ -57,11 +58,8 @@ def _box_words(row: FleetRow) -> list[str]:
     box = row.box
     if box is None:
         return []
-    said = []
-    if box.gpus is not None:
-        utils = "/".join("?" if g.util is None else f"{g.util:.0f}" for g in box.gpus)
-        said.append(f"GPU {utils}%")
-    elif box.gpu_error:
+    said = box.gpu_words()
+    if box.gpus is None and box.gpu_error:
         said.append(f"nvidia-smi: {box.gpu_error}")
     live = len(box.live_runs)
     said.append(f"{len(box.runs)} run{'s' * (len(box.runs) != 1)}, {live} live"

@@ -28,11 +28,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Run off the box (this laptop, any always-on machine). Through the "
         "providers' APIs with this laptop's account keys, it stops every instance whose "
         "lease ran out (gpurent lease) or that stayed idle --idle-minutes (no live run, "
-        "or GPUs under --idle-gpu %), even when the box hangs, SSH is gone or its guard "
-        "died. A destroy happens only when the weights are confirmed safe off the box "
-        "(else it stops, and says what keeps billing; Lambda cannot stop: it alarms). "
-        "Webhooks: --notify or [notify] urls in the config file, as for the guard. Safe "
-        "to run from two places at once. Exit 0 nothing failed, 1 an alarm, 2 bad input.",
+        "or GPUs under --idle-gpu %: counted from when the box's GPU ring, which the "
+        "guard's polls and every listing add to, saw them go quiet), even when the box "
+        "hangs, SSH is gone or its guard died. A destroy happens only when the weights "
+        "are confirmed safe off the box (else it stops, and says what keeps billing; "
+        "Lambda cannot stop: it alarms). Webhooks: --notify or [notify] urls in the "
+        "config file, as for the guard. Safe to run from two places at once. Exit 0 "
+        "nothing failed, 1 an alarm, 2 bad input.",
     )
     p.add_argument("--once", action="store_true", help="one pass, then exit (cron, timers)")
     p.add_argument("--interval", type=float, default=300.0, metavar="S",

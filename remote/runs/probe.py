@@ -3,14 +3,17 @@ the watchdog, where each of many boxes gets one round trip.
 
 The script prints sections after a random boundary (as ``remote.runs.status`` does, and
 split by its ``split_sections``): the box's clock; ``nvidia-smi``'s utilisation and
-memory per GPU (or that there is none); the lease file (``CACHE/lease.json``); and for
-the last ``MAX_RUNS`` runs of the box's registry (``runs.txt``: every run launched
-through gpurent) their ``status.json`` (or ``launch.pid``), ``guard.json`` and what
-``/proc`` says about the pids those name. Health is judged with the same rules as
-everywhere (``trainer.health.judge_health``) against the box's clock; nothing here is
-guessed: a box without ``nvidia-smi`` has no GPU figures, a run without a status says so.
-A caller may add sections of its own to the same exec (``extra``: the fleet's weights
-check, ``remote.billing.boxweights.folded_check``).
+memory per GPU (or that there is none), which it also appends to the box's GPU ring
+(``trainer.guard.ring``, when nvidia-smi succeeded), and the ring's tail: what the GPUs
+did over the last hour, as the guard's polls and earlier probes saw it; the lease file
+(``CACHE/lease.json``); and for the last ``MAX_RUNS`` runs of the box's registry
+(``runs.txt``: every run launched through gpurent) their ``status.json`` (or
+``launch.pid``), ``guard.json`` and what ``/proc`` says about the pids those name.
+Health is judged with the same rules as everywhere (``trainer.health.judge_health``)
+against the box's clock; nothing here is guessed: a box without ``nvidia-smi`` has no
+GPU figures, a run without a status says so. A caller may add sections of its own to
+the same exec (``extra``: the fleet's weights check,
+``remote.billing.boxweights.folded_check``).
 """
 
 from __future__ import annotations
@@ -29,13 +32,26 @@ from remote.runs.processes import started_at
 from remote.runs.status import MAX_GUARD_BYTES, json_object, split_sections
 from remote.transport.base import Transport, TransportError
 from trainer import procid, runfiles, smi
+from trainer.guard.ring import (
+    FIELDS,
+    KEEP,
+    MAX_GPUS,
+    MAX_READ_BYTES,
+    QUIET_PERCENT,
+    RING_FILE,
+    GpuUse,
+    Sample,
+    Summary,
+    summarize,
+)
+from trainer.guard.ring import parse as parse_ring
 from trainer.guard.state import GUARD_FILE
 from trainer.health import GOING, LaunchRead, judge_health, parse_launch_pid
 
 #: Runs of the registry looked at (the newest entries).
 MAX_RUNS = 8
-#: The GPU fields asked of nvidia-smi.
-GPU_FIELDS = ("index", "utilization.gpu", "memory.used", "memory.total")
+#: The GPU fields asked of nvidia-smi (those of the box's GPU ring).
+GPU_FIELDS = FIELDS
 #: The lease file, in the box's cache directory (``$GPURENT_CACHE_DIR``).
 LEASE_FILE = "lease.json"
 #: What a box's reply may hold (a few KiB per run).
@@ -43,14 +59,8 @@ MAX_PROBE_BYTES = 4 << 20
 _PIDS = r'"pid"[[:space:]]*:[[:space:]]*[0-9][0-9]*'
 
 
-@dataclass(frozen=True)
-class GpuNow:
-    """One GPU as nvidia-smi reports it now (``None``: not reported)."""
-
-    index: int
-    util: float | None
-    memory_used_mib: float | None
-    memory_total_mib: float | None
+#: One GPU as nvidia-smi reports it now (``None``: not reported).
+GpuNow = GpuUse
 
 
 @dataclass(frozen=True)
@@ -82,6 +92,8 @@ class BoxReport:
     guards: list[GuardState] = field(default_factory=list)
     lease: dict[str, Any] | None = None
     gpu_error: str = ""
+    #: The box's GPU ring (its tail, oldest first; the sample this probe took among them).
+    history: list[Sample] = field(default_factory=list)
     #: Every section the script printed, raw (a caller's ``extra`` sections among them).
     sections: dict[str, bytes] = field(default_factory=dict, repr=False, compare=False)
 
@@ -106,13 +118,51 @@ class BoxReport:
         utils = [g.util for g in self.gpus or [] if g.util is not None]
         return max(utils) if utils else None
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
+    def gpu_history(self, threshold: float = QUIET_PERCENT) -> Summary | None:
+        """What the ring says about the last hour up to the box's clock (its quiet
+        stretch under ``threshold`` percent); ``None`` when the clock was not read."""
+        return None if self.now is None else \
+            summarize(self.history, self.now, threshold=threshold)
+
+    def gpu_words(self) -> list[str]:
+        """``GPU 3% now, 1.2/80 GiB`` and ``25 min: avg 2%, max 7%, 1.3/80 GiB at
+        most`` (or ``no GPU history yet``): short phrases for a cell or a line."""
+        said = []
+        if self.gpus is not None:
+            utils = "/".join("?" if g.util is None else f"{g.util:.0f}" for g in self.gpus)
+            said.append(f"GPU {utils}% now{_memory(self.gpus)}")
+        past = self.gpu_history()
+        if past is not None and past.span > 0 and past.util_mean is not None:
+            span = f"{past.span // 60:.0f} min" if past.span >= 60 else f"{past.span:.0f} s"
+            most = "" if past.memory_used_mib is None else \
+                f", {_gib(past.memory_used_mib, past.memory_total_mib)} at most"
+            said.append(f"{span}: avg {past.util_mean:.0f}%, max {past.util_max:.0f}%{most}")
+        elif self.gpus is not None or self.history:
+            said.append("no GPU history yet")
+        return said
+
+    def to_dict(self, idle_gpu: float = QUIET_PERCENT) -> dict[str, Any]:
+        """A JSON-ready dict (the ring summarised with ``idle_gpu`` as the quiet
+        threshold)."""
+        past = self.gpu_history(idle_gpu)
         return {"now": self.now, "gpu_error": self.gpu_error or None,
                 "gpus": None if self.gpus is None else [g.__dict__ for g in self.gpus],
+                "gpu_history": None if past is None else past.to_dict(),
                 "runs": [{**r.__dict__, "live": r.live} for r in self.runs],
                 "guard_watching": self.guard_watching,
                 "guards": [g.summary() for g in self.guards], "lease": self.lease}
+
+
+def _gib(used: float, total: float | None) -> str:
+    return f"{used / 1024:.1f}/{'?' if total is None else f'{total / 1024:.0f}'} GiB"
+
+
+def _memory(gpus: list[GpuUse]) -> str:
+    known = [g for g in gpus if g.memory_used_mib is not None]
+    if not known:
+        return ""
+    most = max(known, key=lambda g: g.memory_used_mib or 0.0)
+    return f", {_gib(most.memory_used_mib or 0.0, most.memory_total_mib)}"
 
 
 def cache_dir_expr() -> str:
@@ -123,6 +173,22 @@ def cache_dir_expr() -> str:
 def registry_expr() -> str:
     """The box's run registry (``runs.txt``) as a shell expression."""
     return f'"${{{runfiles.RUN_REGISTRY_ENV}:-$HOME/{runfiles.RUN_REGISTRY}}}"'
+
+
+def _ring() -> str:
+    return f"{cache_dir_expr()}/{RING_FILE}"
+
+
+def _record() -> str:
+    """Shell that appends the sample in ``$g`` (taken at ``$now``) to the ring, cut back
+    as ``trainer.guard.ring.trim`` cuts it."""
+    return (f'{{ r={_ring()}; mkdir -p {cache_dir_expr()} && '
+            f'printf "%s %s\\n" "$now" "$(printf "%s" "$g" | head -n {MAX_GPUS} | '
+            "tr '\\n' ';')\" >> \"$r\" && "
+            f'if [ "$(wc -l < "$r")" -gt {2 * KEEP} ] || '
+            f'[ "$(wc -c < "$r")" -gt {2 * MAX_READ_BYTES} ]; then '
+            f'tail -c {MAX_READ_BYTES} "$r" | tail -n {KEEP} > "$r.$$" && '
+            'mv -f "$r.$$" "$r"; fi; } 2>/dev/null')
 
 
 def section(boundary: str, name: str, body: str) -> str:
@@ -140,10 +206,15 @@ def script(boundary: str, extra: Callable[[str], str] | None = None) -> str:
     registry = registry_expr()
     gpu = shlex.join(smi.query_command("nvidia-smi", GPU_FIELDS))
     return "; ".join([
-        part("now", "date +%s"),
+        "now=$(date +%s)",
+        part("now", 'echo "$now"'),
         "if command -v nvidia-smi >/dev/null 2>&1; then "
-        + part("gpu", f"timeout 10 {gpu} 2>&1 | head -c 65536") + "; else "
+        f'g=$( {{ timeout 10 {gpu} 2>&1; echo "rc=$?"; }} | tail -c 65536 ); '
+        'rc=${g##*rc=}; g=${g%rc=*}; '
+        + part("gpu", 'printf "%s" "$g"') + "; "
+        f'if [ "$rc" = 0 ] && [ -n "$g" ]; then {_record()}; fi; else '
         + part("nogpu", ":") + "; fi",
+        part("gpu ring", f"tail -c {MAX_READ_BYTES} {_ring()} 2>/dev/null | tail -n {KEEP}"),
         part("lease", f"head -c 4096 {cache_dir_expr()}/{LEASE_FILE} 2>/dev/null"),
         part("boot", "cat /proc/sys/kernel/random/boot_id 2>/dev/null || echo -; "
              "grep '^btime ' /proc/stat 2>/dev/null || echo -; "
@@ -219,7 +290,7 @@ def parse_report(parts: dict[str, bytes]) -> BoxReport:
                 procid.mismatch(probes.get(pid), data, started_at(data)) is None
             guards.append(GuardState.from_dict(data, ok))
     return BoxReport(now, gpus, runs, guards, json_object(parts.get("lease")), gpu_error,
-                     dict(parts))
+                     parse_ring(parts.get("gpu ring", b"")), dict(parts))
 
 
 def probe_box(transport: Transport, timeout: float = 20.0,

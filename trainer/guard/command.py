@@ -11,6 +11,9 @@ Triggers (``--when``):
   no live training process) and no growth of ``train.log``;
 * ``--max-hours H`` in any case: a hard lifetime, like a serverless timeout.
 
+Every poll's nvidia-smi sample is appended to the box's GPU ring (``trainer.guard.ring``),
+from which the laptop's listings tell how long the GPUs have been quiet.
+
 After a trigger (not after ``--max-hours``) it waits up to ``--push-wait`` seconds for
 the final push (``trainer.hub.safe.verified_safety``: the newest weights of every run this
 box knows, confirmed by the Hub at the recorded commit, by sha256), as long as someone

@@ -1,10 +1,12 @@
 """The guard's watch loop: look at the run every poll, decide, and act through the
 provider's API (``trainer.guard.act``: retried until the billing ends or a hard
 deadline), recording each decision in ``guard.log`` and ``guard.json`` and telling the
-webhooks (``trainer.guard.notify``)."""
+webhooks (``trainer.guard.notify``). Each poll's GPU sample also goes to the box's GPU
+ring (``trainer.guard.ring``), which the laptop's probe reads."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -17,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer import engines, procid, runfiles, smi
+from trainer.guard import ring
 from trainer.guard.act import Ending, Policy, end_billing
 from trainer.guard.lease import lease_passed
 from trainer.guard.notify import Notifier, Target
@@ -38,10 +41,16 @@ NOTIFY_FLUSH = 120.0
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
-def gpu_utilisation(timeout: float = 10.0) -> list[int] | None:
-    """Utilisation (percent) of each GPU from ``nvidia-smi``; ``None`` when unavailable."""
-    rows, _error = smi.query(("utilization.gpu",), timeout)
-    values = [int(row["utilization.gpu"]) for row in rows or ()
+def gpu_sample(timeout: float = 10.0) -> list[dict[str, Any]] | None:
+    """Each GPU's row of the ring's fields (``trainer.guard.ring.FIELDS``) from
+    ``nvidia-smi``; ``None`` when it is missing or failed."""
+    rows, _error = smi.query(ring.FIELDS, timeout)
+    return rows or None
+
+
+def utilisation(rows: list[dict[str, Any]] | None) -> list[float] | None:
+    """The utilisation (percent) of each GPU that reported one; ``None`` for none."""
+    values = [row["utilization.gpu"] for row in rows or ()
               if row["utilization.gpu"] is not None]
     return values or None
 
@@ -92,17 +101,17 @@ class GuardConfig:
 
 
 class Guard:
-    """The watch loop and the action. ``gpu_util`` and ``pid_alive`` are injectable."""
+    """The watch loop and the action. ``gpu_rows`` and ``pid_alive`` are injectable."""
 
     def __init__(self, cfg: GuardConfig, provider: Provider, log: logging.Logger, *,
-                 gpu_util: Callable[[], list[int] | None] = gpu_utilisation,
+                 gpu_rows: Callable[[], list[dict[str, Any]] | None] = gpu_sample,
                  pid_alive: Callable[[int], bool] = local_pid_alive,
                  notify: list[Target] | None = None,
                  price_per_hour: float | None = None) -> None:
         self.cfg = cfg
         self.provider = provider
         self.log = log
-        self.gpu_util = gpu_util
+        self.gpu_rows = gpu_rows
         self.pid_alive = pid_alive
         self.price_per_hour = price_per_hour
         self.disarm = threading.Event()
@@ -279,8 +288,13 @@ class Guard:
             if cfg.when == "done" and verdict in ENDED:
                 trigger = "dead" if verdict == "dead" else "done"
                 return trigger, f"the run is {verdict} ({reason})"
+            rows = self.gpu_rows()
+            if rows:
+                # The ring is a record for the laptop, never a reason to stop watching.
+                with contextlib.suppress(OSError):
+                    ring.append(rows, now)
             if cfg.when == "idle":
-                util = self.gpu_util()
+                util = utilisation(rows)
                 grew = last_size >= 0 and size != last_size
                 if util is not None:
                     busy = grew or max(util) >= GPU_BUSY_PERCENT

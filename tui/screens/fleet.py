@@ -1,13 +1,14 @@
 """The fleet: every instance of every configured account in one table, with its state,
 price, what it spent and the idle and waste words (``remote.billing.list_fleet``, the
 same listing as ``gpurent instances``), with each reached box's weights verdict (the
-weights gate's). Enter opens the instance as a box tab; ``s`` stops it (asked first; the
-disk keeps billing, as the dialog says); ``D`` opens its box tab and, once the box is
-connected, the destroy dialog there: the weights gate's verdict and the typed id; ``L``
-gives it a lease (``gpurent lease``: kept here for the watchdog, written on the box for
-its guard when the box answers); ``m``
-on a row taken away by its provider resumes its run on another box (``move_run``, the
-same as ``gpurent resume ORG/REPO:NAME --on TARGET``), each step said as it happens."""
+weights gate's); the details under the table add its GPUs now and over the last hour
+(the box's GPU ring). Enter opens the instance as a box tab; ``s`` stops it (asked
+first; the disk keeps billing, as the dialog says); ``D`` opens its box tab and, once
+the box is connected, the destroy dialog there: the weights gate's verdict and the
+typed id; ``L`` gives it a lease (``gpurent lease``: kept here for the watchdog, written
+on the box for its guard when the box answers); ``m`` on a row taken away by its
+provider resumes its run on another box (``move_run``, the same as ``gpurent resume
+ORG/REPO:NAME --on TARGET``), each step said as it happens."""
 
 from __future__ import annotations
 
@@ -209,7 +210,9 @@ class FleetScreen(Screen[None]):
             head.append(f"ssh {inst.ssh_host}:{inst.ssh_port}")
         out = Text()
         out.append_text(safe(" · ".join(head), 400, "bold"))
-        for words in ([] if row.weights is None else [row.weights.words()]) + \
+        gpu = [] if row.box is None else row.box.gpu_words()
+        for words in (["; ".join(gpu)] if gpu else []) + \
+                ([] if row.weights is None else [row.weights.words()]) + \
                 cls.notes(row, now):
             out.append("\n")
             out.append_text(safe(words, 600))
