@@ -8,7 +8,7 @@ The box side rides in the probe's own exec when it can (``folded_check``): a box
 holds this trainer's install (the gate's marker) and whose registry names a run prints
 ``trainer safe``'s report as one more section of the probe, and the laptop judges it
 as the gate does. An unchanged box prints the report the tool kept on it (``trainer
-safe --keep``, valid while the stamp of everything it depends on holds) with ``cat``,
+safe --keep``, valid while the stamp of everything it depends on holds) from the shell,
 without starting python. A box without the install (or whose python is gone) gets the
 check in a second exec as before.
 
@@ -114,7 +114,7 @@ def folded_check(transport: Transport, target: str,
     (``vast:4242``): when the box holds this trainer's install and its registry is not
     empty, its stdout, the tail of its stderr and its exit code are printed as sections
     of ``trainer safe --json --registry``: the answer the tool kept on the box (``--keep``,
-    ``trainer.hub.safe``) when its stamp still holds, printed by ``cat``; else the tool,
+    ``trainer.hub.safe``) when its stamp still holds, printed by the shell; else the tool,
     run through the gate (which never ships the package here: it prints its boot probe
     instead) within ``timeout`` seconds, keeping its new answer."""
     name = install_name()
@@ -123,21 +123,26 @@ def folded_check(transport: Transport, target: str,
     tool = gate.script(["-m", "trainer", *inventory_words(keep=name)],
                        python if isinstance(python, str) else None, ship=False, name=name)
     # The stamp is computed by the same snippet, with the same sh, as the tool's own: the
-    # kept answer is printed only when the box's inputs are those it was made from.
-    kept = (f"s=$(sh -c {shlex.quote(STAMP_LINES)} 2>/dev/null | cksum); "
-            f"k={cache_dir_expr()}/{KEPT_FILE}; h=; "
-            'if [ -f "$k" ]; then { IFS= read -r l && '
-            f'[ "$l" = "$s {name}" ] && cat >"$o/out" && h=1; }} <"$k" 2>/dev/null; fi; ')
+    # kept answer is printed (read once, after its first line) only when the box's inputs
+    # are those it was made from.
+    stamp = f"s=$(sh -c {shlex.quote(STAMP_LINES)} 2>/dev/null | cksum)"
 
     def shell(boundary: str) -> str:
+        def sections(out: str, err: str, rc: str) -> str:
+            return "; ".join([section(boundary, SAFE_OUT, f"head -c {MAX_SAFE_BYTES + 1} {out}"),
+                              section(boundary, SAFE_ERR, err),
+                              section(boundary, SAFE_RC, f'echo "{rc}"')])
+
         return (f'if [ -s {registry_expr()} ] && [ -f "$HOME"/{CACHE_DIR}/{name}/{MARKER} ] '
-                "&& command -v timeout >/dev/null 2>&1 && o=$(mktemp -d 2>/dev/null); "
-                f'then {kept}if [ -n "$h" ]; then : >"$o/err"; rc=0; '
-                f"else timeout -k 2 {timeout:g} sh -c {shlex.quote(tool)} </dev/null "
-                '>"$o/out" 2>"$o/err"; rc=$?; fi; '
-                + section(boundary, SAFE_OUT, f'head -c {MAX_SAFE_BYTES + 1} "$o/out"')
-                + "; " + section(boundary, SAFE_ERR, 'tail -c 2048 "$o/err"')
-                + "; " + section(boundary, SAFE_RC, 'echo "$rc"') + '; rm -rf "$o"; fi')
+                f"&& command -v timeout >/dev/null 2>&1; then {stamp}; "
+                f'k={cache_dir_expr()}/{KEPT_FILE}; h=; if [ -f "$k" ]; then '
+                f'{{ IFS= read -r l && [ "$l" = "$s {name}" ] && h=1 && '
+                f'{sections("", ":", "0")}; }} <"$k" 2>/dev/null; fi; '
+                'if [ -z "$h" ] && o=$(mktemp -d 2>/dev/null); then '
+                f"timeout -k 2 {timeout:g} sh -c {shlex.quote(tool)} </dev/null "
+                '>"$o/out" 2>"$o/err"; rc=$?; '
+                + sections('"$o/out"', 'tail -c 2048 "$o/err"', "$rc")
+                + '; rm -rf "$o"; fi; fi')
 
     return shell
 
