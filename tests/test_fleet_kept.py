@@ -211,10 +211,10 @@ def test_the_stamp_covers_what_the_answer_reads_and_refuses_other_shapes(tmp_pat
         {"path": str(run / "weights" / "last.pt")}]}]}
     assert stamp_covers(lines, answer)
     assert not stamp_covers(lines, {"runs": [{"run_dir": str(tmp_path), "files": []}]})
-    rows = lines.decode().splitlines()
-    busybox = [rows[0], *(" ".join(w.split(".")[0] if "." in w and w[0].isdigit() else w
-                                   for w in row.split(" ")) for row in rows[1:])]
+    busybox = [" ".join(w.split(".")[0] if "." in w and w[0].isdigit() else w
+                        for w in row.split(" ")) for row in lines.decode().splitlines()]
     assert not stamp_covers(("\n".join(busybox) + "\n").encode(), answer)
+    assert not stamp_covers(b"", {"runs": []})  # no stat at all
 
 
 def test_keep_goes_with_the_registry_alone(tmp_path):

@@ -25,8 +25,8 @@ With ``--keep NAME`` (the fleet's folded check: ``--registry`` alone) the answer
 kept in the box's cache directory (``KEPT_FILE``: ``CKSUM NAME``, then the JSON), so that
 the caller's shell can print it again without python while nothing it depends on has
 changed. The stamp is taken before the inventory by ``STAMP_LINES``, the one shell
-snippet that both this command and the caller run (``sh``, then ``cksum``): the
-registry's content, and for each registered run directory ``stat -L`` of it, of the files
+snippet that both this command and the caller run (``sh``, then ``cksum``): ``stat -L``
+of the registry, and for each registered run directory of it, of the files
 ``describe_run`` reads (``status.json``, ``hub.json``, ``train_config.yaml``), of
 ``weights/`` and each file in it, and of the LibreYOLO ledger beside the run. A change
 during the inventory leaves a stamp that no longer matches. The answer is kept only when
@@ -65,20 +65,19 @@ RUN_MARKERS = (runfiles.STATUS_FILE, runfiles.METRICS_FILE, runfiles.RESULTS_FIL
 _IDENTITY_KEYS = ("size", "inode", "mtime_ns")
 #: The kept answer of ``--keep``, in the box's cache directory.
 KEPT_FILE = "safe-registry.kept"
-#: Shell (``sh -c``) that prints what a kept answer depends on, one line per input: the
-#: registry's ``cksum``, then ``stat -L`` lines (``PATH SIZE INODE MTIME CTIME``) for each
-#: registered run directory that exists, resolved as ``find_runs`` resolves it.
+#: Shell (``sh -c``) that prints what a kept answer depends on: ``stat -L`` lines (``PATH
+#: SIZE INODE MTIME CTIME``, one ``stat`` for all) of the registry, and of each registered
+#: run directory that exists (resolved as ``find_runs`` resolves it: ``cd -P``, no fork)
+#: and the files ``describe_run`` reads there.
 STAMP_LINES = (
-    "LC_ALL=C; export LC_ALL; f='%n %s %i %.9Y %.9Z'; "
-    f"r={runfiles.REGISTRY_SHELL}; "
-    'printf \'registry %s\\n\' "$(cksum < "$r")"; '
+    f"LC_ALL=C; export LC_ALL; r={runfiles.REGISTRY_SHELL}; set -- \"$r\"; "
     'while read -r p || [ -n "$p" ]; do case $p in /*) ;; *) continue ;; esac; '
-    '[ -d "$p" ] || continue; d=$(cd -P -- "$p" && pwd -P) || continue; '
-    f'stat -L -c "$f" -- "$d" "$d/{runfiles.STATUS_FILE}" "$d/{runfiles.HUB_FILE}" '
+    'cd -P -- "$p" 2>/dev/null || continue; d=$PWD; '
+    f'set -- "$@" "$d" "$d/{runfiles.STATUS_FILE}" "$d/{runfiles.HUB_FILE}" '
     f'"$d/{engines.TRAIN_CONFIG_FILE}" "$d/{runfiles.WEIGHTS_DIR}" '
     f'"$d/{runfiles.WEIGHTS_DIR}"/* '
     f'"${{d%/*}}/{engines.BESIDE_DIR}/${{d##*/}}.{runfiles.HUB_FILE}"; '
-    'done < "$r"')
+    """done < "$r"; stat -L -c '%n %s %i %.9Y %.9Z' -- "$@\"""")
 _STAMP_LINE = re.compile(r"(.+) \d+ \d+ \d+\.\d{9} \d+\.\d{9}")
 _KEEP_NAME = re.compile(r"[A-Za-z0-9._+-]+")
 #: Seconds the stamp's shell may take before the answer is not kept.
@@ -252,14 +251,13 @@ def stamp_lines() -> bytes | None:
 
 
 def stamp_covers(lines: bytes, answer: dict[str, Any]) -> bool:
-    """Whether stamp ``lines`` have the expected shape (the registry's ``cksum``, then
-    GNU ``stat`` lines with nanosecond times) and name every run and weight file of
-    ``answer``."""
+    """Whether stamp ``lines`` are GNU ``stat`` lines with nanosecond times (at least the
+    registry's) that name every run and weight file of ``answer``."""
     rows = lines.decode("utf-8", "surrogateescape").split("\n")
-    if len(rows) < 2 or rows[-1] or not re.fullmatch(r"registry \d+ \d+", rows[0]):
+    if len(rows) < 2 or rows[-1]:
         return False
     named = set()
-    for row in rows[1:-1]:
+    for row in rows[:-1]:
         match = _STAMP_LINE.fullmatch(row)
         if match is None:
             return False
