@@ -14,7 +14,6 @@ what was observed.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -250,12 +249,8 @@ def connect_instance(client: Provider, inst: Instance, options: FleetOptions) ->
                        **dict(options.ssh_options))
 
 
-def _load_early(weights: bool) -> None:
+def _load_ssh() -> None:
     import remote.transport.ssh  # noqa: F401 - imported now so that later imports are free
-
-    if weights:  # the Hub's client (~0.2 s), which the first box's weights check needs
-        with contextlib.suppress(ImportError):
-            import huggingface_hub  # noqa: F401
 
 
 @dataclass
@@ -294,8 +289,7 @@ def list_fleet(accounts: list[Account], options: FleetOptions | None = None, *,
     started = time.monotonic()
     say(f"asking {len(accounts)} account{'s' * (len(accounts) != 1)}")
     if options.ssh:  # paramiko loads (~0.2 s) while the providers answer, not after
-        threading.Thread(target=_load_early, args=(options.weights,), daemon=True,
-                         name="fleet-ssh-import").start()
+        threading.Thread(target=_load_ssh, daemon=True, name="fleet-ssh-import").start()
     rows, clients = list_accounts(accounts, options.timeout)
     now = time.time()
     known = leases()
