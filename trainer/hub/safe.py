@@ -204,7 +204,8 @@ def file_sha256(run_dir: Path, name: str, entries: Sequence[dict[str, Any]]) -> 
 
 
 def describe_run(run_dir: Path, sources: list[str]) -> dict[str, Any]:
-    """One run's entry of the answer (see the module docstring)."""
+    """One run's entry of the answer (see the module docstring). Every file it reads is
+    stamped by ``STAMP_LINES``: one it starts to read must be added there."""
     run: dict[str, Any] = {"run_dir": str(run_dir), "sources": sources, "error": None,
                            "best_epoch": runfiles.read_status(run_dir).get("best_epoch"),
                            "files": []}
