@@ -51,9 +51,11 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "remote.weights": ("remote.link", "remote.config", "remote.fields", "remote.transport",
                        "trainer.runfiles", "trainer.hub.client", "trainer._exports"),
     # trainer.guard.notify: the off-box watchdog tells the guard's webhooks, in its shapes.
+    # trainer.hub.safe: the fleet's folded check stamps the box with the tool's own shell.
     "remote.billing": ("remote.weights", "remote.runs", "remote.link", "remote.config",
                        "remote.fields", "remote.transport", "trainer.runfiles",
-                       "trainer.providers", "trainer.guard.notify", "trainer._exports"),
+                       "trainer.providers", "trainer.guard.notify", "trainer.hub.safe",
+                       "trainer._exports"),
     "remote.commands": ("remote.billing", "remote.weights", "remote.runs", "remote.watch",
                         "remote.link", "remote.config", "remote.fields", "remote.transport",
                         "trainer.runfiles", "trainer.health", "trainer.providers",

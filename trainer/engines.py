@@ -60,6 +60,8 @@ TRAIN_CONFIG_FILE = "train_config.yaml"
 RENAMING = ("libreyolo",)
 #: Our caches on the box: ``$GPURENT_CACHE_DIR`` or ``~/.cache/gpurent``.
 CACHE_ENV = "GPURENT_CACHE_DIR"
+#: ``cache_dir()`` as a shell expression (for the scripts that read it on the box).
+CACHE_DIR_SHELL = f'"${{{CACHE_ENV}:-$HOME/.cache/gpurent}}"'
 #: Bytes at the end of a zip that hold its end-of-central-directory record (no comment).
 ZIP_END_BYTES = 22
 _ZIP_START, _ZIP_END = b"PK\x03\x04", b"PK\x05\x06"

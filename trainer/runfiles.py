@@ -43,6 +43,8 @@ CONSOLE_FILE = "console.log"
 #: Runs launched through gpurent, one absolute path a line, under the box's home.
 RUN_REGISTRY = ".cache/gpurent/runs.txt"
 RUN_REGISTRY_ENV = "GPURENT_RUN_REGISTRY"
+#: The registry's path as a shell expression (for the scripts that read it on the box).
+REGISTRY_SHELL = f'"${{{RUN_REGISTRY_ENV}:-$HOME/{RUN_REGISTRY}}}"'
 
 #: A status.json larger than this is refused: the real one is a few hundred bytes.
 MAX_STATUS_BYTES = 4 * 1024 * 1024

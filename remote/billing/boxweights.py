@@ -7,8 +7,10 @@ trainer ships on that exec's stdin when the box does not hold it yet).
 The box side rides in the probe's own exec when it can (``folded_check``): a box that
 holds this trainer's install (the gate's marker) and whose registry names a run prints
 ``trainer safe``'s report as one more section of the probe, and the laptop judges it
-as the gate does. A box without the install (or whose python is gone) gets the check in
-a second exec as before.
+as the gate does. An unchanged box prints the report the tool kept on it (``trainer
+safe --keep``, valid while the stamp of everything it depends on holds) from the shell,
+without starting python. A box without the install (or whose python is gone) gets the
+check in a second exec as before.
 
 A check that fails, or does not end within its limit, is ``unknown`` with the reason:
 never ``safe``. A box whose registry holds no run is judged as the gate judges it (no
@@ -28,7 +30,7 @@ from remote.link import gate
 from remote.link.bootstrap import CACHE_DIR, MARKER, box_id, install_name
 from remote.link.connector import Connector
 from remote.link.tools import ToolAnswer, parse_report
-from remote.runs.probe import registry_expr, section
+from remote.runs.probe import cache_dir_expr, registry_expr, section
 from remote.transport.base import RunResult, Transport, TransportError
 from remote.weights.safety import (
     NAMED,
@@ -40,6 +42,7 @@ from remote.weights.safety import (
     laptop_verify,
     weights_safety,
 )
+from trainer.hub.safe import KEPT_FILE, STAMP_LINES
 from trainer.text import clean_text, one_line
 
 #: Seconds a box's weights check may take in a listing (hashing is cached on the box).
@@ -109,23 +112,37 @@ def folded_check(transport: Transport, target: str,
                  timeout: float = WEIGHTS_TIMEOUT) -> Callable[[str], str]:
     """The probe's ``extra`` (``remote.runs.probe.script``) for the box ``target``
     (``vast:4242``): when the box holds this trainer's install and its registry is not
-    empty, ``trainer safe --json --registry`` runs through the gate (which never ships
-    the package here: it prints its boot probe instead) within ``timeout`` seconds, and
-    its stdout, the tail of its stderr and its exit code are printed as sections."""
+    empty, its stdout, the tail of its stderr and its exit code are printed as sections
+    of ``trainer safe --json --registry``: the answer the tool kept on the box (``--keep``,
+    ``trainer.hub.safe``) when its stamp still holds, printed by the shell; else the tool,
+    run through the gate (which never ships the package here: it prints its boot probe
+    instead) within ``timeout`` seconds, keeping its new answer."""
     name = install_name()
     known = config.remembered(box_id(transport))
     python = config.host_python(target) or known.get("python")
-    tool = gate.script(["-m", "trainer", *inventory_words()],
+    tool = gate.script(["-m", "trainer", *inventory_words(keep=name)],
                        python if isinstance(python, str) else None, ship=False, name=name)
+    # The stamp is computed by the same snippet, with the same sh, as the tool's own: the
+    # kept answer is printed (read once, after its first line) only when the box's inputs
+    # are those it was made from.
+    stamp = f"s=$(sh -c {shlex.quote(STAMP_LINES)} 2>/dev/null | cksum)"
 
     def shell(boundary: str) -> str:
+        def sections(out: str, err: str, rc: str) -> str:
+            return "; ".join([section(boundary, SAFE_OUT, f"head -c {MAX_SAFE_BYTES + 1} {out}"),
+                              section(boundary, SAFE_ERR, err),
+                              section(boundary, SAFE_RC, f'echo "{rc}"')])
+
         return (f'if [ -s {registry_expr()} ] && [ -f "$HOME"/{CACHE_DIR}/{name}/{MARKER} ] '
-                "&& command -v timeout >/dev/null 2>&1 && o=$(mktemp -d 2>/dev/null); "
-                f"then timeout -k 2 {timeout:g} sh -c {shlex.quote(tool)} </dev/null "
+                f"&& command -v timeout >/dev/null 2>&1; then {stamp}; "
+                f'k={cache_dir_expr()}/{KEPT_FILE}; h=; if [ -f "$k" ]; then '
+                f'{{ IFS= read -r l && [ "$l" = "$s {name}" ] && h=1 && '
+                f'{sections("", ":", "0")}; }} <"$k" 2>/dev/null; fi; '
+                'if [ -z "$h" ] && o=$(mktemp -d 2>/dev/null); then '
+                f"timeout -k 2 {timeout:g} sh -c {shlex.quote(tool)} </dev/null "
                 '>"$o/out" 2>"$o/err"; rc=$?; '
-                + section(boundary, SAFE_OUT, f'head -c {MAX_SAFE_BYTES + 1} "$o/out"')
-                + "; " + section(boundary, SAFE_ERR, 'tail -c 2048 "$o/err"')
-                + "; " + section(boundary, SAFE_RC, 'echo "$rc"') + '; rm -rf "$o"; fi')
+                + sections('"$o/out"', 'tail -c 2048 "$o/err"', "$rc")
+                + '; rm -rf "$o"; fi; fi')
 
     return shell
 

@@ -407,7 +407,7 @@ def record_command(run_dir: str, pid: int, pid_path: str = "") -> str:
     pid_file = shlex.quote(posixpath.relpath(pid_path or posixpath.join(run_dir, PID_FILE),
                                              parent or "."))
     q, pid = shlex.quote(parent or "."), int(pid)
-    registry = (f'"${{{runfiles.RUN_REGISTRY_ENV}:-$HOME/{runfiles.RUN_REGISTRY}}}"')
+    registry = runfiles.REGISTRY_SHELL
     return (f"cd -- {q} && d=\"$(pwd -P)\"/{shlex.quote(name)} && "
             f"s=$(sed 's/^.*) //' /proc/{pid}/stat 2>/dev/null | cut -d' ' -f20); "
             "b=$(cat /proc/sys/kernel/random/boot_id 2>/dev/null); "

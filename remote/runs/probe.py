@@ -31,7 +31,7 @@ from remote.runs.guard import GuardState
 from remote.runs.processes import started_at
 from remote.runs.status import MAX_GUARD_BYTES, json_object, split_sections
 from remote.transport.base import Transport, TransportError
-from trainer import procid, runfiles, smi
+from trainer import engines, procid, runfiles, smi
 from trainer.guard.ring import (
     FIELDS,
     KEEP,
@@ -167,12 +167,12 @@ def _memory(gpus: list[GpuUse]) -> str:
 
 def cache_dir_expr() -> str:
     """The box's cache directory as a shell expression (``trainer.engines.cache_dir``)."""
-    return '"${GPURENT_CACHE_DIR:-$HOME/.cache/gpurent}"'
+    return engines.CACHE_DIR_SHELL
 
 
 def registry_expr() -> str:
     """The box's run registry (``runs.txt``) as a shell expression."""
-    return f'"${{{runfiles.RUN_REGISTRY_ENV}:-$HOME/{runfiles.RUN_REGISTRY}}}"'
+    return runfiles.REGISTRY_SHELL
 
 
 def _ring() -> str:

@@ -110,10 +110,12 @@ def box_inventory(transport: Transport, run_dirs: Iterable[str] = (),
 
 
 def inventory_words(run_dirs: Iterable[str] = (), projects: Iterable[str] = (),
-                    registry: bool = True) -> list[str]:
-    """The words of ``trainer safe --json`` for these runs, projects (and registry)."""
+                    registry: bool = True, keep: str | None = None) -> list[str]:
+    """The words of ``trainer safe --json`` for these runs, projects (and registry);
+    ``keep``: the answer is kept on the box under that name (``--keep``)."""
     words = ["safe", "--json", *(f"--project={p}" for p in projects)]
     words += ["--registry"] if registry else []
+    words += [f"--keep={keep}"] if keep is not None else []
     return [*words, "--", *run_dirs]
 
 

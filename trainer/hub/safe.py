@@ -21,6 +21,19 @@ Output (one JSON object)::
      "best.pt", "path": "/abs/weights/best.pt", "size", "mtime_ns", "required": bool,
      "sha256": str (required files), "hub": [ledger entries]}]}]}
 
+With ``--keep NAME`` (the fleet's folded check: ``--registry`` alone) the answer is also
+kept in the box's cache directory (``KEPT_FILE``: ``CKSUM NAME``, then the JSON), so that
+the caller's shell can print it again without python while nothing it depends on has
+changed. The stamp is taken before the inventory by ``STAMP_LINES``, the one shell
+snippet that both this command and the caller run (``sh``, then ``cksum``): ``stat -L``
+of the registry, and for each registered run directory of it, of the files
+``describe_run`` reads (``status.json``, ``hub.json``, ``train_config.yaml``), of
+``weights/`` and each file in it, and of the LibreYOLO ledger beside the run. A change
+during the inventory leaves a stamp that no longer matches. The answer is kept only when
+every stamp line has the expected shape (GNU ``stat``'s ``%.9Y``: a ``stat`` that prints
+something else must never make a stamp that hits) and names every run and file the answer
+holds.
+
 Standard library only. A RUN_DIR that is not a run directory (no status.json,
 metrics.jsonl, results.csv or launch.pid: a project folder, ``weights/``) is refused
 (exit 2, one line), as is a ``--project`` that is not a directory.
@@ -32,6 +45,8 @@ import argparse
 import contextlib
 import json
 import os
+import re
+import subprocess
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -48,6 +63,25 @@ HASH_CACHE = "hashes"
 RUN_MARKERS = (runfiles.STATUS_FILE, runfiles.METRICS_FILE, runfiles.RESULTS_FILE,
                runfiles.LAUNCH_PID_FILE)
 _IDENTITY_KEYS = ("size", "inode", "mtime_ns")
+#: The kept answer of ``--keep``, in the box's cache directory.
+KEPT_FILE = "safe-registry.kept"
+#: Shell (``sh -c``) that prints what a kept answer depends on: ``stat -L`` lines (``PATH
+#: SIZE INODE MTIME CTIME``, one ``stat`` for all) of the registry, and of each registered
+#: run directory that exists (resolved as ``find_runs`` resolves it: ``cd -P``, no fork)
+#: and the files ``describe_run`` reads there.
+STAMP_LINES = (
+    f"LC_ALL=C; export LC_ALL; r={runfiles.REGISTRY_SHELL}; set -- \"$r\"; "
+    'while read -r p || [ -n "$p" ]; do case $p in /*) ;; *) continue ;; esac; '
+    'cd -P -- "$p" 2>/dev/null || continue; d=$PWD; '
+    f'set -- "$@" "$d" "$d/{runfiles.STATUS_FILE}" "$d/{runfiles.HUB_FILE}" '
+    f'"$d/{engines.TRAIN_CONFIG_FILE}" "$d/{runfiles.WEIGHTS_DIR}" '
+    f'"$d/{runfiles.WEIGHTS_DIR}"/* '
+    f'"${{d%/*}}/{engines.BESIDE_DIR}/${{d##*/}}.{runfiles.HUB_FILE}"; '
+    """done < "$r"; stat -L -c '%n %s %i %.9Y %.9Z' -- "$@\"""")
+_STAMP_LINE = re.compile(r"(.+) \d+ \d+ \d+\.\d{9} \d+\.\d{9}")
+_KEEP_NAME = re.compile(r"[A-Za-z0-9._+-]+")
+#: Seconds the stamp's shell may take before the answer is not kept.
+STAMP_TIMEOUT = 20.0
 
 #: ``verify(ledger_entries, sha256, size) -> (confirmed, where or why)``.
 Verify = Callable[[Sequence[dict[str, Any]], str, Optional[int]], tuple[bool, str]]
@@ -170,7 +204,8 @@ def file_sha256(run_dir: Path, name: str, entries: Sequence[dict[str, Any]]) -> 
 
 
 def describe_run(run_dir: Path, sources: list[str]) -> dict[str, Any]:
-    """One run's entry of the answer (see the module docstring)."""
+    """One run's entry of the answer (see the module docstring). Every file it reads is
+    stamped by ``STAMP_LINES``: one it starts to read must be added there."""
     run: dict[str, Any] = {"run_dir": str(run_dir), "sources": sources, "error": None,
                            "best_epoch": runfiles.read_status(run_dir).get("best_epoch"),
                            "files": []}
@@ -204,6 +239,49 @@ def inventory(run_dirs: Iterable[str | os.PathLike[str]] = (),
     runs = find_runs(run_dirs, projects, registry)
     return {"schema": SCHEMA,
             "runs": [describe_run(path, sources) for path, sources in runs.items()]}
+
+
+def stamp_lines() -> bytes | None:
+    """What ``STAMP_LINES`` prints now (``None`` when it cannot run in time)."""
+    try:
+        return subprocess.run(["sh", "-c", STAMP_LINES], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+                              timeout=STAMP_TIMEOUT).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def stamp_covers(lines: bytes, answer: dict[str, Any]) -> bool:
+    """Whether stamp ``lines`` are GNU ``stat`` lines with nanosecond times (at least the
+    registry's) that name every run and weight file of ``answer``."""
+    rows = lines.decode("utf-8", "surrogateescape").split("\n")
+    if len(rows) < 2 or rows[-1]:
+        return False
+    named = set()
+    for row in rows[:-1]:
+        match = _STAMP_LINE.fullmatch(row)
+        if match is None:
+            return False
+        named.add(match.group(1))
+    return all(run["run_dir"] in named and all(f["path"] in named for f in run["files"])
+               for run in answer["runs"])
+
+
+def keep_answer(name: str, lines: bytes, answer: dict[str, Any]) -> None:
+    """Keep ``answer`` under the ``cksum`` of its stamp ``lines`` and ``name`` (see the
+    module docstring), unless the stamp does not cover it."""
+    if not stamp_covers(lines, answer):
+        return
+    try:
+        summed = subprocess.run(["cksum"], input=lines, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, timeout=STAMP_TIMEOUT,
+                                check=True).stdout.decode("ascii").rstrip("\n")
+    except (OSError, subprocess.SubprocessError, UnicodeDecodeError):
+        return
+    if re.fullmatch(r"\d+ \d+", summed):
+        with contextlib.suppress(OSError):
+            runfiles.atomic_write_bytes(engines.cache_dir() / KEPT_FILE, (
+                f"{summed} {name}\n{runfiles.dumps(answer)}\n").encode(errors="surrogateescape"))
 
 
 def verified_safety(run_dir: Path, verify: Verify | None = None,
@@ -268,12 +346,23 @@ def main(argv: list[str]) -> int:
     p.add_argument("--registry", action="store_true",
                    help="also every run launched here through gpurent")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--keep", metavar="NAME",
+                   help="with --registry alone: also keep the answer, marked NAME, in the "
+                   "box's cache directory under a stamp of what it depends on")
     args = p.parse_args(argv)
+    if args.keep is not None and (args.run_dirs or args.project or not args.registry
+                                  or not _KEEP_NAME.fullmatch(args.keep)):
+        print("trainer safe: --keep goes with --registry alone, its NAME made of letters, "
+              "digits and . _ + -", file=sys.stderr)
+        return 2
+    lines = stamp_lines() if args.keep else None  # before the inventory: see the docstring
     try:
         answer = inventory(args.run_dirs, args.project, args.registry)
     except (NotARun, OSError) as exc:
         print(f"trainer safe: {exc}", file=sys.stderr)
         return 2
+    if args.keep and lines is not None:
+        keep_answer(args.keep, lines, answer)
     if args.json:
         print(runfiles.dumps(answer))
         return 0
