@@ -10,6 +10,7 @@ from textual.widgets import Button, Input, Static
 
 from tui.dialogs.base import Choice, Dialog
 from tui.fmt import safe
+from tui.widgets.field import Field
 
 
 class DestroyDialog(Dialog[tuple[bool, str] | None]):
@@ -48,7 +49,7 @@ class DestroyDialog(Dialog[tuple[bool, str] | None]):
                                "or this laptop. Push (u) or pull (w) first.", style="bold red")
             yield Static(warning, classes="body")
         yield Static(Text("Type the instance id to confirm:"))
-        yield Input(placeholder=self.instance_id, id="typed")
+        yield Field(placeholder=self.instance_id, id="typed")
         if not self.weights_safe:
             yield Choice("destroy anyway and lose the weights", id="override")
 

@@ -10,6 +10,7 @@ from textual.widgets import Button, Input, Select, Static
 
 from remote.billing import parse_duration
 from tui.dialogs.base import Dialog
+from tui.widgets.field import Field
 
 #: What the dialog dismisses with: ``(when, then, max_hours, lease_seconds)``.
 GuardAnswer = tuple[str, str, float | None, float | None]
@@ -39,9 +40,9 @@ class GuardDialog(Dialog[GuardAnswer | None]):
         if self.can_stop:
             then.insert(0, ("stop the instance (disk kept, cheap)", "stop"))
         yield Select(then, value=then[0][1], allow_blank=False, id="then")
-        yield Input(placeholder="hard limit in hours (empty: none)", id="max-hours")
+        yield Field(placeholder="hard limit in hours (empty: none)", id="max-hours")
         if self.lease:
-            yield Input(placeholder="lease: end the billing after 6h, 90m, 2d (empty: none)",
+            yield Field(placeholder="lease: end the billing after 6h, 90m, 2d (empty: none)",
                         id="lease")
 
     def compose_buttons(self) -> ComposeResult:

@@ -22,6 +22,7 @@ from textual.widgets import Button, Input, Label, Select, Static
 from remote.billing import parse_duration
 from tui.dialogs.base import Dialog
 from tui.fmt import safe
+from tui.widgets.field import Field
 
 #: Form fields: (key=value argument, label, placeholder). ``*`` marks required ones.
 FIELDS: tuple[tuple[str, str, str], ...] = (
@@ -173,13 +174,13 @@ class LaunchForm(Dialog[LaunchRequest | None]):
             for key, label, placeholder in FIELDS:
                 with Horizontal(classes="row"):
                     yield Label(label)
-                    yield Input(value=self.defaults.get(key, ""), placeholder=placeholder,
+                    yield Field(value=self.defaults.get(key, ""), placeholder=placeholder,
                                 compact=True, id=f"f-{key}")
                 yield Static("", id=f"note-{key}", classes="note -empty")
             if self.hooks.lease_for:
                 with Horizontal(classes="row"):
                     yield Label("lease")
-                    yield Input(placeholder=f"{self.hooks.lease_for} bills for at most 6h, "
+                    yield Field(placeholder=f"{self.hooks.lease_for} bills for at most 6h, "
                                 "90m, 2d, then stops (empty: no lease)", compact=True,
                                 id="f-lease")
                 yield Static("", id="note-lease", classes="note -empty")

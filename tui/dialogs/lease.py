@@ -12,6 +12,7 @@ from textual.widgets import Button, Input, Select, Static
 from remote.billing import parse_duration
 from tui.dialogs.base import Dialog
 from tui.fmt import safe
+from tui.widgets.field import Field
 
 #: What the dialog answers: seconds from now (``None``: clear the lease), and ``then``.
 LeaseAnswer = tuple[float | None, str]
@@ -40,7 +41,7 @@ class LeaseDialog(Dialog[LeaseAnswer | None]):
                     "guard on the box does too. A destroy happens only where the weights "
                     "are safe off the box; else it stops.")
         yield Static(what, classes="body", id="what")
-        yield Input(placeholder="bill for at most 6h, 90m, 1h30m, 2d from now (empty: no "
+        yield Field(placeholder="bill for at most 6h, 90m, 1h30m, 2d from now (empty: no "
                     "lease)", id="duration")
         then = [("destroy the instance where the weights are safe (else stop)", "destroy")]
         if self.can_stop:

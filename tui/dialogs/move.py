@@ -11,6 +11,7 @@ from textual.widgets import Button, Input, Static
 
 from tui.dialogs.base import Dialog
 from tui.fmt import safe
+from tui.widgets.field import Field
 
 #: What the dialog answers: the new box's target, the project there, the data.yaml there.
 MoveAnswer = tuple[str, str, str]
@@ -42,10 +43,10 @@ class MoveDialog(Dialog[MoveAnswer | None]):
                     "resume=True under the same name and repository, and the guard and "
                     "lease armed on the old box from here move with it.")
         yield Static(what, classes="body", id="what")
-        yield Input(placeholder="the new box: runpod:POD_ID, vast:ID or a host", id="target")
-        yield Input(value="runs", placeholder="the project there (default runs)",
+        yield Field(placeholder="the new box: runpod:POD_ID, vast:ID or a host", id="target")
+        yield Field(value="runs", placeholder="the project there (default runs)",
                     id="project")
-        yield Input(placeholder="the dataset's data.yaml there", id="data")
+        yield Field(placeholder="the dataset's data.yaml there", id="data")
 
     def compose_buttons(self) -> ComposeResult:
         """Resume there."""

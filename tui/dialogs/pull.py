@@ -11,6 +11,7 @@ from textual.widgets import Button, Input, Static
 
 from tui.dialogs.base import Dialog
 from tui.fmt import safe
+from tui.widgets.field import Field
 
 
 class PullDialog(Dialog[str | None]):
@@ -31,7 +32,7 @@ class PullDialog(Dialog[str | None]):
         what.append_text(safe(self.files, 120, "bold"))
         what.append(" over SSH, each checked against the box's sha256, into:")
         yield Static(what, classes="body")
-        yield Input(value=self.folder, placeholder="a folder on this laptop (Enter: pull)",
+        yield Field(value=self.folder, placeholder="a folder on this laptop (Enter: pull)",
                     id="folder")
         yield Static(id="lands", classes="body")
 

@@ -12,6 +12,7 @@ from textual.widgets import Button, Input, Static
 
 from tui.dialogs.base import Choice, Dialog
 from tui.fmt import safe
+from tui.widgets.field import Field
 
 
 class PushDialog(Dialog[tuple[str, bool] | None]):
@@ -52,7 +53,7 @@ class PushDialog(Dialog[tuple[str, bool] | None]):
             what.append("\nNo Hugging Face token found: set HF_TOKEN or run "
                         "`hf auth login` first.", style="bold red")
         yield Static(what, classes="body", id="what")
-        yield Input(value=self.repo, placeholder="user/repo (Enter: push)", id="repo")
+        yield Field(value=self.repo, placeholder="user/repo (Enter: push)", id="repo")
         yield Choice("public repo (default: private; Space ticks)", id="public")
 
     def compose_buttons(self) -> ComposeResult:

@@ -22,6 +22,7 @@ from textual.widgets import Input, Log
 from remote.runs import LogMatches
 from trainer.text import clean_text
 from tui.fmt import safe
+from tui.widgets.field import Field
 from tui.widgets.logfeed import HeldLines, LogFeed
 from tui.widgets.logview import FollowLog, SearchHighlighter
 from tui.widgets.textline import TextLine
@@ -96,7 +97,7 @@ class LogPane(Vertical):
         log.highlighter = self.highlighter
         yield log
         yield TextLine(id="log-status")
-        yield Input(id="log-input", compact=True)
+        yield Field(id="log-input", compact=True)
 
     def on_mount(self) -> None:
         """Start draining the feed; watch for the top being reached."""
