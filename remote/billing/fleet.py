@@ -14,7 +14,6 @@ what was observed.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -258,10 +257,9 @@ def _preload(weights: bool) -> None:
     import remote.transport.ssh  # noqa: F401 - imported now so that later imports are free
 
     if weights:
-        from trainer.hub.client import HubError, import_hub
+        from remote.weights.safety import load_hub_client
 
-        with contextlib.suppress(HubError):
-            import_hub(progress_bars=False)
+        load_hub_client()
 
 
 @dataclass

@@ -23,6 +23,7 @@ unreachable Hub, a deleted local copy) is not safe. See ``docs/WEIGHTS-SAFETY.md
 
 from __future__ import annotations
 
+import contextlib
 import posixpath
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -32,7 +33,7 @@ from remote.config import ConfigError, hub_repos
 from remote.link.tools import ToolAnswer, ToolGate, ask_tool
 from remote.transport.base import Transport, TransportError
 from remote.weights.pull import ledger_entries, verified_copy
-from trainer.hub.client import read_token, verify_pushed
+from trainer.hub.client import HubError, import_hub, read_token, verify_pushed
 from trainer.text import clean_text
 
 SAFE_TIMEOUT = 600.0  # hashing a multi-GB checkpoint the first time takes a while
@@ -127,6 +128,14 @@ def inventory(answer: ToolAnswer, label: str) -> dict[str, Any]:
         why = answer.why.removeprefix("trainer safe: ") or f"exit {answer.rc}"
         raise TransportError(f"cannot list the weights on {label}: {why}")
     return report
+
+
+def load_hub_client() -> None:
+    """Import the Hub client now (about 0.15 s), in a thread while other answers are
+    awaited, so that the first verification does not pay it (nothing when it is not
+    installed: the verification then says so)."""
+    with contextlib.suppress(HubError):
+        import_hub(progress_bars=False)
 
 
 def laptop_verify(repos: Sequence[str]) -> HubVerify:
