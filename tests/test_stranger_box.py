@@ -487,5 +487,7 @@ def test_the_hub_token_of_hub_is_in_no_process_environment(hub_standin, shapes_d
             assert VALID_TOKEN.encode() not in Path(f"/proc/{pid}/environ").read_bytes()
     assert wait_until(lambda: runfiles.read_status(run).get("state") == "completed", 300)
     assert hub_standin.repo("org/tok").commits  # pushed with the token from stdin
+    # The ledger is written once the push's commit came back (after the status's end).
+    assert wait_until(lambda: read_ledger(run), 120)
     assert {e["repo"] for e in read_ledger(run)} == {"org/tok"}
     assert TOKEN_STDIN_ENV == launch.TOKEN_STDIN_ENV

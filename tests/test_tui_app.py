@@ -458,8 +458,8 @@ async def test_several_boxes_as_tabs(run_factory, tmp_path):
         await until(pilot, lambda: all(b.state.status is not None for b in boxes))
         assert app.box is boxes[0]
         app.query_one("TabbedContent").active = "box-1"
-        await pilot.pause(0.1)
-        assert app.box is boxes[1] and app.box.state.run_dir.endswith("exp9")
+        await until(pilot, lambda: app.box is boxes[1])
+        assert app.box.state.run_dir.endswith("exp9")
 
 
 async def test_unreachable_box_retries_until_escape(tmp_path):

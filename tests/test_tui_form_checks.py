@@ -87,6 +87,10 @@ async def test_every_field_is_checked_inline_before_launch(run_factory, shapes_d
             await until(pilot, lambda: launch.disabled)
             note = str(form.query_one(f"#note-{key}").render())
             assert why in flat(note), (key, value, note)
+            # The time estimate does not probe what the trainer would refuse (its line,
+            # shown above the buttons unless a refusal is shown there).
+            await until(pilot, lambda: "no estimate while the form refuses"
+                        in form.estimate.plain)
             await pilot.press("ctrl+s")  # refused, and the form says why
             await until_shown(pilot, "cannot launch yet:")
             field.value = good

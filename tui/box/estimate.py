@@ -113,6 +113,12 @@ class Estimate:
             request = form.request()
         except ValueError:
             return
+        if form.blockers:  # a probe of settings the trainer refuses would only fail
+            self.end()
+            self._probed = None
+            form.show_estimate(Text("no estimate while the form refuses these settings "
+                                    "(see the marked fields)", style="dim"))
+            return
         if request.engine != "trainer":
             self.end()
             self._probed = None
