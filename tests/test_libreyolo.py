@@ -419,8 +419,8 @@ def test_watcher_pushes_every_new_best_and_the_end(box: LocalTransport, tmp_path
         r.route == "commit" for r in hub_standin.requests) else None
     # New bests pushed while it trains, each with the best epoch's best.pt.
     until(lambda: repo() and len(repo().commits) >= 2, "no pushes while training", 90)
-    first = repo().commits[0].message
-    assert "best metrics/mAP50-95" in first and first.endswith("(best.pt)")
+    first = repo().commits[0].message  # (with last.pt too when a milestone was due)
+    assert "best metrics/mAP50-95" in first and "best.pt" in first
     assert stop_run(box, str(run_dir), timeout=30).outcome == "stopped"
     until(lambda: not live_watchers(run_dir), "the watcher never finished", 120)
     log = Path(engines.beside_path(run_dir, "push.log")).read_text()

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from textual.widgets import Input
+from textual.widgets import Button, Input
 
 from tests.test_tui_app import messages, press_button, shown, until
 from tui.app import GpurentApp
@@ -53,9 +53,15 @@ async def test_launch_watch_and_stop_over_ssh(sshd, shapes_data: Path, tmp_path)
         for key, value in {"data": str(shapes_data), "epochs": "200", "imgsz": "64",
                            "batch": "8", "name": "e2e", "device": "cpu",
                            "extra": "workers=0 seed=0"}.items():
-            form.query_one(f"#f-{key}", Input).value = value
-        await pilot.pause(0.1)
-        assert "epochs=200" in form.query_one("#command").content.plain
+            # As typed: the field has the focus, so the box's checks (a CPU box's
+            # defaults, arriving whenever they do) leave it alone.
+            field = form.query_one(f"#f-{key}", Input)
+            field.focus()
+            await until(pilot, lambda field=field: field.has_focus)
+            field.value = value
+            await pilot.pause()
+        await until(pilot, lambda: "epochs=200" in form.query_one("#command").content.plain
+                    and not form.query_one("#launch", Button).disabled, timeout=120)
         await press_button(pilot, "#launch")
         await until(pilot, lambda: box.state.run_dir == f"{project}/e2e", timeout=60)
         # The panes fill from the live run: status, a metrics row, log lines.
