@@ -40,6 +40,16 @@ def box(tmp_path) -> SSHServer:
     server.sshd.stop()
 
 
+def box_options(box: SSHServer, tmp_path: Path, target: str, **more) -> FleetOptions:
+    """The listing's options for ``box``, known as ``target`` (``vast:ID``), this test's
+    key and known_hosts."""
+    known = tmp_path / "known_hosts"
+    known.write_text(f"{target} {box.host_key_line}\n")
+    return FleetOptions(timeout=10, ssh_options={
+        "known_hosts": str(known), "identity_files": (box.key_path,), "allow_agent": False,
+        "ssh_config": box.ssh_config}, **more)
+
+
 async def test_the_fleet_opens_without_a_host_and_acts_on_its_rows(provider_standin, box,
                                                                   tmp_path):
     vast = provider_standin("vast", settle_polls=1)
@@ -47,11 +57,7 @@ async def test_the_fleet_opens_without_a_host_and_acts_on_its_rows(provider_stan
                              gpu_name="[/]\x1b]0;pwned\x07 4090")
     vast.set_address(idle, box.host, box.port)
     vast.started(idle, 47 * 60 + 5)
-    known = tmp_path / "known_hosts"
-    known.write_text(f"vast:{idle} {box.host_key_line}\n")
-    options = FleetOptions(timeout=10, ssh_options={
-        "known_hosts": str(known), "identity_files": (box.key_path,), "allow_agent": False,
-        "ssh_config": box.ssh_config})
+    options = box_options(box, tmp_path, f"vast:{idle}")
     account = Account("vast", "work", vast.key, vast.base_url)
     app = GpurentApp([], autoconnect=False)
     app.fleet_lister = lambda: list_fleet([account], options)
@@ -96,11 +102,7 @@ async def test_d_on_a_row_opens_the_destroy_dialog_with_the_weights_verdict(
     registry = Path(box.home) / ".cache" / "gpurent" / "runs.txt"
     registry.parent.mkdir(parents=True, exist_ok=True)
     registry.write_text(f"{run}\n")
-    known = tmp_path / "known_hosts"
-    known.write_text(f"vast:{iid} {box.host_key_line}\n")
-    options = FleetOptions(timeout=10, ssh_options={
-        "known_hosts": str(known), "identity_files": (box.key_path,), "allow_agent": False,
-        "ssh_config": box.ssh_config})
+    options = box_options(box, tmp_path, f"vast:{iid}")
     account = Account("vast", "work", vast.key, vast.base_url)
     app = GpurentApp([])
     app.fleet_lister = lambda: list_fleet([account], options)
@@ -126,11 +128,7 @@ async def test_l_on_a_row_gives_the_instance_a_lease_here_and_on_its_box(
     vast = provider_standin("vast")
     iid = vast.add_instance()
     vast.set_address(iid, box.host, box.port)
-    known = tmp_path / "known_hosts"
-    known.write_text(f"vast:{iid} {box.host_key_line}\n")
-    options = FleetOptions(timeout=10, ssh_options={
-        "known_hosts": str(known), "identity_files": (box.key_path,), "allow_agent": False,
-        "ssh_config": box.ssh_config})
+    options = box_options(box, tmp_path, f"vast:{iid}")
     account = Account("vast", "work", vast.key, vast.base_url)
     on_box = Path(box.home) / ".cache" / "gpurent" / "lease.json"
     app = GpurentApp([])
@@ -168,11 +166,7 @@ async def test_the_details_say_the_gpus_over_the_last_minutes_within_80_columns(
     gpu_box.smi.answer(3)
     gpu_box.plant("\x1b]0;pwned\x07[/][bold]\n" + quiet_lines(25 * 60, 8 * 60, 60)
                   + quiet_lines(7 * 60, 7 * 60, 60, util=7) + quiet_lines(6 * 60, 60, 60))
-    known = tmp_path / "known_hosts"
-    known.write_text(f"vast:{iid} {gpu_box.server.host_key_line}\n")
-    options = FleetOptions(timeout=10, weights=False, ssh_options={
-        "known_hosts": str(known), "identity_files": (gpu_box.server.key_path,),
-        "allow_agent": False, "ssh_config": gpu_box.server.ssh_config})
+    options = box_options(gpu_box.server, tmp_path, f"vast:{iid}", weights=False)
     account = Account("vast", "work", vast.key, vast.base_url)
     app = GpurentApp([], autoconnect=False)
     app.fleet_lister = lambda: list_fleet([account], options)
