@@ -96,8 +96,21 @@ def test_a_run_taken_away_resumes_on_another_box(
         assert leased.returncode == 0, leased.stderr
 
         # One milestone on the Hub, and the run on past it: an epoch after it is done.
-        assert wait_until(lambda: hub_epoch(hub_standin, "org/exp") >= PERIOD
-                          and len(rows(run_a)) > PERIOD, 120), \
+        # Frozen (SIGSTOP) once the Hub holds its latest milestone, so that an upload
+        # still under way on a loaded machine does not count as lost work.
+        def frozen_after_its_milestone() -> bool:
+            def holds() -> bool:
+                done, safe = len(rows(run_a)), hub_epoch(hub_standin, "org/exp")
+                return safe >= PERIOD and PERIOD < done <= safe + PERIOD
+            if not holds():
+                return False
+            os.killpg(pid, signal.SIGSTOP)
+            if holds():
+                return True
+            os.killpg(pid, signal.SIGCONT)
+            return False
+
+        assert wait_until(frozen_after_its_milestone, 120), \
             (run_a / "console.log").read_text()[-2000:]
 
         # Box A is taken away mid-epoch: nothing on it runs again, and nothing answers.

@@ -73,9 +73,22 @@ def test_a_libreyolo_run_taken_away_resumes_on_another_box(
         watchers = live_watchers(run_a)
 
         # A milestone on the Hub (last.pt and the history), the run on past it.
-        assert wait_until(lambda: hub_epoch(hub_standin, "org/ly") >= PERIOD
-                          and 0 < len(rows(run_a)) - hub_epoch(hub_standin, "org/ly")
-                          < PERIOD, 60), Path(engines.beside_path(run_a, "push.log")).read_text()
+        # The engine frozen (SIGSTOP) while that holds, so that no epoch ends between
+        # the check and the kill on a loaded machine.
+        def frozen_past_a_milestone() -> bool:
+            def holds() -> bool:
+                safe = hub_epoch(hub_standin, "org/ly")
+                return safe >= PERIOD and 0 < len(rows(run_a)) - safe < PERIOD
+            if not holds():
+                return False
+            os.killpg(pid, signal.SIGSTOP)
+            if holds():
+                return True
+            os.killpg(pid, signal.SIGCONT)
+            return False
+
+        assert wait_until(frozen_past_a_milestone, 60), \
+            Path(engines.beside_path(run_a, "push.log")).read_text()
         # Box A is taken away mid-epoch: the engine and its watcher die at once.
         for victim in (*watchers, pid):
             os.killpg(victim, signal.SIGKILL)

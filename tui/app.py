@@ -186,11 +186,15 @@ class GpurentApp(App[int]):
 
     @property
     def box(self) -> BoxView | None:
-        """The box view of the active tab."""
+        """The box view of the active tab (``None`` while there is none, or while a tab
+        just added or switched to has not mounted its view: a key then does nothing)."""
         tabs = self.query_one(TabbedContent)
         if not tabs.active:
             return None
-        return tabs.get_pane(tabs.active).query_one(BoxView)
+        try:
+            return tabs.get_pane(tabs.active).query_one(BoxView)
+        except NoMatches:
+            return None
 
     def boxes(self) -> list[BoxView]:
         """Every box view."""
