@@ -118,3 +118,25 @@ async def test_a_default_the_box_changes_is_marked_until_typed_in(run_factory):
         # machine has no GPU either).
         await until(pilot, lambda: "no GPU" not in str(form.query_one("#note-imgsz").content))
         await pilot.press("escape")
+
+
+async def test_the_estimate_checks_the_values_as_they_are_when_its_timer_fires(run_factory,
+                                                                             shapes_data):
+    """The estimate's debounce timer can fire while a value just set is not yet checked
+    (its change message still queued): the probe must judge the value as it is, not the
+    last check (a probe of epochs=0 ran and failed into the form)."""
+    run = run_factory("exp1", done=2, total=5, state="completed")
+    app = local_app(run.parent)
+    async with app.run_test(size=(160, 48)) as pilot:
+        box = await connected(app, pilot)
+        await pilot.press("l")
+        await until(pilot, lambda: shown(app, LaunchForm) and app.focused is not None)
+        form = app.screen
+        form.query_one("#f-data", Input).value = str(shapes_data)
+        await until_shown(pilot, "✔ the dataset doctor found no errors", timeout=120)
+        await until(pilot, lambda: not form.query_one("#launch", Button).disabled)
+        form.query_one("#f-epochs", Input).value = "0"  # its Changed is still queued
+        box.launching.estimate.start(form)  # what the timer does when it fires now
+        assert "no estimate while the form refuses" in form.estimate.plain
+        assert box.launching.estimate.probe_id is None
+        await pilot.press("escape")

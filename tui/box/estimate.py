@@ -113,7 +113,10 @@ class Estimate:
             request = form.request()
         except ValueError:
             return
-        if form.blockers:  # a probe of settings the trainer refuses would only fail
+        # Checked now, not as last refreshed: a value set a moment ago may not have been
+        # checked yet (its change message still queued behind this timer). A probe of
+        # settings the trainer refuses would only fail.
+        if form.refresh_form() is None and form.blockers:
             self.end()
             self._probed = None
             form.show_estimate(Text("no estimate while the form refuses these settings "
