@@ -11,6 +11,8 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -54,6 +56,25 @@ def register_run(server: SSHServer, run_dir: Path) -> None:
     registry.parent.mkdir(parents=True, exist_ok=True)
     with open(registry, "a") as fh:
         fh.write(f"{run_dir}\n")
+
+
+@contextmanager
+def held_run(server: SSHServer, name: str = "live") -> Iterator[Path]:
+    """A run on ``server``'s box whose process holds (live: a ``run_sim --hold``),
+    registered as launched runs are; ended on leaving."""
+    run_dir = Path(server.home) / "runs" / name
+    sim = subprocess.Popen([sys.executable, "-m", "tests.fixtures.run_sim", str(run_dir),
+                            "--epochs", "1", "--epoch-seconds", "0.01", "--hold"], cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 30
+        while not (run_dir / "status.json").exists():
+            assert time.monotonic() < deadline and sim.poll() is None
+            time.sleep(0.05)
+        register_run(server, run_dir)
+        yield run_dir
+    finally:
+        sim.terminate()
+        sim.wait(30)
 
 
 def test_list_calls_are_account_level_and_read_each_providers_shape(provider_standin):
@@ -168,22 +189,11 @@ def test_an_idle_box_is_flagged_with_its_dollars_and_a_busy_one_is_not(provider_
         "unknown" in rows[f"vast:{stranger}"].unreachable
 
     # A live run (its process holding) makes the box busy; the idle words go.
-    run_dir = Path(box.home) / "runs" / "live"
-    sim = subprocess.Popen([sys.executable, "-m", "tests.fixtures.run_sim", str(run_dir),
-                            "--epochs", "1", "--epoch-seconds", "0.01", "--hold"], cwd=ROOT)
-    try:
-        deadline = time.monotonic() + 30
-        while not (run_dir / "status.json").exists():
-            assert time.monotonic() < deadline and sim.poll() is None
-            time.sleep(0.05)
-        register_run(box, run_dir)
+    with held_run(box) as run_dir:
         again = {r.target: r for r in list_fleet([account(vast)], options).rows}
         busy_row = again[f"vast:{busy}"]
         assert [(r.run_dir, r.live) for r in busy_row.box.runs] == [(str(run_dir), True)]
         assert busy_row.idle is None and again[f"vast:{idle}"].idle is None
-    finally:
-        sim.terminate()
-        sim.wait(30)
 
 
 def count_execs(monkeypatch) -> list[str]:

@@ -23,6 +23,7 @@ from remote.billing.fleet import FleetOptions, FleetRow, list_fleet
 from remote.billing.watchdog import Rules, watch_once
 from remote.commands.instances import row_line
 from tests.fixtures.gpubox import GpuBox, quiet_lines
+from tests.test_fleet import held_run
 from trainer.guard import ring
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,22 +55,8 @@ def one_row(standin, options: FleetOptions) -> tuple[FleetRow, float]:
 @pytest.fixture
 def live_run(gpu_box: GpuBox) -> Iterator[Path]:
     """A run on the box whose process holds (live), registered as launched runs are."""
-    run_dir = Path(gpu_box.server.home) / "runs" / "live"
-    sim = subprocess.Popen([sys.executable, "-m", "tests.fixtures.run_sim", str(run_dir),
-                            "--epochs", "1", "--epoch-seconds", "0.01", "--hold"], cwd=ROOT)
-    try:
-        deadline = time.monotonic() + 30
-        while not (run_dir / "status.json").exists():
-            assert time.monotonic() < deadline and sim.poll() is None
-            time.sleep(0.05)
-        registry = gpu_box.ring.parent / "runs.txt"
-        registry.parent.mkdir(parents=True, exist_ok=True)
-        registry.write_text(f"{run_dir}\n")
+    with held_run(gpu_box.server) as run_dir:
         yield run_dir
-    finally:
-        sim.terminate()
-        sim.wait(30)
-
 
 def test_each_listing_adds_its_sample_and_says_the_gpus_now_and_over_the_last_minutes(
         provider_standin, gpu_box, tmp_path):

@@ -17,12 +17,13 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.fixtures.hub_standin import VALID_TOKEN, HubStandin
-from tests.fixtures.sshd import make_server
+from tests.fixtures.sshd import SSHServer, make_server
 from tests.fixtures.watch_log import wait_until
 from tests.test_instance_targets import instance_on
 from tests.test_resume import gone, rows
@@ -42,6 +43,29 @@ def hub_epoch(standin: HubStandin, repo: str) -> int:
         return json.loads(standin.read(repo, "status.json"))["completed_epochs"]
     except KeyError:
         return 0
+
+
+def hub_boxes(tmp_path: Path, hub: HubStandin, **server) -> tuple[SSHServer, SSHServer]:
+    """Boxes A and B (real sshd), whose sessions reach the Hub stand-in, each with its own
+    Hub cache; ``server``: more ``make_server`` arguments (a ``box_path``)."""
+    a, b = (make_server(tmp_path / name, env={
+        "HF_ENDPOINT": hub.url, "HF_HUB_DISABLE_XET": "1",
+        "HF_HOME": str(tmp_path / name / "hf"), "OMP_NUM_THREADS": "1"}, **server)
+        for name in ("a", "b"))
+    return a, b
+
+
+def frozen_when(pgid: int, holds: Callable[[], bool]) -> bool:
+    """Whether ``holds()`` is true with process group ``pgid`` stopped (SIGSTOP): checked,
+    the group stopped, checked again; let go (SIGCONT) when it no longer holds. A run frozen
+    so cannot finish another epoch between the check and its kill on a loaded machine."""
+    if not holds():
+        return False
+    os.killpg(pgid, signal.SIGSTOP)
+    if holds():
+        return True
+    os.killpg(pgid, signal.SIGCONT)
+    return False
 
 
 def laptop_env(tmp_path: Path, standin, hub: HubStandin, a, b, ia: str, ib: str,
@@ -65,12 +89,7 @@ def laptop_env(tmp_path: Path, standin, hub: HubStandin, a, b, ia: str, ib: str,
 
 def test_a_run_taken_away_resumes_on_another_box(
         provider_standin, hub_standin: HubStandin, shapes_data: Path, tmp_path: Path) -> None:
-    boxes = []
-    for name in ("a", "b"):
-        boxes.append(make_server(tmp_path / name, env={
-            "HF_ENDPOINT": hub_standin.url, "HF_HUB_DISABLE_XET": "1",
-            "HF_HOME": str(tmp_path / name / "hf"), "OMP_NUM_THREADS": "1"}))
-    a, b = boxes
+    boxes = a, b = hub_boxes(tmp_path, hub_standin)
     try:
         standin = provider_standin("runpod")
         ia, ib = instance_on(standin, a), instance_on(standin, b)
@@ -98,19 +117,11 @@ def test_a_run_taken_away_resumes_on_another_box(
         # One milestone on the Hub, and the run on past it: an epoch after it is done.
         # Frozen (SIGSTOP) once the Hub holds its latest milestone, so that an upload
         # still under way on a loaded machine does not count as lost work.
-        def frozen_after_its_milestone() -> bool:
-            def holds() -> bool:
-                done, safe = len(rows(run_a)), hub_epoch(hub_standin, "org/exp")
-                return safe >= PERIOD and PERIOD < done <= safe + PERIOD
-            if not holds():
-                return False
-            os.killpg(pid, signal.SIGSTOP)
-            if holds():
-                return True
-            os.killpg(pid, signal.SIGCONT)
-            return False
+        def after_its_milestone() -> bool:
+            done, safe = len(rows(run_a)), hub_epoch(hub_standin, "org/exp")
+            return safe >= PERIOD and PERIOD < done <= safe + PERIOD
 
-        assert wait_until(frozen_after_its_milestone, 120), \
+        assert wait_until(lambda: frozen_when(pid, after_its_milestone), 120), \
             (run_a / "console.log").read_text()[-2000:]
 
         # Box A is taken away mid-epoch: nothing on it runs again, and nothing answers.

@@ -22,12 +22,11 @@ import pytest
 
 from tests.fixtures.fake_libreyolo import libreyolo_shim
 from tests.fixtures.hub_standin import HubStandin
-from tests.fixtures.sshd import make_server
 from tests.fixtures.watch_log import wait_until
 from tests.test_instance_targets import instance_on
 from tests.test_libreyolo import data_yaml, kill
 from tests.test_resume import gone, rows
-from tests.test_resume_elsewhere import hub_epoch, laptop_env
+from tests.test_resume_elsewhere import frozen_when, hub_boxes, hub_epoch, laptop_env
 from trainer import engines
 from trainer.hub.autopush import live_watchers
 from trainer.hub.ledger import sha256_file
@@ -45,12 +44,8 @@ def test_a_libreyolo_run_taken_away_resumes_on_another_box(
     bin_dir = tmp_path / "bin"
     libreyolo_shim(bin_dir, {"FAKE_LIBREYOLO_EPOCH_SECONDS": "0.6",
                              "FAKE_LIBREYOLO_SAVE_SECONDS": "0.02"})
-    boxes = [make_server(tmp_path / name, box_path=[
-        str(bin_dir), str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"],
-        env={"HF_ENDPOINT": hub_standin.url, "HF_HUB_DISABLE_XET": "1",
-             "HF_HOME": str(tmp_path / name / "hf"), "OMP_NUM_THREADS": "1"})
-        for name in ("a", "b")]
-    a, b = boxes
+    boxes = a, b = hub_boxes(tmp_path, hub_standin, box_path=[
+        str(bin_dir), str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"])
     data = data_yaml(tmp_path)
     try:
         standin = provider_standin("runpod")
@@ -75,19 +70,11 @@ def test_a_libreyolo_run_taken_away_resumes_on_another_box(
         # A milestone on the Hub (last.pt and the history), the run on past it.
         # The engine frozen (SIGSTOP) while that holds, so that no epoch ends between
         # the check and the kill on a loaded machine.
-        def frozen_past_a_milestone() -> bool:
-            def holds() -> bool:
-                safe = hub_epoch(hub_standin, "org/ly")
-                return safe >= PERIOD and 0 < len(rows(run_a)) - safe < PERIOD
-            if not holds():
-                return False
-            os.killpg(pid, signal.SIGSTOP)
-            if holds():
-                return True
-            os.killpg(pid, signal.SIGCONT)
-            return False
+        def past_a_milestone() -> bool:
+            safe = hub_epoch(hub_standin, "org/ly")
+            return safe >= PERIOD and 0 < len(rows(run_a)) - safe < PERIOD
 
-        assert wait_until(frozen_past_a_milestone, 60), \
+        assert wait_until(lambda: frozen_when(pid, past_a_milestone), 60), \
             Path(engines.beside_path(run_a, "push.log")).read_text()
         # Box A is taken away mid-epoch: the engine and its watcher die at once.
         for victim in (*watchers, pid):

@@ -22,11 +22,10 @@ from remote.billing.fromlaptop import choose
 from remote.weights.ckptepoch import checkpoint_epoch
 from remote.weights.lastsafe import HubCopy
 from tests.fixtures.hub_standin import HubStandin
-from tests.fixtures.sshd import make_server
 from tests.fixtures.watch_log import wait_until
 from tests.test_instance_targets import instance_on
 from tests.test_resume import gone, rows
-from tests.test_resume_elsewhere import hub_epoch, laptop_env
+from tests.test_resume_elsewhere import hub_boxes, hub_epoch, laptop_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -38,12 +37,7 @@ EPOCHS, PERIOD = 8, 3
 def test_the_laptops_newer_copy_resumes_on_another_box(
         provider_standin, hub_standin: HubStandin, shapes_data: Path, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    boxes = []
-    for name in ("a", "b"):
-        boxes.append(make_server(tmp_path / name, env={
-            "HF_ENDPOINT": hub_standin.url, "HF_HUB_DISABLE_XET": "1",
-            "HF_HOME": str(tmp_path / name / "hf"), "OMP_NUM_THREADS": "1"}))
-    a, b = boxes
+    boxes = a, b = hub_boxes(tmp_path, hub_standin)
     try:
         standin = provider_standin("runpod")
         ia, ib = instance_on(standin, a), instance_on(standin, b)

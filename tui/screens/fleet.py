@@ -317,9 +317,11 @@ class FleetScreen(Screen[None]):
         from remote.billing import clear_lease, set_lease, write_on_box
 
         try:
-            lease = None if seconds is None else set_lease(row.target, seconds, then)
+            lease = None
             if seconds is None:
                 clear_lease(row.target)
+            else:
+                lease = set_lease(row.target, seconds, then)
         except (OSError, ValueError) as exc:
             self.post_message(self.Leased(f"{row.target}: the lease was not set: {exc}",
                                           failed=True))
@@ -329,7 +331,11 @@ class FleetScreen(Screen[None]):
         told = "the box was not reached by the listing"
         if row.box is not None:
             try:
-                transport = self.connector_for(row.target)[0].open(early=False, gate=True)
+                # Located through the row's own account (another account of the same
+                # provider does not know the instance).
+                connector = self.connector_for(row.target,
+                                               self.fleet.clients.get(row.account))
+                transport = connector.open(early=False, gate=True)
                 try:
                     write_on_box(transport, lease)
                 finally:
@@ -370,7 +376,7 @@ class FleetScreen(Screen[None]):
 
         target, project, data = answer
         try:
-            connector, instance, new_rate = self.connector_for(target)
+            connector, instance, new_rate = self.mover_for(target)
             moving = Moving(repo, name, project, data,
                             old_rate=getattr(row.instance, "price_per_hour", None),
                             new_rate=new_rate)
@@ -385,20 +391,27 @@ class FleetScreen(Screen[None]):
         self.post_message(self.Moved(f"{name} resumed on {target}: {resumed.run_dir}",
                                      done=True))
 
-    def connector_for(self, target: str) -> tuple[Any, tuple[str, str] | None, float | None]:
-        """A connector to ``target`` with the listing's SSH options (an instance target
-        located through its account's client), its ``(provider, id)`` and its price."""
+    def connector_for(self, target: str, client: Any = None) -> Any:
+        """A connector to ``target`` with the listing's SSH options; an instance target is
+        located through ``client`` (its account's provider client)."""
         from remote.billing import Locator, parse_instance_target
         from remote.link import Connector
 
         options = getattr(self.fleet, "options", None)
         named = parse_instance_target(target)
+        return Connector(target, accept_new=bool(getattr(options, "accept_new", False)),
+                         ssh_options=dict(getattr(options, "ssh_options", {}) or {}),
+                         locate=Locator(named, provider=client) if named else None)
+
+    def mover_for(self, target: str) -> tuple[Any, tuple[str, str] | None, float | None]:
+        """For a resume on ``target`` (a box the user names, of any listed account of its
+        provider): a connector, its ``(provider, id)`` and its price."""
+        from remote.billing import parse_instance_target
+
+        named = parse_instance_target(target)
         clients = getattr(self.fleet, "clients", {}) or {}
         client = None if named is None else \
             next((c for c in clients.values() if c.name == named.provider), None)
-        connector = Connector(target, accept_new=bool(getattr(options, "accept_new", False)),
-                              ssh_options=dict(getattr(options, "ssh_options", {}) or {}),
-                              locate=Locator(named, provider=client) if named else None)
         price = None
         if named is not None and client is not None:
             try:
@@ -406,7 +419,7 @@ class FleetScreen(Screen[None]):
             except Exception:  # noqa: BLE001 - the price is a nicety; the move does not need it
                 price = None
         instance = None if named is None else (named.provider, named.instance)
-        return connector, instance, price
+        return self.connector_for(target, client), instance, price
 
     def on_fleet_screen_moved(self, message: Moved) -> None:
         """Say each step (a notification, kept in the events history); at the end list
