@@ -6,10 +6,11 @@ placeholder never reads as a value."""
 from __future__ import annotations
 
 import pytest
+from rich.text import Text
 from textual.widgets import Button, Input
 
 from remote.runs import check_arg
-from tests.fixtures.screen import flat, until_shown
+from tests.fixtures.screen import flat, screen_text, until_shown
 from tests.test_tui_app import (  # noqa: F401 (quiet_env: autouse fixture)
     connected,
     local_app,
@@ -20,6 +21,7 @@ from tests.test_tui_app import (  # noqa: F401 (quiet_env: autouse fixture)
 from trainer import engines, trainargs
 from trainer.detector.model import FAMILY, SIZES
 from trainer.engine.plan import UsageError, parse_args
+from tui.box.launching import ChecksDone
 from tui.dialogs.launch import FIELDS, LaunchForm
 
 pytestmark = pytest.mark.anyio
@@ -139,4 +141,27 @@ async def test_the_estimate_checks_the_values_as_they_are_when_its_timer_fires(r
         box.launching.estimate.start(form)  # what the timer does when it fires now
         assert "no estimate while the form refuses" in form.estimate.plain
         assert box.launching.estimate.probe_id is None
+        await pilot.press("escape")
+
+
+async def test_checks_of_an_older_data_path_do_not_replace_the_newer(run_factory,
+                                                                    shapes_data):
+    """The checks asked when the form opened (no data yet) can come back after those of
+    the path typed since (a first contact's preflight is slow): they are dropped, and the
+    doctor's verdict on the path in the field stays."""
+    run = run_factory("exp1", done=2, total=5, state="completed")
+    app = local_app(run.parent)
+    async with app.run_test(size=(160, 48)) as pilot:
+        box = await connected(app, pilot)
+        await pilot.press("l")
+        await until(pilot, lambda: shown(app, LaunchForm) and app.focused is not None)
+        form = app.screen
+        form.query_one("#f-data", Input).value = str(shapes_data)
+        await until_shown(pilot, "✔ the dataset doctor found no errors", timeout=120)
+        # What the worker of the form's first checks posts when it ends last.
+        box.post_message(ChecksDone({}, Text("doctor  waits for data"), "", False, {}, ""))
+        await pilot.pause()  # the app idle again: the message was handled
+        await pilot.pause()
+        assert "✔ the dataset doctor found no errors" in flat(screen_text(app))
+        assert not form.query_one("#launch", Button).disabled
         await pilot.press("escape")

@@ -165,8 +165,19 @@ class GpurentApp(App[int]):
         bars.first().show(hints(None if box is None else box.state, labels, scene))
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
-        """The keys act on the shown box: give its log the focus; its alerts are seen."""
-        box = event.pane.query_one(BoxView)
+        """The keys act on the shown box (see ``tab_shown``)."""
+        self.tab_shown(event.pane)
+
+    def tab_shown(self, pane: TabPane) -> None:
+        """Give the shown box's log the focus; its alerts are seen. A pane whose view is
+        not mounted yet (a tab just added, or switched to on a busy app) is served after
+        the next refresh."""
+        try:
+            box = pane.query_one(BoxView)
+        except NoMatches:
+            if pane.is_attached:
+                self.call_after_refresh(self.tab_shown, pane)
+            return
         box.watching.seen()
         self.focus_log(box)
 

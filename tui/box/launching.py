@@ -80,6 +80,8 @@ class ChecksDone(Message, bubble=False, namespace="box"):
     data_ok: bool
     #: Paths the launch will make absolute on the box (``remote.runs.box_paths``).
     paths: dict[str, str]
+    #: The data path the doctor was asked about.
+    data: str = ""
 
 
 @dataclass
@@ -342,7 +344,7 @@ class Launching:
         data_ok = doctor is not None and bool(doctor.get("ok"))
         paths = box_paths(transport, LaunchSpec("trainer", state.project, "preview",
                                                 {"data": data} if data else {}))
-        self.ports.post(ChecksDone(preflight, text, blocks, data_ok, paths))
+        self.ports.post(ChecksDone(preflight, text, blocks, data_ok, paths, data))
         if form is not None and form.offline is None:
             self.ports.post(HubChecked(form, not hub_reachable(transport)))
 
@@ -353,8 +355,8 @@ class Launching:
             state.preflight = checks.preflight
         self._paths.update(checks.paths)
         form = self._open_form()
-        if form is None:
-            return
+        if form is None or (form.query("#f-data") and form.values()["data"] != checks.data):
+            return  # an older path's checks, back after a newer one's (or before it)
         if has_gpu(state.preflight) is False:
             # Only what a CPU changes: the model is the engine's (a switch to LibreYOLO
             # before the checks came back keeps its model).
