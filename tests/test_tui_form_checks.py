@@ -122,6 +122,18 @@ async def test_a_default_the_box_changes_is_marked_until_typed_in(run_factory):
         await pilot.press("escape")
 
 
+async def form_with_data(app, pilot, data) -> tuple:
+    """The box view and its launch form, opened with ``data`` in it and the doctor's
+    verdict on it shown."""
+    box = await connected(app, pilot)
+    await pilot.press("l")
+    await until(pilot, lambda: shown(app, LaunchForm) and app.focused is not None)
+    form = app.screen
+    form.query_one("#f-data", Input).value = str(data)
+    await until_shown(pilot, "✔ the dataset doctor found no errors", timeout=120)
+    return box, form
+
+
 async def test_the_estimate_checks_the_values_as_they_are_when_its_timer_fires(run_factory,
                                                                              shapes_data):
     """The estimate's debounce timer can fire while a value just set is not yet checked
@@ -130,12 +142,7 @@ async def test_the_estimate_checks_the_values_as_they_are_when_its_timer_fires(r
     run = run_factory("exp1", done=2, total=5, state="completed")
     app = local_app(run.parent)
     async with app.run_test(size=(160, 48)) as pilot:
-        box = await connected(app, pilot)
-        await pilot.press("l")
-        await until(pilot, lambda: shown(app, LaunchForm) and app.focused is not None)
-        form = app.screen
-        form.query_one("#f-data", Input).value = str(shapes_data)
-        await until_shown(pilot, "✔ the dataset doctor found no errors", timeout=120)
+        box, form = await form_with_data(app, pilot, shapes_data)
         await until(pilot, lambda: not form.query_one("#launch", Button).disabled)
         form.query_one("#f-epochs", Input).value = "0"  # its Changed is still queued
         box.launching.estimate.start(form)  # what the timer does when it fires now
@@ -152,12 +159,7 @@ async def test_checks_of_an_older_data_path_do_not_replace_the_newer(run_factory
     run = run_factory("exp1", done=2, total=5, state="completed")
     app = local_app(run.parent)
     async with app.run_test(size=(160, 48)) as pilot:
-        box = await connected(app, pilot)
-        await pilot.press("l")
-        await until(pilot, lambda: shown(app, LaunchForm) and app.focused is not None)
-        form = app.screen
-        form.query_one("#f-data", Input).value = str(shapes_data)
-        await until_shown(pilot, "✔ the dataset doctor found no errors", timeout=120)
+        box, form = await form_with_data(app, pilot, shapes_data)
         # What the worker of the form's first checks posts when it ends last.
         box.post_message(ChecksDone({}, Text("doctor  waits for data"), "", False, {}, ""))
         await pilot.pause()  # the app idle again: the message was handled
