@@ -25,6 +25,7 @@ from tests.fixtures.hub_standin import VALID_TOKEN, record_push
 from tests.fixtures.sshd import SSHServer, make_server
 from trainer import runfiles
 from trainer.providers import ProviderError, get_provider
+from trainer.providers.pace import Pacer
 
 ROOT = Path(__file__).resolve().parents[1]
 GPURENT = Path(sys.executable).with_name("gpurent")
@@ -100,15 +101,18 @@ def test_list_calls_are_account_level_and_read_each_providers_shape(provider_sta
         with pytest.raises(ProviderError, match="check the API key") as refused:
             client.list_instances()
         assert refused.value.kind == "auth"
-    # 429 with Retry-After is waited out; the Vast 429 body is plain text.
+    # 429 with Retry-After is waited out; the Vast 429 body is plain text, naming its
+    # interval; waits past the caller's bound end in a one-line error.
     waits: list[float] = []
-    client = get_provider("runpod", runpod.key, runpod.base_url, sleep=waits.append)
+    pacer = Pacer(clock=time.monotonic, sleep=waits.append)
+    client = get_provider("runpod", runpod.key, runpod.base_url, pacer=pacer)
     runpod.fail(429, retry_after="3")
-    assert [p.id for p in client.list_instances()] == [pid] and waits == [3.0]
+    assert [p.id for p in client.list_instances()] == [pid]
+    assert [round(w, 1) for w in waits] == [3.0]
     vast.fail(429, times=5)
     with pytest.raises(ProviderError, match="rate limited.*too frequent"):
-        get_provider("vast", vast.key, vast.base_url, retries=1,
-                     sleep=lambda _s: None).list_instances()
+        get_provider("vast", vast.key, vast.base_url, max_rate_wait=2.0,
+                     pacer=Pacer(sleep=lambda _s: None)).list_instances()
 
 
 def test_several_accounts_listed_at_once_priced_and_a_failing_one_said(provider_standin,

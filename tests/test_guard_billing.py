@@ -72,7 +72,9 @@ def test_kill_9_is_stopped_within_two_polls_with_the_default_when(runs, shapes_d
     final = wait_until("the guard to act", lambda: guard_over(run_dir), timeout=60)
     meter = vast.meter(iid)
     assert meter.full_rate_until(killed) is not None, "still billing the running price"
-    assert meter.full_rate_seconds(killed) < 2 * poll  # within two polls of the crash
+    # Within two polls of the crash, and the confirming poll that the stand-in's stop
+    # waits for, one Vast show interval (2 s) after the look before the stop.
+    assert meter.full_rate_seconds(killed) < 2 * poll + 2.0
     assert meter.rate_now == pytest.approx(250 * 0.20 / 720)  # the disk, nothing more
     assert final["state"] == "done" and final["outcome"]["trigger"] == "dead"
     assert final["outcome"]["action"] == "stop" and final["outcome"]["confirmed"]
@@ -143,7 +145,9 @@ def test_an_ignored_destroy_is_resent_then_stopped_with_an_alarm(runs, shapes_da
     assert len(vast.calls("DELETE")) == 2  # sent, then re-sent
     assert [r.body for r in vast.calls("PUT")] == [{"state": "stopped"}]
     meter = vast.meter(iid)
-    assert meter.full_rate_seconds(safe_at) < 10.0  # 2 destroys of 1 s, a stop
+    # 2 destroys 3 s apart (Vast's DELETE interval), each polled 1 s at show's 2 s, a stop
+    assert meter.full_rate_seconds(safe_at) < 20.0
+    assert all(r.fault != "limit" for r in vast.requests)  # paced: never limited
     assert meter.rate_now == pytest.approx(250 * 0.20 / 720)
     alarm = final["alarm"]
     assert "did not take after 2 tries" in alarm["message"]
@@ -174,10 +178,12 @@ def test_lambda_ignored_terminate_is_resent_until_the_deadline(tmp_path, lambda_
     finish_run(writer, 999_999_999)
     arm_guard(LocalTransport(), str(run_dir), "done", "destroy", None, "lambda", iid,
               lambda_standin.key, send_account_key=True, base_url=lambda_standin.base_url, poll=0.1,
-              confirm_timeout=0.5, give_up_after=2.0)
+              confirm_timeout=0.5, give_up_after=8.0)
     final = wait_until("the alarm", lambda: guard_over(run_dir), timeout=60)
     assert final["state"] == "alarm" and "gave up after" in final["alarm"]["message"]
-    assert len(lambda_standin.calls("POST", "terminate")) >= 3
+    # About one request a second (Lambda's limit): a look, the terminate, a poll a try.
+    assert len(lambda_standin.calls("POST", "terminate")) >= 2
+    assert all(r.fault != "limit" for r in lambda_standin.requests)  # never limited
     assert lambda_standin.meter(iid).rate_now == 0.75  # still billing: hence the alarm
 
 

@@ -3,6 +3,8 @@ retries, and actions confirmed by polling."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from trainer.providers import NotFoundError, ProviderError, get_provider
@@ -19,6 +21,7 @@ from trainer.providers.detect import (
     parse_probe,
     read_environ_file,
 )
+from trainer.providers.pace import Pacer
 
 PROVIDERS = ("vast", "runpod", "lambda")
 
@@ -28,6 +31,20 @@ class Sleeps(list):
 
     def __call__(self, seconds: float) -> None:
         self.append(seconds)
+
+
+class SimPacer(Pacer):
+    """A pacer on a simulated clock: its waits are recorded and pass at once (the
+    stand-in's faults, not its rate limits, answer in the tests that use it)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.slept: list[float] = []
+        super().__init__(clock=lambda: self.now, sleep=self._sleep)
+
+    def _sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
 
 
 def client(standin, *, key=None, timeout=5.0, retries=3, sleep=None):
@@ -134,7 +151,7 @@ def test_injected_404(provider_standin, name):
 
 
 @pytest.mark.parametrize("name", PROVIDERS)
-@pytest.mark.parametrize("status", [429, 500, 502, 503])
+@pytest.mark.parametrize("status", [500, 502, 503])
 def test_retries_then_succeeds(provider_standin, name, status):
     standin = provider_standin(name)
     iid = standin.add_instance()
@@ -144,6 +161,65 @@ def test_retries_then_succeeds(provider_standin, name, status):
     assert inst.state == "running"
     assert [r.fault for r in standin.requests] == [status, status, None]
     assert len(sleeps) == 2
+
+
+@pytest.mark.parametrize("name,wait", [("vast", 3.0), ("runpod", 1.0), ("lambda", 1.0)])
+def test_a_429_is_waited_out_as_the_provider_says_not_counted_as_a_retry(
+        provider_standin, name, wait):
+    standin = provider_standin(name)
+    iid = standin.add_instance()
+    standin.fail(429, times=3, retry_after="1" if name == "runpod" else None)
+    sleeps, pacer = Sleeps(), SimPacer()
+    provider = get_provider(name, standin.key, standin.base_url, retries=0,
+                            sleep=sleeps, pacer=pacer)
+    assert provider.get_instance(iid).state == "running"  # retries=0: 429s are not retries
+    assert [r.fault for r in standin.requests] == [429, 429, 429, None]
+    assert sleeps == []  # no backoff: the provider's own waits, through the pacer
+    # Vast's plain text names its interval (threshold=3.0), RunPod says Retry-After,
+    # Lambda says nothing: about a second.
+    assert pacer.slept == [pytest.approx(wait)] * 3
+    assert provider.rate_limited == 3
+
+
+def test_rate_waits_end_at_the_callers_bound_with_one_line(vast_standin):
+    iid = vast_standin.add_instance()
+    vast_standin.fail(429, times=50)
+    pacer = SimPacer()
+    provider = get_provider("vast", vast_standin.key, vast_standin.base_url,
+                            max_rate_wait=10.0, pacer=pacer)
+    with pytest.raises(ProviderError) as err:
+        provider.get_instance(iid)
+    assert err.value.kind == "rate_limited"
+    assert "still limited after 4 answers and 9 s of waiting" in assert_one_line(err.value)
+    assert sum(pacer.slept) <= 10.0 and len(vast_standin.requests) == 4
+
+
+def test_calls_are_spaced_by_vasts_interval_per_endpoint_and_never_meet_its_429(
+        vast_standin):
+    """Vast's intervals, real time: show 2 s, list 1 s; two endpoints do not wait on
+    each other, and a second client of the same key (another thread) shares the turns."""
+    iid = vast_standin.add_instance()
+    one, two = client(vast_standin), client(vast_standin)
+    started = time.monotonic()
+    one.get_instance(iid)
+    two.list_instances()
+    two.get_instance(iid)  # show again: 2 s after the first
+    one.list_instances()
+    took = time.monotonic() - started
+    assert [r.fault for r in vast_standin.requests] == [None] * 4
+    shows = [r for r in vast_standin.requests if r.path.endswith(f"/{iid}/")]
+    assert len(shows) == 2 and 1.9 <= took < 6.0
+    assert one.waited + two.waited >= 1.9
+
+
+def test_lambda_429_in_its_envelope_is_waited_out_and_spaced(lambda_standin):
+    iid = lambda_standin.add_instance()
+    provider = client(lambda_standin)
+    started = time.monotonic()
+    for _ in range(3):
+        provider.get_instance(iid)
+    assert time.monotonic() - started >= 1.9  # about one a second
+    assert all(r.fault is None for r in lambda_standin.requests)
 
 
 @pytest.mark.parametrize("name", PROVIDERS)
@@ -161,20 +237,23 @@ def test_gives_up_after_retries_with_one_line(provider_standin, name):
 def test_vast_429_plain_text_without_retry_after(vast_standin):
     iid = vast_standin.add_instance()
     vast_standin.fail(429, times=5)
-    sleeps = Sleeps()
+    pacer = SimPacer()
     with pytest.raises(ProviderError) as err:
-        client(vast_standin, retries=1, sleep=sleeps).get_instance(iid)
+        get_provider("vast", vast_standin.key, vast_standin.base_url, pacer=pacer,
+                     max_rate_wait=5.0).get_instance(iid)
     text = assert_one_line(err.value)
     assert err.value.kind == "rate_limited" and "API requests too frequent" in text
-    assert len(sleeps) == 1 and sleeps[0] < 1.0  # our own backoff (0.01 s base)
+    assert pacer.slept == [3.0]  # the threshold its text names
 
 
 def test_retry_after_is_honoured(runpod_standin):
     pid = runpod_standin.add_instance()
     runpod_standin.fail(429, retry_after="3")
-    sleeps = Sleeps()
-    assert client(runpod_standin, sleep=sleeps).get_instance(pid).state == "running"
-    assert sleeps == [3.0]
+    pacer = SimPacer()
+    provider = get_provider("runpod", runpod_standin.key, runpod_standin.base_url,
+                            pacer=pacer)
+    assert provider.get_instance(pid).state == "running"
+    assert pacer.slept == [3.0]
 
 
 @pytest.mark.parametrize("name", PROVIDERS)
@@ -242,7 +321,7 @@ def test_destroy_still_billing_is_an_alarm(provider_standin, name):
     iid = standin.add_instance()
     standin.never_gone(iid)
     with pytest.raises(StillBilling) as err:
-        destroy_and_confirm(client(standin), iid, interval=0.05, timeout=0.5)
+        destroy_and_confirm(client(standin), iid, interval=0.05, timeout=6.0)
     outcome = err.value.outcome
     assert outcome.alarm and not outcome.confirmed and outcome.polls >= 2
     assert outcome.billing_per_hour and outcome.billing_per_hour > 0

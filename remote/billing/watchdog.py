@@ -5,36 +5,45 @@ when the box hangs, SSH is gone or the on-box guard died.
 It never destroys what the weights gate would refuse (``remote.billing.teardown``:
 weights not confirmed off the box, or not checkable because the box cannot be reached,
 are unsafe): a destroy becomes a stop, which says what keeps billing; where the
-provider cannot stop (Lambda) it raises an alarm and leaves the instance running.
+provider cannot stop (Lambda, a RunPod pod in ERROR) it raises an alarm and leaves the
+instance running, and judges it again every pass (the weights may be safe by then).
+
+It keeps trying until the billing ends: only an ending that the provider confirmed
+settles an episode (one lease deadline; one idle stretch of one start of the instance:
+``remote.billing.watchrecords``). A failed call, a provider that is down or limits its
+rate, a stop not confirmed in time: the next pass tries again, and the alarm is told
+again while it holds. Nothing fails silently: an account that cannot be listed (a key
+refused, a 2FA session expired, an outage) is an alarm of every pass until it answers,
+and an instance whose earlier action is still under way says so.
 
 Safe from two places at once: each instance's action runs under a non-blocking
-``flock`` in the state directory (a second watchdog on this machine skips it), the
-provider's state is read again just before acting (a second watchdog elsewhere sees it
-``stopping`` and does nothing; a stop sent twice in the same instant is harmless to the
-provider), and what was done is recorded per instance and episode (one lease deadline,
-one idle stretch), so it is done once and an alarm is told once.
+``flock`` in the state directory (a second watchdog on this machine says it is busy),
+the provider's state is read again just before acting (a second watchdog elsewhere sees
+it ``stopping`` and does nothing; a stop sent twice in the same instant is harmless to
+the provider), and a settled episode is not acted on again.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import os
-import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from remote.billing.accounts import Account
 from remote.billing.fleet import Fleet, FleetOptions, FleetRow, all_at_once, list_fleet
 from remote.billing.idle import IDLE_GPU_PERCENT
-from remote.billing.intents import intents
+from remote.billing.intents import intent_for, intents, want_stopped
 from remote.billing.interrupted import first_telling
 from remote.billing.leases import leases
-from remote.billing.statefile import read_json, state_file
 from remote.billing.teardown import SafetyLike, UnknownSafety, check_destroy
+from remote.billing.watchrecords import (
+    due_to_tell,
+    forget_told,
+    held,
+    read_record,
+    write_record,
+)
 from remote.transport.base import TransportError
 from trainer import runfiles
 from trainer.guard.notify import Notifier, Target
@@ -44,8 +53,8 @@ from trainer.text import clean_text, money, one_line, rate
 
 #: States the watchdog acts on: billing the full price and not already on the way down.
 ACT_ON = ("running", "starting", "paused", "exited", "error", "unknown")
-#: The folder of per-instance locks and records, in the state directory.
-RECORDS = "watchdog"
+#: An action under way longer than this many seconds past its own limits is stuck.
+STUCK_MARGIN = 60.0
 
 
 @dataclass(frozen=True)
@@ -60,7 +69,10 @@ class Rules:
 
 @dataclass(frozen=True)
 class Decision:
-    """What the watchdog did about one instance."""
+    """What the watchdog did (or could not do) about one instance or account.
+
+    ``settled``: the provider confirmed the billing ended as asked; nothing else ends an
+    episode."""
 
     target: str
     trigger: str
@@ -69,6 +81,7 @@ class Decision:
     message: str
     acted: bool = False
     alarm: bool = False
+    settled: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -77,7 +90,8 @@ class Decision:
 
 @dataclass(frozen=True)
 class Due:
-    """An instance whose billing should end: why, what was asked, which episode."""
+    """An instance whose billing should end: why, what was asked, which episode (and,
+    for an idle stretch, the instance's last start that the episode belongs to)."""
 
     row: FleetRow
     client: Provider
@@ -85,37 +99,7 @@ class Due:
     reason: str
     wanted: str
     episode: str
-
-
-def _record_path(target: str) -> Path:
-    return state_file(RECORDS) / target.replace(":", "-")
-
-
-@contextlib.contextmanager
-def _held(target: str) -> Iterator[bool]:
-    """The instance's lock, held without waiting: ``False`` when another process has it."""
-    path = _record_path(target).with_suffix(".lock")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        yield True
-
-
-def _done_before(target: str, episode: str) -> dict[str, Any] | None:
-    record = read_json(_record_path(target).with_suffix(".json"))
-    return record if record.get("episode") == episode else None
-
-
-def _record(target: str, episode: str, decision: Decision) -> None:
-    path = _record_path(target).with_suffix(".json")
-    runfiles.atomic_write_json(path, {"episode": episode, "at": runfiles.utc_now_iso(),
-                                      "by": f"{socket.gethostname()}:{os.getpid()}",
-                                      **decision.to_dict()})
-    os.chmod(path, 0o600)
+    start: float | None = None
 
 
 def due_rows(fleet: Fleet, clients: dict[str, Provider], rules: Rules) -> list[Due]:
@@ -131,9 +115,10 @@ def due_rows(fleet: Fleet, clients: dict[str, Provider], rules: Rules) -> list[D
                              f"lease:{row.lease.until}"))
         elif rules.idle_minutes is not None and row.idle is not None and \
                 row.idle.seconds >= rules.idle_minutes * 60:
+            start = inst.started_at if inst.started_at is not None else row.idle.since
             found.append(Due(row, client, "idle", f"{row.idle.words()} ({row.idle.why}; "
                              f"rule: {rules.idle_minutes:g} min)", rules.then_idle,
-                             f"idle:{inst.started_at or row.idle.since}"))
+                             f"idle:{start:.0f}", start))
     return found
 
 
@@ -165,26 +150,62 @@ def box_safety(options: FleetOptions) -> SafetyCheck:
     return check
 
 
+def settled_before(due: Due) -> bool:
+    """Whether ``due``'s episode was ended already and should be left alone: a settled
+    idle stretch, or a settled lease whose instance was started from this laptop since
+    (a person wants it running). An instance running again after its lease was
+    enforced, with no start from here, is its provider's comeback: acted on again."""
+    record = read_record(due.row.target)
+    if record is None or not record.settled or \
+            not record.same_episode(due.episode, due.start):
+        return False
+    if due.trigger != "lease":
+        return True
+    intent = intent_for(due.row.target)
+    return intent is not None and intent.want == "running" and intent.since > record.at
+
+
 def enforce(due: Due, safety: SafetyCheck, *, timeout: float = 180.0,
-            interval: float = 5.0) -> Decision | None:
-    """End ``due``'s billing once (see the module doc); ``None`` when there was nothing
-    to do (another watchdog acts or acted, or it is already on its way down)."""
+            interval: float = 5.0, api_timeout: float = 20.0) -> Decision | None:
+    """End ``due``'s billing (see the module doc); ``None`` when there was nothing to do
+    (settled before, gone, or already on its way down). A call that fails, and an
+    ending not confirmed, is an alarm and leaves the episode open for the next pass."""
     target = due.row.target
-    with _held(target) as mine:
-        if not mine or _done_before(target, due.episode) is not None:
-            return None
+    if settled_before(due):
+        return None
+    with held(target) as busy:
+        if busy is not None:
+            return _busy(due, busy, timeout + api_timeout * 4 + STUCK_MARGIN)
         try:
             now = due.client.get_instance(due.row.instance.id)
         except NotFoundError:
             return None  # gone meanwhile: nothing bills
         except ProviderError as exc:
-            return Decision(target, due.trigger, due.reason, "none",
-                            f"not acted: {exc}", alarm=True)
-        if now.state not in ACT_ON:
-            return None
-        decision = _act(due, now, safety, timeout, interval)
-        _record(target, due.episode, decision)
+            decision = Decision(target, due.trigger, due.reason, "none",
+                                f"ALARM: not acted this pass: {exc}; the next pass tries "
+                                "again", alarm=True)
+        else:
+            if now.state not in ACT_ON:
+                return None
+            decision = _act(due, now, safety, timeout, interval)
+        write_record(target, due.episode, due.start, decision.settled, decision.to_dict())
+        if decision.acted:
+            want_stopped(target)  # a start from here after this is a person's wish
         return decision
+
+
+def _busy(due: Due, busy: Any, stuck_after: float) -> Decision:
+    """Another action holds the instance: said, and an alarm once it is stuck."""
+    age = time.time() - busy.since if busy.since else None
+    since = runfiles.utc_now_iso(busy.since)[11:19] if busy.since else "?"
+    if age is not None and age < stuck_after:
+        return Decision(due.row.target, due.trigger, due.reason, "none",
+                        f"another watchdog ({busy.by}) is acting on it since {since} UTC")
+    return Decision(due.row.target, due.trigger, due.reason, "none",
+                    f"ALARM: an earlier action on it ({busy.by}, since {since} UTC) has not "
+                    f"ended; it may still be billing {rate(due.row.instance.price_per_hour)}"
+                    f": {due.client.console_hint('stop', due.row.instance.id)}",
+                    alarm=True)
 
 
 def _act(due: Due, inst: Instance, safety: SafetyCheck, timeout: float,
@@ -192,27 +213,37 @@ def _act(due: Due, inst: Instance, safety: SafetyCheck, timeout: float,
     client, target = due.client, due.row.target
     what = f"{client.title} instance {inst.id} ({due.reason})"
     action, note = due.wanted, ""
-    if action == "destroy" or not client.can_stop:
+    stoppable = client.can_stop_now(inst)
+    if action == "destroy" or not stoppable:
         gate = check_destroy(safety(due), inst.id)
         if not gate.allowed:
-            if not client.can_stop:
+            if not stoppable:
+                why = (f"{client.title} cannot stop" if not client.can_stop else
+                       f"{client.title} cannot stop it while it is {inst.state}")
                 return Decision(target, due.trigger, due.reason, "none",
-                                f"ALARM: NOT terminating {what}: {gate.reason}; "
-                                f"{client.title} cannot stop, so it keeps billing "
-                                f"{rate(inst.price_per_hour)}", alarm=True)
+                                f"ALARM: NOT terminating {what}: {gate.reason}; {why}, so "
+                                f"it keeps billing {rate(inst.price_per_hour)}; judged "
+                                "again every pass", alarm=True)
             action, note = "stop", f"not destroyed ({gate.reason}); "
         else:
             action = "destroy"
     try:
         run = destroy_and_confirm if action == "destroy" else stop_and_confirm
-        outcome = run(client, inst.id, timeout=timeout, interval=interval)
+        outcome = run(client, inst.id, timeout=timeout, interval=interval, before=inst)
     except StillBilling as exc:
         outcome = exc.outcome
+    except NotFoundError:
+        return Decision(target, due.trigger, due.reason, action,
+                        f"{client.title} instance {inst.id} is gone: nothing bills",
+                        acted=True, settled=True)
     except ProviderError as exc:
         return Decision(target, due.trigger, due.reason, action,
-                        f"ALARM: {action} of {what} failed: {exc}", alarm=True)
+                        f"ALARM: {action} of {what} failed: {exc}; the next pass tries "
+                        "again", alarm=True)
+    later = "" if outcome.confirmed else "; the next pass tries again"
     return Decision(target, due.trigger, due.reason, action,
-                    f"{note}{outcome.message}", acted=True, alarm=outcome.alarm)
+                    f"{note}{outcome.message}{later}", acted=True, alarm=outcome.alarm,
+                    settled=outcome.confirmed)
 
 
 def message_for(decision: Decision, row: FleetRow, now: float) -> dict[str, Any]:
@@ -234,11 +265,54 @@ def message_for(decision: Decision, row: FleetRow, now: float) -> dict[str, Any]
             "guard": decision.message, "at": runfiles.utc_now_iso()}
 
 
+def account_alarm(row: FleetRow, lease_targets: list[str]) -> Decision:
+    """The alarm of an account that could not be listed: what it stops and the fix."""
+    refused = any(word in row.error.lower() for word in ("refused", "no key", "api key",
+                                                          "2fa", "not set"))
+    fix = ("renew the key (a new API key in the environment or the config file)"
+           if refused else "the next pass tries again")
+    waiting = f"; {len(lease_targets)} lease(s) wait on it ({', '.join(lease_targets[:3])})" \
+        if lease_targets else ""
+    return Decision(row.account, "account", row.error, "none",
+                    f"ALARM: the watchdog cannot act on {row.account}: {row.error}; its "
+                    f"leases and idle rules are not enforced until it answers{waiting}: "
+                    f"{fix}", alarm=True)
+
+
+def _account_message(decision: Decision, row: FleetRow) -> dict[str, Any]:
+    return {"event": "alarm", "title": f"gpurent: ALARM: the watchdog cannot act on "
+            f"{decision.target}", "text": decision.message, "target": decision.target,
+            "trigger": "account", "action": "none", "provider": row.provider,
+            "instance": None, "spent_usd": None, "price_per_hour": None,
+            "guard": decision.message, "at": runfiles.utc_now_iso()}
+
+
+def _looked_up(listing: Fleet, accounts: list[Account]) -> list[FleetRow]:
+    """Leased instances of accounts whose list failed, asked one by one (a list can fail
+    where showing one instance does not): rows for those that answered."""
+    listed = {row.target for row in listing.rows if row.instance is not None}
+    failed = [row for row in listing.rows if row.error and row.account in listing.clients]
+    found: list[FleetRow] = []
+    for target, lease in leases().items():
+        provider, _, iid = target.partition(":")
+        if target in listed:
+            continue
+        for row in (r for r in failed if r.provider == provider):
+            try:
+                inst = listing.clients[row.account].get_instance(iid)
+            except ProviderError:
+                continue
+            found.append(FleetRow(row.account, provider, inst, lease=lease))
+            break
+    return found
+
+
 def watch_once(accounts: list[Account], rules: Rules, options: FleetOptions, *,
                notify: list[Target] | None = None, safety: SafetyCheck | None = None,
                confirm_timeout: float = 180.0, interval: float = 5.0,
                progress: Callable[[str], None] | None = None) -> list[Decision]:
-    """One pass: list, find what is due, end its billing (all due instances at once)."""
+    """One pass: list, find what is due, end its billing (all due instances at once);
+    every alarm that holds is told (again after ``ALARM_EVERY``)."""
     say = progress or (lambda _line: None)
     if not leases() and rules.idle_minutes is None and not intents():
         say("no lease, no idle rule and no instance launched from here: nothing to watch")
@@ -247,16 +321,34 @@ def watch_once(accounts: list[Account], rules: Rules, options: FleetOptions, *,
         timeout=options.timeout, ssh=options.ssh and rules.idle_minutes is not None,
         accept_new=options.accept_new, ssh_options=options.ssh_options,
         idle_gpu=rules.idle_gpu, weights=False))  # checked when due, at the moment of acting
-    for row in listing.rows:
-        if row.error:
-            say(f"{row.account}: {row.error}")
+    decisions: list[Decision] = []
+    notifier = Notifier(notify or [], lambda *_a: None)
+    holding: set[str] = set()
+
+    def tell(decision: Decision, body: dict[str, Any] | None) -> None:
+        decisions.append(decision)
+        say(f"{decision.target}: {decision.message}")
+        key = f"{decision.target}|{decision.trigger}"
+        if decision.alarm:
+            holding.add(key)
+            if not due_to_tell(key):
+                return
+        if body is not None and (decision.alarm or decision.acted):
+            notifier.send(body)
+
+    failed = [row for row in listing.rows if row.error]
+    if failed:
+        listing = Fleet(listing.rows + _looked_up(listing, accounts), listing.now,
+                        listing.seconds, listing.clients, listing.options)
+    for row in failed:
+        waiting = [t for t in leases() if t.startswith(f"{row.provider}:")]
+        alarm = account_alarm(row, waiting)
+        tell(alarm, _account_message(alarm, row))
     due = due_rows(listing, listing.clients, rules)
     check = safety or box_safety(options)
     found = all_at_once({d.row.target: (lambda d=d: enforce(
-        d, check, timeout=confirm_timeout, interval=interval)) for d in due},
-        confirm_timeout + options.timeout * 4 + 30.0)
-    decisions = []
-    notifier = Notifier(notify or [], lambda *_a: None)
+        d, check, timeout=confirm_timeout, interval=interval, api_timeout=options.timeout))
+        for d in due}, confirm_timeout + options.timeout * 4 + 30.0)
     for row in listing.rows:  # taken away by the provider: told once per episode
         if row.interrupted is not None and first_telling(row.interrupted):
             decisions.append(Decision(row.target, "interrupted", row.interrupted.how, "none",
@@ -267,12 +359,11 @@ def watch_once(accounts: list[Account], rules: Rules, options: FleetOptions, *,
         answer = found[d.row.target]
         if isinstance(answer, BaseException):
             answer = Decision(d.row.target, d.trigger, d.reason, "none",
-                              f"ALARM: not acted: {one_line(answer, 200)}", alarm=True)
-        if answer is None:
-            continue
-        decisions.append(answer)
-        say(f"{answer.target}: {answer.message}")
-        notifier.send(message_for(answer, d.row, listing.now))
+                              f"ALARM: not acted: {one_line(answer, 200)}; the next pass "
+                              "tries again", alarm=True)
+        if answer is not None:
+            tell(answer, message_for(answer, d.row, listing.now))
+    forget_told(holding)
     notifier.flush(30.0)
     return decisions
 

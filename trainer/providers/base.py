@@ -42,6 +42,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from trainer.providers.pace import PACER, Pacer, Slot, fingerprint
 from trainer.text import one_line
 
 STATES = ("starting", "running", "stopping", "stopped", "paused", "exited", "error",
@@ -56,6 +57,8 @@ HOURS_PER_MONTH = 720.0
 DEFAULT_TIMEOUT = 15.0
 #: Longest wait we honour from a ``Retry-After`` header, in seconds.
 MAX_RETRY_AFTER = 120.0
+#: How long one request may spend waiting out rate limits (429s), in seconds.
+DEFAULT_MAX_RATE_WAIT = 60.0
 #: Response bodies larger than this are cut (a real answer is a few kilobytes).
 MAX_BODY_BYTES = 4 * 1024 * 1024
 
@@ -135,6 +138,11 @@ class Instance:
     started_at: float | None = None
     #: GPU utilisation in percent as the provider reports it (Vast ``gpu_util``).
     gpu_util: float | None = None
+    #: When the instance was created (epoch seconds), when the provider says.
+    created_at: float | None = None
+    #: What bills beside the instance and is not in its prices (RunPod: a network
+    #: volume), in words; ``""`` when nothing is known to.
+    also_bills: str = ""
 
     @property
     def gone(self) -> bool:
@@ -221,9 +229,14 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
 class Provider:
     """One provider's API. Subclasses set the class attributes and implement the calls.
 
-    Every request has a timeout; 429, 5xx, timeouts and dropped connections are retried
-    with exponential backoff (honouring ``Retry-After`` when present), then reported as a
-    ``ProviderError`` whose message is one line. ``sleep`` is injectable for tests."""
+    Every request has a timeout and waits its turn (``trainer.providers.pace``: the
+    provider's minimum interval per key and endpoint, ``intervals``). A 429 is waited out
+    (the wait its answer names: ``rate_wait``) and sent again, for at most
+    ``max_rate_wait`` seconds in all; 5xx, timeouts and dropped connections are retried
+    ``retries`` times with exponential backoff (honouring ``Retry-After``); then the
+    failure is a ``ProviderError`` whose message is one line. ``sleep`` (the backoff's)
+    is injectable for tests; the turns and the 429 waits are ``pacer``'s (its own clock
+    and sleep: the process's, or a simulation's)."""
 
     #: Short name used on the command line and in the config (``vast``).
     name = ""
@@ -233,18 +246,29 @@ class Provider:
     default_base_url = ""
     #: Whether the provider can stop (and later start) an instance, keeping its disk.
     can_stop = True
+    #: Seconds between two calls of one endpoint with one key (``endpoint`` names it).
+    intervals: Mapping[str, float] = {}
+    #: Seconds to wait after a 429 that does not say how long.
+    rate_wait_default = 1.0
 
     def __init__(self, api_key: str | None, base_url: str | None = None, *,
                  timeout: float = DEFAULT_TIMEOUT, retries: int = 4, backoff: float = 1.0,
-                 max_backoff: float = 30.0,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 max_backoff: float = 30.0, max_rate_wait: float = DEFAULT_MAX_RATE_WAIT,
+                 sleep: Callable[[float], None] = time.sleep,
+                 pacer: Pacer | None = None) -> None:
         self.api_key = api_key or ""
         self.base_url = (base_url or self.default_base_url).rstrip("/")
         self.timeout = timeout
         self.retries = max(0, retries)
         self.backoff = backoff
         self.max_backoff = max_backoff
+        self.max_rate_wait = max(0.0, max_rate_wait)
         self.sleep = sleep
+        self.pacer = pacer or PACER
+        #: Seconds this client waited for its turns and out 429s (for reports).
+        self.waited = 0.0
+        #: 429 answers this client met.
+        self.rate_limited = 0
 
     def __repr__(self) -> str:  # never show the key
         return f"<{type(self).__name__} {self.base_url}>"
@@ -273,6 +297,11 @@ class Provider:
         """Ask the provider to destroy the instance and its disk (returns before it is
         gone; use ``trainer.providers.confirm.destroy_and_confirm`` to know)."""
         raise NotImplementedError
+
+    def can_stop_now(self, instance: Instance) -> bool:
+        """Whether a stop of ``instance`` in its state now can be accepted (a provider
+        without stop: never)."""
+        return self.can_stop
 
     def ssh_addresses(self, instance: Instance) -> list[SshAddress]:
         """Every address at which the provider says the instance's SSH server answers,
@@ -305,21 +334,54 @@ class Provider:
         """``(code, message)`` from an error response; subclasses read their own shape."""
         return "", one_line(text, 200)
 
+    def endpoint(self, method: str, path: str) -> str:
+        """The name of the endpoint ``method path`` calls, as ``intervals`` keys it
+        (``any`` where the provider keeps one limit for all)."""
+        return "any"
+
+    def rate_wait(self, headers: Mapping[str, str], text: str) -> float:
+        """Seconds a 429 asks us to wait: its ``Retry-After``, else
+        ``rate_wait_default``; subclasses read their own answer."""
+        lower = {k.lower(): v for k, v in headers.items()}
+        found = parse_retry_after(lower.get("retry-after"))
+        return self.rate_wait_default if found is None else min(found, MAX_RETRY_AFTER)
+
     def request(self, method: str, path: str, *, body: Any = None,
                 query: Mapping[str, str] | None = None,
-                what: str = "request") -> Response:
-        """Send one API request with auth, timeout and retries; return a 2xx response or
-        raise a ``ProviderError`` (``NotFoundError`` for 404)."""
-        url = self.base_url + path
+                what: str = "request", base: str | None = None) -> Response:
+        """Send one API request with auth, timeout, its turn and retries; return a 2xx
+        response or raise a ``ProviderError`` (``NotFoundError`` for 404). ``base``: another
+        root of the same API (a newer version), else ``base_url``."""
+        url = (base or self.base_url) + path
         if query:
             url += "?" + urllib.parse.urlencode(query)
         data = None if body is None else json.dumps(body).encode("utf-8")
-        attempt = 0
+        name = self.endpoint(method, path)
+        slot = Slot(self.base_url, fingerprint(self.api_key), name)
+        interval = float(self.intervals.get(name, 0.0))
+        attempt = limited = 0
+        rate_waited = 0.0
         while True:
+            wait = self.pacer.turn(slot, interval)
+            if wait > 0:
+                self.waited += wait
+                self.pacer.sleep(wait)
             try:
                 return self._send_once(method, url, data, what)
             except ProviderError as exc:
-                if exc.kind not in ("rate_limited", "server", "timeout", "network") \
+                if exc.kind == "rate_limited":
+                    limited += 1
+                    self.rate_limited += 1
+                    pause = exc.retry_after if exc.retry_after is not None \
+                        else self.rate_wait_default
+                    if rate_waited + pause > self.max_rate_wait:
+                        exc.args = (f"{exc} (still limited after {limited} answers and "
+                                    f"{rate_waited:.0f} s of waiting)",)
+                        raise
+                    rate_waited += pause
+                    self.pacer.hold(slot, pause)
+                    continue
+                if exc.kind not in ("server", "timeout", "network") \
                         or attempt >= self.retries:
                     if attempt:
                         exc.args = (f"{exc} (after {attempt + 1} attempts)",)
@@ -327,6 +389,7 @@ class Provider:
                 delay = exc.retry_after if exc.retry_after is not None \
                     else self._backoff(attempt)
                 attempt += 1
+                self.waited += delay
                 self.sleep(delay)
 
     def _backoff(self, attempt: int) -> float:
@@ -387,7 +450,8 @@ class Provider:
             retry_after = min(retry_after, MAX_RETRY_AFTER)
         if status == 429:
             return ProviderError(f"{self.title}: {what} rate limited ({label}){detail}",
-                                 kind="rate_limited", status=status, retry_after=retry_after)
+                                 kind="rate_limited", status=status,
+                                 retry_after=self.rate_wait(headers, text))
         if status >= 500:
             return ProviderError(f"{self.title}: {what} failed on the provider's side "
                                  f"({label}){detail}", kind="server", status=status,

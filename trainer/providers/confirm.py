@@ -87,13 +87,15 @@ def destroy_and_confirm(provider: Provider, instance_id: str, *,
                         timeout: float = DEFAULT_CONFIRM_TIMEOUT,
                         interval: float = DEFAULT_POLL_INTERVAL,
                         sleep: Callable[[float], None] = time.sleep,
-                        clock: Callable[[], float] = time.monotonic) -> ActionOutcome:
+                        clock: Callable[[], float] = time.monotonic,
+                        before: Instance | None = None) -> ActionOutcome:
     """Destroy the instance and poll until the API confirms it is gone.
 
     Raises ``NotFoundError`` when the id does not exist to begin with (a typo must not
-    look like a success) and ``StillBilling`` when it is still there at the timeout."""
+    look like a success) and ``StillBilling`` when it is still there at the timeout.
+    ``before``: the instance as the caller just read it (no second read)."""
     iid = provider.check_id(instance_id)
-    before = provider.get_instance(iid)
+    before = before or provider.get_instance(iid)
     if before.gone:
         return ActionOutcome("destroy", iid, True, "destroyed", 0.0, 1,
                              f"{provider.title} instance {iid} was already destroyed")
@@ -123,19 +125,28 @@ def stop_and_confirm(provider: Provider, instance_id: str, *,
                      timeout: float = DEFAULT_CONFIRM_TIMEOUT,
                      interval: float = DEFAULT_POLL_INTERVAL,
                      sleep: Callable[[float], None] = time.sleep,
-                     clock: Callable[[], float] = time.monotonic) -> ActionOutcome:
+                     clock: Callable[[], float] = time.monotonic,
+                     before: Instance | None = None) -> ActionOutcome:
     """Stop the instance and poll until it is stopped. Not confirmed in time: the outcome
-    says so with ``alarm`` set (it keeps billing the full price until it stops)."""
+    says so with ``alarm`` set (it keeps billing the full price until it stops). A state
+    that takes no stop (a RunPod pod in ERROR) is a ``ProviderError`` of kind
+    ``unsupported`` that names the only way out. ``before``: the instance as the caller
+    just read it (no second read)."""
     iid = provider.check_id(instance_id)
     if not provider.can_stop:
         raise ProviderError(f"{provider.title} cannot stop an instance; only destroy ends "
                             "its billing", kind="unsupported")
-    before = provider.get_instance(iid)
+    before = before or provider.get_instance(iid)
     if before.state == "stopped":
         return ActionOutcome("stop", iid, True, "stopped", before.billing_per_hour, 1,
                              f"{provider.title} instance {iid} was already stopped")
     if before.gone:
         raise NotFoundError(f"{provider.title}: instance {iid} is destroyed; nothing to stop")
+    if not provider.can_stop_now(before):
+        raise ProviderError(f"{provider.title} cannot stop instance {iid} while it is "
+                            f"{before.state} ({before.raw_state or '?'}): only a terminate "
+                            f"ends its billing of {rate(before.price_per_hour)}: "
+                            f"{provider.console_hint('destroy', iid)}", kind="unsupported")
     try:
         provider.stop(iid)
     except ProviderError as exc:

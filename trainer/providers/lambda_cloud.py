@@ -51,6 +51,8 @@ class LambdaProvider(Provider):
     title = "Lambda Cloud"
     default_base_url = "https://cloud.lambda.ai/api/v1"
     can_stop = False
+    #: About one request a second per key, every endpoint together (Lambda's docs).
+    intervals = {"any": 1.0}
 
     def error_detail(self, status: int, payload: Any, text: str) -> tuple[str, str]:
         """``{"error": {"code", "message", "suggestion"}}``."""

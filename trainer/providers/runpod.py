@@ -1,16 +1,20 @@
 """RunPod pods through REST v2: ``https://api.runpod.io/v2``, ``Authorization: Bearer KEY``.
 
-Documented shapes used here: ``GET /pods`` lists the account's pods (a JSON array), each
-as ``GET /pods/{id}`` answers it, with ``lastStartedAt`` (ISO-8601, when it last
-started; the v1 names ``desiredStatus`` and ``costPerHr`` are read too). ``GET /pods/{id}``
-answers the pod (``status`` one of
+Documented shapes used here: ``GET /pods?includeClusterPods=true`` lists the account's
+pods (``{"pods": [...]}``; Instant Cluster members are left out without that flag), each
+as ``GET /pods/{id}`` answers it, with ``startedAt`` (ISO-8601, its last start; v1 called
+it ``lastStartedAt``, read too, as are ``desiredStatus`` and ``costPerHr``) and
+``createdAt``. ``GET /pods/{id}`` answers the pod (``status`` one of
 PROVISIONING, STARTING, RUNNING, EXITED, ERROR, TERMINATED; ``cost`` in $/h, 0 when
 EXITED; ``disk``; ``mounts.persistent.size``; ``gpu.id``/``gpu.count``; ``ssh.direct``
 {host, port, username}: the pod's public IP and the port mapped to its port 22; the v1
 shape ``publicIp`` with ``portMappings {"22": PORT}`` is read too). The basic SSH proxy
 (``ssh.runpod.io``) is never an address here: it runs no commands and no SFTP.
 ``POST /pods/{id}/action`` with ``{"action": "stop"|"start"}`` answers the pod, or 409
-when the action is not allowed now. ``DELETE /pods/{id}`` answers 204 without a body.
+when the action is not allowed now (an EXITED or ERROR pod takes only start or
+terminate). ``DELETE /pods/{id}`` answers 204 without a body. A network volume
+(``mounts.network``) bills on its own ($0.07/GB-month), whatever the pod does.
+A 429 says how long to wait in ``Retry-After`` (60 requests a minute per key).
 Errors are ``application/problem+json`` ``{"title", "status", "detail"}``.
 (REST v1, ``rest.runpod.io/v1``, is retired on 2026-11-15.)
 """
@@ -39,6 +43,8 @@ BASIC_PROXY_HOST = "ssh.runpod.io"
 
 #: What a stopped pod's volume disk costs, $/GB/month (RunPod pricing).
 STOPPED_VOLUME_PER_GB_MONTH = 0.20
+#: What a network volume costs, $/GB/month (under 1 TB; RunPod pricing).
+NETWORK_VOLUME_PER_GB_MONTH = 0.07
 
 _STATES = {
     "PROVISIONING": "starting",
@@ -73,6 +79,18 @@ def runpod_ssh_address(raw: Any) -> SshAddress | None:
     return address
 
 
+def network_volume_words(raw: Any) -> str:
+    """``a network volume (vol1, billed on its own at $0.07/GB-month)`` when the pod
+    mounts one, else ``""``."""
+    mounts = _get(raw, "mounts", "network")
+    ids = [one_line(m.get("volumeId") or "?", 40) for m in mounts if isinstance(m, dict)] \
+        if isinstance(mounts, list) else []
+    if not ids:
+        return ""
+    return (f"a network volume ({', '.join(ids)}, billed on its own at "
+            f"${NETWORK_VOLUME_PER_GB_MONTH:.2f}/GB-month until deleted)")
+
+
 class RunPodProvider(Provider):
     """The RunPod REST API v2 (pods)."""
 
@@ -80,6 +98,9 @@ class RunPodProvider(Provider):
     title = "RunPod"
     default_base_url = "https://api.runpod.io/v2"
     can_stop = True
+    #: RunPod allows 60 requests a minute per key (its ``RateLimit-Policy``): spread
+    #: evenly, a poll however long never meets the 429.
+    intervals = {"any": 1.0}
 
     def error_detail(self, status: int, payload: Any, text: str) -> tuple[str, str]:
         """``application/problem+json``: ``{"title", "status", "detail"}``."""
@@ -126,15 +147,27 @@ class RunPodProvider(Provider):
             provider=self.name,
             raw_state=one_line(status, 40),
             storage_per_gb_month=STOPPED_VOLUME_PER_GB_MONTH,
-            started_at=epoch_of(raw.get("lastStartedAt")) if state == "running" else None,
+            started_at=epoch_of(raw.get("startedAt") or raw.get("lastStartedAt"))
+            if state == "running" else None,
+            created_at=epoch_of(raw.get("createdAt")),
+            also_bills=network_volume_words(raw),
         )
 
     def list_instances(self) -> list[Instance]:
         """``GET /pods``: a list of pods (``{"pods": [...]}`` read too)."""
         what = "list pods"
-        data = self.json_of(self.request("GET", "/pods", what=what), what)
+        data = self.json_of(self.request("GET", "/pods", query={"includeClusterPods": "true"},
+                                         what=what), what)
         return [self.parse(str(raw.get("id")), raw) for raw in listed(data, "pods", "data")
                 if raw.get("id")]
+
+    def can_stop_now(self, instance: Instance) -> bool:
+        """The pod's ``actions`` (its valid transitions), else its state: an EXITED or
+        ERROR pod takes only start or terminate."""
+        actions = instance.raw.get("actions")
+        if isinstance(actions, list) and actions:
+            return "stop" in actions
+        return instance.state not in ("error", "stopped")
 
     def ssh_addresses(self, instance: Instance) -> list[SshAddress]:
         """See ``runpod_ssh_address``."""

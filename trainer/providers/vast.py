@@ -1,15 +1,24 @@
 """Vast.ai: ``https://console.vast.ai/api/v0``, ``Authorization: Bearer KEY``.
 
-Documented shapes used here: ``GET /instances/?owner=me`` lists the account's instances
-(``{"instances": [...]}``, each with ``start_date`` in epoch seconds and ``gpu_util`` in
-percent when the host reports it); ``GET /instances/{id}/?owner=me`` answers
+Documented shapes used here: ``GET /api/v1/instances/`` lists the account's instances, 25
+a page (``{"instances": [...], "next_token": ...}``; the next page is asked with
+``after_token``), and the v0 ``GET /instances/?owner=me`` (``{"instances": [...]}``, which
+Vast's CLI calls deprecated) is asked only when v1 is not there. Each instance has
+``start_date`` (epoch seconds: its creation, which a restart does not change),
+``uptime_mins`` (minutes since its last start; ``null`` while not running) and ``gpu_util``
+in percent when the host reports it. ``GET /instances/{id}/?owner=me`` answers
 ``{"instances": {...}}`` (or ``{"instances": null}`` for an id that is not there) whose
 SSH address is ``public_ipaddr`` with the host port mapped to ``ports["22/tcp"]``
 (``[{"HostIp": "0.0.0.0", "HostPort": "41022"}]``, direct) or ``ssh_host``/``ssh_port``
 (Vast's SSH proxy, ``sshN.vast.ai``), user ``root``;
 ``PUT /instances/{id}/`` with ``{"state": "stopped"|"running"}`` and
 ``DELETE /instances/{id}/`` answer ``{"success": true, ...}``; errors are
-``{"success": false, "error": CODE, "msg": ...}``, except 429, which is plain text.
+``{"success": false, "error": CODE, "msg": ...}``, except 429, which is plain text naming
+the endpoint's interval. A destroyed instance can linger a while with ``cur_state``
+``unloaded`` (released) before its id answers ``null``. An account key that needs a 2FA
+session is refused with 401 (a message naming Two Factor Authentication), and an expired
+session answers 404 ``{"msg": "Session expired. Please log in again."}``: that 404 is a
+refused key, never "not found".
 
 Prices: ``dph_total`` follows the instance's state (running: ``dph_base`` plus storage;
 stopped: the storage alone), so the running price is taken from the running-rate fields,
@@ -19,6 +28,9 @@ stopped: the storage alone), so the running price is taken from the running-rate
 
 from __future__ import annotations
 
+import re
+import time
+from collections.abc import Mapping
 from typing import Any
 
 from trainer.providers.base import (
@@ -45,6 +57,8 @@ def vast_state(actual: Any, intended: Any) -> str:
     status is ``running`` is waiting to start (its GPUs may be taken: it can wait long)."""
     actual = (actual or "").lower() if isinstance(actual, str) or actual is None else "?"
     intended = intended.lower() if isinstance(intended, str) else ""
+    if actual in ("destroyed", "unloaded"):
+        return "destroyed"
     if actual in ("", "created", "loading", "rebooting"):
         return "starting"
     if actual == "running":
@@ -58,6 +72,15 @@ def vast_state(actual: Any, intended: Any) -> str:
     if actual == "offline":
         return "error"
     return "unknown"
+
+
+def last_start(raw: dict[str, Any], now: float) -> float | None:
+    """When the instance last started (epoch seconds), from ``uptime_mins`` while it
+    runs; ``None`` when Vast does not say. Never ``start_date``: that is its creation."""
+    if str(raw.get("actual_status") or "").lower() != "running":
+        return None
+    uptime = number(raw.get("uptime_mins"))
+    return None if uptime is None or uptime < 0 else now - uptime * 60.0
 
 
 def running_price(raw: dict[str, Any]) -> float | None:
@@ -93,6 +116,28 @@ class VastProvider(Provider):
     title = "Vast.ai"
     default_base_url = "https://console.vast.ai/api/v0"
     can_stop = True
+    #: Vast's minimum seconds between two calls of an endpoint with one key (its docs'
+    #: rate limits, the OpenAPI files' ``x-rate-limit`` thresholds).
+    intervals = {"show": 2.0, "list": 1.0, "change": 1.0, "destroy": 3.0}
+    rate_wait_default = 2.0
+
+    def endpoint(self, method: str, path: str) -> str:
+        """``list`` (``GET /instances/``), ``show`` (one instance), ``change`` (a PUT:
+        start, stop) or ``destroy`` (a DELETE)."""
+        parts = [p for p in path.split("/") if p]
+        if method == "DELETE":
+            return "destroy"
+        if method == "PUT":
+            return "change"
+        return "show" if len(parts) >= 2 else "list"
+
+    def rate_wait(self, headers: Mapping[str, str], text: str) -> float:
+        """Vast's 429 is plain text naming the interval (``API requests too frequent
+        endpoint threshold=2.0``), with no ``Retry-After``."""
+        found = re.search(r"threshold\s*=\s*([0-9]+(?:\.[0-9]+)?)", text)
+        if found:
+            return min(float(found.group(1)), 120.0)
+        return super().rate_wait(headers, text)
 
     def check_id(self, instance_id: str) -> str:
         """Vast ids are numbers; ``C.12345`` (the container label) is accepted too."""
@@ -111,6 +156,20 @@ class VastProvider(Provider):
             msg = payload.get("msg") or payload.get("message") or payload.get("detail")
             return one_line(code or "", 60), one_line(msg or "", 200)
         return "", one_line(text, 200)
+
+    def _http_error(self, status: int, headers: Mapping[str, str], body: bytes,
+                    what: str) -> ProviderError:
+        """An expired 2FA session (a 404) and a 2FA refusal are refused keys."""
+        text = body.decode("utf-8", errors="replace")
+        lowered = text.lower()
+        if status in (401, 403, 404) and ("session expired" in lowered
+                                          or "two factor" in lowered or "2fa" in lowered):
+            return ProviderError(f"Vast.ai: {what} refused (HTTP {status}: "
+                                 f"{one_line(text, 120)}): this key needs a 2FA session "
+                                 "that expired or was never opened; renew the key (an API "
+                                 "key without 2FA sessions, or log in again)", kind="auth",
+                                 status=status)
+        return super()._http_error(status, headers, body, what)
 
     def get_instance(self, instance_id: str) -> Instance:
         """``GET /instances/{id}/?owner=me``; ``{"instances": null}`` means not found."""
@@ -133,8 +192,11 @@ class VastProvider(Provider):
         gpu = f"{gpus}x {name}" if name and gpus else name
         addresses = vast_ssh_addresses(raw)
         address = addresses[0] if addresses else None
+        state = vast_state(raw.get("actual_status"), raw.get("intended_status"))
+        if str(raw.get("cur_state") or "").lower() == "unloaded":
+            state = "destroyed"  # released by a destroy, not forgotten yet
         return Instance(
-            state=vast_state(raw.get("actual_status"), raw.get("intended_status")),
+            state=state,
             price_per_hour=running_price(raw),
             storage_per_hour=number(raw.get("storage_total_cost")),
             disk_gb=number(raw.get("disk_space")),
@@ -146,17 +208,54 @@ class VastProvider(Provider):
             provider=self.name,
             raw_state=one_line(raw.get("actual_status"), 40),
             storage_per_gb_month=number(raw.get("storage_cost")),
-            started_at=epoch_of(raw.get("start_date")),
+            started_at=last_start(raw, time.time()),
             gpu_util=number(raw.get("gpu_util")),
+            created_at=epoch_of(raw.get("start_date")),
         )
 
+    #: Pages of the v1 list read at most (25 instances each).
+    max_pages = 40
+
     def list_instances(self) -> list[Instance]:
-        """``GET /instances/?owner=me``: ``{"instances": [...]}``."""
+        """``GET /api/v1/instances/`` page by page; the v0 list when there is no v1."""
         what = "list instances"
-        data = self.json_of(self.request("GET", "/instances/", query={"owner": "me"},
-                                         what=what), what)
-        return [self.parse(str(raw.get("id")), raw) for raw in listed(data, "instances")
-                if str(raw.get("id") or "").isdigit()]
+        rows: list[dict[str, Any]] = []
+        v1 = self._v1_base()
+        if v1 is not None:
+            try:
+                rows = self._list_v1(v1, what)
+            except ProviderError as exc:
+                if exc.status not in (404, 405, 410):
+                    raise
+                v1 = None
+        if v1 is None:
+            data = self.json_of(self.request("GET", "/instances/", query={"owner": "me"},
+                                             what=what), what)
+            rows = listed(data, "instances")
+        seen: dict[str, Instance] = {}
+        for raw in rows:
+            iid = str(raw.get("id") or "")
+            if iid.isdigit():
+                seen[iid] = self.parse(iid, raw)
+        return list(seen.values())
+
+    def _v1_base(self) -> str | None:
+        """The v1 API's root beside ``base_url`` (``.../api/v0`` -> ``.../api/v1``)."""
+        return self.base_url[:-3] + "/v1" if self.base_url.endswith("/v0") else None
+
+    def _list_v1(self, v1: str, what: str) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = []
+        query = {"limit": "25", "order_by": '[{"col": "id", "dir": "asc"}]'}
+        for _page in range(self.max_pages):
+            data = self.json_of(self.request("GET", "/instances/", query=query, what=what,
+                                             base=v1), what)
+            rows.extend(listed(data, "instances"))
+            token = data.get("next_token") if isinstance(data, dict) else None
+            if not isinstance(token, str) or not token or token == query.get("after_token"):
+                return rows
+            query["after_token"] = token
+        raise ProviderError(f"Vast.ai: {what}: more than {self.max_pages} pages",
+                            kind="bad_response")
 
     def ssh_addresses(self, instance: Instance) -> list[SshAddress]:
         """See ``vast_ssh_addresses``."""
