@@ -13,7 +13,6 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,7 @@ from remote.billing.fleet import FleetOptions
 from remote.billing.leases import lease_for, set_lease
 from remote.billing.watchdog import Rules, loop, watch_once
 from tests.fixtures.sshd import SSHServer, make_server
+from tests.fixtures.webhook import Webhook
 from trainer.guard.lease import lease_passed
 from trainer.guard.notify import Target
 
@@ -59,27 +59,6 @@ def reach(tmp_path: Path, server: SSHServer, name: str) -> FleetOptions:
     return FleetOptions(timeout=10, ssh_options={
         "known_hosts": str(known), "identity_files": (server.key_path,),
         "allow_agent": False, "ssh_config": server.ssh_config})
-
-
-class Webhook:
-    """A local webhook that keeps what was posted to it."""
-
-    def __init__(self) -> None:
-        self.posts: list[dict] = []
-        hook = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *_a: object) -> None:
-                pass
-
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
-                hook.posts.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-                self.send_response(204)
-                self.end_headers()
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
 
 
 def test_the_watchdog_ends_a_hung_boxs_billing_within_one_interval(provider_standin, box,

@@ -121,11 +121,13 @@ class FleetRow:
             said.append(self.weights.words())
         if inst.state == "stopped":
             day = self.disk_per_day()
-            said.append("stopped, nothing billed" if day == 0 else
+            said.append("stopped, nothing billed" if day == 0 and not inst.also_bills else
                         f"stopped: disk {money(day)}/day" if day is not None else
                         "stopped: disk cost unknown")
         elif inst.state == "exited":
             said.append(f"exited but billing {rate(inst.price_per_hour)}")
+        if inst.also_bills:
+            said.append(f"also billing: {inst.also_bills}")
         if self.unreachable:
             said.append(f"unreachable: {self.unreachable}")
         if self.lease is not None:
@@ -221,10 +223,11 @@ def list_accounts(accounts: list[Account], timeout: float
     for account in accounts:
         if account.problem:
             continue
-        client = account.client(timeout=timeout, retries=1, backoff=0.5, max_backoff=2.0)
+        client = account.client(timeout=timeout, retries=1, backoff=0.5, max_backoff=2.0,
+                                max_rate_wait=timeout)
         clients[account.name] = client
         tasks[account.name] = client.list_instances
-    found = all_at_once(tasks, timeout + 1.0)
+    found = all_at_once(tasks, timeout * 2 + 1.0)  # a call, and a 429 waited out
     for account in accounts:
         answer = found.get(account.name)
         if account.problem or isinstance(answer, BaseException) or answer is None:

@@ -5,14 +5,17 @@ An instance is *idle* when its box has no live run and no GPU busy now (at or ov
 threshold), or when every GPU stayed under the threshold although a run looks alive (a
 stalled loop that holds its process: SkyPilot #10628). Since when:
 
-* no live run: since the later of the instance's start (the provider's own time) and the
-  last update of the newest ended run (its ``status.json``);
+* no live run: since the later of the instance's last start (the provider's own time:
+  never across a stopped stretch) and the last update of the newest ended run (its
+  ``status.json``, on the box's clock, moved onto this laptop's);
 * GPUs under the threshold with a run alive, or no live run and no provider start time:
   since the box's GPU ring says every GPU went under the threshold (``quiet_since`` of
   ``trainer.guard.ring``, fed by the guard's polls and every probe; its holes are not
   bridged), moved onto this laptop's clock with the probe's reading of the box's clock;
   where the ring does not say, since this laptop first saw it so
-  (``STATE/fleet-seen.json``, kept per instance by every listing and watchdog pass).
+  (``STATE/fleet-seen.json``, kept per instance by every listing and watchdog pass);
+  never before the newest live run started (GPUs quiet before a launch are not the new
+  run's idle time).
 
 Only what was observed: a box not reached has no idle words, and the seconds are never
 counted from before the instance's start.
@@ -72,9 +75,19 @@ def idle_reason(box: BoxReport, threshold: float = IDLE_GPU_PERCENT) -> str | No
     return None
 
 
-def _last_run_end(box: BoxReport) -> float | None:
+def _offset(box: BoxReport, now: float) -> float:
+    """Seconds to add to a time on the box's clock to put it on this laptop's."""
+    return 0.0 if box.now is None else now - box.now
+
+
+def _last_run_end(box: BoxReport, now: float) -> float | None:
     ends = [run.updated for run in box.runs if run.updated is not None]
-    return max(ends) if ends else None
+    return max(ends) + _offset(box, now) if ends else None
+
+
+def _live_run_start(box: BoxReport, now: float) -> float | None:
+    starts = [run.started for run in box.live_runs if run.started is not None]
+    return max(starts) + _offset(box, now) if starts else None
 
 
 def quiet_since(box: BoxReport, now: float,
@@ -99,13 +112,14 @@ def judge_idle(inst: Instance, box: BoxReport | None, now: float,
         return None
     start = inst.started_at
     if why.startswith("no live run") and start is not None:
-        since = max(start, _last_run_end(box) or start)
+        since = max(start, _last_run_end(box, now) or start)
     else:
         since = quiet_since(box, now, threshold)
         if since is None:
             since = first_seen if first_seen is not None else now
-        if start is not None:
-            since = max(since, start)
+        for floor in (start, _live_run_start(box, now)):
+            if floor is not None:
+                since = max(since, floor)
     seconds = max(0.0, now - since)
     price = inst.price_per_hour
     return Idle(since, why, seconds, None if price is None else seconds * price / 3600)

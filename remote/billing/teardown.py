@@ -163,12 +163,14 @@ def run_teardown(provider: Provider, instance_id: str, action: str, *,
              from_box: bool = False,
              timeout: float = DEFAULT_CONFIRM_TIMEOUT,
              interval: float = DEFAULT_POLL_INTERVAL,
-             sleep: Callable[[float], None] | None = None) -> ActionOutcome:
+             sleep: Callable[[float], None] | None = None,
+             keep_waiting: bool = False) -> ActionOutcome:
     """Run ``action`` through the gate and confirm it by polling. ``safety`` is asked
     now (pass a callable, so that it is the state at this moment); ``box`` is where the
     instance must be (``None``: not checked, for a box named by its instance, which is
     reached at the address its API gives); ``from_box``: the id is the box's claim, acted
-    on only when the provider ties it to ``box`` (see ``remote.billing.identity``).
+    on only when the provider ties it to ``box`` (see ``remote.billing.identity``);
+    ``keep_waiting``: a start that waits for GPUs is left pending, not cancelled.
 
     Raises ``GateRefused`` for an unsafe destroy without a valid override,
     ``WrongInstance`` when the instance is not the box (or a box's claim has no box to
@@ -196,6 +198,8 @@ def run_teardown(provider: Provider, instance_id: str, action: str, *,
     run = {"stop": stop_and_confirm, "start": start_and_confirm,
            "destroy": destroy_and_confirm}[action]
     options: dict[str, Any] = {"timeout": timeout, "interval": interval}
+    if action == "start":
+        options["keep_waiting"] = keep_waiting
     if sleep is not None:
         options["sleep"] = sleep
     return run(provider, instance_id, **options)

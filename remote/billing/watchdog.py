@@ -38,6 +38,7 @@ from remote.billing.interrupted import first_telling
 from remote.billing.leases import leases
 from remote.billing.teardown import SafetyLike, UnknownSafety, check_destroy
 from remote.billing.watchrecords import (
+    ALARM_EVERY,
     due_to_tell,
     forget_told,
     held,
@@ -287,15 +288,15 @@ def _account_message(decision: Decision, row: FleetRow) -> dict[str, Any]:
             "guard": decision.message, "at": runfiles.utc_now_iso()}
 
 
-def _looked_up(listing: Fleet, accounts: list[Account]) -> list[FleetRow]:
-    """Leased instances of accounts whose list failed, asked one by one (a list can fail
-    where showing one instance does not): rows for those that answered."""
+def _looked_up(listing: Fleet) -> list[FleetRow]:
+    """Instances past their lease on accounts whose list failed, asked one by one (a list
+    can fail where showing one instance does not): rows for those that answered."""
     listed = {row.target for row in listing.rows if row.instance is not None}
     failed = [row for row in listing.rows if row.error and row.account in listing.clients]
     found: list[FleetRow] = []
     for target, lease in leases().items():
         provider, _, iid = target.partition(":")
-        if target in listed:
+        if target in listed or lease.left(listing.now) > 0:
             continue
         for row in (r for r in failed if r.provider == provider):
             try:
@@ -310,9 +311,10 @@ def _looked_up(listing: Fleet, accounts: list[Account]) -> list[FleetRow]:
 def watch_once(accounts: list[Account], rules: Rules, options: FleetOptions, *,
                notify: list[Target] | None = None, safety: SafetyCheck | None = None,
                confirm_timeout: float = 180.0, interval: float = 5.0,
-               progress: Callable[[str], None] | None = None) -> list[Decision]:
+               progress: Callable[[str], None] | None = None,
+               alarm_every: float = ALARM_EVERY) -> list[Decision]:
     """One pass: list, find what is due, end its billing (all due instances at once);
-    every alarm that holds is told (again after ``ALARM_EVERY``)."""
+    every alarm that holds is told (again after ``alarm_every`` seconds)."""
     say = progress or (lambda _line: None)
     if not leases() and rules.idle_minutes is None and not intents():
         say("no lease, no idle rule and no instance launched from here: nothing to watch")
@@ -331,14 +333,14 @@ def watch_once(accounts: list[Account], rules: Rules, options: FleetOptions, *,
         key = f"{decision.target}|{decision.trigger}"
         if decision.alarm:
             holding.add(key)
-            if not due_to_tell(key):
+            if not due_to_tell(key, every=alarm_every):
                 return
         if body is not None and (decision.alarm or decision.acted):
             notifier.send(body)
 
     failed = [row for row in listing.rows if row.error]
     if failed:
-        listing = Fleet(listing.rows + _looked_up(listing, accounts), listing.now,
+        listing = Fleet(listing.rows + _looked_up(listing), listing.now,
                         listing.seconds, listing.clients, listing.options)
     for row in failed:
         waiting = [t for t in leases() if t.startswith(f"{row.provider}:")]

@@ -29,9 +29,9 @@ from trainer import runfiles
 RECORDS = "watchdog"
 #: When each alarm was last told, in the state directory.
 TOLD_FILE = "watchdog-told.json"
-#: An alarm that still holds is told again after this many seconds (every pass of a
-#: cron watchdog, never more often than this in a fast loop).
-ALARM_EVERY = 300.0
+#: An alarm that still holds is told again after this many seconds: every pass of a
+#: watchdog run every 5 minutes (cron's jitter included), no more often in a fast loop.
+ALARM_EVERY = 240.0
 #: Two idle episodes whose starts differ by less than this are one (a provider's start
 #: time read from an uptime in minutes moves a little from answer to answer).
 SAME_START = 120.0

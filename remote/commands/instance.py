@@ -78,6 +78,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="how long to poll the API for the outcome (default 180)")
     p.add_argument("--interval", type=float, default=5.0, metavar="S",
                    help="seconds between polls (default 5)")
+    p.add_argument("--keep-waiting", action="store_true",
+                   help="start: leave a start that waits for GPUs pending (it bills from "
+                   "whenever they free up; give it a lease); default: cancel it")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     add_connection_options(p)
     p.set_defaults(func=run)
@@ -230,7 +233,8 @@ def _run(args: argparse.Namespace, box: _Box, out: dict[str, Any], say: Any,
         outcome = teardown.run_teardown(provider, ref.instance, args.action, safety=source,
                                         override=override, typed_id=typed, box=address,
                                         from_box=from_box, timeout=args.timeout,
-                                        interval=args.interval)
+                                        interval=args.interval,
+                                        keep_waiting=args.keep_waiting)
     except teardown.GateRefused as exc:
         out["gate"] = exc.decision.to_dict()
         return finish(EXIT_FAILED, str(exc))

@@ -15,6 +15,7 @@ from remote.billing.fleet import FleetOptions
 from remote.billing.idle import IDLE_GPU_PERCENT
 from remote.billing.providers import ConfigError, notify_config
 from remote.billing.watchdog import Rules, loop, watch_once
+from remote.billing.watchrecords import ALARM_EVERY
 from remote.commands.errors import fail
 from trainer.guard.notify import parse_target
 from trainer.guard.state import NOTIFY_FORMATS, GuardError
@@ -32,9 +33,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "guard's polls and every listing add to, saw them go quiet), even when the box "
         "hangs, SSH is gone or its guard died. A destroy happens only when the weights "
         "are confirmed safe off the box (else it stops, and says what keeps billing; "
-        "Lambda cannot stop: it alarms). Webhooks: --notify or [notify] urls in the "
-        "config file, as for the guard. Safe to run from two places at once. Exit 0 "
-        "nothing failed, 1 an alarm, 2 bad input.",
+        "Lambda cannot stop: it alarms). It keeps trying, pass after pass, until the "
+        "provider confirms the billing ended; an account it cannot list (a key refused, "
+        "a 2FA session expired, an outage) is an alarm of every pass. Webhooks: --notify "
+        "or [notify] urls in the config file, as for the guard. Safe to run from two "
+        "places at once. Exit 0 nothing failed, 1 an alarm, 2 bad input.",
     )
     p.add_argument("--once", action="store_true", help="one pass, then exit (cron, timers)")
     p.add_argument("--interval", type=float, default=300.0, metavar="S",
@@ -54,6 +57,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="how long to poll the API for a stop's outcome (default 180)")
     p.add_argument("--poll", type=float, default=5.0, metavar="S",
                    help="seconds between those polls (default 5)")
+    p.add_argument("--alarm-every", type=float, default=ALARM_EVERY, metavar="S",
+                   help="tell an alarm that still holds again after S seconds (default "
+                   f"{ALARM_EVERY:g}: every pass of a 5-minute cron watchdog)")
     p.add_argument("--accept-new", action="store_true",
                    help="accept and save an unknown host key (never a changed one)")
     p.add_argument("--json", action="store_true",
@@ -82,7 +88,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"gpurent watchdog: {line}", file=sys.stderr)
 
     common: dict[str, Any] = {"notify": targets, "confirm_timeout": args.confirm_timeout,
-                              "interval": args.poll, "progress": say}
+                              "interval": args.poll, "progress": say,
+                              "alarm_every": args.alarm_every}
     if args.once:
         decisions = watch_once(accounts, rules, options, **common)
         if args.json:

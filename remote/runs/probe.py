@@ -74,6 +74,8 @@ class BoxRun:
     updated: float | None = None
     #: Its completed epochs, as its status.json says (``None`` without one).
     epoch: int | None = None
+    #: When it started (its status.json's ``started_at``, the box's clock; epoch s).
+    started: float | None = None
 
     @property
     def live(self) -> bool:
@@ -281,8 +283,9 @@ def parse_report(parts: dict[str, bytes]) -> BoxReport:
         health = judge_health(read, now=now or time.time(), pid_alive=alive, launch=launch)
         updated = runfiles.parse_iso(str(read.get("updated_at") or "")) if read.ok else None
         epoch = read.get("completed_epochs") if read.ok else None
+        began = runfiles.parse_iso(str(read.get("started_at") or "")) if read.ok else None
         runs.append(BoxRun(run_dir, health.verdict, health.reason, updated,
-                           epoch if isinstance(epoch, int) else None))
+                           epoch if isinstance(epoch, int) else None, began))
         data = json_object(parts.get(f"guard {n}"))
         if data is not None:
             pid = data.get("pid")

@@ -183,9 +183,12 @@ def start_and_confirm(provider: Provider, instance_id: str, *,
                       timeout: float = DEFAULT_CONFIRM_TIMEOUT,
                       interval: float = DEFAULT_POLL_INTERVAL,
                       sleep: Callable[[float], None] = time.sleep,
-                      clock: Callable[[], float] = time.monotonic) -> ActionOutcome:
+                      clock: Callable[[], float] = time.monotonic,
+                      keep_waiting: bool = False) -> ActionOutcome:
     """Start a stopped instance and poll until it runs. A start that does not complete is
-    reported (its GPUs may have been rented by someone else meanwhile)."""
+    reported (its GPUs may have been rented by someone else meanwhile) and cancelled: a
+    start that waits for GPUs (Vast's "scheduling") can fire hours later at the full
+    price with nobody watching, so a stop is sent unless ``keep_waiting``."""
     iid = provider.check_id(instance_id)
     if not provider.can_stop:
         raise ProviderError(f"{provider.title} cannot start a stopped instance (it has no "
@@ -212,7 +215,23 @@ def start_and_confirm(provider: Provider, instance_id: str, *,
                              f"{provider.title} instance {iid} is running (billing "
                              f"{rate(last.billing_per_hour)})")
     why = f"; last poll failed: {error}" if error else ""
-    return ActionOutcome(
-        "start", iid, False, last.state, last.billing_per_hour, polls,
-        f"{provider.title} instance {iid} is {last.state}, not running, {timeout:g} s after "
-        f"the start (its GPUs may have been taken){why}")
+    said = (f"{provider.title} instance {iid} is {last.state}, not running, {timeout:g} s "
+            f"after the start (its GPUs may have been taken){why}")
+    if keep_waiting or last.state not in ("starting", "stopped"):
+        kept = "; the start is left pending: it can begin billing " \
+            f"{rate(last.price_per_hour)} whenever its GPUs free up" if keep_waiting else ""
+        return ActionOutcome("start", iid, False, last.state, last.billing_per_hour, polls,
+                             said + kept)
+    try:
+        provider.stop(iid)
+    except ProviderError as exc:
+        return ActionOutcome(
+            "start", iid, False, last.state, last.billing_per_hour, polls,
+            f"{said}; cancelling the pending start failed ({exc}): it can begin billing "
+            f"{rate(last.price_per_hour)} later: {provider.console_hint('stop', iid)}",
+            alarm=True, poll_error=error)
+    return ActionOutcome("start", iid, False, last.state, last.billing_per_hour, polls,
+                         f"{said}; the pending start was cancelled (a stop sent), so it "
+                         f"cannot begin billing {rate(last.price_per_hour)} unseen: try "
+                         "again later, rent another instance, or start it with "
+                         "--keep-waiting (and a lease)")

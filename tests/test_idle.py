@@ -1,0 +1,59 @@
+"""``remote.billing.idle``: an idle stretch counted on this laptop's clock, from the
+instance's last start, never from before the newest live run started, whatever the
+box's clock says."""
+
+from __future__ import annotations
+
+import pytest
+
+from remote.billing.idle import judge_idle
+from remote.runs.probe import BoxReport, BoxRun
+from trainer.guard.ring import GpuUse, Sample
+from trainer.providers import Instance
+
+NOW = 1_800_000_000.0  # the laptop's clock
+
+
+def instance(started_ago: float | None) -> Instance:
+    return Instance("running", 0.60, 0.01, 100.0, "1x H100", "203.0.113.9", 22, id="7",
+                    provider="vast",
+                    started_at=None if started_ago is None else NOW - started_ago)
+
+
+def quiet_ring(box_now: float, minutes: int) -> list[Sample]:
+    """A sample a minute, every GPU at 2 %, for ``minutes`` up to the box's now."""
+    return [Sample(box_now - 60 * m, (GpuUse(0, 2.0, 500.0, 81920.0),))
+            for m in range(minutes, -1, -1)]
+
+
+def test_quiet_gpus_before_a_launch_are_not_the_new_runs_idle_time():
+    """The ring was quiet an hour; a run started 45 s ago (its first epoch, GPUs still
+    under the threshold): idle 45 s at most, not an hour."""
+    box_now = NOW
+    run = BoxRun("/r/exp", "live", updated=box_now - 5, epoch=0, started=box_now - 45)
+    box = BoxReport(box_now, [GpuUse(0, 3.0, 900.0, 81920.0)], [run],
+                    history=quiet_ring(box_now, 60))
+    idle = judge_idle(instance(started_ago=2 * 3600), box, NOW, first_seen=None)
+    assert idle is not None and "with a run alive" in idle.why
+    assert 44 <= idle.seconds <= 46
+
+
+@pytest.mark.parametrize("skew", [-2 * 3600.0, 0.0, 2 * 3600.0])
+def test_idle_since_the_last_run_ended_is_on_the_laptops_clock_whatever_the_boxs(skew):
+    """The box's clock is 2 h behind, right, or 2 h ahead: its last run ended 5 min ago
+    by its own clock, so the instance has been idle 5 min (not 2 h 05, not 0)."""
+    box_now = NOW + skew
+    ended = BoxRun("/r/done", "completed", updated=box_now - 300, epoch=30,
+                   started=box_now - 3600)
+    box = BoxReport(box_now, None, [ended])
+    idle = judge_idle(instance(started_ago=3 * 3600), box, NOW, first_seen=None)
+    assert idle is not None and idle.why == "no live run"
+    assert 299 <= idle.seconds <= 301
+
+
+def test_idle_never_counts_from_before_the_last_start():
+    """Running again for 60 s after a stop (a ring quiet for an hour before it, a laptop
+    that first saw it idle long ago): idle 60 s."""
+    box = BoxReport(NOW, [GpuUse(0, 0.0, 0.0, 81920.0)], [], history=quiet_ring(NOW, 60))
+    idle = judge_idle(instance(started_ago=60), box, NOW, first_seen=NOW - 7200)
+    assert idle is not None and 59 <= idle.seconds <= 61
