@@ -40,9 +40,11 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     # trainer.procid: the laptop reads a box pid's start time before signalling it.
     # trainer.trainargs: the launch form checks values with the trainer's own parsers.
     # trainer.guard.ring: the probe appends to the box's GPU ring and reads its tail.
+    # trainer.hub.push: the probe knows a push under way by its snapshot's name.
     "remote.runs": ("remote.link", "remote.config", "remote.fields", "remote.transport",
                     "trainer.runfiles", "trainer.health", "trainer.engines",
                     "trainer.guard.state", "trainer.guard.ring", "trainer.hub.client",
+                    "trainer.hub.push",
                     "trainer.procid", "trainer.smi", "trainer.trainargs",
                     "trainer._exports"),
     "remote.watch": ("remote.link", "remote.runs", "remote.config", "remote.fields",

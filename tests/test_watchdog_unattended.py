@@ -382,3 +382,26 @@ def test_vasts_v1_list_is_paged_and_v0_asked_only_without_it(provider_standin):
     vast.v1_list = False
     assert {i.id for i in client.list_instances()} == ids
     assert len(vast.calls("GET", "/api/v0/instances/")) == 1
+
+
+def test_a_box_whose_final_hub_push_is_under_way_is_not_idle(provider_standin, box,
+                                                             tmp_path):
+    vast = provider_standin("vast", settle_polls=1)
+    iid = vast.add_instance()
+    vast.set_address(iid, box.host, box.port)
+    vast.started(iid, 20 * 60)  # no run, no GPU for 20 min: idle, but for the push
+    watcher = subprocess.Popen(["sleep", "120"])  # a push watcher on the box
+    mark = Path(box.home) / ".cache" / "gpurent" / "watchers" / "exp-0123456789abcdef"
+    mark.mkdir(parents=True)
+    (mark / str(watcher.pid)).write_text("")
+    options = reach(tmp_path, box, f"vast:{iid}")
+    try:
+        [row] = list_fleet([account(vast)], options).rows
+        assert row.box is not None and row.box.pushes == [watcher.pid]
+        assert row.idle is None
+        assert watch_once([account(vast)], Rules(idle_minutes=10), options, **FAST) == []
+    finally:
+        watcher.kill()
+        watcher.wait()
+    [stopped] = watch_once([account(vast)], Rules(idle_minutes=10), options, **FAST)
+    assert stopped.trigger == "idle" and stopped.settled  # the push over: idle again

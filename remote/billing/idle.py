@@ -65,7 +65,10 @@ def minutes(seconds: float) -> str:
 
 
 def idle_reason(box: BoxReport, threshold: float = IDLE_GPU_PERCENT) -> str | None:
-    """Why the box is idle now (``None``: it is not, as far as was seen)."""
+    """Why the box is idle now (``None``: it is not, as far as was seen). A Hub push
+    under way (a run's final one among them) is work: never idle."""
+    if box.pushes:
+        return None
     busiest = box.gpu_busiest()
     gpus_idle = busiest is not None and busiest < threshold
     if not box.live_runs and (busiest is None or gpus_idle):

@@ -120,7 +120,9 @@ def write_on_box(transport: Transport, lease: Lease | None, timeout: float = 20.
     else:
         command = (f"d={cache_dir_expr()}; mkdir -p \"$d\" && cat > \"$d/.{LEASE_FILE}.tmp\" "
                    f"&& mv -f \"$d/.{LEASE_FILE}.tmp\" \"$d/{LEASE_FILE}\"")
-        stdin = json.dumps(lease.to_dict()).encode()
+        # "left": the box's guard counts it from the file's mtime (its own clock), so a
+        # box whose clock is off still ends the billing when the laptop's lease says.
+        stdin = json.dumps({**lease.to_dict(), "left": lease.left()}).encode()
     result = transport.run(command, stdin=stdin, timeout=timeout)
     if not result.ok:
         err = result.stderr.decode("utf-8", "replace").strip().splitlines()

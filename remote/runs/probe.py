@@ -9,6 +9,8 @@ did over the last hour, as the guard's polls and earlier probes saw it; the leas
 (``CACHE/lease.json``); and for the last ``MAX_RUNS`` runs of the box's registry
 (``runs.txt``: every run launched through gpurent) their ``status.json`` (or
 ``launch.pid``), ``guard.json`` and what ``/proc`` says about the pids those name.
+Then the pids of Hub pushes under way (``trainer.hub.safe.push_in_flight``'s: a
+push's snapshot directory, a push watcher's mark) that ``/proc`` has alive.
 Health is judged with the same rules as everywhere (``trainer.health.judge_health``)
 against the box's clock; nothing here is guessed: a box without ``nvidia-smi`` has no
 GPU figures, a run without a status says so. A caller may add sections of its own to
@@ -47,6 +49,7 @@ from trainer.guard.ring import (
 from trainer.guard.ring import parse as parse_ring
 from trainer.guard.state import GUARD_FILE
 from trainer.health import GOING, LaunchRead, judge_health, parse_launch_pid
+from trainer.hub.push import SNAPSHOT_PREFIX
 
 #: Runs of the registry looked at (the newest entries).
 MAX_RUNS = 8
@@ -96,6 +99,8 @@ class BoxReport:
     gpu_error: str = ""
     #: The box's GPU ring (its tail, oldest first; the sample this probe took among them).
     history: list[Sample] = field(default_factory=list)
+    #: Pids of Hub pushes under way (or still to come: a live push watcher).
+    pushes: list[int] = field(default_factory=list)
     #: Every section the script printed, raw (a caller's ``extra`` sections among them).
     sections: dict[str, bytes] = field(default_factory=dict, repr=False, compare=False)
 
@@ -151,7 +156,7 @@ class BoxReport:
                 "gpus": None if self.gpus is None else [g.__dict__ for g in self.gpus],
                 "gpu_history": None if past is None else past.to_dict(),
                 "runs": [{**r.__dict__, "live": r.live} for r in self.runs],
-                "guard_watching": self.guard_watching,
+                "guard_watching": self.guard_watching, "pushes": self.pushes,
                 "guards": [g.summary() for g in self.guards], "lease": self.lease}
 
 
@@ -191,6 +196,18 @@ def _record() -> str:
             f'[ "$(wc -c < "$r")" -gt {2 * MAX_READ_BYTES} ]; then '
             f'tail -c {MAX_READ_BYTES} "$r" | tail -n {KEEP} > "$r.$$" && '
             'mv -f "$r.$$" "$r"; fi; } 2>/dev/null')
+
+
+def _pushes(registry: str) -> str:
+    """Shell printing the live pids of pushes: ``.hub-push-PID-*`` snapshots (in a run,
+    or under ``CACHE/push``) and ``CACHE/watchers/RUN/PID`` marks."""
+    cache = cache_dir_expr()
+    return (f'{{ ls -d {cache}/watchers/*/* {cache}/push/*/{SNAPSHOT_PREFIX}* 2>/dev/null; '
+            f'tail -n 200 {registry} 2>/dev/null | while IFS= read -r r; do '
+            f'ls -d "$r"/{SNAPSHOT_PREFIX}* 2>/dev/null; done; }} | '
+            'while IFS= read -r f; do p=${f##*/}; p=${p#' + SNAPSHOT_PREFIX + '}; '
+            'p=${p%%-*}; case "$p" in ""|*[!0-9]*) continue;; esac; '
+            '[ -d "/proc/$p" ] && echo "$p"; done | sort -u | head -n 64')
 
 
 def section(boundary: str, name: str, body: str) -> str:
@@ -235,6 +252,7 @@ def script(boundary: str, extra: Callable[[str], str] | None = None) -> str:
         f"\"$r/{GUARD_FILE}\" 2>/dev/null | grep -o '[0-9]*$'); do "
         + part("proc $n $p", 'cat /proc/"$p"/stat 2>/dev/null || echo gone') + "; done; "
         "done; }",
+        part("pushes", _pushes(registry)),
         *([extra(boundary)] if extra is not None else []),
         part("end", ":"),
     ])
@@ -292,8 +310,9 @@ def parse_report(parts: dict[str, bytes]) -> BoxReport:
             ok = isinstance(pid, int) and not isinstance(pid, bool) and pid > 1 and \
                 procid.mismatch(probes.get(pid), data, started_at(data)) is None
             guards.append(GuardState.from_dict(data, ok))
+    pushes = sorted({int(w) for w in parts.get("pushes", b"").split() if w.isdigit()})
     return BoxReport(now, gpus, runs, guards, json_object(parts.get("lease")), gpu_error,
-                     parse_ring(parts.get("gpu ring", b"")), dict(parts))
+                     parse_ring(parts.get("gpu ring", b"")), pushes, dict(parts))
 
 
 def probe_box(transport: Transport, timeout: float = 20.0,

@@ -1,7 +1,9 @@
 """The lease the laptop left on the box (``gpurent lease TARGET 6h`` writes
 ``CACHE/lease.json``, ``CACHE`` being ``$GPURENT_CACHE_DIR`` or ``~/.cache/gpurent``): a
 deadline after which the guard ends the instance's billing, as the off-box watchdog
-does from the laptop. Standard library only (Python 3.9)."""
+does from the laptop. The deadline is the laptop's, moved onto this box's clock: the
+seconds it had left when written, from the file's mtime. Standard library only (Python
+3.9)."""
 
 from __future__ import annotations
 
@@ -17,15 +19,21 @@ LEASE_FILE = "lease.json"
 
 
 def read_lease(path: Path | None = None) -> dict[str, Any] | None:
-    """The lease object, or ``None`` when there is none (or it is not readable)."""
+    """The lease object, or ``None`` when there is none (or it is not readable). Its
+    ``deadline`` is on this box's clock: the laptop's ``left`` (seconds, when it was
+    written) counted from the file's mtime, else ``until`` (the laptop's clock)."""
     where = path or engines.cache_dir() / LEASE_FILE
     try:
         data = json.loads(where.read_text(encoding="utf-8")[:4096])
+        written = where.stat().st_mtime
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict) or isinstance(data.get("until"), bool) or \
             not isinstance(data.get("until"), (int, float)):
         return None
+    left = data.get("left")
+    data["deadline"] = written + left if isinstance(left, (int, float)) and \
+        not isinstance(left, bool) else float(data["until"])
     return data
 
 
@@ -41,6 +49,6 @@ def lease_passed(provider: str | None, instance: str | None,
     if provider and instance and isinstance(target, str) and target != f"{provider}:{instance}":
         return None
     now = time.time() if now is None else now
-    if now < lease["until"]:
+    if now < lease["deadline"]:
         return None
     return f"the lease ran out at {lease.get('until_at') or lease['until']}"

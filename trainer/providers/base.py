@@ -250,6 +250,13 @@ class Provider:
     intervals: Mapping[str, float] = {}
     #: Seconds to wait after a 429 that does not say how long.
     rate_wait_default = 1.0
+    #: The fields of the provider's instance object this client reads (a dotted path:
+    #: ``instance_type.price_cents_per_hour``) and the JSON types each may have
+    #: (``number``, ``string``, ``object``, ``array``, ``boolean``, ``null``): what
+    #: ``gpurent providers check`` compares a real answer with.
+    fields: Mapping[str, tuple[str, ...]] = {}
+    #: Which API answered the last list (``v1``; a provider with several says which).
+    list_api = ""
 
     def __init__(self, api_key: str | None, base_url: str | None = None, *,
                  timeout: float = DEFAULT_TIMEOUT, retries: int = 4, backoff: float = 1.0,

@@ -53,6 +53,14 @@ class LambdaProvider(Provider):
     can_stop = False
     #: About one request a second per key, every endpoint together (Lambda's docs).
     intervals = {"any": 1.0}
+    list_api = "v1"
+    fields = {
+        "id": ("string",), "status": ("string",), "ip": ("string", "null"),
+        "instance_type": ("object",), "instance_type.price_cents_per_hour": ("number",),
+        "instance_type.specs": ("object", "null"),
+        "instance_type.specs.storage_gib": ("number", "null"),
+        "instance_type.specs.gpus": ("number", "null"),
+    }
 
     def error_detail(self, status: int, payload: Any, text: str) -> tuple[str, str]:
         """``{"error": {"code", "message", "suggestion"}}``."""

@@ -101,6 +101,15 @@ class RunPodProvider(Provider):
     #: RunPod allows 60 requests a minute per key (its ``RateLimit-Policy``): spread
     #: evenly, a poll however long never meets the 429.
     intervals = {"any": 1.0}
+    list_api = "v2"
+    fields = {
+        "id": ("string",), "status": ("string",), "cost": ("number",),
+        "startedAt": ("string", "null"), "createdAt": ("string", "null"),
+        "disk": ("number", "null"), "mounts": ("object", "null"),
+        "mounts.persistent.size": ("number", "null"), "gpu": ("object", "null"),
+        "gpu.id": ("string", "null"), "gpu.count": ("number", "null"),
+        "ssh": ("object", "null"), "actions": ("array",),
+    }
 
     def error_detail(self, status: int, payload: Any, text: str) -> tuple[str, str]:
         """``application/problem+json``: ``{"title", "status", "detail"}``."""

@@ -120,6 +120,17 @@ class VastProvider(Provider):
     #: rate limits, the OpenAPI files' ``x-rate-limit`` thresholds).
     intervals = {"show": 2.0, "list": 1.0, "change": 1.0, "destroy": 3.0}
     rate_wait_default = 2.0
+    fields = {
+        "id": ("number",), "actual_status": ("string", "null"),
+        "intended_status": ("string", "null"), "cur_state": ("string", "null"),
+        "start_date": ("number", "null"), "uptime_mins": ("number", "null"),
+        "dph_base": ("number", "null"), "dph_total": ("number", "null"),
+        "storage_total_cost": ("number", "null"), "storage_cost": ("number", "null"),
+        "disk_space": ("number", "null"), "gpu_name": ("string", "null"),
+        "num_gpus": ("number", "null"), "gpu_util": ("number", "null"),
+        "public_ipaddr": ("string", "null"), "ports": ("object", "null"),
+        "ssh_host": ("string", "null"), "ssh_port": ("number", "null"),
+    }
 
     def endpoint(self, method: str, path: str) -> str:
         """``list`` (``GET /instances/``), ``show`` (one instance), ``change`` (a PUT:
@@ -224,6 +235,7 @@ class VastProvider(Provider):
         if v1 is not None:
             try:
                 rows = self._list_v1(v1, what)
+                self.list_api = "v1"
             except ProviderError as exc:
                 if exc.status not in (404, 405, 410):
                     raise
@@ -232,6 +244,7 @@ class VastProvider(Provider):
             data = self.json_of(self.request("GET", "/instances/", query={"owner": "me"},
                                              what=what), what)
             rows = listed(data, "instances")
+            self.list_api = "v0 (deprecated)"
         seen: dict[str, Instance] = {}
         for raw in rows:
             iid = str(raw.get("id") or "")
