@@ -58,10 +58,12 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
                        "remote.fields", "remote.transport", "trainer.runfiles",
                        "trainer.providers", "trainer.guard.notify", "trainer.hub.safe",
                        "trainer._exports"),
+    # trainer.version: the providers canary's report names the version that read it.
     "remote.commands": ("remote.billing", "remote.weights", "remote.runs", "remote.watch",
                         "remote.link", "remote.config", "remote.fields", "remote.transport",
                         "trainer.runfiles", "trainer.health", "trainer.providers",
-                        "trainer.engines", "trainer.guard.notify", "trainer.guard.state"),
+                        "trainer.engines", "trainer.guard.notify", "trainer.guard.state",
+                        "trainer.version"),
     "remote.cli": ("remote.commands", "remote.transport", "trainer.version"),
     "trainer": ("trainer._exports", "trainer.version"),
     "trainer.__main__": ("trainer.version",),

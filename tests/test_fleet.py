@@ -60,12 +60,15 @@ def register_run(server: SSHServer, run_dir: Path) -> None:
 
 
 @contextmanager
-def held_run(server: SSHServer, name: str = "live") -> Iterator[Path]:
-    """A run on ``server``'s box whose process holds (live: a ``run_sim --hold``),
-    registered as launched runs are; ended on leaving."""
+def held_run(server: SSHServer, name: str = "live",
+             started_ago: float = 0.0) -> Iterator[Path]:
+    """A run on ``server``'s box whose process holds (live: a ``run_sim --hold``; it
+    started ``started_ago`` seconds ago), registered as launched runs are; ended on
+    leaving."""
     run_dir = Path(server.home) / "runs" / name
     sim = subprocess.Popen([sys.executable, "-m", "tests.fixtures.run_sim", str(run_dir),
-                            "--epochs", "1", "--epoch-seconds", "0.01", "--hold"], cwd=ROOT)
+                            "--epochs", "1", "--epoch-seconds", "0.01", "--hold",
+                            "--started-ago", str(started_ago)], cwd=ROOT)
     try:
         deadline = time.monotonic() + 30
         while not (run_dir / "status.json").exists():

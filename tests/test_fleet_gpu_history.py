@@ -54,8 +54,9 @@ def one_row(standin, options: FleetOptions) -> tuple[FleetRow, float]:
 
 @pytest.fixture
 def live_run(gpu_box: GpuBox) -> Iterator[Path]:
-    """A run on the box whose process holds (live), registered as launched runs are."""
-    with held_run(gpu_box.server) as run_dir:
+    """A run on the box whose process holds (live, started two hours ago: before any
+    quiet stretch these tests plant), registered as launched runs are."""
+    with held_run(gpu_box.server, started_ago=2 * 3600) as run_dir:
         yield run_dir
 
 def test_each_listing_adds_its_sample_and_says_the_gpus_now_and_over_the_last_minutes(

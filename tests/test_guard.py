@@ -123,7 +123,7 @@ def test_run_completes_final_push_then_destroy(tmp_path, vast_standin, trainer_p
     hub_record_push(hub_standin, run_dir, epoch=3)
     rc, err = finished(proc)
     assert rc == 0, err
-    assert len(vast_standin.calls("DELETE")) == 1 and iid not in vast_standin.instances
+    assert len(vast_standin.calls("DELETE")) == 1 and vast_standin.meter(iid).rate_now == 0
     state = guard_state(run_dir)
     assert state["state"] == "done" and state["armed"] is False
     assert state["outcome"]["action"] == "destroy" and state["outcome"]["confirmed"] is True
@@ -235,7 +235,7 @@ def test_a_failed_run_ends_the_watch(tmp_path, vast_standin):
     assert rc == 0, err
     text = log.read_text()
     assert "trigger done: the run is failed" in text and "run is completed" not in text
-    assert len(vast_standin.calls("DELETE")) == 1 and iid not in vast_standin.instances
+    assert len(vast_standin.calls("DELETE")) == 1 and vast_standin.meter(iid).rate_now == 0
     assert guard_state(run_dir)["outcome"]["confirmed"] is True
 
 

@@ -75,12 +75,13 @@ def test_each_shape_arrives_and_no_secret_is_in_any_argv(tmp_path, receiver,
         stop_guard(run_dir)
     final = guard_json(run_dir)
     assert final["state"] == "done" and final["outcome"]["action"] == "stop"
-    # The run-ended message waited 2 + 4 s for its retries; the stop did not.
-    assert vast.meter(iid).full_rate_seconds(killed) < 3.0
+    # The run-ended message waited 2 + 4 s for its retries; the stop did not (a poll,
+    # the look, the stop and the confirming poll: one Vast show interval, 2 s).
+    assert vast.meter(iid).full_rate_seconds(killed) < 5.0
 
-    plain = [r.body for r in receiver.to(f"/json/{token['json']}")]
-    assert [m["event"] for m in plain] == ["run-ended", "acted"]
-    ended, acted = plain
+    plain = {r.body["event"]: r.body for r in receiver.to(f"/json/{token['json']}")}
+    assert sorted(plain) == ["acted", "run-ended"]  # two tries failed: either may be first
+    ended, acted = plain["run-ended"], plain["acted"]
     assert ended["state"] == "dead" and ended["run"] == "run" and ended["instance"] == iid
     assert ended["best"] == {"metric": "mAP50-95", "value": 0.4123, "epoch": 1}
     assert acted["spent_usd"] >= 0.452 and acted["price_per_hour"] == pytest.approx(0.452)

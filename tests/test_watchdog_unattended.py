@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -266,14 +267,15 @@ def test_a_vast_instance_restarted_after_an_idle_stop_gets_its_next_stretch_stop
     vast.started(iid, 20 * 60)
     options = reach(tmp_path, box, f"vast:{iid}")
     [first] = watch_once([account(vast)], Rules(idle_minutes=10), options, **FAST)
-    assert first.trigger == "idle" and first.settled and "idle 20 min" in first.reason
+    assert first.trigger == "idle" and first.settled and re.match(r"idle (19|20) min", first.reason)
     client = get_provider("vast", vast.key, vast.base_url)
     assert start_and_confirm(client, iid, timeout=30, interval=0.05).confirmed
     vast.set_address(iid, box.host, box.port)
     assert watch_once([account(vast)], Rules(idle_minutes=10), options, **FAST) == []
     vast.started(iid, 15 * 60)  # a quarter of an hour later, idle all along
     [second] = watch_once([account(vast)], Rules(idle_minutes=10), options, **FAST)
-    assert second.trigger == "idle" and second.settled and "idle 15 min" in second.reason
+    assert second.trigger == "idle" and second.settled
+    assert re.match(r"idle (14|15) min", second.reason)
     assert [r.body for r in vast.calls("PUT")] == [{"state": "stopped"},
                                                    {"state": "running"},
                                                    {"state": "stopped"}]

@@ -59,6 +59,12 @@ class FleetOptions:
     idle_gpu: float = IDLE_GPU_PERCENT
     weights: bool = True
     weights_timeout: float = WEIGHTS_TIMEOUT
+    #: More options for each account's client (``trainer.providers.base.Provider``: a
+    #: simulation's ``pacer``, ``sleep`` and ``clock``).
+    client_options: Mapping[str, Any] = field(default_factory=dict)
+    #: How a running box is probed instead of over SSH (a simulation's boxes: the
+    #: client, the instance, its target); the weights are not checked then.
+    probe: Callable[[Provider, Instance, str], BoxReport] | None = None
 
 
 @dataclass(frozen=True)
@@ -213,21 +219,29 @@ def _why(exc: BaseException) -> str:
     return one_line(clean_text(str(exc)) or type(exc).__name__, 200)
 
 
-def list_accounts(accounts: list[Account], timeout: float
+def list_accounts(accounts: list[Account], timeout: float,
+                  client_options: Mapping[str, Any] | None = None
                   ) -> tuple[list[FleetRow], dict[str, Provider]]:
     """Every account's instances, at once; a row with ``error`` for an account that
-    failed. Also each account's client, by account name."""
+    failed. Also each account's client, by account name (made with ``client_options``
+    besides the listing's own)."""
     clients: dict[str, Provider] = {}
     tasks: dict[str, Callable[[], list[Instance]]] = {}
     rows: list[FleetRow] = []
+    made: dict[str, Any] = {"timeout": timeout, "retries": 1, "backoff": 0.5,
+                            "max_backoff": 2.0, "max_rate_wait": timeout,
+                            **(client_options or {})}
     for account in accounts:
         if account.problem:
             continue
-        client = account.client(timeout=timeout, retries=1, backoff=0.5, max_backoff=2.0,
-                                max_rate_wait=timeout)
+        client = account.client(**made)
         clients[account.name] = client
         tasks[account.name] = client.list_instances
-    found = all_at_once(tasks, timeout * 2 + 1.0)  # a call, and a 429 waited out
+    # Each try's limit, the backoffs between them and the 429s waited out (a v1 list's
+    # pages cost a second each).
+    bound = timeout * (made["retries"] + 1) + made["max_backoff"] * made["retries"] + \
+        made["max_rate_wait"] + 1.0
+    found = all_at_once(tasks, bound)
     for account in accounts:
         answer = found.get(account.name)
         if account.problem or isinstance(answer, BaseException) or answer is None:
@@ -294,31 +308,34 @@ def _probe(client: Provider, inst: Instance, options: FleetOptions,
 
 
 def list_fleet(accounts: list[Account], options: FleetOptions | None = None, *,
-               progress: Callable[[str], None] | None = None) -> Fleet:
-    """The fleet now (see the module doc)."""
+               progress: Callable[[str], None] | None = None,
+               now: float | None = None) -> Fleet:
+    """The fleet now (see the module doc); ``now``: a simulation's time."""
     options = options or FleetOptions()
     say = progress or (lambda _line: None)
     started = time.monotonic()
     say(f"asking {len(accounts)} account{'s' * (len(accounts) != 1)}")
-    if options.ssh:
+    if options.ssh and options.probe is None:
         threading.Thread(target=_preload, args=(options.weights,), daemon=True,
                          name="fleet-preload").start()
-    rows, clients = list_accounts(accounts, options.timeout)
-    now = time.time()
+    rows, clients = list_accounts(accounts, options.timeout, options.client_options)
+    now = time.time() if now is None else now
     known = leases()
     rows = [replace(row, lease=known.get(row.target)) for row in rows]
     running = [row for row in rows if options.ssh and row.instance is not None
                and row.instance.state == "running"]
     reach = {row.target: row for row in running
-             if clients[row.account].ssh_address(row.instance) is not None}
+             if options.probe is not None
+             or clients[row.account].ssh_address(row.instance) is not None}
     no_address = {row.target for row in running} - set(reach)
     if reach:
         say(f"reaching {len(reach)} running box{'es' * (len(reach) != 1)}")
-    verify = hub_verify() if options.weights and reach else None
+    verify = hub_verify() if options.weights and reach and options.probe is None else None
     seen = {t: _Reached() for t in reach}
     limit = options.timeout * 2 + 1.0 + (options.weights_timeout if verify else 0.0)
-    probes = all_at_once({t: (lambda r=r, t=t: _probe(clients[r.account], r.instance,
-                                                       options, verify, seen[t]))
+    probe = options.probe or (lambda client, inst, t: _probe(client, inst, options, verify,
+                                                              seen[t]))
+    probes = all_at_once({t: (lambda r=r, t=t: probe(clients[r.account], r.instance, t))
                           for t, r in reach.items()}, limit)
     for t, got in seen.items():  # the probe came back; the weights check did not end
         failed = probes[t]

@@ -7,7 +7,7 @@ stalled loop that holds its process: SkyPilot #10628). Since when:
 
 * no live run: since the later of the instance's last start (the provider's own time:
   never across a stopped stretch) and the last update of the newest ended run (its
-  ``status.json``, on the box's clock, moved onto this laptop's);
+  ``status.json``, on the box's clock, moved onto this laptop's), whichever are known;
 * GPUs under the threshold with a run alive, or no live run and no provider start time:
   since the box's GPU ring says every GPU went under the threshold (``quiet_since`` of
   ``trainer.guard.ring``, fed by the guard's polls and every probe; its holes are not
@@ -114,8 +114,9 @@ def judge_idle(inst: Instance, box: BoxReport | None, now: float,
     if why is None:
         return None
     start = inst.started_at
-    if why.startswith("no live run") and start is not None:
-        since = max(start, _last_run_end(box, now) or start)
+    known = [t for t in (start, _last_run_end(box, now)) if t is not None]
+    if why.startswith("no live run") and known:
+        since = max(known)
     else:
         since = quiet_since(box, now, threshold)
         if since is None:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from remote.billing.accounts import Account
@@ -56,6 +56,9 @@ from trainer.text import clean_text, money, one_line, rate
 ACT_ON = ("running", "starting", "paused", "exited", "error", "unknown")
 #: An action under way longer than this many seconds past its own limits is stuck.
 STUCK_MARGIN = 60.0
+#: The clients of a pass try harder than an interactive listing's: the next pass is
+#: minutes away.
+WATCH_CLIENT = {"retries": 4, "backoff": 1.0, "max_backoff": 8.0, "max_rate_wait": 60.0}
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,8 @@ class Due:
     wanted: str
     episode: str
     start: float | None = None
+    #: When the idle stretch began (on this laptop's clock).
+    since: float | None = None
 
 
 def due_rows(fleet: Fleet, clients: dict[str, Provider], rules: Rules) -> list[Due]:
@@ -119,7 +124,7 @@ def due_rows(fleet: Fleet, clients: dict[str, Provider], rules: Rules) -> list[D
             start = inst.started_at if inst.started_at is not None else row.idle.since
             found.append(Due(row, client, "idle", f"{row.idle.words()} ({row.idle.why}; "
                              f"rule: {rules.idle_minutes:g} min)", rules.then_idle,
-                             f"idle:{start:.0f}", start))
+                             f"idle:{start:.0f}", start, row.idle.since))
     return found
 
 
@@ -153,30 +158,34 @@ def box_safety(options: FleetOptions) -> SafetyCheck:
 
 def settled_before(due: Due) -> bool:
     """Whether ``due``'s episode was ended already and should be left alone: a settled
-    idle stretch, or a settled lease whose instance was started from this laptop since
-    (a person wants it running). An instance running again after its lease was
-    enforced, with no start from here, is its provider's comeback: acted on again."""
+    idle stretch (the same start of the instance, and a stretch that began before it was
+    ended), or a settled lease whose instance was started from this laptop since (a
+    person wants it running). An instance running again after its lease was enforced,
+    with no start from here, is its provider's comeback: acted on again."""
     record = read_record(due.row.target)
     if record is None or not record.settled or \
             not record.same_episode(due.episode, due.start):
         return False
     if due.trigger != "lease":
-        return True
+        return due.since is None or due.since <= record.at
     intent = intent_for(due.row.target)
     return intent is not None and intent.want == "running" and intent.since > record.at
 
 
 def enforce(due: Due, safety: SafetyCheck, *, timeout: float = 180.0,
-            interval: float = 5.0, api_timeout: float = 20.0) -> Decision | None:
+            interval: float = 5.0, api_timeout: float = 20.0,
+            clock: Callable[[], float] = time.time,
+            sleep: Callable[[float], None] = time.sleep) -> Decision | None:
     """End ``due``'s billing (see the module doc); ``None`` when there was nothing to do
     (settled before, gone, or already on its way down). A call that fails, and an
-    ending not confirmed, is an alarm and leaves the episode open for the next pass."""
+    ending not confirmed, is an alarm and leaves the episode open for the next pass.
+    ``clock`` and ``sleep``: a simulation's."""
     target = due.row.target
     if settled_before(due):
         return None
-    with held(target) as busy:
+    with held(target, clock()) as busy:
         if busy is not None:
-            return _busy(due, busy, timeout + api_timeout * 4 + STUCK_MARGIN)
+            return _busy(due, busy, timeout + api_timeout * 4 + STUCK_MARGIN, clock())
         try:
             now = due.client.get_instance(due.row.instance.id)
         except NotFoundError:
@@ -188,16 +197,18 @@ def enforce(due: Due, safety: SafetyCheck, *, timeout: float = 180.0,
         else:
             if now.state not in ACT_ON:
                 return None
-            decision = _act(due, now, safety, timeout, interval)
-        write_record(target, due.episode, due.start, decision.settled, decision.to_dict())
+            decision = _act(due, now, safety, {"timeout": timeout, "interval": interval,
+                                               "clock": clock, "sleep": sleep})
+        write_record(target, due.episode, due.start, decision.settled, decision.to_dict(),
+                     clock())
         if decision.acted:
-            want_stopped(target)  # a start from here after this is a person's wish
+            want_stopped(target, clock())  # a start from here after this: a person's wish
         return decision
 
 
-def _busy(due: Due, busy: Any, stuck_after: float) -> Decision:
+def _busy(due: Due, busy: Any, stuck_after: float, now: float) -> Decision:
     """Another action holds the instance: said, and an alarm once it is stuck."""
-    age = time.time() - busy.since if busy.since else None
+    age = now - busy.since if busy.since else None
     since = runfiles.utc_now_iso(busy.since)[11:19] if busy.since else "?"
     if age is not None and age < stuck_after:
         return Decision(due.row.target, due.trigger, due.reason, "none",
@@ -209,8 +220,7 @@ def _busy(due: Due, busy: Any, stuck_after: float) -> Decision:
                     alarm=True)
 
 
-def _act(due: Due, inst: Instance, safety: SafetyCheck, timeout: float,
-         interval: float) -> Decision:
+def _act(due: Due, inst: Instance, safety: SafetyCheck, polling: dict[str, Any]) -> Decision:
     client, target = due.client, due.row.target
     what = f"{client.title} instance {inst.id} ({due.reason})"
     action, note = due.wanted, ""
@@ -230,7 +240,7 @@ def _act(due: Due, inst: Instance, safety: SafetyCheck, timeout: float,
             action = "destroy"
     try:
         run = destroy_and_confirm if action == "destroy" else stop_and_confirm
-        outcome = run(client, inst.id, timeout=timeout, interval=interval, before=inst)
+        outcome = run(client, inst.id, before=inst, **polling)
     except StillBilling as exc:
         outcome = exc.outcome
     except NotFoundError:
@@ -312,17 +322,20 @@ def watch_once(accounts: list[Account], rules: Rules, options: FleetOptions, *,
                notify: list[Target] | None = None, safety: SafetyCheck | None = None,
                confirm_timeout: float = 180.0, interval: float = 5.0,
                progress: Callable[[str], None] | None = None,
-               alarm_every: float = ALARM_EVERY) -> list[Decision]:
+               alarm_every: float = ALARM_EVERY, clock: Callable[[], float] = time.time,
+               sleep: Callable[[float], None] = time.sleep) -> list[Decision]:
     """One pass: list, find what is due, end its billing (all due instances at once);
-    every alarm that holds is told (again after ``alarm_every`` seconds)."""
+    every alarm that holds is told (again after ``alarm_every`` seconds). ``clock`` and
+    ``sleep``: a simulation's (its providers' clients take theirs from
+    ``options.client_options``)."""
     say = progress or (lambda _line: None)
     if not leases() and rules.idle_minutes is None and not intents():
         say("no lease, no idle rule and no instance launched from here: nothing to watch")
         return []
-    listing = list_fleet(accounts, FleetOptions(
-        timeout=options.timeout, ssh=options.ssh and rules.idle_minutes is not None,
-        accept_new=options.accept_new, ssh_options=options.ssh_options,
-        idle_gpu=rules.idle_gpu, weights=False))  # checked when due, at the moment of acting
+    listing = list_fleet(accounts, replace(
+        options, ssh=options.ssh and rules.idle_minutes is not None,
+        idle_gpu=rules.idle_gpu, weights=False,  # checked when due, at the moment of acting
+        client_options={**WATCH_CLIENT, **options.client_options}), now=clock())
     decisions: list[Decision] = []
     notifier = Notifier(notify or [], lambda *_a: None)
     holding: set[str] = set()
@@ -333,7 +346,7 @@ def watch_once(accounts: list[Account], rules: Rules, options: FleetOptions, *,
         key = f"{decision.target}|{decision.trigger}"
         if decision.alarm:
             holding.add(key)
-            if not due_to_tell(key, every=alarm_every):
+            if not due_to_tell(key, clock(), alarm_every):
                 return
         if body is not None and (decision.alarm or decision.acted):
             notifier.send(body)
@@ -349,8 +362,8 @@ def watch_once(accounts: list[Account], rules: Rules, options: FleetOptions, *,
     due = due_rows(listing, listing.clients, rules)
     check = safety or box_safety(options)
     found = all_at_once({d.row.target: (lambda d=d: enforce(
-        d, check, timeout=confirm_timeout, interval=interval, api_timeout=options.timeout))
-        for d in due}, confirm_timeout + options.timeout * 4 + 30.0)
+        d, check, timeout=confirm_timeout, interval=interval, api_timeout=options.timeout,
+        clock=clock, sleep=sleep)) for d in due}, confirm_timeout + options.timeout * 4 + 30.0)
     for row in listing.rows:  # taken away by the provider: told once per episode
         if row.interrupted is not None and first_telling(row.interrupted):
             decisions.append(Decision(row.target, "interrupted", row.interrupted.how, "none",
@@ -373,14 +386,16 @@ def watch_once(accounts: list[Account], rules: Rules, options: FleetOptions, *,
 def loop(accounts: Callable[[], list[Account]], rules: Rules, options: FleetOptions,
          every: float, stop: Callable[[float], bool], **kwargs: Any) -> None:
     """``watch_once`` every ``every`` seconds until ``stop(seconds)`` (a wait) says to end;
-    a failing pass is said and the next one runs."""
+    a failing pass is said and the next one runs. ``kwargs`` go to ``watch_once`` (its
+    ``clock`` times the passes too)."""
     say = kwargs.get("progress") or (lambda _line: None)
+    clock = kwargs.get("clock") or time.monotonic
     while True:
-        started = time.monotonic()
+        started = clock()
         try:
             watch_once(accounts(), rules, options, **kwargs)
         except (ProviderError, TransportError, ValueError, OSError) as exc:
             say(f"this pass failed: {one_line(clean_text(str(exc)), 300)}")
-        if stop(max(0.0, every - (time.monotonic() - started))):
+        if stop(max(0.0, every - (clock() - started))):
             return
 

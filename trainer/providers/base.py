@@ -27,10 +27,8 @@ treated as still costing the full price.
 
 from __future__ import annotations
 
-import datetime
 import email.utils
 import http.client
-import itertools
 import json
 import random
 import re
@@ -43,6 +41,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from trainer.providers.pace import PACER, Pacer, Slot, fingerprint
+from trainer.providers.values import integer
 from trainer.text import one_line
 
 STATES = ("starting", "running", "stopping", "stopped", "paused", "exited", "error",
@@ -262,7 +261,8 @@ class Provider:
                  timeout: float = DEFAULT_TIMEOUT, retries: int = 4, backoff: float = 1.0,
                  max_backoff: float = 30.0, max_rate_wait: float = DEFAULT_MAX_RATE_WAIT,
                  sleep: Callable[[float], None] = time.sleep,
-                 pacer: Pacer | None = None) -> None:
+                 pacer: Pacer | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
         self.api_key = api_key or ""
         self.base_url = (base_url or self.default_base_url).rstrip("/")
         self.timeout = timeout
@@ -272,6 +272,8 @@ class Provider:
         self.max_rate_wait = max(0.0, max_rate_wait)
         self.sleep = sleep
         self.pacer = pacer or PACER
+        #: The wall clock that times the provider gives relative (an uptime) are put on.
+        self.clock = clock
         #: Seconds this client waited for its turns and out 429s (for reports).
         self.waited = 0.0
         #: 429 answers this client met.
@@ -473,59 +475,3 @@ class Provider:
         except (ValueError, UnicodeDecodeError):
             raise ProviderError(f"{self.title}: {what} answered something that is not JSON",
                                 kind="bad_response", status=resp.status) from None
-
-
-def number(value: Any) -> float | None:
-    """A finite float from an API field (numbers or numeric strings), else ``None``."""
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        return None
-    return out if out == out and out not in (float("inf"), float("-inf")) else None
-
-
-def integer(value: Any) -> int | None:
-    """An int from an API field, else ``None``."""
-    out = number(value)
-    return None if out is None else int(out)
-
-
-def epoch_of(value: Any) -> float | None:
-    """Epoch seconds from an API field: a number, or an ISO-8601 time (``Z`` allowed)."""
-    found = number(value)
-    if found is not None:
-        return found if found > 0 else None
-    if not isinstance(value, str) or not value.strip():
-        return None
-    text = value.strip().replace("Z", "+00:00").replace(" ", "T", 1)
-    if "." in text:  # fromisoformat on 3.9 takes 3 or 6 fraction digits only
-        head, _, rest = text.partition(".")
-        digits = "".join(itertools.takewhile(str.isdigit, rest))
-        text = f"{head}.{(digits + '000000')[:6]}{rest[len(digits):]}"
-    try:
-        when = datetime.datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=datetime.timezone.utc)
-    return when.timestamp()
-
-
-def listed(payload: Any, *keys: str) -> list[dict[str, Any]]:
-    """The objects of a list answer: ``payload`` itself when it is a list, else the list
-    under the first of ``keys`` that holds one (non-objects dropped)."""
-    found = payload
-    if isinstance(payload, dict):
-        found = next((payload[k] for k in keys if isinstance(payload.get(k), list)), None)
-    if not isinstance(found, list):
-        return []
-    return [item for item in found if isinstance(item, dict)]
-
-
-def text_or_none(value: Any) -> str | None:
-    """A short clean string from an API field, else ``None``."""
-    if value is None or value == "":
-        return None
-    return one_line(value, 120)

@@ -21,12 +21,9 @@ from trainer.providers.base import (
     Provider,
     ProviderError,
     SshAddress,
-    integer,
-    listed,
-    number,
     ssh_address,
-    text_or_none,
 )
+from trainer.providers.values import integer, listed, number, text_or_none
 from trainer.text import one_line
 
 _STATES = {

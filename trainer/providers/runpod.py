@@ -29,13 +29,9 @@ from trainer.providers.base import (
     Provider,
     ProviderError,
     SshAddress,
-    epoch_of,
-    integer,
-    listed,
-    number,
     ssh_address,
-    text_or_none,
 )
+from trainer.providers.values import epoch_of, integer, listed, number, text_or_none
 from trainer.text import one_line
 
 #: RunPod's basic SSH proxy: a shell only, no commands, no SFTP.

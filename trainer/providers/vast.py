@@ -29,7 +29,6 @@ stopped: the storage alone), so the running price is taken from the running-rate
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -39,13 +38,9 @@ from trainer.providers.base import (
     Provider,
     ProviderError,
     SshAddress,
-    epoch_of,
-    integer,
-    listed,
-    number,
     ssh_address,
-    text_or_none,
 )
+from trainer.providers.values import epoch_of, integer, listed, number, text_or_none
 from trainer.text import one_line
 
 
@@ -219,7 +214,7 @@ class VastProvider(Provider):
             provider=self.name,
             raw_state=one_line(raw.get("actual_status"), 40),
             storage_per_gb_month=number(raw.get("storage_cost")),
-            started_at=last_start(raw, time.time()),
+            started_at=last_start(raw, self.clock()),
             gpu_util=number(raw.get("gpu_util")),
             created_at=epoch_of(raw.get("start_date")),
         )
