@@ -229,3 +229,24 @@ def test_a_revoked_key_mid_action_is_an_alarm_at_once(tmp_path, vast_standin):
     final = wait_until("the alarm", lambda: guard_over(run_dir), timeout=60)
     assert final["state"] == "alarm" and "check the API key" in final["alarm"]["message"]
     assert "cloud.vast.ai" in final["alarm"]["message"]  # where to look by hand
+
+
+def test_a_pod_in_error_that_takes_no_stop_is_an_alarm_at_once_naming_terminate(
+        tmp_path, runpod_standin):
+    """RunPod's ERROR takes only start or terminate: a --then stop guard says so now,
+    instead of re-sending a stop refused with 409 until its deadline a day later."""
+    pod = runpod_standin.add_instance()
+    run_dir = tmp_path / "run"
+    writer = make_run(run_dir, 999_999_999, best=False)
+    arm_guard(LocalTransport(), str(run_dir), "done", "stop", None, "runpod", pod,
+              runpod_standin.key, send_account_key=True, base_url=runpod_standin.base_url,
+              poll=0.2)
+    runpod_standin.fault_pod(pod)
+    finish_run(writer, 999_999_999)
+    final = wait_until("the alarm", lambda: guard_over(run_dir), timeout=60)
+    assert final["state"] == "alarm"
+    message = final["alarm"]["message"]
+    assert "cannot stop instance" in message and "while it is error" in message
+    assert "only a terminate ends its billing of $0.6900/h" in message
+    assert runpod_standin.calls("POST", "/action") == []  # no stop sent to be refused
+    assert runpod_standin.meter(pod).rate_now == 0.69

@@ -19,12 +19,13 @@ import pytest
 
 from remote.billing.accounts import Account
 from remote.billing.fleet import FleetOptions, list_fleet
-from remote.billing.intents import want_running
+from remote.billing.intents import RunIntent, move_intent, want_running
 from remote.billing.leases import set_lease
 from remote.billing.watchdog import Rules, watch_once
 from remote.billing.watchrecords import held
 from tests.fixtures.sshd import SSHServer, make_server
 from tests.fixtures.webhook import Webhook
+from trainer import runfiles
 from trainer.providers import get_provider
 from trainer.providers.confirm import start_and_confirm
 
@@ -407,3 +408,60 @@ def test_a_box_whose_final_hub_push_is_under_way_is_not_idle(provider_standin, b
         watcher.wait()
     [stopped] = watch_once([account(vast)], Rules(idle_minutes=10), options, **FAST)
     assert stopped.trigger == "idle" and stopped.settled  # the push over: idle again
+
+
+def test_an_old_instance_that_comes_back_after_its_run_moved_is_stopped_and_said(
+        provider_standin):
+    vast = provider_standin("vast", settle_polls=1)
+    old, new = vast.add_instance(), vast.add_instance()
+    want_running(f"vast:{old}", RunIntent("exp", "runs", "org/exp"))
+    vast.take_away(old)  # outbid: stopped by Vast, the run resumed on another instance
+    vast.instances[old].update(actual_status="stopped", intended_status="stopped")
+    move_intent(f"vast:{old}", f"vast:{new}", "exp", "runs")
+    assert watch_once([account(vast)], Rules(), UNREACHABLE, **FAST) == []  # stopped: fine
+    vast.instances[old].update(actual_status="running", intended_status="running")
+    vast.started(old, 30)  # Vast brought it back by itself half a minute ago
+    [stopped] = watch_once([account(vast)], Rules(), UNREACHABLE, **FAST)
+    assert stopped.trigger == "comeback" and stopped.settled
+    assert f"its run moved to vast:{new}" in stopped.reason
+    assert vast.instances[old]["actual_status"] == "stopped"
+    assert vast.instances[new]["actual_status"] == "running"  # the run's new box: kept
+    # A start from here is a person's wish: kept running.
+    want_running(f"vast:{old}")
+    vast.instances[old].update(actual_status="running", intended_status="running")
+    vast.started(old, 10)
+    assert watch_once([account(vast)], Rules(), UNREACHABLE, **FAST) == []
+
+
+def test_a_run_stalled_with_its_process_alive_is_an_alarm_then_stopped_by_the_rule(
+        provider_standin, box, tmp_path):
+    """An NCCL hang: the process lives, the GPUs may stay busy, no epoch for an hour.
+    Not idle; said at every pass, and stopped once --stall-minutes allows."""
+    vast = provider_standin("vast", settle_polls=1)
+    iid = vast.add_instance()
+    vast.set_address(iid, box.host, box.port)
+    hung = subprocess.Popen(["sleep", "300"])
+    run_dir = Path(box.home) / "runs" / "hung"
+    run_dir.mkdir(parents=True)
+    now = time.time()
+    runfiles.atomic_write_json(run_dir / runfiles.STATUS_FILE, {
+        "schema_version": 1, "state": "running", "pid": hung.pid, "total_epochs": 50,
+        "completed_epochs": 3, "current_epoch": 4, "mean_epoch_seconds": 60.0,
+        "epoch_seconds": 60.0, "started_at": runfiles.utc_now_iso(now - 7200),
+        "updated_at": runfiles.utc_now_iso(now - 3630)})
+    registry = Path(box.home) / ".cache" / "gpurent" / "runs.txt"
+    registry.parent.mkdir(parents=True, exist_ok=True)
+    registry.write_text(f"{run_dir}\n")
+    options = reach(tmp_path, box, f"vast:{iid}")
+    try:
+        [alarm] = watch_once([account(vast)], Rules(idle_minutes=10), options, **FAST)
+        assert alarm.trigger == "stall" and alarm.alarm and not alarm.acted
+        assert "made no progress for 1 h 00 min" in alarm.message
+        assert "--stall-minutes M would stop it" in alarm.message
+        [stopped] = watch_once([account(vast)], Rules(idle_minutes=10, stall_minutes=30),
+                               options, **FAST)
+        assert stopped.trigger == "stall" and stopped.settled, stopped.message
+        assert vast.instances[iid]["actual_status"] == "stopped"
+    finally:
+        hung.kill()
+        hung.wait()

@@ -55,6 +55,9 @@ class Intent:
     guard: dict[str, Any] | None = None
     seen_running: float | None = None
     price_per_hour: float | None = None
+    #: Where its last run moved (``gpurent resume ... --on``): a comeback bills for
+    #: nothing (``""``: none moved away).
+    moved_to: str = ""
 
     def run(self, repo: str, name: str) -> RunIntent | None:
         """The run of Hub ``repo`` named ``name``, when launched here."""
@@ -75,8 +78,10 @@ def _intent(target: str, entry: Any) -> Intent | None:
                  for r in entry.get("runs") or [] if isinstance(r, dict)
                  and isinstance(r.get("name"), str))
     guard = entry.get("guard") if isinstance(entry.get("guard"), dict) else None
+    moved = entry.get("moved_to")
     return Intent(target, entry["want"], _number(entry.get("since")) or 0.0, runs, guard,
-                  _number(entry.get("seen_running")), _number(entry.get("price_per_hour")))
+                  _number(entry.get("seen_running")), _number(entry.get("price_per_hour")),
+                  moved if isinstance(moved, str) else "")
 
 
 def intents() -> dict[str, Intent]:
@@ -101,6 +106,7 @@ def want_running(target: str, run: RunIntent | None = None, now: float | None = 
         if entry.get("want") != "running":
             entry["since"] = now
         entry.update(want="running", runs=runs)
+        entry.pop("moved_to", None)
         data[target] = entry
 
 
@@ -142,7 +148,8 @@ def move_intent(old: str, new: str, name: str, project: str = "",
                 now: float | None = None) -> Intent | None:
     """Run ``name`` left ``old`` for ``new`` (into ``project`` there): ``new`` should run
     it (with the same Hub repository, and the guard that ``old`` had); ``old`` no longer
-    holds it (and is no longer wanted running when that was its last run). Returns
+    holds it (and is no longer wanted running when that was its last run: it keeps a
+    note of where the run went, so that the watchdog stops its comeback). Returns
     ``old``'s intent before."""
     now = time.time() if now is None else now
     with locked_json(INTENTS_FILE) as data:
@@ -155,7 +162,7 @@ def move_intent(old: str, new: str, name: str, project: str = "",
         kept = [r.to_dict() for r in before.runs if r.name != name]
         data[old] = {**data[old], "runs": kept}
         if not kept:
-            data[old].update(want="stopped", since=now)
+            data[old].update(want="stopped", since=now, moved_to=new)
         entry = data.get(new) if isinstance(data.get(new), dict) else {}
         runs = [r for r in entry.get("runs") or [] if isinstance(r, dict)
                 and r.get("name") != name]

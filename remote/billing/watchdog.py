@@ -32,7 +32,7 @@ from typing import Any
 
 from remote.billing.accounts import Account
 from remote.billing.fleet import Fleet, FleetOptions, FleetRow, all_at_once, list_fleet
-from remote.billing.idle import IDLE_GPU_PERCENT
+from remote.billing.idle import IDLE_GPU_PERCENT, minutes
 from remote.billing.intents import intent_for, intents, want_stopped
 from remote.billing.interrupted import first_telling
 from remote.billing.leases import leases
@@ -45,6 +45,7 @@ from remote.billing.watchrecords import (
     read_record,
     write_record,
 )
+from remote.runs.probe import BoxRun
 from remote.transport.base import TransportError
 from trainer import runfiles
 from trainer.guard.notify import Notifier, Target
@@ -69,6 +70,9 @@ class Rules:
     idle_minutes: float | None = None
     idle_gpu: float = IDLE_GPU_PERCENT
     then_idle: str = "stop"
+    #: Stop (``then_idle``) an instance whose run made no progress this long while its
+    #: process lives (an NCCL hang holds the GPUs busy); ``None``: only said, an alarm.
+    stall_minutes: float | None = None
 
 
 @dataclass(frozen=True)
@@ -109,8 +113,11 @@ class Due:
 
 
 def due_rows(fleet: Fleet, clients: dict[str, Provider], rules: Rules) -> list[Due]:
-    """The instances whose lease passed or whose idle stretch passed the rule."""
+    """The instances whose lease passed or whose idle stretch passed the rule, and those
+    whose last run moved to another box and that came back by themselves (Vast brings
+    interruptible instances back: nothing runs there, and it bills)."""
     found = []
+    wanted = intents()
     for row in fleet.rows:
         inst, client = row.instance, clients.get(row.account)
         if inst is None or client is None or inst.state not in ACT_ON:
@@ -125,6 +132,55 @@ def due_rows(fleet: Fleet, clients: dict[str, Provider], rules: Rules) -> list[D
             found.append(Due(row, client, "idle", f"{row.idle.words()} ({row.idle.why}; "
                              f"rule: {rules.idle_minutes:g} min)", rules.then_idle,
                              f"idle:{start:.0f}", start, row.idle.since))
+        elif (stall := stalled(row, fleet.now)) is not None and \
+                rules.stall_minutes is not None and stall[1] >= rules.stall_minutes * 60:
+            run, seconds = stall
+            found.append(Due(row, client, "stall", f"run {run.run_dir} made no progress for "
+                             f"{minutes(seconds)} while its process lives ({run.reason}; "
+                             f"rule: {rules.stall_minutes:g} min)", rules.then_idle,
+                             f"stall:{run.updated:.0f}", inst.started_at))
+        elif (intent := wanted.get(row.target)) is not None and intent.moved_to and \
+                intent.want == "stopped":
+            start = inst.started_at if inst.started_at is not None else intent.since
+            found.append(Due(row, client, "comeback", f"its run moved to {intent.moved_to}; "
+                             f"it is {inst.state} again with nothing of ours on it (start it "
+                             f"from here to keep it: gpurent instance {row.target} start)",
+                             "stop", f"comeback:{start:.0f}", start))
+    return found
+
+
+def stalled(row: FleetRow, now: float) -> tuple[BoxRun, float] | None:
+    """The box's run that the shared health rules call stalled (alive, no progress),
+    and for how long it made none (on this laptop's clock); ``None`` without one."""
+    box = row.box
+    runs = [r for r in box.runs if r.health == "stalled" and r.updated is not None] \
+        if box is not None else []
+    if not runs or box is None:
+        return None
+    run = min(runs, key=lambda r: r.updated or 0.0)
+    offset = 0.0 if box.now is None else now - box.now
+    return run, max(0.0, now - ((run.updated or now) + offset))
+
+
+def stall_alarms(fleet: Fleet, rules: Rules) -> list[Decision]:
+    """A stalled run the rules do not act on (no ``--stall-minutes``, or not yet): an
+    alarm, since its instance bills while nothing trains and the idle rule cannot see it
+    (its GPUs may stay busy)."""
+    found = []
+    for row in fleet.rows:
+        stall = stalled(row, fleet.now)
+        if stall is None or row.instance is None or row.instance.state not in ACT_ON:
+            continue
+        run, seconds = stall
+        if rules.stall_minutes is not None and seconds >= rules.stall_minutes * 60:
+            continue  # due: acted on
+        rule = f"--stall-minutes {rules.stall_minutes:g} stops it then" \
+            if rules.stall_minutes is not None else "--stall-minutes M would stop it"
+        found.append(Decision(row.target, "stall", run.reason, "none",
+                              f"ALARM: run {run.run_dir} made no progress for "
+                              f"{minutes(seconds)} while its process lives ({run.reason}); "
+                              f"it bills {rate(row.instance.price_per_hour)} for nothing "
+                              f"if it hangs: {rule}", alarm=True))
     return found
 
 
@@ -329,11 +385,13 @@ def watch_once(accounts: list[Account], rules: Rules, options: FleetOptions, *,
     ``sleep``: a simulation's (its providers' clients take theirs from
     ``options.client_options``)."""
     say = progress or (lambda _line: None)
-    if not leases() and rules.idle_minutes is None and not intents():
+    if not leases() and rules.idle_minutes is None and rules.stall_minutes is None \
+            and not intents():
         say("no lease, no idle rule and no instance launched from here: nothing to watch")
         return []
     listing = list_fleet(accounts, replace(
-        options, ssh=options.ssh and rules.idle_minutes is not None,
+        options, ssh=options.ssh and (rules.idle_minutes is not None
+                                      or rules.stall_minutes is not None),
         idle_gpu=rules.idle_gpu, weights=False,  # checked when due, at the moment of acting
         client_options={**WATCH_CLIENT, **options.client_options}), now=clock())
     decisions: list[Decision] = []
@@ -359,6 +417,9 @@ def watch_once(accounts: list[Account], rules: Rules, options: FleetOptions, *,
         waiting = [t for t in leases() if t.startswith(f"{row.provider}:")]
         alarm = account_alarm(row, waiting)
         tell(alarm, _account_message(alarm, row))
+    for alarm in stall_alarms(listing, rules):
+        row = next(r for r in listing.rows if r.target == alarm.target)
+        tell(alarm, message_for(alarm, row, listing.now))
     due = due_rows(listing, listing.clients, rules)
     check = safety or box_safety(options)
     found = all_at_once({d.row.target: (lambda d=d: enforce(

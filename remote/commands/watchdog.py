@@ -46,8 +46,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="stop an instance idle this long (default: no idle rule)")
     p.add_argument("--idle-gpu", type=float, default=IDLE_GPU_PERCENT, metavar="PCT",
                    help=f"a GPU under this utilisation is idle (default {IDLE_GPU_PERCENT:g})")
+    p.add_argument("--stall-minutes", type=float, metavar="M",
+                   help="stop an instance whose run made no progress this long while its "
+                   "process lives (a hang that keeps the GPUs busy); without it such a run "
+                   "is only an alarm")
     p.add_argument("--then", choices=("stop", "destroy"), default="stop",
-                   help="what the idle rule does (destroy only with safe weights)")
+                   help="what the idle and stall rules do (destroy only with safe weights)")
     p.add_argument("--notify", action="append", default=[], metavar="URL",
                    help="a webhook to tell (repeatable); prefer [notify] urls in the config")
     p.add_argument("--notify-format", choices=NOTIFY_FORMATS)
@@ -72,6 +76,9 @@ def run(args: argparse.Namespace) -> int:
     if not (args.interval > 0 and args.timeout > 0 and args.confirm_timeout > 0):
         return fail("watchdog", "--interval, --timeout and --confirm-timeout must be "
                     "positive", 2, args.json)
+    if any(m is not None and m <= 0 for m in (args.idle_minutes, args.stall_minutes)):
+        return fail("watchdog", "--idle-minutes and --stall-minutes must be positive", 2,
+                    args.json)
     try:
         accounts = configured_accounts()
         urls, fmt = notify_config()
@@ -80,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         return fail("watchdog", exc, 2, args.json)
     if not accounts:
         return fail("watchdog", NO_ACCOUNTS, 2, args.json)
-    rules = Rules(args.idle_minutes, args.idle_gpu, args.then)
+    rules = Rules(args.idle_minutes, args.idle_gpu, args.then, args.stall_minutes)
     options = FleetOptions(timeout=args.timeout, accept_new=args.accept_new,
                            idle_gpu=args.idle_gpu)
 
