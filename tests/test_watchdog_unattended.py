@@ -19,6 +19,7 @@ import pytest
 
 from remote.billing.accounts import Account
 from remote.billing.fleet import FleetOptions, list_fleet
+from remote.billing.idle import remember_idle
 from remote.billing.intents import RunIntent, move_intent, want_running
 from remote.billing.leases import set_lease
 from remote.billing.watchdog import Rules, watch_once
@@ -465,3 +466,43 @@ def test_a_run_stalled_with_its_process_alive_is_an_alarm_then_stopped_by_the_ru
     finally:
         hung.kill()
         hung.wait()
+
+
+def test_an_exited_vast_instance_idles_from_when_it_was_first_seen_and_is_stopped(
+        provider_standin):
+    """Its container exited: nothing runs, nothing answers SSH, the GPU bills."""
+    vast = provider_standin("vast", settle_polls=1)
+    iid = vast.add_instance()
+    vast.take_away(iid)
+    remember_idle({f"vast:{iid}": True}, time.time() - 20 * 60)  # seen so 20 min ago
+    [row] = list_fleet([account(vast)], UNREACHABLE).rows
+    assert row.idle is not None and 19 * 60 <= row.idle.seconds <= 21 * 60
+    assert "container exited" in row.idle.why
+    decisions = watch_once([account(vast)], Rules(idle_minutes=10), UNREACHABLE, **FAST)
+    assert [d.trigger for d in decisions] == ["interrupted", "idle"]  # said, and stopped
+    stopped = decisions[1]
+    assert stopped.settled and "container exited" in stopped.reason
+    assert vast.instances[iid]["actual_status"] == "stopped"
+
+
+def test_keep_waiting_leaves_a_start_pending_only_under_a_lease(provider_standin,
+                                                                 tmp_path):
+    vast = provider_standin("vast", settle_polls=1)
+    iid = vast.add_instance()
+    vast.instances[iid].update(actual_status="stopped", intended_status="stopped",
+                               cur_state="stopped")
+    vast.scheduling(iid)
+    env = {**{k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")},
+           "PYTHONPATH": str(ROOT), "VAST_API_KEY": vast.key,
+           "GPURENT_VAST_URL": vast.base_url, "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+    command = [str(GPURENT), "instance", f"vast:{iid}", "start", "--yes", "--keep-waiting",
+               "--timeout", "5", "--interval", "0.05"]
+    refused = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and "needs" not in refused.stdout
+    assert "--keep-waiting goes with start and a lease" in refused.stderr
+    assert vast.calls("PUT") == []
+    set_lease(f"vast:{iid}", 3600)
+    kept = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert kept.returncode == 1, kept.stderr
+    assert "left pending" in kept.stdout + kept.stderr
+    assert [r.body for r in vast.calls("PUT")] == [{"state": "running"}]  # not cancelled

@@ -29,7 +29,14 @@ from remote.billing.boxweights import (
     hub_verify,
     unknown,
 )
-from remote.billing.idle import IDLE_GPU_PERCENT, Idle, judge_idle, minutes, remember_idle
+from remote.billing.idle import (
+    IDLE_GPU_PERCENT,
+    Idle,
+    judge_exited,
+    judge_idle,
+    minutes,
+    remember_idle,
+)
 from remote.billing.interrupted import Interruption, find_interruptions
 from remote.billing.leases import Lease, leases
 from remote.runs.probe import BoxReport, probe_box
@@ -345,8 +352,12 @@ def list_fleet(accounts: list[Account], options: FleetOptions | None = None, *,
                 "the check did not end in time" if isinstance(failed, TimeoutError)
                 else f"not checked: {_why(failed)}")
     boxes = {t: p for t, p in probes.items() if isinstance(p, BoxReport)}
-    first = remember_idle({t: judge_idle(reach[t].instance, b, now, None, options.idle_gpu)
-                           is not None for t, b in boxes.items()}, now)
+    exited = {row.target for row in rows if options.ssh and row.instance is not None
+              and row.instance.state == "exited"}
+    first = remember_idle({**{t: judge_idle(reach[t].instance, b, now, None,
+                                            options.idle_gpu) is not None
+                              for t, b in boxes.items()}, **dict.fromkeys(exited, True)},
+                          now)
     not_reached = unknown("not checked: the box was not reached") if options.weights \
         else None
     out: list[FleetRow] = []
@@ -361,6 +372,8 @@ def list_fleet(accounts: list[Account], options: FleetOptions | None = None, *,
         elif row.target in no_address:
             row = replace(row, unreachable="the provider gives no SSH address",
                           weights=not_reached)
+        elif row.target in exited:
+            row = replace(row, idle=judge_exited(row.instance, now, first.get(row.target)))
         out.append(row)
     taken = find_interruptions(
         [(r.target, r.instance, r.lease) for r in out if r.instance is not None], now,

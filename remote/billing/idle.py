@@ -129,6 +129,21 @@ def judge_idle(inst: Instance, box: BoxReport | None, now: float,
     return Idle(since, why, seconds, None if price is None else seconds * price / 3600)
 
 
+def judge_exited(inst: Instance, now: float, first_seen: float | None) -> Idle | None:
+    """An instance whose container exited by itself while it bills the GPU (Vast's
+    ``exited`` with ``intended_status`` running): nothing can run there, so it idles,
+    since this laptop first saw it so (the provider gives no time for it)."""
+    if inst.state != "exited":
+        return None
+    since = now if first_seen is None else first_seen
+    if inst.started_at is not None:
+        since = max(since, inst.started_at)
+    seconds = max(0.0, now - since)
+    price = inst.price_per_hour
+    return Idle(since, "its container exited; it bills the GPU", seconds,
+                None if price is None else seconds * price / 3600)
+
+
 def remember_idle(seen: dict[str, bool], now: float) -> dict[str, float]:
     """Record which instances (``vast:4242`` -> idle now) are idle, keeping the time each
     was first seen idle in its current stretch; return those times for the idle ones."""

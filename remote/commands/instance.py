@@ -18,6 +18,7 @@ from typing import Any
 from remote.billing import teardown
 from remote.billing.cost import cost_report, format_report, rate
 from remote.billing.identity import WrongInstance, box_address, check_instance
+from remote.billing.leases import lease_for
 from remote.billing.providers import (
     ConfigError,
     provider_for,
@@ -80,7 +81,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="seconds between polls (default 5)")
     p.add_argument("--keep-waiting", action="store_true",
                    help="start: leave a start that waits for GPUs pending (it bills from "
-                   "whenever they free up; give it a lease); default: cancel it")
+                   "whenever they free up: needs a lease); default: cancel it")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     add_connection_options(p)
     p.set_defaults(func=run)
@@ -174,6 +175,11 @@ def _run(args: argparse.Namespace, box: _Box, out: dict[str, Any], say: Any,
         ref = resolve_instance(args.host, provider=args.provider, instance=args.instance,
                                transport=box.get())
     out.update(provider=ref.provider, instance=ref.instance, source=ref.source)
+    target = f"{ref.provider}:{ref.instance}"
+    if args.keep_waiting and (args.action != "start" or lease_for(target) is None):
+        return finish(EXIT_USAGE, "--keep-waiting goes with start and a lease: a start "
+                      "that waits for GPUs can begin billing hours later, unseen; give it "
+                      f"one first (gpurent lease {target} 6h)")
     provider = provider_for(ref.provider, base_url=args.base_url)
     try:
         inst = provider.get_instance(ref.instance)
