@@ -53,7 +53,7 @@ def client(standin, *, key=None, timeout=5.0, retries=3, sleep=None):
                         backoff=0.01, sleep=Sleeps() if sleep is None else sleep)
 
 
-FAST = {"interval": 0.0, "timeout": 10.0, "sleep": lambda _s: None}
+FAST = {"interval": 0.0, "timeout": 30.0, "sleep": lambda _s: None}
 
 
 def assert_one_line(exc: BaseException, *, secret: str = "") -> str:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures.screen import history
 from tests.test_instance_targets import instance_on
 from tests.test_tui_app import messages, press_button, shown, until
 from trainer.providers import get_provider
@@ -97,7 +98,9 @@ async def test_resume_key_starts_a_stopped_instance_and_watches_its_run(
         await until(pilot, lambda: label_port(box) == moved_sshd.port
                     and box.state.run_dir == str(live_run) and box.state.status is not None,
                     timeout=120)
-        shown_steps = [m for m in messages(app) if m.startswith("[")]
+        # The events history keeps every step (a toast of the first ones may have
+        # expired while RunPod's pace spaced the start's polls a second apart).
+        shown_steps = [m for m in history(app) if m.startswith("[")]
         assert any("is running: billing $0.6900/h again" in m for m in shown_steps)
         assert any(f"SSH answers at {sshd.user}@{sshd.host}:{moved_sshd.port}" in m
                    for m in shown_steps)
