@@ -47,6 +47,11 @@ class Lease:
         """The deadline, ISO-8601 UTC."""
         return runfiles.utc_now_iso(self.until)
 
+    @property
+    def until_words(self) -> str:
+        """The deadline for people: ``2026-12-03 14:47 UTC``."""
+        return runfiles.utc_now_iso(self.until)[:16].replace("T", " ") + " UTC"
+
     def left(self, now: float | None = None) -> float:
         """Seconds until the deadline (negative once passed)."""
         return self.until - (time.time() if now is None else now)

@@ -124,7 +124,7 @@ def due_rows(fleet: Fleet, clients: dict[str, Provider], rules: Rules) -> list[D
             continue
         if row.lease is not None and row.lease.left(fleet.now) <= 0:
             found.append(Due(row, client, "lease", f"its lease ran out at "
-                             f"{row.lease.until_at}", row.lease.then,
+                             f"{row.lease.until_words}", row.lease.then,
                              f"lease:{row.lease.until}"))
         elif rules.idle_minutes is not None and row.idle is not None and \
                 row.idle.seconds >= rules.idle_minutes * 60:
@@ -282,16 +282,20 @@ def _act(due: Due, inst: Instance, safety: SafetyCheck, polling: dict[str, Any])
     action, note = due.wanted, ""
     stoppable = client.can_stop_now(inst)
     if action == "destroy" or not stoppable:
-        gate = check_destroy(safety(due), inst.id)
+        said = safety(due)
+        gate = check_destroy(said, inst.id)
         if not gate.allowed:
+            unsafe = f"its weights are not confirmed safe off the box " \
+                f"({one_line(clean_text(str(said.reason)), 160)})"
             if not stoppable:
                 why = (f"{client.title} cannot stop" if not client.can_stop else
                        f"{client.title} cannot stop it while it is {inst.state}")
                 return Decision(target, due.trigger, due.reason, "none",
-                                f"ALARM: NOT terminating {what}: {gate.reason}; {why}, so "
-                                f"it keeps billing {rate(inst.price_per_hour)}; judged "
-                                "again every pass", alarm=True)
-            action, note = "stop", f"not destroyed ({gate.reason}); "
+                                f"ALARM: NOT terminating {what}: {unsafe}; {why}, so it "
+                                f"keeps billing {rate(inst.price_per_hour)}; judged again "
+                                "every pass. Once they are safe: "
+                                f"{client.console_hint('destroy', inst.id)}", alarm=True)
+            action, note = "stop", f"not destroyed ({unsafe}); "
         else:
             action = "destroy"
     try:

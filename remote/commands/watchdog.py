@@ -48,8 +48,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"a GPU under this utilisation is idle (default {IDLE_GPU_PERCENT:g})")
     p.add_argument("--stall-minutes", type=float, metavar="M",
                    help="stop an instance whose run made no progress this long while its "
-                   "process lives (a hang that keeps the GPUs busy); without it such a run "
-                   "is only an alarm")
+                   "process lives (a hang that keeps the GPUs busy); with --idle-minutes "
+                   "alone such a run is an alarm of every pass (the boxes are reached only "
+                   "with one of the two)")
     p.add_argument("--then", choices=("stop", "destroy"), default="stop",
                    help="what the idle and stall rules do (destroy only with safe weights)")
     p.add_argument("--notify", action="append", default=[], metavar="URL",
