@@ -17,6 +17,7 @@ pytest_plugins: list[str] = [
     "tests.fixtures.shapes",
     "tests.fixtures.boxes",
     "tests.fixtures.gpubox",
+    "tests.fixtures.fleetbox",
 ]
 
 

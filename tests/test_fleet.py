@@ -21,8 +21,9 @@ from remote.billing.accounts import Account, configured_accounts
 from remote.billing.fleet import FleetOptions, list_fleet
 from remote.billing.providers import ConfigError
 from remote.config import remember_hub_repo
+from tests.fixtures.fleetbox import known_as
 from tests.fixtures.hub_standin import VALID_TOKEN, record_push
-from tests.fixtures.sshd import SSHServer, make_server
+from tests.fixtures.sshd import SSHServer
 from trainer import runfiles
 from trainer.providers import ProviderError, get_provider
 from trainer.providers.pace import Pacer
@@ -33,23 +34,6 @@ GPURENT = Path(sys.executable).with_name("gpurent")
 
 def account(standin, label: str = "default") -> Account:
     return Account(standin.provider, label, standin.key, standin.base_url)
-
-
-@pytest.fixture
-def box(tmp_path) -> SSHServer:
-    """A box of its own (its home holds its run registry), stopped at the end."""
-    server = make_server(tmp_path / "box")
-    yield server
-    server.sshd.stop()
-
-
-def known_as(tmp_path: Path, server: SSHServer, *names: str) -> FleetOptions:
-    """Fleet options whose known_hosts trusts ``server``'s key under ``names``."""
-    known = tmp_path / "known_hosts"
-    known.write_text("".join(f"{n} {server.host_key_line}\n" for n in names))
-    return FleetOptions(timeout=10, ssh_options={
-        "known_hosts": str(known), "identity_files": (server.key_path,),
-        "allow_agent": False, "ssh_config": server.ssh_config})
 
 
 def register_run(server: SSHServer, run_dir: Path) -> None:

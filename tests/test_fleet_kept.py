@@ -17,9 +17,10 @@ import pytest
 
 from remote.billing.fleet import list_fleet
 from remote.config import remember_hub_repo
+from tests.fixtures.fleetbox import known_as
 from tests.fixtures.hub_standin import VALID_TOKEN, record_push
 from tests.fixtures.sshd import SSHServer, make_server
-from tests.test_fleet import account, finished_run, known_as, register_run
+from tests.test_fleet import account, finished_run, register_run
 from trainer import runfiles
 from trainer.hub.safe import KEPT_FILE, STAMP_LINES, stamp_covers
 

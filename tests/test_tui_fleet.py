@@ -16,7 +16,7 @@ from textual.widgets import Input
 from remote.billing import Account, FleetOptions, lease_for, list_fleet
 from tests.fixtures.gpubox import quiet_lines
 from tests.fixtures.screen import until_shown
-from tests.fixtures.sshd import SSHServer, make_server
+from tests.fixtures.sshd import SSHServer
 from trainer import runfiles
 from tui.app import GpurentApp
 from tui.dialogs.confirm import ConfirmDialog
@@ -31,13 +31,6 @@ SIZE = (170, 40)
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@pytest.fixture
-def box(tmp_path) -> SSHServer:
-    server = make_server(tmp_path / "box")
-    yield server
-    server.sshd.stop()
 
 
 def box_options(box: SSHServer, tmp_path: Path, target: str, **more) -> FleetOptions:

@@ -15,13 +15,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
 from remote.billing.accounts import Account
 from remote.billing.fleet import FleetOptions
 from remote.billing.leases import lease_for, set_lease
 from remote.billing.watchdog import Rules, loop, watch_once
-from tests.fixtures.sshd import SSHServer, make_server
+from tests.fixtures.fleetbox import known_as
 from tests.fixtures.webhook import Webhook
 from trainer.guard.lease import lease_passed
 from trainer.guard.notify import Target
@@ -46,21 +44,6 @@ def account(standin) -> Account:
     return Account(standin.provider, "default", standin.key, standin.base_url)
 
 
-@pytest.fixture
-def box(tmp_path) -> SSHServer:
-    server = make_server(tmp_path / "box")
-    yield server
-    server.sshd.stop()
-
-
-def reach(tmp_path: Path, server: SSHServer, name: str) -> FleetOptions:
-    known = tmp_path / "known_hosts"
-    known.write_text(f"{name} {server.host_key_line}\n")
-    return FleetOptions(timeout=10, ssh_options={
-        "known_hosts": str(known), "identity_files": (server.key_path,),
-        "allow_agent": False, "ssh_config": server.ssh_config})
-
-
 def test_the_watchdog_ends_a_hung_boxs_billing_within_one_interval(provider_standin, box,
                                                                    tmp_path):
     vast = provider_standin("vast", settle_polls=1)
@@ -73,7 +56,7 @@ def test_the_watchdog_ends_a_hung_boxs_billing_within_one_interval(provider_stan
     every = 0.5
     ended = threading.Event()
     thread = threading.Thread(target=loop, args=(
-        lambda: [account(vast)], Rules(), reach(tmp_path, box, f"vast:{iid}"), every,
+        lambda: [account(vast)], Rules(), known_as(tmp_path, box, f"vast:{iid}"), every,
         ended.wait), kwargs={**FAST, "notify": [Target(hook.url, "json")]}, daemon=True)
     thread.start()
     try:
@@ -110,7 +93,7 @@ def test_an_idle_instance_past_its_rule_is_stopped_and_a_fresh_one_is_not(provid
         runpod.set_address(pod, box.host, box.port, box.user)
         runpod.started(pod, ago)
     known = tmp_path / "known_hosts"
-    options = reach(tmp_path, box, f"runpod:{old}")
+    options = known_as(tmp_path, box, f"runpod:{old}")
     known.write_text(known.read_text() + f"runpod:{fresh} {box.host_key_line}\n")
     [decision] = watch_once([account(runpod)], Rules(idle_minutes=10), options, **FAST)
     assert (decision.target, decision.trigger, decision.action, decision.acted) == (

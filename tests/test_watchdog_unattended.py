@@ -24,7 +24,7 @@ from remote.billing.intents import RunIntent, move_intent, want_running
 from remote.billing.leases import set_lease
 from remote.billing.watchdog import Rules, watch_once
 from remote.billing.watchrecords import held
-from tests.fixtures.sshd import SSHServer, make_server
+from tests.fixtures.fleetbox import known_as
 from tests.fixtures.webhook import Webhook
 from trainer import runfiles
 from trainer.providers import get_provider
@@ -48,6 +48,15 @@ SAFE = Said(True, "best.pt and last.pt on the Hub at org/run@abc1234")
 UNSAFE = Said(False, "best.pt is on this box only")
 
 
+def leased_vast(provider_standin) -> tuple[object, str]:
+    """A Vast instance whose box answers nothing, its lease passed a minute ago."""
+    vast = provider_standin("vast", settle_polls=1)
+    iid = vast.add_instance()
+    vast.set_address(iid, "127.0.0.1", 9)
+    passed_lease(f"vast:{iid}")
+    return vast, iid
+
+
 @pytest.fixture(autouse=True)
 def _own_state(tmp_path, monkeypatch) -> None:
     """This test's leases and records only (a pass reads every lease of the laptop)."""
@@ -60,21 +69,6 @@ def account(standin, key: str | None = None) -> Account:
 
 def passed_lease(target: str, then: str = "stop") -> None:
     set_lease(target, 60, then, now=time.time() - 120)  # ran out a minute ago
-
-
-@pytest.fixture
-def box(tmp_path) -> SSHServer:
-    server = make_server(tmp_path / "box")
-    yield server
-    server.sshd.stop()
-
-
-def reach(tmp_path: Path, server: SSHServer, *names: str) -> FleetOptions:
-    known = tmp_path / "known_hosts"
-    known.write_text("".join(f"{n} {server.host_key_line}\n" for n in names))
-    return FleetOptions(timeout=10, ssh_options={
-        "known_hosts": str(known), "identity_files": (server.key_path,),
-        "allow_agent": False, "ssh_config": server.ssh_config})
 
 
 # ---------------------------------------------------------------- rate limits
@@ -100,10 +94,7 @@ def test_a_passed_lease_under_vasts_intervals_and_its_429s_is_stopped_in_one_pas
 
 
 def test_a_stop_that_failed_in_one_pass_is_sent_again_by_the_next(provider_standin):
-    vast = provider_standin("vast", settle_polls=1)
-    iid = vast.add_instance()
-    vast.set_address(iid, "127.0.0.1", 9)
-    passed_lease(f"vast:{iid}")
+    vast, iid = leased_vast(provider_standin)
     vast.fail_on("PUT", f"/{iid}/", 502, times=10)  # the stop endpoint is down
     [first] = watch_once([account(vast)], Rules(), UNREACHABLE, **FAST)
     assert first.alarm and not first.settled and "next pass tries again" in first.message
@@ -135,10 +126,7 @@ def test_a_second_lease_after_a_start_from_here_is_enforced(provider_standin):
 def test_an_instance_running_again_after_its_lease_with_no_start_from_here_is_stopped(
         provider_standin):
     """Vast brings interruptible instances back by itself: that comeback bills."""
-    vast = provider_standin("vast", settle_polls=1)
-    iid = vast.add_instance()
-    vast.set_address(iid, "127.0.0.1", 9)
-    passed_lease(f"vast:{iid}")
+    vast, iid = leased_vast(provider_standin)
     [first] = watch_once([account(vast)], Rules(), UNREACHABLE, **FAST)
     assert first.settled
     vast.instances[iid].update(actual_status="running", intended_status="running")
@@ -217,10 +205,7 @@ def test_an_expired_vast_2fa_session_is_a_refused_key_never_not_found(provider_s
 
 
 def test_a_listing_outage_is_an_alarm_and_the_next_pass_after_it_acts(provider_standin):
-    vast = provider_standin("vast", settle_polls=1)
-    iid = vast.add_instance()
-    vast.set_address(iid, "127.0.0.1", 9)
-    passed_lease(f"vast:{iid}")
+    vast, iid = leased_vast(provider_standin)
     vast.outage(30)
     [alarm] = watch_once([account(vast)], Rules(), UNREACHABLE, **FAST)
     assert alarm.alarm and alarm.trigger == "account" and "next pass tries" in alarm.message
@@ -231,10 +216,7 @@ def test_a_listing_outage_is_an_alarm_and_the_next_pass_after_it_acts(provider_s
 
 def test_a_failed_list_still_finds_a_passed_lease_by_asking_for_its_instance(
         provider_standin):
-    vast = provider_standin("vast", settle_polls=1)
-    iid = vast.add_instance()
-    vast.set_address(iid, "127.0.0.1", 9)
-    passed_lease(f"vast:{iid}")
+    vast, iid = leased_vast(provider_standin)
     vast.fail_on("GET", "/v1/instances", 500, times=10)  # the list is down, shows work
     decisions = watch_once([account(vast)], Rules(), UNREACHABLE, **FAST)
     assert {d.trigger for d in decisions} == {"account", "lease"}
@@ -252,7 +234,7 @@ def test_a_vast_restart_a_minute_ago_after_hours_stopped_is_not_hours_of_idle(
     vast.set_address(iid, box.host, box.port)
     vast.created(iid, 3 * 3600)  # start_date: its creation, three hours ago
     vast.started(iid, 60)  # uptime_mins: running again for a minute
-    options = reach(tmp_path, box, f"vast:{iid}")
+    options = known_as(tmp_path, box, f"vast:{iid}")
     [row] = list_fleet([account(vast)], options).rows
     assert row.idle is not None and row.idle.seconds < 150, row.idle
     assert row.uptime(time.time()) < 150 and row.spent(time.time()) < 0.452 * 150 / 3600
@@ -267,7 +249,7 @@ def test_a_vast_instance_restarted_after_an_idle_stop_gets_its_next_stretch_stop
     vast.set_address(iid, box.host, box.port)
     vast.created(iid, 5 * 3600)
     vast.started(iid, 20 * 60)
-    options = reach(tmp_path, box, f"vast:{iid}")
+    options = known_as(tmp_path, box, f"vast:{iid}")
     [first] = watch_once([account(vast)], Rules(idle_minutes=10), options, **FAST)
     assert first.trigger == "idle" and first.settled and re.match(r"idle (19|20) min", first.reason)
     client = get_provider("vast", vast.key, vast.base_url)
@@ -398,7 +380,7 @@ def test_a_box_whose_final_hub_push_is_under_way_is_not_idle(provider_standin, b
     mark = Path(box.home) / ".cache" / "gpurent" / "watchers" / "exp-0123456789abcdef"
     mark.mkdir(parents=True)
     (mark / str(watcher.pid)).write_text("")
-    options = reach(tmp_path, box, f"vast:{iid}")
+    options = known_as(tmp_path, box, f"vast:{iid}")
     try:
         [row] = list_fleet([account(vast)], options).rows
         assert row.box is not None and row.box.pushes == [watcher.pid]
@@ -453,7 +435,7 @@ def test_a_run_stalled_with_its_process_alive_is_an_alarm_then_stopped_by_the_ru
     registry = Path(box.home) / ".cache" / "gpurent" / "runs.txt"
     registry.parent.mkdir(parents=True, exist_ok=True)
     registry.write_text(f"{run_dir}\n")
-    options = reach(tmp_path, box, f"vast:{iid}")
+    options = known_as(tmp_path, box, f"vast:{iid}")
     try:
         [alarm] = watch_once([account(vast)], Rules(idle_minutes=10), options, **FAST)
         assert alarm.trigger == "stall" and alarm.alarm and not alarm.acted

@@ -103,6 +103,15 @@ class NoAccounts(ConfigError):
         super().__init__(NO_ACCOUNTS)
 
 
+def some_accounts(**options: Any) -> list[Account]:
+    """``configured_accounts``, or ``NoAccounts`` (a ``ConfigError`` saying how to add
+    one) when there are none: what a command that lists or watches them needs."""
+    found = configured_accounts(**options)
+    if not found:
+        raise NoAccounts()
+    return found
+
+
 def configured_accounts(*, env: Mapping[str, str] | None = None,
                         path: str | os.PathLike[str] | None = None) -> list[Account]:
     """Every account: each provider's ``default`` (when it has a key), then the

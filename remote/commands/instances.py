@@ -7,7 +7,7 @@ import argparse
 import json
 import sys
 
-from remote.billing.accounts import NO_ACCOUNTS, configured_accounts
+from remote.billing.accounts import some_accounts
 from remote.billing.boxweights import WEIGHTS_TIMEOUT
 from remote.billing.fleet import Fleet, FleetOptions, FleetRow, list_fleet
 from remote.billing.idle import IDLE_GPU_PERCENT
@@ -104,11 +104,9 @@ def run(args: argparse.Namespace) -> int:
         return fail("instances", "--timeout and --weights-timeout must be positive", 2,
                     args.json)
     try:
-        accounts = configured_accounts()
+        accounts = some_accounts()
     except ConfigError as exc:
         return fail("instances", exc, 2, args.json)
-    if not accounts:
-        return fail("instances", NO_ACCOUNTS, 2, args.json)
     say = None if args.json else (lambda line: print(line, file=sys.stderr))
     fleet = list_fleet(accounts, FleetOptions(timeout=args.timeout, ssh=args.ssh,
                                               accept_new=args.accept_new,

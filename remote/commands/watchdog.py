@@ -10,7 +10,7 @@ import sys
 import threading
 from typing import Any
 
-from remote.billing.accounts import NO_ACCOUNTS, configured_accounts
+from remote.billing.accounts import configured_accounts, some_accounts
 from remote.billing.fleet import FleetOptions
 from remote.billing.idle import IDLE_GPU_PERCENT
 from remote.billing.providers import ConfigError, notify_config
@@ -81,13 +81,11 @@ def run(args: argparse.Namespace) -> int:
         return fail("watchdog", "--idle-minutes and --stall-minutes must be positive", 2,
                     args.json)
     try:
-        accounts = configured_accounts()
+        accounts = some_accounts()
         urls, fmt = notify_config()
         targets = [parse_target(u, args.notify_format or fmt) for u in [*args.notify, *urls]]
     except (ConfigError, GuardError) as exc:
         return fail("watchdog", exc, 2, args.json)
-    if not accounts:
-        return fail("watchdog", NO_ACCOUNTS, 2, args.json)
     rules = Rules(args.idle_minutes, args.idle_gpu, args.then, args.stall_minutes)
     options = FleetOptions(timeout=args.timeout, accept_new=args.accept_new,
                            idle_gpu=args.idle_gpu)
