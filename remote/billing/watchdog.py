@@ -445,7 +445,23 @@ def watch_once(accounts: list[Account], rules: Rules, options: FleetOptions, *,
             tell(answer, message_for(answer, d.row, listing.now))
     forget_told(holding)
     notifier.flush(30.0)
+    say(pass_summary(listing, decisions, clock()))
     return decisions
+
+
+def pass_summary(listing: Fleet, decisions: list[Decision], now: float) -> str:
+    """One line a log keeps for every pass (a quiet log is then a watchdog that did not
+    run, never one that ran and saw nothing): when, what it saw, what it did."""
+    billing = [r for r in listing.rows if r.full_price]
+    per_hour = sum(r.instance.price_per_hour or 0.0 for r in billing if r.instance)
+    failed = sum(1 for r in listing.rows if r.error)
+    acted = sum(1 for d in decisions if d.acted)
+    alarms = sum(1 for d in decisions if d.alarm)
+    instances = sum(1 for r in listing.rows if r.instance is not None)
+    return (f"pass at {runfiles.utc_now_iso(now)[11:19]} UTC: {instances} instance(s), "
+            f"{len(billing)} billing {rate(per_hour)}"
+            + (f", {failed} account(s) not listed" if failed else "")
+            + f"; {acted} acted on, {alarms} alarm(s)")
 
 
 def loop(accounts: Callable[[], list[Account]], rules: Rules, options: FleetOptions,
