@@ -167,3 +167,28 @@ async def test_checks_of_an_older_data_path_do_not_replace_the_newer(run_factory
         assert "✔ the dataset doctor found no errors" in flat(screen_text(app))
         assert not form.query_one("#launch", Button).disabled
         await pilot.press("escape")
+
+
+async def test_a_value_typed_before_the_box_answers_is_kept_however_late_its_change(
+        run_factory):
+    """Under load the change of a typed value can be handled after the focus moved on;
+    the box's no-GPU defaults, arriving later, must not replace it (epochs=500 became
+    10 in the user path under two busy loops)."""
+    run = run_factory("exp1", done=2, total=5, state="completed")
+    app = local_app(run.parent)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await connected(app, pilot)
+        await pilot.press("l")
+        await until(pilot, lambda: shown(app, LaunchForm) and app.focused is not None)
+        form = app.screen
+        epochs = form.query_one("#f-epochs", Input)
+        form.query_one("#f-name", Input).focus()  # the focus already moved on
+        await pilot.pause()
+        epochs.value = "500"  # its change handled without the focus
+        await pilot.pause()
+        form.set_values({"epochs": "10", "batch": "8"}, only_untouched=True,
+                        why="set for this box: it has no GPU")
+        await pilot.pause()
+        assert epochs.value == "500"  # the user's
+        assert form.query_one("#f-batch", Input).value == "8"  # the form's own: changed
+        await pilot.press("escape")

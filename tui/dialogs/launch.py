@@ -142,7 +142,11 @@ class LaunchForm(Dialog[LaunchRequest | None]):
         self.busy = False
         #: The last time estimate (shown above the buttons).
         self.estimate = Text()
+        #: Fields the user edited (a change while focused), and what the form itself
+        #: last put in each field: a value that differs from it is the user's too, even
+        #: when its change was handled after the focus moved on (a loaded laptop).
         self._touched: set[str] = set()
+        self._placed: dict[str, str] = dict(defaults)
         #: Fields the box changed after the form was shown: key -> why (marked until
         #: the user types in them).
         self.changed: dict[str, str] = {}
@@ -241,14 +245,17 @@ class LaunchForm(Dialog[LaunchRequest | None]):
         if self._later(self.set_values, values, only_untouched, why):
             return
         for key, value in values.items():
-            if only_untouched and key in self._touched:
-                continue
             box = self.query(f"#f-{key}")
-            if box:
-                field_ = box.first(Input)
-                if why and field_.value != value:
-                    self.changed[key] = f"⚠ {why} (was {field_.value or 'empty'})"
-                field_.value = value
+            if not box:
+                continue
+            field_ = box.first(Input)
+            if only_untouched and (key in self._touched
+                                   or field_.value != self._placed.get(key, "")):
+                continue
+            if why and field_.value != value:
+                self.changed[key] = f"⚠ {why} (was {field_.value or 'empty'})"
+            self._placed[key] = value
+            field_.value = value
         self.refresh_form()
 
     # ------------------------------------------------------------------ checking
