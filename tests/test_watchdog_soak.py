@@ -17,10 +17,9 @@ def _own_state(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
 
 
-@pytest.mark.parametrize("seed", [1, 2])
 def test_twelve_hours_unattended_end_every_billing_due_and_stop_no_live_run(
-        provider_standin, seed):
-    sim = Sim(provider_standin, seed=seed)
+        provider_standin):
+    sim = Sim(provider_standin, seed=1)  # bench/watchdog_soak.py runs more seeds
     sim.run()
     got = sim.report()
     assert got["passes"] >= 140  # 12 h at one pass every 5 minutes

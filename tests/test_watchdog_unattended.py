@@ -33,7 +33,9 @@ from trainer.providers.confirm import start_and_confirm
 ROOT = Path(__file__).resolve().parents[1]
 GPURENT = Path(sys.executable).with_name("gpurent")
 FAST = {"confirm_timeout": 30.0, "interval": 0.05}
-UNREACHABLE = FleetOptions(timeout=5, ssh_options={"known_hosts": "/dev/null"})
+#: Boxes not reached; the pass's clients retry as hard as ever, with short backoffs.
+UNREACHABLE = FleetOptions(timeout=5, ssh_options={"known_hosts": "/dev/null"},
+                           client_options={"backoff": 0.05, "max_backoff": 0.2})
 
 
 @dataclass(frozen=True)
@@ -332,7 +334,7 @@ def test_a_start_that_waits_for_gpus_is_cancelled_so_it_cannot_bill_unseen(
 
     assert stop_and_confirm(client, iid, timeout=30, interval=0.05).confirmed
     vast.scheduling(iid)
-    outcome = start_and_confirm(client, iid, timeout=5, interval=0.05)
+    outcome = start_and_confirm(client, iid, timeout=3, interval=0.05)
     assert not outcome.confirmed and "pending start was cancelled" in outcome.message
     assert "--keep-waiting" in outcome.message
     vast.release(iid)  # the GPUs free up an hour later ...
