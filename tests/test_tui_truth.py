@@ -360,7 +360,7 @@ async def test_long_actions_show_a_spinner_and_time(run_factory, procs):
         await until(pilot, lambda: shown(app, type(app.screen)) and
                     bool(app.screen.query("#confirm")))
         await press_button(pilot, "#confirm")
-        text = await until_shown(pilot, "stopping the run")
+        text = await until_shown(pilot, "stopping the run", timeout=90)
         row = app.query_one("#status-row").text.plain
         assert row[0] in "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏" and row.rstrip()[-1] == "s"  # spinner, elapsed
         assert "stopping the run" in text
