@@ -39,8 +39,11 @@ def gone(pid: int) -> bool:
     except ProcessLookupError:
         return True
     # A zombie of ours would still answer: the launching shell reaped it on the box.
-    with open(f"/proc/{pid}/stat") as fh:
-        return fh.read().rsplit(")", 1)[-1].split()[0] in ("Z", "X")
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[-1].split()[0] in ("Z", "X")
+    except (ProcessLookupError, FileNotFoundError):
+        return True  # reaped between the two looks
 
 
 def test_resume_brings_a_stopped_instance_back_to_training(
