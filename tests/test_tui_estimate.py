@@ -11,6 +11,8 @@ import json
 import os
 import signal
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -70,15 +72,18 @@ def leashes(cache: Path) -> list[str]:
     return [n for n in probe_files(cache) if n.endswith(".run")]
 
 
-def profiles_running() -> list[int]:
-    """Pids of ``trainer profile`` processes of this machine's user (ours)."""
+def profiles_running(cache: Path) -> list[int]:
+    """Pids of this test's ``trainer profile`` probes (their loader workers too): those
+    whose cache is ``cache`` (another test's probe, beside this one, is not counted)."""
+    mine = b"GPURENT_CACHE_DIR=" + bytes(cache)
     found = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
         with contextlib.suppress(OSError):
             words = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-            if b"trainer" in words and b"profile" in words and b"--probe" in words:
+            if b"trainer" in words and b"profile" in words and b"--probe" in words and \
+                    mine in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
                 found.append(int(pid))
     return found
 
@@ -120,6 +125,28 @@ def test_probe_files_are_private_and_unpredictable(tmp_path: Path) -> None:
     (elsewhere / "probes").symlink_to(tmp_path / "probes")
     with pytest.raises(probes.ProbeDirError, match="not a directory"):
         probes.probe_dir(elsewhere)
+
+
+def test_a_cancelled_probe_busy_in_one_long_c_call_ends_itself(tmp_path: Path) -> None:
+    # The main thread sleeps in C (as in one long CPU step): the interrupt cannot reach
+    # it, so the leash ends the process after its grace, with the cancelled code.
+    probe = new_probe_id()
+    code = ("import sys, time\n"
+            "from pathlib import Path\n"
+            "from trainer.profiler import probes\n"
+            f"leash = probes.Leash(probes.probe_paths({probe!r}, Path(sys.argv[1]))[1],"
+            " poll=0.05, grace=0.5)\n"
+            "print('held', flush=True)\n"
+            "time.sleep(120)\n")
+    child = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "held\n"
+        assert probes.cancel(probe, tmp_path, wait=60) is True
+        assert child.wait(timeout=60) == probes.CANCELLED
+    finally:
+        child.kill()
+        child.wait()
 
 
 def test_a_cancelled_probe_ends_at_once_even_before_it_started(epoch_data, cache) -> None:
@@ -195,9 +222,9 @@ async def test_the_probe_ends_when_the_form_closes(run_factory, epoch_data, cach
         form.query_one("#f-data", Input).value = str(epoch_data)
         await until(pilot, lambda: len(leashes(cache)) == 1, timeout=120)
         assert box.launching.estimate.probe_id is not None
-        assert profiles_running()
+        assert profiles_running(cache)
         await pilot.press("escape")
-        await until(pilot, lambda: not leashes(cache) and not profiles_running(),
+        await until(pilot, lambda: not leashes(cache) and not profiles_running(cache),
                     timeout=30)
         assert not any("failed" in m for m in messages(app))
 

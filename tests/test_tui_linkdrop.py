@@ -12,14 +12,17 @@ import signal
 from pathlib import Path
 
 import pytest
+from textual.widgets import Input, Static
 
 from tests.fixtures.netbox import NetBox
-from tests.fixtures.screen import screen_text, until_shown
+from tests.fixtures.screen import flat, screen_text, until_shown
 from tests.fixtures.tui_runs import write_run
 from tests.test_ssh_faults import start_sim
 from tests.test_tui_app import shown, until
+from trainer.datasets.shapes import write_dataset
 from tui.app import GpurentApp
 from tui.box.view import BoxView
+from tui.dialogs.launch import LaunchForm
 from tui.dialogs.pull import PullDialog
 from tui.spec import BoxSpec
 from tui.widgets.badges import WeightsBadge
@@ -80,6 +83,25 @@ async def test_link_drop_dims_then_runs_badge_and_pull_recover(netbox: NetBox, t
             await until_shown(pilot, "pulled best.pt", "sha256 verified", timeout=90)
             await until(pilot, lambda: badge.safe_now is True, timeout=60)
             await until_shown(pilot, "⛨ weights safe", "(laptop)")
+
+            # The launch form is open when the link drops: the dataset doctor's check
+            # fails, and runs again on its own once the connection is back (the failure
+            # it left in the form goes).
+            data = write_dataset(Path(netbox.server.home) / "data", train=8, val=4,
+                                 imgsz=32, seed=0)
+            await pilot.press("l")
+            await until(pilot, lambda: shown(app, LaunchForm) and app.focused is not None)
+            form = app.screen
+            status = form.query_one("#form-status", Static)
+            netbox.link_down()
+            await until(pilot, lambda: box.has_class("-offline"), timeout=60)
+            form.query_one("#f-data", Input).value = str(data)
+            await until(pilot, lambda: status.has_class("-error"), timeout=120)
+            assert "no link to the box" in str(status.render())
+            netbox.link_up()
+            await until(pilot, lambda: "dataset doctor found no errors" in
+                        flat(screen_text(app)), timeout=120)
+            assert not status.has_class("-error")
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGKILL)

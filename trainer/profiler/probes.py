@@ -39,6 +39,10 @@ KEEP_SECONDS = 86400.0
 #: Seconds ``cancel`` waits for the probe to be gone (its loader workers included), so
 #: that what starts next (the run, a new probe) does not share the machine with it.
 EXIT_WAIT = 20.0
+#: Seconds a cancelled probe's main thread has to end after the interrupt before the
+#: process ends itself: the interrupt waits for Python code, and one CPU step of a large
+#: model runs seconds in C (nothing of a probe is worth keeping).
+EXIT_GRACE = 3.0
 
 
 class ProbeDirError(OSError):
@@ -86,11 +90,15 @@ def prune(folder: Path, now: float, keep: float = KEEP_SECONDS) -> None:
 class Leash:
     """Held while a probe runs: creates the leash file (never through a symlink) and
     interrupts the main thread once the file is gone or a cancel left its tombstone
-    (``--cancel``); ``cut`` says so."""
+    (``--cancel``); ``cut`` says so. A main thread still busy ``grace`` seconds later
+    (inside one long C call) is not waited for: the process exits with
+    :data:`CANCELLED`."""
 
-    def __init__(self, path: Path, poll: float = LEASH_POLL) -> None:
+    def __init__(self, path: Path, poll: float = LEASH_POLL,
+                 grace: float = EXIT_GRACE) -> None:
         self.path = path
         self.poll = poll
+        self.grace = grace
         self.cut = False
         self._done = threading.Event()
         prune(path.parent, time.time())
@@ -111,6 +119,8 @@ class Leash:
             if self._gone():
                 self.cut = True
                 _thread.interrupt_main()
+                if not self._done.wait(self.grace):
+                    os._exit(CANCELLED)
                 return
 
     def check(self) -> None:

@@ -126,6 +126,8 @@ class Launching:
                                  self._open_form, timer)
         #: The box's absolute paths for the form's relative ones, once the checks asked.
         self._paths: dict[str, str] = {}
+        #: The form's checks (or its estimate) failed: the link's return runs them again.
+        self._checks_owed = False
 
     # ------------------------------------------------------------------ the form
 
@@ -284,6 +286,22 @@ class Launching:
         if form is not None and name in FORM_WORKERS:
             form.show_error(line)
 
+    def check_failed(self, name: str) -> None:
+        """Worker ``name`` failed (said or not): the form's checks and estimate are
+        owed a new try once the connection is back."""
+        if name in ("run_checks", "probe"):
+            self._checks_owed = True
+
+    def link_back(self) -> None:
+        """The control connection is open again: checks that failed run again for the
+        form's data now (their failure on screen is no longer true)."""
+        form = self._open_form()
+        if not self._checks_owed or form is None or not form.query("#f-data"):
+            return
+        self.estimate.reset()
+        form.checking_again("the connection is back")
+        self.run_checks(form.values()["data"])
+
     # ------------------------------------------------------------------ preflight
 
     def check_box(self) -> None:
@@ -313,6 +331,7 @@ class Launching:
     def run_checks(self, data: str) -> None:
         """Preflight (once per connection) and the dataset doctor, in the background."""
         form = self.form
+        self._checks_owed = False
         self.ports.work("run_checks", lambda: self._check(data, form), group="checks")
 
     def _check(self, data: str, form: LaunchForm | None) -> None:

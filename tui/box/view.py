@@ -267,6 +267,7 @@ class BoxView(Vertical):
         """``name``'s failure on screen in one line with the next step (and in the launch
         form when it is the form's); a broken link starts the reconnect."""
         failure = describe(name, error, self.state.transport)
+        self.launching.check_failed(name)
         if failure.link and self.state.transport is not None:
             self.relink()
         if self.outcomes.failed(name, failure):
@@ -332,6 +333,8 @@ class BoxView(Vertical):
             self.outcomes.done("reconnected: the control connection is open again")
         elif not first:
             self.app.record("control connection open again", self.spec.title, "note")
+        if not first:
+            self.launching.link_back()
 
     # ------------------------------------------------------------------ results: watching
 

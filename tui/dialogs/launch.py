@@ -376,6 +376,15 @@ class LaunchForm(Dialog[LaunchRequest | None]):
         box.set_class(error, "-error")
         box.update(text)
 
+    def checking_again(self, why: str) -> None:
+        """The checks run again (``why``): an error they left is no longer true."""
+        if self._later(self.checking_again, why):
+            return
+        self.query_one("#findings", Static).update(safe(f"checking the box again ({why})…",
+                                                        200, "dim"))
+        if self.query_one("#form-status", Static).has_class("-error") and not self.busy:
+            self._status(self.estimate)
+
     def show_error(self, line: str) -> None:
         """A launch or profile that failed: the form stays open with the reason."""
         if self._later(self.show_error, line):
