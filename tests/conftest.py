@@ -8,6 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from trainer.text import clean_text
+
 pytest_plugins: list[str] = [
     "tests.fixtures.sshd",
     "tests.fixtures.netbox",
@@ -41,6 +43,23 @@ def _private_ledgers(tmp_path_factory: pytest.TempPathFactory,
     monkeypatch.setenv("GPURENT_RUN_REGISTRY", str(where / "runs.txt"))
     monkeypatch.setenv("GPURENT_CACHE_DIR", str(where / "box-cache"))
     monkeypatch.setenv("GPURENT_DATA_DIR", str(where / "laptop-data"))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _notifications_kept() -> Iterator[None]:
+    """Every notification an app shows is also kept in its ``notified`` list: a toast
+    expires (sooner than a loaded machine lets a test look), what was said stays."""
+    from tui.app import GpurentApp
+
+    shown = GpurentApp.notify
+
+    def notify(self: GpurentApp, message: str, **options: object) -> None:
+        self.__dict__.setdefault("notified", []).append(clean_text(str(message)))
+        shown(self, message, **options)  # type: ignore[arg-type]
+
+    GpurentApp.notify = notify  # type: ignore[method-assign]
+    yield
+    GpurentApp.notify = shown  # type: ignore[method-assign]
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -66,7 +66,8 @@ def held_run(server: SSHServer, name: str = "live",
 
 
 def test_list_calls_are_account_level_and_read_each_providers_shape(provider_standin):
-    vast, runpod, lam = (provider_standin(p) for p in ("vast", "runpod", "lambda"))
+    vast, runpod, lam = (provider_standin(p, pace=1.0)  # the providers' own waits
+                         for p in ("vast", "runpod", "lambda"))
     iid = vast.add_instance(gpu_util=87.0, num_gpus=2)
     vast.started(iid, 3600)
     pid = runpod.add_instance()

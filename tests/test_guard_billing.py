@@ -238,10 +238,10 @@ def test_a_pod_in_error_that_takes_no_stop_is_an_alarm_at_once_naming_terminate(
     pod = runpod_standin.add_instance()
     run_dir = tmp_path / "run"
     writer = make_run(run_dir, 999_999_999, best=False)
+    runpod_standin.fault_pod(pod)  # before the guard's first look: every look sees it
     arm_guard(LocalTransport(), str(run_dir), "done", "stop", None, "runpod", pod,
               runpod_standin.key, send_account_key=True, base_url=runpod_standin.base_url,
               poll=0.2)
-    runpod_standin.fault_pod(pod)
     finish_run(writer, 999_999_999)
     final = wait_until("the alarm", lambda: guard_over(run_dir), timeout=60)
     assert final["state"] == "alarm"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -228,6 +229,16 @@ def test_gpurent_guard_arm_show_disarm(tmp_path, vast_standin, monkeypatch, caps
         assert gpurent([*base, "--json"]) == 0
         shown = json.loads(capsys.readouterr().out)["guard"]
         assert shown["state"] == "armed" and shown["alive"] and shown["alarm"] is None
+        # A guard that does not answer (stopped): the disarm is not said to have worked.
+        guard_pid = json.loads((run_dir / "guard.json").read_text())["pid"]
+        os.kill(guard_pid, signal.SIGSTOP)
+        try:
+            assert gpurent([*base, "disarm"]) == 1
+            said = capsys.readouterr()
+            assert said.out.startswith("guard armed")
+            assert "has not said it stood down" in said.err
+        finally:
+            os.kill(guard_pid, signal.SIGCONT)
         assert gpurent([*base, "disarm"]) == 0
         assert capsys.readouterr().out.startswith("guard disarmed")
     finally:

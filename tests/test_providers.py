@@ -166,7 +166,7 @@ def test_retries_then_succeeds(provider_standin, name, status):
 @pytest.mark.parametrize("name,wait", [("vast", 2.0), ("runpod", 1.0), ("lambda", 1.0)])
 def test_a_429_is_waited_out_as_the_provider_says_not_counted_as_a_retry(
         provider_standin, name, wait):
-    standin = provider_standin(name)
+    standin = provider_standin(name, pace=1.0)  # the providers' own thresholds
     iid = standin.add_instance()
     standin.fail(429, times=3, retry_after="1" if name == "runpod" else None)
     sleeps, pacer = Sleeps(), SimPacer()
@@ -181,7 +181,8 @@ def test_a_429_is_waited_out_as_the_provider_says_not_counted_as_a_retry(
     assert provider.rate_limited == 3
 
 
-def test_rate_waits_end_at_the_callers_bound_with_one_line(vast_standin):
+def test_rate_waits_end_at_the_callers_bound_with_one_line(provider_standin):
+    vast_standin = provider_standin("vast", pace=1.0)  # Vast's own threshold: 2 s
     iid = vast_standin.add_instance()
     vast_standin.fail(429, times=50)
     pacer = SimPacer()
@@ -195,9 +196,10 @@ def test_rate_waits_end_at_the_callers_bound_with_one_line(vast_standin):
 
 
 def test_calls_are_spaced_by_vasts_interval_per_endpoint_and_never_meet_its_429(
-        vast_standin):
+        provider_standin):
     """Vast's intervals, real time: show 2 s, list 1 s; two endpoints do not wait on
     each other, and a second client of the same key (another thread) shares the turns."""
+    vast_standin = provider_standin("vast", pace=1.0)
     iid = vast_standin.add_instance()
     one, two = client(vast_standin), client(vast_standin)
     started = time.monotonic()
@@ -212,7 +214,26 @@ def test_calls_are_spaced_by_vasts_interval_per_endpoint_and_never_meet_its_429(
     assert one.waited + two.waited >= 1.9
 
 
-def test_lambda_429_in_its_envelope_is_waited_out_and_spaced(lambda_standin):
+def test_the_pace_scales_every_interval_and_a_bad_one_is_said(provider_standin,
+                                                              monkeypatch, capsys):
+    vast_standin = provider_standin("vast", rate_limits=False)  # the pacer's clock is fake
+    iid = vast_standin.add_instance()
+    for text, pace, said in (("2", 2.0, False), ("fast", 1.0, True), ("0", 1.0, True),
+                             ("nan", 1.0, True), ("", 1.0, False)):
+        monkeypatch.setenv("GPURENT_API_PACE", text)
+        pacer = SimPacer()
+        provider = get_provider("vast", vast_standin.key, base_url=vast_standin.base_url,
+                                pacer=pacer)
+        assert provider.pace == pace
+        err = capsys.readouterr().err
+        assert ("GPURENT_API_PACE" in err and "intervals are kept" in err) is said, err
+        provider.get_instance(iid)
+        provider.get_instance(iid)
+        assert pacer.slept == [2.0 * pace]  # Vast's show interval, scaled
+
+
+def test_lambda_429_in_its_envelope_is_waited_out_and_spaced(provider_standin):
+    lambda_standin = provider_standin("lambda", pace=1.0)  # real time
     iid = lambda_standin.add_instance()
     provider = client(lambda_standin)
     started = time.monotonic()
@@ -234,7 +255,8 @@ def test_gives_up_after_retries_with_one_line(provider_standin, name):
     assert len(standin.requests) == 3
 
 
-def test_vast_429_plain_text_without_retry_after(vast_standin):
+def test_vast_429_plain_text_without_retry_after(provider_standin):
+    vast_standin = provider_standin("vast", pace=1.0)  # Vast's own threshold: 2 s
     iid = vast_standin.add_instance()
     vast_standin.fail(429, times=5)
     pacer = SimPacer()

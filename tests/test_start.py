@@ -127,7 +127,7 @@ def test_cli_over_ssh_reports_lists_and_shows_a_run_that_died_in_setup(
     env = ssh_home(tmp_path, sshd)
     project = Path(sshd.home) / "start-cli"
     launched_ = gpurent("launch", f"box:{project}", "name=typo", "data=/no/such/data.yaml",
-                        "epochs=1", env=env, timeout=180)
+                        "epochs=1", "--wait", "120", env=env, timeout=180)  # a loaded box
     assert launched_.returncode == 1, launched_.stdout + launched_.stderr
     error = launched_.stderr.strip().splitlines()[-1]
     assert error.startswith("gpurent launch: failed to start: ") and \

@@ -93,8 +93,9 @@ async def press_button(pilot, selector: str) -> None:
 
 
 def messages(app) -> list[str]:
-    """The texts of the notifications shown so far."""
-    return [n.message for n in app._notifications]
+    """The texts of the notifications shown so far (expired ones too: the conftest
+    keeps each)."""
+    return list(app.__dict__.get("notified", []))
 
 
 def local_app(project: Path, **spec) -> GpurentApp:

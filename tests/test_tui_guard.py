@@ -16,7 +16,7 @@ from remote.billing.leases import lease_for
 from remote.runs.guard import arm_guard
 from remote.transport.local import LocalTransport
 from tests.fixtures.guard_kit import guard_over, stop_guard, wait_until
-from tests.test_tui_app import quiet_env, until  # noqa: F401 (autouse fixture)
+from tests.test_tui_app import messages, quiet_env, until  # noqa: F401 (autouse fixture)
 from trainer import runfiles
 from trainer.guard.lease import read_lease
 from tui.app import GpurentApp
@@ -157,8 +157,7 @@ async def test_a_provider_that_cannot_stop_gets_no_stop(run_factory, lambda_stan
         await pilot.press("escape")
         await until(pilot, lambda: not isinstance(app.screen, Dialog))
         await pilot.press("i")
-        await until(pilot, lambda: any("cannot stop" in n.message
-                                       for n in app._notifications))
+        await until(pilot, lambda: any("cannot stop" in m for m in messages(app)))
         assert not isinstance(app.screen, Dialog)
     assert not (run / "guard.json").exists()
     assert not lambda_standin.calls("POST", "terminate")

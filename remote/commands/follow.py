@@ -16,7 +16,7 @@ from typing import Any
 from remote.commands.errors import fail
 from remote.commands.target import add_connection_options, connector, parse_target
 from remote.transport.base import Transport
-from remote.watch import LOG_TAIL_BYTES, Watcher
+from remote.watch import LOG_TAIL_BYTES, SILENCE_TIMEOUT, Watcher
 from remote.watch.events import (
     ConnectionEvent,
     GpuEvent,
@@ -53,8 +53,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--keep", action="store_true", help="keep following after the run ends")
     p.add_argument("--gpu", action="store_true",
                    help="also print GPU samples and the box's CPU and RAM")
-    p.add_argument("--silence", type=float, default=5.0,
-                   help="seconds without data before reconnecting (default 5)")
+    p.add_argument("--silence", type=float, default=SILENCE_TIMEOUT,
+                   help="seconds without data before reconnecting (default "
+                        f"{SILENCE_TIMEOUT:g})")
     p.add_argument("--from-start", action="store_true",
                    help=f"the whole log (default: its last {LOG_TAIL_BYTES >> 10} KiB, from a "
                    "line start, then what it gains)")
@@ -172,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def follow(connect: Callable[[], Transport], run_dir: str, *, as_json: bool = False,
-           keep: bool = False, gpu: bool = False, silence: float = 5.0,
+           keep: bool = False, gpu: bool = False, silence: float = SILENCE_TIMEOUT,
            log_tail: int = 0, gate: Any = None) -> int:
     """Stream ``run_dir`` on the box ``connect()`` reaches until the run ends (or for
     ever with ``keep``); the exit code: 0 completed or stopped, else 1. ``log_tail``: start

@@ -177,6 +177,10 @@ def run(args: argparse.Namespace) -> int:
             "base_url": args.base_url, "poll": args.poll,
             "stall_minutes": args.stall_minutes})  # to arm it again where the run moves
     code = _print(args, state, lease)
+    if args.action == "disarm" and state is not None and state.watching:
+        print("the guard has not said it stood down (it answers within seconds unless it "
+              "is busy acting): `gpurent guard RUN show` tells when it has", file=sys.stderr)
+        return 1
     if state is not None and state.alarm_active and args.action == "show":
         print("the alarm stays until acknowledged: gpurent guard RUN ack", file=sys.stderr)
     return code

@@ -36,6 +36,12 @@ class NoPython(StartFailed):
     """The gate found no python that can run the follower: poll the files instead."""
 
 
+#: Seconds without a byte from the box (the follower's heartbeat comes every second)
+#: before the link counts as lost: a busy box or laptop can hold a heartbeat up for
+#: seconds (dataloaders on every core), and that is not a lost link.
+SILENCE_TIMEOUT = 10.0
+
+
 @dataclass(frozen=True)
 class FollowOptions:
     """How a watch follows: the project whose runs it streams too, the follower's poll,
@@ -45,7 +51,7 @@ class FollowOptions:
 
     project: str | None = None
     poll_interval: float = 0.25
-    silence_timeout: float = 5.0
+    silence_timeout: float = SILENCE_TIMEOUT
     gpu_interval: float = 2.0
     runs_interval: float = RUNS_INTERVAL
     log_tail: int = 0

@@ -27,7 +27,13 @@ from remote.watch.delivery import Delivery
 from remote.watch.events import ConnectionEvent, WatchEvent
 from remote.watch.follower import Dropped, Follower
 from remote.watch.polling import FilePoller
-from remote.watch.start import RUNS_INTERVAL, FollowOptions, NoPython, StartFailed
+from remote.watch.start import (
+    RUNS_INTERVAL,
+    SILENCE_TIMEOUT,
+    FollowOptions,
+    NoPython,
+    StartFailed,
+)
 from trainer.text import one_line
 
 log = logging.getLogger(__name__)
@@ -56,7 +62,8 @@ class Watcher:
     ``runs_interval``: how often the follower looks at the project's runs."""
 
     def __init__(self, connect: Callable[[], Transport], run_dir: str | None,
-                 on_event: Callable[[WatchEvent], None], *, silence_timeout: float = 5.0,
+                 on_event: Callable[[WatchEvent], None], *,
+                 silence_timeout: float = SILENCE_TIMEOUT,
                  poll_interval: float = 0.25, gpu_interval: float = 2.0,
                  close_transport: bool = True, project: str | None = None,
                  gate: Any = None, log_tail: int = 0,

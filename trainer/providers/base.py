@@ -40,7 +40,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from trainer.providers.pace import PACER, Pacer, Slot, fingerprint
+from trainer.providers.pace import PACER, Pacer, Slot, fingerprint, pace_from_env
 from trainer.providers.values import integer
 from trainer.text import one_line
 
@@ -235,7 +235,8 @@ class Provider:
     ``retries`` times with exponential backoff (honouring ``Retry-After``); then the
     failure is a ``ProviderError`` whose message is one line. ``sleep`` (the backoff's)
     is injectable for tests; the turns and the 429 waits are ``pacer``'s (its own clock
-    and sleep: the process's, or a simulation's)."""
+    and sleep: the process's, or a simulation's). ``pace`` scales every interval
+    (default: ``GPURENT_API_PACE``, else 1)."""
 
     #: Short name used on the command line and in the config (``vast``).
     name = ""
@@ -261,7 +262,7 @@ class Provider:
                  timeout: float = DEFAULT_TIMEOUT, retries: int = 4, backoff: float = 1.0,
                  max_backoff: float = 30.0, max_rate_wait: float = DEFAULT_MAX_RATE_WAIT,
                  sleep: Callable[[float], None] = time.sleep,
-                 pacer: Pacer | None = None,
+                 pacer: Pacer | None = None, pace: float | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         self.api_key = api_key or ""
         self.base_url = (base_url or self.default_base_url).rstrip("/")
@@ -272,6 +273,8 @@ class Provider:
         self.max_rate_wait = max(0.0, max_rate_wait)
         self.sleep = sleep
         self.pacer = pacer or PACER
+        #: The factor on every interval of ``intervals``.
+        self.pace = pace_from_env() if pace is None else pace
         #: The wall clock that times the provider gives relative (an uptime) are put on.
         self.clock = clock
         #: Seconds this client waited for its turns and out 429s (for reports).
@@ -367,7 +370,7 @@ class Provider:
         data = None if body is None else json.dumps(body).encode("utf-8")
         name = self.endpoint(method, path)
         slot = Slot(self.base_url, fingerprint(self.api_key), name)
-        interval = float(self.intervals.get(name, 0.0))
+        interval = float(self.intervals.get(name, 0.0)) * self.pace
         attempt = limited = 0
         rate_waited = 0.0
         while True:

@@ -7,16 +7,44 @@ about one request a second). A client that knows the interval never meets the 42
 that met it waits what the answer said before that endpoint is called again, by any
 thread of the process (the watchdog acts on several instances of one account at once).
 
+``GPURENT_API_PACE`` scales every interval (2: twice as far apart, for a key another
+tool uses too; under 1: closer, for an API stand-in whose intervals are scaled the same).
+
 Standard library only (the guard runs it on the box).
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
+import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+
+#: The environment variable that scales every provider's intervals.
+PACE_ENV = "GPURENT_API_PACE"
+#: The scales ``GPURENT_API_PACE`` may take.
+PACE_RANGE = (0.01, 100.0)
+
+
+def pace_from_env() -> float:
+    """The scale of every interval from ``GPURENT_API_PACE`` (1 when unset); a value
+    that is not a number in ``PACE_RANGE`` is said on stderr and 1 is used."""
+    text = os.environ.get(PACE_ENV, "").strip()
+    if not text:
+        return 1.0
+    try:
+        pace = float(text)
+    except ValueError:
+        pace = -1.0
+    low, high = PACE_RANGE
+    if not low <= pace <= high:  # NaN too
+        print(f"gpurent: {PACE_ENV}={text[:40]!r} is not a number from {low:g} to {high:g};"
+              " the providers' own intervals are kept", file=sys.stderr)
+        return 1.0
+    return pace
 
 
 @dataclass(frozen=True)

@@ -280,17 +280,15 @@ class Launching:
                 "(ctrl+o clones its settings)"
         return ""
 
-    def failed(self, name: str, line: str) -> None:
-        """A failure of worker ``name`` is also said inside the form, when it is its."""
-        form = self._open_form()
-        if form is not None and name in FORM_WORKERS:
-            form.show_error(line)
-
-    def check_failed(self, name: str) -> None:
-        """Worker ``name`` failed (said or not): the form's checks and estimate are
-        owed a new try once the connection is back."""
+    def failed(self, name: str, line: str, said: bool = True) -> None:
+        """A failure of worker ``name`` is also said inside the form, when it is its
+        (and ``said``: not a repeat kept quiet); failed checks or estimate are owed a
+        new try once the connection is back."""
         if name in ("run_checks", "probe"):
             self._checks_owed = True
+        form = self._open_form()
+        if said and form is not None and name in FORM_WORKERS:
+            form.show_error(line)
 
     def link_back(self) -> None:
         """The control connection is open again: checks that failed run again for the

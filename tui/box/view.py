@@ -141,8 +141,7 @@ class BoxView(Vertical):
 
     def _work(self, name: str, fn: Callable[[], object], *, group: str,
               label: str | None = None, exclusive: bool = True) -> None:
-        """Run ``fn`` in a worker thread named ``name``; ``label``: in the status row
-        while it runs."""
+        """Run ``fn`` in a worker thread named ``name`` (``label``: in the status row)."""
         if label is not None:
             self.outcomes.begin(name, label)
         self.run_worker(fn, name=name, group=group, exclusive=exclusive, thread=True,
@@ -255,8 +254,7 @@ class BoxView(Vertical):
         self.link.reconnect_control()
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        """This box's worker outcomes: an ended action leaves the status row, a failed
-        one is reported."""
+        """An ended action leaves the status row; a failed one is reported."""
         worker = event.worker
         if event.state in (WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.CANCELLED):
             self.outcomes.end(worker.name)
@@ -267,11 +265,9 @@ class BoxView(Vertical):
         """``name``'s failure on screen in one line with the next step (and in the launch
         form when it is the form's); a broken link starts the reconnect."""
         failure = describe(name, error, self.state.transport)
-        self.launching.check_failed(name)
         if failure.link and self.state.transport is not None:
             self.relink()
-        if self.outcomes.failed(name, failure):
-            self.launching.failed(name, failure.line)
+        self.launching.failed(name, failure.line, said=self.outcomes.failed(name, failure))
 
     def shutdown(self) -> None:
         """Stop retrying, watching (its thread waited for, briefly) and the connection."""
@@ -328,13 +324,13 @@ class BoxView(Vertical):
         self.link.install_needs()
         if state.preflight is None and self.spec.kind == "ssh":
             self.launching.check_box()
-        if not first and self._reconnecting:
-            self._reconnecting = False
-            self.outcomes.done("reconnected: the control connection is open again")
-        elif not first:
-            self.app.record("control connection open again", self.spec.title, "note")
         if not first:
             self.launching.link_back()
+            if self._reconnecting:
+                self._reconnecting = False
+                self.outcomes.done("reconnected: the control connection is open again")
+            else:
+                self.app.record("control connection open again", self.spec.title, "note")
 
     # ------------------------------------------------------------------ results: watching
 
