@@ -165,7 +165,7 @@ WRITER = textwrap.dedent(
 
 
 def test_reader_never_sees_a_partial_status_while_it_is_rewritten(tmp_path: Path) -> None:
-    writes = 10_000
+    writes = 3_000
     RunWriter(tmp_path).write_status({"state": "running", "completed_epochs": -2})
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     writer = subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path), str(writes)],

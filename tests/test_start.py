@@ -166,8 +166,11 @@ async def test_the_tui_shows_a_run_that_died_in_setup(sshd: SSHServer, tmp_path:
         state = box.state
         await until(pilot, lambda: state.run_dir == f"{project}/typo" and state.status is not None
                     and state.status.health.verdict == "failed", timeout=120)
-        assert any(m.startswith("failed to start: ") and "does not exist" in m
-                   for m in messages(app))
+        # Said with the bell: by the launch when the run died within its wait, else by
+        # the watcher when it saw it ("run typo failed: failed to start: ...").
+        await until(pilot, lambda: any(
+            m.startswith(("failed to start: ", "run typo failed: failed to start: "))
+            and "does not exist" in m for m in messages(app)))
         assert "does not exist" in box.header.query_one("#ident", TextLine).text.plain
         pane = box.query_one(LogPane)
         await until(pilot, lambda: any("does not exist" in line for line in pane.log.lines))
