@@ -123,26 +123,3 @@ def test_the_laptops_newer_copy_resumes_on_another_box(
         for box in boxes:
             box.sshd.stop()
 
-
-class _Calls:
-    """Pickles as a call of ``os.system``: reading it must not run it."""
-
-    def __reduce__(self) -> tuple[object, tuple[str]]:
-        return os.system, ("touch SHOULD-NOT-EXIST",)
-
-
-def test_the_epoch_is_read_without_resolving_what_the_pickle_names(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import pickle
-    import zipfile
-    from collections import OrderedDict
-
-    monkeypatch.chdir(tmp_path)
-    path = tmp_path / "last.pt"
-    with zipfile.ZipFile(path, "w") as archive:
-        archive.writestr("last/data.pkl", pickle.dumps(
-            {"epoch": 7, "model": OrderedDict(w=_Calls()), "hook": _Calls()}))
-    assert checkpoint_epoch(str(path)) == 7
-    assert not (tmp_path / "SHOULD-NOT-EXIST").exists()
-    (tmp_path / "torn.pt").write_bytes(path.read_bytes()[:40])
-    assert checkpoint_epoch(str(tmp_path / "torn.pt")) is None

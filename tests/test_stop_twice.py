@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -15,9 +17,9 @@ import pytest
 
 from remote.cli import main
 from remote.runs.launch import LaunchSpec, launch_run
-from remote.runs.stop import stop_run
+from remote.runs.stop import stop_in_progress, stop_run
 from remote.transport.local import LocalTransport
-from trainer import engines, runfiles
+from trainer import engines, procid, runfiles
 from trainer.health import local_pid_alive
 
 
@@ -42,6 +44,65 @@ def until(what: str, ok, seconds: float = 60.0) -> None:
     while not ok():
         assert time.monotonic() < deadline, f"never: {what}"
         time.sleep(0.05)
+
+
+@pytest.fixture
+def sleeper_run(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
+    """A running run whose process (a ``sleep``) ends at SIGTERM, as our trainer does."""
+    proc = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    run = tmp_path / "exp"
+    run.mkdir()
+    runfiles.atomic_write_json(run / runfiles.STATUS_FILE, {
+        "schema_version": 1, "state": "running", "pid": proc.pid,
+        **procid.identity(proc.pid), "started_at": runfiles.utc_now_iso(),
+        "updated_at": runfiles.utc_now_iso(), "completed_epochs": 1, "total_epochs": 10})
+    try:
+        yield proc, run
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def leave_mark(run: Path, pid: int, age: float) -> Path:
+    """The stop mark a ``gpurent stop`` of pid ``pid`` wrote ``age`` seconds ago."""
+    mark = Path(engines.beside_path(run, engines.BESIDE_STOP))
+    mark.parent.mkdir(exist_ok=True)
+    when = time.time() - age
+    mark.write_text(json.dumps({"pid": pid, "signal": "SIGTERM", "by": "gpurent stop",
+                                "at": runfiles.utc_now_iso(when), "torn": []}) + "\n")
+    os.utime(mark, (when, when))
+    return mark
+
+
+@pytest.mark.parametrize(("same_pid", "age"), [(False, 0.0), (False, 3600.0), (True, 3600.0)])
+def test_a_stop_mark_of_another_process_does_not_hold_the_next_stop(
+        sleeper_run: tuple[subprocess.Popen[bytes], Path], same_pid: bool,
+        age: float) -> None:
+    # Left by the stop of the run's process before a resume (a box restarted for the
+    # resume may hand the new process the same pid), or naming another process. Taken
+    # for a stop in progress, every later stop would only wait while the box bills.
+    proc, run = sleeper_run
+    mark = leave_mark(run, proc.pid if same_pid else 2999990, age)
+    box = LocalTransport()
+    assert stop_in_progress(box, str(run), proc.pid, time.time() - 1) is None
+    stopped = stop_run(box, str(run), timeout=5, poll=0.02)
+    assert stopped.outcome == "stopped", stopped.detail
+    assert stopped.detail.startswith(f"pid {proc.pid} ended ") and "after SIGTERM" in \
+        stopped.detail, stopped.detail
+    assert proc.wait(5) == -signal.SIGTERM
+    assert engines.parse_stop(mark.read_bytes()) == proc.pid  # its own mark now
+
+
+def test_a_stop_mark_of_this_process_is_a_stop_in_progress(
+        sleeper_run: tuple[subprocess.Popen[bytes], Path]) -> None:
+    proc, run = sleeper_run
+    leave_mark(run, proc.pid, 0)
+    sent = stop_in_progress(LocalTransport(), str(run), proc.pid, time.time() - 1)
+    assert sent is not None and sent.signal == "SIGTERM"
+    waited = stop_run(LocalTransport(), str(run), timeout=0.2, poll=0.02)
+    assert waited.outcome == "stopping" and "not signalled again" in waited.detail, \
+        waited.detail
+    assert proc.poll() is None
 
 
 def test_second_stop_waits_for_a_slow_save_and_force_kills(

@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from remote.runs.processes import StalePid, send, signal_checked, why_not
+from remote.runs.processes import StalePid, send, signal_checked, started_at, why_not
 from remote.runs.read import read_run, read_status
 from remote.transport.base import Transport
-from trainer import engines, runfiles
+from trainer import engines, procid, runfiles
 from trainer.text import clean_text
 
 #: How long to wait for the process to vanish after SIGKILL.
@@ -98,7 +98,7 @@ def stop_run(transport: Transport, run_dir: str, timeout: float = 30.0,
                                          "closing its status")
     if why is not None:
         return StopResult("not-signalled", f"stale pid {pid}: not signalling ({why})")
-    sent = stop_in_progress(transport, run_dir, pid)
+    sent = stop_in_progress(transport, run_dir, pid, started_at(record))
     if sent is not None:
         return _join(transport, run_dir, pid, record, sent, timeout, poll, force)
     sig = graceful_signal(transport, run_dir)
@@ -140,10 +140,16 @@ class StopSent:
     at: datetime | None
 
 
-def stop_in_progress(transport: Transport, run_dir: str, pid: int) -> StopSent | None:
-    """The stop already sent to ``pid`` (its ``NAME.stop.json`` names that pid), if any."""
+def stop_in_progress(transport: Transport, run_dir: str, pid: int,
+                     started: float | None = None) -> StopSent | None:
+    """The stop already sent to ``pid`` (its ``NAME.stop.json`` names that pid), if any.
+    A mark written before the process started (``started``: the status's ``started_at``,
+    epoch s; the mark's mtime is on the same clock, the box's) was left by the stop of an
+    earlier process of the run that had the same pid (a box restarted for a resume
+    hands out the same pids): not this one's."""
     mark = engines.beside_path(run_dir, engines.BESIDE_STOP)
-    if transport.stat(mark) is None:
+    st = transport.stat(mark)
+    if st is None or (started is not None and st.mtime < started - procid.STARTED_AT_SLACK):
         return None
     try:
         data = transport.read(mark, 0, engines.MAX_MARK_BYTES)
