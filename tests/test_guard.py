@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from remote.billing.leases import Lease, write_on_box
 from remote.runs.guard import GuardError, arm_guard, disarm_guard, read_guard
 from remote.transport.local import LocalTransport
 from tests.fixtures.gpubox import FakeSmi, quiet_lines
@@ -196,23 +197,31 @@ def test_max_hours_fires_on_a_run_that_never_ends(tmp_path, lambda_standin, trai
 
 
 def test_the_laptops_lease_on_the_box_fires_the_guard(tmp_path, vast_standin, trainer_pid):
-    """``gpurent lease`` writes CACHE/lease.json; the guard acts once it runs out, on a
-    run that never ends (the box ends its own billing with the laptop closed)."""
+    """``gpurent lease`` writes CACHE/lease.json; the guard acts once it runs out and not
+    before, on a run that never ends (the box ends its own billing with the laptop
+    closed)."""
     iid = vast_standin.add_instance()
     run_dir = tmp_path / "run"
     make_run(run_dir, trainer_pid.pid, best=False)  # no best.pt: no push to wait for
-    cache = Path(os.environ["GPURENT_CACHE_DIR"])
-    cache.mkdir(parents=True, exist_ok=True)
-    (cache / "lease.json").write_text(json.dumps({"target": f"vast:{iid}",
-                                                  "until": time.time() + 1.5,
-                                                  "until_at": "in 1.5 s", "then": "stop"}))
+    box = LocalTransport()  # the box's cache is this machine's ($GPURENT_CACHE_DIR)
+    write_on_box(box, Lease(f"vast:{iid}", time.time() + 300, "stop"))
     proc = start_guard(run_dir, vast_standin, iid, "--when", "done", "--then", "stop")
+    wait_for("the guard's first look at the run", lambda: proc.poll() is not None or str(
+        guard_state(run_dir).get("last_decision") or "").startswith("run is "))
+    # Five minutes left: it watches on.
+    assert proc.poll() is None and vast_standin.calls("PUT") == [], guard_state(run_dir)
+    lease = Lease(f"vast:{iid}", time.time() + 2.0, "stop")  # the laptop shortens it
+    write_on_box(box, lease)
+    deadline = time.monotonic() + lease.left()
     rc, err = finished(proc)
     assert rc == 0, err
     assert trainer_pid.poll() is None  # the run never ended
     assert [r.body for r in vast_standin.calls("PUT")] == [{"state": "stopped"}]
+    late = vast_standin.meter(iid).full_rate_until(0) - deadline
+    # Never before the deadline; after it, within a poll and the stop's few calls.
+    assert 0.0 <= late <= 10.0, f"billing ended {late:.2f} s after the deadline"
     assert guard_state(run_dir)["outcome"]["trigger"] == "lease"
-    assert "the lease ran out at in 1.5 s" in (run_dir / "guard.log").read_text()
+    assert f"the lease ran out at {lease.until_at}" in (run_dir / "guard.log").read_text()
 
 
 def test_a_failed_run_ends_the_watch(tmp_path, vast_standin):

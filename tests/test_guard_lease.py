@@ -32,3 +32,12 @@ def test_a_lease_without_seconds_left_keeps_its_deadline(tmp_path):
     assert lease_passed("vast", "7", now=until - 1, path=path) is None
     assert lease_passed("vast", "7", now=until + 1, path=path) is not None
     assert lease_passed("vast", "8", now=until + 1, path=path) is None  # not this box's
+
+
+def test_on_the_boxs_own_clock_a_lease_with_minutes_left_has_not_passed(tmp_path):
+    """As the guard asks, with no ``now``: the box's clock."""
+    path = tmp_path / "lease.json"
+    write(path, until=time.time() + 300, left=300.0)
+    assert lease_passed("vast", "7", path=path) is None
+    write(path, until=time.time() - 1, left=-1.0)
+    assert lease_passed("vast", "7", path=path) is not None

@@ -101,6 +101,28 @@ def test_the_old_box_of_a_run_is_the_one_it_last_ran_on() -> None:
     assert old_instance("org/none", "exp4", "runpod:new") is None
 
 
+def test_a_moved_lease_keeps_its_deadline_on_the_laptop_and_on_the_new_box() -> None:
+    """Two hours into a 6 h lease the run moves: the new instance has the 4 h left, not
+    6 h again (a lease that restarted at every move would never end a run that moves)."""
+    from remote.billing.carry import carry_over
+    from remote.billing.leases import lease_for, set_lease
+    from remote.transport.local import LocalTransport
+    from trainer.guard.lease import read_lease
+
+    old, new = "runpod:lease-from", "runpod:lease-to"
+    want_running(old, RunIntent("exp7", "runs", "org/exp7"))
+    given = set_lease(old, 6 * 3600, "destroy", now=time.time() - 2 * 3600)
+    said = carry_over(LocalTransport(), "runs/exp7", "org/exp7", "exp7", new,
+                      ("runpod", "lease-to"))
+    assert said[0].startswith(f"lease moved from {old} to {new}: until "), said
+    moved = lease_for(new)
+    assert moved is not None and moved.then == "destroy" and lease_for(old) is None
+    assert abs(moved.until - given.until) < 1.0
+    on_box = read_lease()  # where the new box's guard reads it (this machine's cache)
+    assert on_box is not None and on_box["target"] == new
+    assert abs(on_box["deadline"] - given.until) < 5.0
+
+
 def test_an_episode_is_told_once() -> None:
     noticed = note_episode("runpod:pod9", 50.0, True)
     taken = Interruption("runpod:pod9", "runpod says EXITED", noticed)

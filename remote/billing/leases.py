@@ -66,11 +66,12 @@ def parse_duration(text: str) -> float:
     ``ValueError`` (one line) otherwise."""
     words = text.strip().lower()
     if re.fullmatch(r"\d+(\.\d+)?", words):
-        return float(words) * 3600
-    parts = re.findall(r"(\d+(?:\.\d+)?)([smhd])", words)
-    if not parts or "".join(n + u for n, u in parts) != words:
-        raise ValueError(f"{text!r} is not a duration: write it as 6h, 90m, 1h30m or 2d")
-    seconds = sum(float(n) * _UNITS[u] for n, u in parts)
+        seconds = float(words) * _UNITS["h"]
+    else:
+        parts = re.findall(r"(\d+(?:\.\d+)?)([smhd])", words)
+        if not parts or "".join(n + u for n, u in parts) != words:
+            raise ValueError(f"{text!r} is not a duration: write it as 6h, 90m, 1h30m or 2d")
+        seconds = sum(float(n) * _UNITS[u] for n, u in parts)
     if seconds <= 0:
         raise ValueError(f"{text!r}: a lease must last more than nothing")
     return seconds
