@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from remote.transport.local import PACKAGE_ROOT, LocalTransport
 from remote.transport.ssh import SSHTransport
 from remote.watch.delivery import Delivery
 from remote.watch.events import StatusEvent
@@ -43,6 +44,17 @@ def slow_clock_box(box_factory: Callable[..., SSHServer], tmp_path: Path) -> SSH
     return box_factory(path=[str(bin_dir), "/usr/local/bin", "/usr/bin", "/bin"])
 
 
+def write_slow_status(run: Path, pid: int) -> None:
+    """A live run (``pid``) that wrote its status 5 s ago by a clock ``BEHIND`` slow."""
+    runfiles.RunWriter(run).write_status({
+        "state": "running", "pid": pid, "total_epochs": 30, "completed_epochs": 3,
+        "elapsed_seconds": 126.0, "mean_epoch_seconds": 42.0, "epoch_seconds": 42.0,
+        **procid.identity(pid)})
+    status = runfiles.read_status(run).fields or {}
+    status["updated_at"] = runfiles.utc_now_iso(time.time() - BEHIND - 5)  # its clock
+    runfiles.atomic_write_json(run / runfiles.STATUS_FILE, status)
+
+
 def test_polling_measures_the_box_clock_and_judges_the_run_on_it(box_factory, tmp_path):
     """A box without a usable python (file polling): ``date +%s`` gives the offset, each
     status carries it, and a run that wrote its status a moment ago by its own clock
@@ -52,13 +64,7 @@ def test_polling_measures_the_box_clock_and_judges_the_run_on_it(box_factory, tm
                             start_new_session=True)
     try:
         run = Path(box.home) / "clock" / "exp"
-        runfiles.RunWriter(run).write_status({
-            "state": "running", "pid": proc.pid, "total_epochs": 30, "completed_epochs": 3,
-            "elapsed_seconds": 126.0, "mean_epoch_seconds": 42.0, "epoch_seconds": 42.0,
-            **procid.identity(proc.pid)})
-        status = runfiles.read_status(run).fields or {}
-        status["updated_at"] = runfiles.utc_now_iso(time.time() - BEHIND - 5)  # its clock
-        runfiles.atomic_write_json(run / runfiles.STATUS_FILE, status)
+        write_slow_status(run, proc.pid)
         with box.connect() as transport:
             skew = box_clock_skew(transport)
         assert skew is not None and abs(skew + BEHIND) < 5, skew
@@ -85,9 +91,43 @@ def test_polling_measures_the_box_clock_and_judges_the_run_on_it(box_factory, tm
         proc.wait()
 
 
+def test_the_follower_s_hello_measures_the_box_clock(tmp_path: Path) -> None:
+    """The real follower (``python3 -m trainer follow``) on a box whose clock is
+    ``BEHIND`` slow: its hello's ``now`` gives the offset (the box's clock minus this
+    laptop's), each status carries it, and the run that wrote its status 5 s ago by its
+    own clock is live, not overdue by 2 h."""
+    site = tmp_path / "slow-clock-site"  # the box's python: time.time() BEHIND slow
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        f"import time\n_real = time.time\ntime.time = lambda: _real() - {BEHIND}\n")
+    box = LocalTransport()
+    box.trainer_prefix = f"PYTHONPATH={site}:{PACKAGE_ROOT} {sys.executable}"
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"],
+                            start_new_session=True)
+    try:
+        run = tmp_path / "clock" / "exp"
+        write_slow_status(run, proc.pid)
+        events = Collector()
+        watcher = Watcher(lambda: box, str(run), events, close_transport=False,
+                          poll_interval=0.1)
+        watcher.start()
+        try:
+            assert wait_until(lambda: any(isinstance(e, StatusEvent)
+                                          for _, e in events.snapshot()), 60)
+        finally:
+            watcher.stop()
+        assert not watcher.polling
+        [status, *_] = [e for _, e in events.snapshot() if isinstance(e, StatusEvent)]
+        assert abs(status.skew + BEHIND) < 5, status.skew
+        assert status.health.verdict == "live", status.health
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def test_the_follower_s_offset_reaches_each_status() -> None:
-    """The follower's hello sets the delivery's offset (``Follower._on_hello``); every
-    status delivered after it carries the offset."""
+    """The delivery's offset (what the follower's hello sets, tested above): every
+    status delivered after it carries it."""
     got: list[object] = []
     delivery = Delivery(got.append)
     delivery.skew = -float(BEHIND)

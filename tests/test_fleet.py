@@ -21,10 +21,12 @@ from remote.billing.accounts import Account, configured_accounts
 from remote.billing.fleet import FleetOptions, list_fleet
 from remote.billing.providers import ConfigError
 from remote.config import remember_hub_repo
+from remote.runs.probe import BoxReport, BoxRun
 from tests.fixtures.fleetbox import known_as
 from tests.fixtures.hub_standin import VALID_TOKEN, record_push
 from tests.fixtures.sshd import SSHServer
 from trainer import runfiles
+from trainer.guard.ring import GpuUse
 from trainer.providers import ProviderError, get_provider
 from trainer.providers.pace import Pacer
 
@@ -186,6 +188,32 @@ def test_an_idle_box_is_flagged_with_its_dollars_and_a_busy_one_is_not(provider_
         busy_row = again[f"vast:{busy}"]
         assert [(r.run_dir, r.live) for r in busy_row.box.runs] == [(str(run_dir), True)]
         assert busy_row.idle is None and again[f"vast:{idle}"].idle is None
+
+
+def test_a_busy_pass_ends_the_idle_stretch_the_listings_remember(
+        provider_standin, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Idle an hour ago, busy 10 min ago, idle again now, where neither the ring nor the
+    run gives a time: the stretch the listings remember began now, not an hour ago."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    vast = provider_standin("vast")
+    iid = vast.add_instance()
+    vast.started(iid, 5 * 3600)
+    seen = {"now": 0.0, "util": 0.0}
+
+    def probe(client, inst, target) -> BoxReport:
+        """A live run whose status gives no start, its GPU at ``util`` %, no ring."""
+        return BoxReport(seen["now"], [GpuUse(0, seen["util"], 900.0, 81920.0)],
+                         [BoxRun("/r/exp", "starting")])
+
+    options = FleetOptions(timeout=5, weights=False, probe=probe)
+    now = time.time()
+    idle: list[float | None] = []
+    for at, util in [(now - 3600, 1.0), (now - 600, 90.0), (now, 1.0)]:
+        seen.update(now=at, util=util)
+        [row] = list_fleet([account(vast)], options, now=at).rows
+        idle.append(None if row.idle is None else row.idle.seconds)
+    assert idle[0] is not None and idle[1] is None and idle[2] is not None, idle
+    assert 0 <= idle[2] <= 1, idle
 
 
 def count_execs(monkeypatch) -> list[str]:
