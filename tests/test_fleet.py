@@ -18,8 +18,10 @@ from pathlib import Path
 import pytest
 
 from remote.billing.accounts import Account, configured_accounts
-from remote.billing.fleet import FleetOptions, list_fleet
+from remote.billing.boxweights import unknown
+from remote.billing.fleet import Fleet, FleetOptions, FleetRow, list_fleet
 from remote.billing.providers import ConfigError
+from remote.commands.instances import print_fleet
 from remote.config import remember_hub_repo
 from remote.runs.probe import BoxReport, BoxRun
 from tests.fixtures.fleetbox import known_as
@@ -29,6 +31,7 @@ from trainer import runfiles
 from trainer.guard.ring import GpuUse
 from trainer.providers import ProviderError, get_provider
 from trainer.providers.pace import Pacer
+from trainer.providers.vast import VastProvider
 
 ROOT = Path(__file__).resolve().parents[1]
 GPURENT = Path(sys.executable).with_name("gpurent")
@@ -157,6 +160,38 @@ def test_several_accounts_listed_at_once_priced_and_a_failing_one_said(provider_
                       'label = "home"\n')
     with pytest.raises(ConfigError, match="two accounts are called vast/home"):
         configured_accounts()
+
+
+def test_what_may_bill_is_never_listed_free_and_an_unchecked_box_never_safe(capsys):
+    """Rows of instances as the Vast client reads them: a container that exited on its
+    own while meant to run bills its GPUs; a stopped one whose disk price Vast did not
+    give bills an unknown amount, not nothing; a weights check that could not run is not
+    safe, in the words or the JSON."""
+    vast = VastProvider("k")
+    exited = FleetRow("vast/default", "vast", vast.parse("7", {
+        "actual_status": "exited", "intended_status": "running", "dph_base": 1.15,
+        "dph_total": 1.2, "storage_total_cost": 0.05}),
+        weights=unknown("the check did not end in time"))
+    stopped = FleetRow("vast/default", "vast", vast.parse("8", {
+        "actual_status": "stopped", "intended_status": "stopped", "dph_base": 1.15}))
+    now = time.time()
+    body = Fleet([exited, stopped], now, 0.1).to_dict()
+    said = {row["target"]: row for row in body["rows"]}
+    assert said["vast:7"]["billing"] is True and exited.full_price
+    assert said["vast:7"]["instance"]["billing_per_hour"] == 1.2
+    assert said["vast:7"]["weights"] == {"state": "unknown", "safe": False, "where": None,
+                                         "reason": "the check did not end in time"}
+    assert said["vast:7"]["words"] == ["weights: ? the check did not end in time",
+                                       "exited but billing $1.2000/h"]
+    assert said["vast:8"]["billing"] is False
+    assert said["vast:8"]["instance"]["billing_per_hour"] is None
+    assert said["vast:8"]["disk_per_day_usd"] is None
+    assert said["vast:8"]["words"] == ["stopped: disk cost unknown"]
+    print_fleet(Fleet([exited, stopped], now, 0.1))
+    out = capsys.readouterr().out.splitlines()
+    assert "exited, billing $1.2000/h" in out[0], out
+    assert "stopped, not billing GPUs $?/h" in out[1], out
+    assert out[2].startswith("2 instances, billing $1.2000/h now (+1 unknown)"), out
 
 
 def test_an_idle_box_is_flagged_with_its_dollars_and_a_busy_one_is_not(provider_standin,

@@ -22,7 +22,14 @@ from tests.fixtures.hub_standin import VALID_TOKEN, record_push
 from tests.fixtures.sshd import SSHServer, make_server
 from tests.test_fleet import account, finished_run, register_run
 from trainer import runfiles
-from trainer.hub.safe import KEPT_FILE, STAMP_LINES, stamp_covers
+from trainer.hub.safe import (
+    KEPT_FILE,
+    STAMP_LINES,
+    inventory,
+    keep_answer,
+    stamp_covers,
+    stamp_lines,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 #: What ``stat -c '%n %s %i %.9Y %.9Z'`` prints where the times have no fraction
@@ -216,6 +223,30 @@ def test_the_stamp_covers_what_the_answer_reads_and_refuses_other_shapes(tmp_pat
                         for w in row.split(" ")) for row in lines.decode().splitlines()]
     assert not stamp_covers(("\n".join(busybox) + "\n").encode(), answer)
     assert not stamp_covers(b"", {"runs": []})  # no stat at all
+
+
+def test_a_weight_file_written_after_the_stamp_leaves_no_kept_answer(tmp_path,
+                                                                     monkeypatch):
+    """The stamp is taken before the inventory: a best.pt that lands between the two is in
+    the answer but not in the stamp, and an answer kept under that stamp would be printed
+    again for as long as nothing else changes."""
+    run = tmp_path / "proj" / "exp"
+    runfiles.RunWriter(run).write_status({"state": "completed", "best_epoch": 1})
+    (run / "weights").mkdir(exist_ok=True)
+    registry = tmp_path / "runs.txt"
+    registry.write_text(f"{run}\n")
+    monkeypatch.setenv(runfiles.RUN_REGISTRY_ENV, str(registry))
+    kept = tmp_path / "cache" / KEPT_FILE
+    monkeypatch.setenv("GPURENT_CACHE_DIR", str(kept.parent))
+    lines = stamp_lines()
+    runfiles.atomic_write_bytes(run / "weights" / "best.pt", b"new weights")
+    answer = inventory(registry=True)
+    assert [f["file"] for f in answer["runs"][0]["files"]] == ["best.pt"]
+    assert not stamp_covers(lines, answer)
+    keep_answer("x", lines, answer)
+    assert not kept.exists()
+    keep_answer("x", stamp_lines(), inventory(registry=True))  # stamped with it: kept
+    assert kept.is_file()
 
 
 def test_keep_goes_with_the_registry_alone(tmp_path):

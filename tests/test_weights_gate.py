@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -23,10 +24,10 @@ from remote.cli import main as gpurent
 from remote.config import remember_hub_repo
 from remote.runs.launch import LaunchResult, record_launch
 from remote.transport.local import LocalTransport
-from remote.weights.pull import ledger_path, pull_weights
-from remote.weights.safety import weights_safety
+from remote.weights.pull import copy_is_intact, ledger_path, pull_weights
+from remote.weights.safety import judge, laptop_verify, weights_safety
 from tests.fixtures.hub_standin import VALID_TOKEN, record_push
-from trainer import procid, runfiles
+from trainer import engines, procid, runfiles
 from trainer.hub import safe as box_safe
 from trainer.hub.ledger import append_entries, file_identity, sha256_file
 
@@ -72,6 +73,23 @@ def our_run(run: Path, *, best: bool = True, last: bool = False) -> Path:
     if best:
         weights(run, "best.pt", mtime_s=1_700_000_100)
     return run
+
+
+def rewritten_in_place(path: Path) -> None:
+    """Other bytes written into ``path`` itself and its times put back, as ``cp -p`` or
+    ``rsync -t --inplace`` leave it: same inode, size and mtime; only the ctime moved."""
+    was = path.stat()
+    deadline = time.monotonic() + 5
+    while True:
+        with open(path, "r+b") as fh:
+            fh.write(os.urandom(was.st_size))
+        os.utime(path, ns=(was.st_atime_ns, was.st_mtime_ns))
+        now = path.stat()
+        if now.st_ctime_ns != was.st_ctime_ns:  # file times tick coarsely: wait for one
+            break
+        assert time.monotonic() < deadline, "the ctime never moved"
+    assert (now.st_ino, now.st_size, now.st_mtime_ns) == \
+        (was.st_ino, was.st_size, was.st_mtime_ns)
 
 
 def libreyolo_run(run: Path) -> Path:
@@ -256,6 +274,15 @@ def test_the_pull_ledger_holds_absolute_paths_and_the_copies_identity(
     refused(capsys, vast, str(run / "weights" / "best.pt"))
 
 
+def test_a_pulled_copy_rewritten_in_place_with_its_mtime_put_back_is_not_intact(laptop):
+    run = our_run(laptop / "exp1")
+    [got] = pull_weights(LocalTransport(), str(run), str(laptop / "dest"))
+    entry = json.loads(ledger_path().read_text().splitlines()[-1])
+    assert copy_is_intact(entry)
+    rewritten_in_place(Path(got.local_path))
+    assert not copy_is_intact(entry)
+
+
 # ---------------------------------------------------------------------- the Hub ledger
 
 
@@ -367,6 +394,33 @@ def test_trainer_safe_lists_every_weight_file_stdlib_only(laptop, hub_standin):
                          cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
     assert "is not a run directory" in bad.stderr
+
+
+def test_a_weight_file_rewritten_in_place_with_its_mtime_put_back_is_hashed_again(
+        laptop, hub_standin):
+    """Neither the box's hash cache nor the Hub ledger may answer for the new bytes of a
+    file that kept its inode, size and mtime: a pushed best.pt overwritten so is no
+    longer on the Hub."""
+    cached = our_run(laptop / "a" / "exp1")
+    best = cached / "weights" / "best.pt"
+    [item] = box_safe.inventory([cached])["runs"][0]["files"]
+    assert item["sha256"] == sha256_file(best)
+    assert engines.run_cache(cached, box_safe.HASH_CACHE).is_file()  # hashed and kept
+    rewritten_in_place(best)
+    [item] = box_safe.inventory([cached])["runs"][0]["files"]
+    assert item["sha256"] == sha256_file(best)
+
+    pushed = our_run(laptop / "b" / "exp2")
+    best = pushed / "weights" / "best.pt"
+    record_push(hub_standin, pushed)  # the ledger entry holds best.pt's identity
+    verify = laptop_verify(("org/run",))
+    assert judge(box_safe.inventory([pushed]), "local", verify).where == "hub"
+    rewritten_in_place(best)
+    answer = box_safe.inventory([pushed])
+    [item] = answer["runs"][0]["files"]
+    assert item["sha256"] == sha256_file(best) and item["hub"] == []
+    safety = judge(answer, "local", verify)
+    assert not safety.safe and safety.unsafe_names == "exp2/weights/best.pt", safety
 
 
 def test_which_files_must_leave_the_box(tmp_path):

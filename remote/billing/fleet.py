@@ -183,6 +183,15 @@ class Fleet:
     #: How it was listed (a row's box is opened the same way).
     options: FleetOptions | None = field(default=None, repr=False)
 
+    def billing_words(self) -> str:
+        """``3 instances, billing $1.2000/h now (+1 unknown)``: an instance whose rate
+        is unknown is counted as such, never as billing nothing."""
+        billing = [r.instance.billing_per_hour for r in self.rows if r.instance is not None]
+        known = [b for b in billing if b is not None]
+        more = f" (+{len(billing) - len(known)} unknown)" if len(known) < len(billing) else ""
+        return (f"{len(billing)} instance{'s' * (len(billing) != 1)}, billing "
+                f"{rate(sum(known))} now{more}")
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (``gpurent.fleet/1``)."""
         return {"schema": "gpurent.fleet/1", "at": self.now, "seconds": round(self.seconds, 3),

@@ -90,12 +90,7 @@ def print_fleet(fleet: Fleet) -> None:
     """The human listing, and a total of what bills now."""
     for row in fleet.rows:
         print(row_line(row, fleet.now))
-    billing = [r.instance.billing_per_hour for r in fleet.rows if r.instance is not None]
-    known = [b for b in billing if b is not None]
-    unknown = len(billing) - len(known)
-    more = f" (+{unknown} unknown)" if unknown else ""
-    print(f"{len(billing)} instance{'s' * (len(billing) != 1)}, billing {rate(sum(known))} "
-          f"now{more}; listed in {fleet.seconds:.1f} s")
+    print(f"{fleet.billing_words()}; listed in {fleet.seconds:.1f} s")
 
 
 def run(args: argparse.Namespace) -> int:

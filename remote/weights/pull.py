@@ -275,7 +275,8 @@ def record(host_label: str, abs_run_dir: str, source: str, item: PulledFile) -> 
     line = json.dumps({"host": host_label, "run_dir": abs_run_dir, "remote_path": source,
                        "file": item.name, "sha256": item.sha256, "size": item.size,
                        "local_path": item.local_path, "inode": st.st_ino,
-                       "mtime_ns": st.st_mtime_ns, "time": runfiles.utc_now_iso()})
+                       "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns,
+                       "time": runfiles.utc_now_iso()})
     with open(path, "a", encoding="utf-8") as fh:
         fh.write(line + "\n")
 
@@ -302,14 +303,17 @@ def ledger_entries(host_label: str) -> list[dict]:
 
 def copy_is_intact(entry: dict) -> bool:
     """Whether the local file of a ledger line is still what was pulled: the recorded
-    size, inode and mtime, or (when any differs) the recorded sha256, re-hashed."""
+    size, inode, mtime and ctime (a copy rewritten in place with its mtime put back moves
+    its ctime), or (when any differs, or a line has no ctime) the recorded sha256,
+    re-hashed."""
     try:
         st = os.stat(entry["local_path"])
     except OSError:
         return False
     if st.st_size != entry.get("size"):
         return False
-    if st.st_ino == entry.get("inode") and st.st_mtime_ns == entry.get("mtime_ns"):
+    if (st.st_ino, st.st_mtime_ns, st.st_ctime_ns) == \
+            (entry.get("inode"), entry.get("mtime_ns"), entry.get("ctime_ns")):
         return True
     try:
         return local_sha256(entry["local_path"]) == entry.get("sha256")

@@ -7,10 +7,14 @@ describes one file of one push::
 
     {"file": "best.pt", "path_in_repo": "best.pt", "sha256": "...", "size": 123,
      "repo": "org/name", "commit": "<40 hex>", "epoch": 12, "time": "<ISO-8601 UTC>",
-     "inode": 1234, "mtime_ns": 1722420000000000000}
+     "inode": 1234, "mtime_ns": 1722420000000000000, "ctime_ns": 1722420000000000000}
 
-``inode`` and ``mtime_ns`` identify the on-disk file that was pushed, so ``trainer safe``
-can tell that ``weights/best.pt`` is still that very file without hashing gigabytes.
+``size``, ``inode``, ``mtime_ns`` and ``ctime_ns`` identify the on-disk file that was
+pushed, so ``trainer safe`` can tell that ``weights/best.pt`` is still that very file
+without hashing gigabytes. The ctime is what gives away a file rewritten in place with
+its mtime put back (``cp -p``, ``rsync -t --inplace``): no one can set it. (A snapshot
+hard link changes the original's ctime when it is made and again when it is removed, so
+the entry of a linked push never matches and the file is hashed once more, then cached.)
 Appends are serialised with an advisory lock (the milestone uploader inside the trainer
 and a manual ``trainer push`` may finish at the same moment) and written atomically.
 """
@@ -48,10 +52,12 @@ def sha256_file(path: str | os.PathLike[str], chunk: int = HASH_CHUNK) -> str:
 
 
 def file_identity(path: str | os.PathLike[str]) -> dict[str, int]:
-    """``{"size", "inode", "mtime_ns"}`` of a file: equal identities mean the same file
-    (the trainer replaces checkpoints with ``os.replace``, which makes a new inode)."""
+    """``{"size", "inode", "mtime_ns", "ctime_ns"}`` of a file: equal identities mean the
+    same bytes (the trainer replaces checkpoints with ``os.replace``, which makes a new
+    inode; a write in place moves the ctime, whatever is done to the mtime after)."""
     st = os.stat(path)
-    return {"size": st.st_size, "inode": st.st_ino, "mtime_ns": st.st_mtime_ns}
+    return {"size": st.st_size, "inode": st.st_ino, "mtime_ns": st.st_mtime_ns,
+            "ctime_ns": st.st_ctime_ns}
 
 
 def ledger_path(run_dir: str | os.PathLike[str]) -> Path:

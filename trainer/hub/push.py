@@ -101,7 +101,7 @@ class Snapshot:
 
     name: str
     path: Path
-    #: size/inode/mtime_ns of the original at snapshot time; ``None`` when it changed
+    #: ``file_identity`` of the original at snapshot time; ``None`` when it changed
     #: while being copied (then ``trainer safe`` always hashes).
     identity: dict[str, int] | None
     sha256: str = ""

@@ -7,8 +7,8 @@ projects named, and with ``--registry`` every run launched on this box through g
 ``*.pt`` under ``weights/`` and marks the ones that must be off the box before a destroy
 (``required``): ``best.pt``, and ``last.pt`` when it is newer than ``best.pt`` or there is
 no ``best.pt``; a run with neither needs its newest ``*.pt``. Required files are hashed
-(sha256; an unchanged file is known by its size, inode and mtime, from the ledger or the
-cache under the box's cache directory, ``trainer.engines.run_cache``) and given the ledger
+(sha256; an unchanged file is known by its size, inode, mtime and ctime, from the ledger or
+the cache under the box's cache directory, ``trainer.engines.run_cache``) and given the ledger
 entries (``RUN/hub.json``, or beside a LibreYOLO run) that hold that content, newest first.
 
 This command only reads the box. Whether a ledger entry is true is asked of the Hub by
@@ -62,7 +62,7 @@ HASH_CACHE = "hashes"
 #: Files whose presence makes a directory a run directory.
 RUN_MARKERS = (runfiles.STATUS_FILE, runfiles.METRICS_FILE, runfiles.RESULTS_FILE,
                runfiles.LAUNCH_PID_FILE)
-_IDENTITY_KEYS = ("size", "inode", "mtime_ns")
+_IDENTITY_KEYS = ("size", "inode", "mtime_ns", "ctime_ns")
 #: The kept answer of ``--keep``, in the box's cache directory.
 KEPT_FILE = "safe-registry.kept"
 #: Shell (``sh -c``) that prints what a kept answer depends on: ``stat -L`` lines (``PATH
@@ -180,7 +180,8 @@ def _same_file(record: Any, identity: dict[str, int]) -> bool:
 
 def file_sha256(run_dir: Path, name: str, entries: Sequence[dict[str, Any]]) -> str:
     """The sha256 of ``weights/NAME``, hashed only when neither the ledger nor the cache
-    knows the file by its identity (size, inode, mtime)."""
+    knows the file by its identity (``file_identity``: size, inode, mtime and ctime; a
+    record without a ctime, from an older version, never matches)."""
     path = run_dir / runfiles.WEIGHTS_DIR / name
     identity = file_identity(path)
     for entry in reversed(entries):

@@ -152,10 +152,7 @@ class FleetScreen(Screen[None]):
         for n, row in enumerate(fleet.rows):
             table.add_row(*self.cells(row, fleet.now), key=str(n))
         self.show_detail()
-        billing = sum(r.instance.billing_per_hour or 0 for r in fleet.rows if r.instance)
-        count = sum(1 for r in fleet.rows if r.instance)
-        status.update(Text(f"{count} instance{'' if count == 1 else 's'}, billing "
-                           f"{rate(billing)} now; listed in {fleet.seconds:.1f} s"))
+        status.update(Text(f"{fleet.billing_words()}; listed in {fleet.seconds:.1f} s"))
 
     @staticmethod
     def state_words(row: Any) -> str:
