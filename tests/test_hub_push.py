@@ -126,7 +126,11 @@ def test_missing_token_and_bad_repo_are_refused_before_any_request(
     assert hub_standin.requests == []
 
 
-def _scan_cmdlines(token: bytes, stop: threading.Event, seen: dict[str, int]) -> None:
+def _scan_cmdlines(token: bytes, stop: threading.Event, seen: dict[str, int],
+                   mine: bytes) -> None:
+    """Count, until ``stop``, the processes with ``token`` in their argv (any: a leak) and
+    this test's push processes (their environment holds ``mine``) with it in theirs
+    (another test's push beside this one may hold the token in its environment)."""
     while not stop.is_set():
         for entry in os.scandir("/proc"):
             if not entry.name.isdigit():
@@ -139,13 +143,14 @@ def _scan_cmdlines(token: bytes, stop: threading.Event, seen: dict[str, int]) ->
             if token in cmdline:
                 seen["leaks"] += 1
             if b"trainer\0push" in cmdline:
-                seen["push_seen"] += 1
                 try:
                     with open(f"/proc/{entry.name}/environ", "rb") as fh:
-                        if token in fh.read():
-                            seen["env_leaks"] += 1
+                        environ = fh.read().split(b"\0")
                 except OSError:
-                    pass
+                    continue
+                if mine in environ:
+                    seen["push_seen"] += 1
+                    seen["env_leaks"] += any(token in value for value in environ)
         seen["scans"] += 1
 
 
@@ -160,7 +165,8 @@ def test_token_travels_on_stdin_only(hub_standin: HubStandin, tmp_path: Path,
         monkeypatch.setenv(key, value)
     token = VALID_TOKEN.encode()
     stop, seen = threading.Event(), {"leaks": 0, "push_seen": 0, "env_leaks": 0, "scans": 0}
-    scanner = threading.Thread(target=_scan_cmdlines, args=(token, stop, seen))
+    scanner = threading.Thread(target=_scan_cmdlines,
+                               args=(token, stop, seen, b"HF_HOME=" + bytes(hf_home)))
     hub_standin.hold("commit")  # keep the push alive while /proc is watched
     scanner.start()
     release = threading.Timer(1.5, hub_standin.release, args=("commit",))
