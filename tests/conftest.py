@@ -23,23 +23,6 @@ pytest_plugins: list[str] = [
 ]
 
 
-#: Files of end-to-end tests (20 to 70 s each on this machine): they start first, so that
-#: the run does not end with one worker alone on one of them while the others idle
-#: (test_ssh_faults.py is not among them: it waits for the link namespace test_tui_linkdrop.py
-#: holds).
-SLOW_FILES = frozenset({
-    "test_userpath.py", "test_tui_e2e.py", "test_userpath_tmux.py", "test_distributed.py",
-    "test_resume.py", "test_resume_elsewhere.py", "test_resume_laptopcopy.py",
-    "test_tui_linkdrop.py", "test_userbox.py", "test_box_python.py", "test_watchdog_soak.py",
-    "test_stop_twice.py", "test_resume_elsewhere_libreyolo.py",
-})
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The end-to-end files first (each file's own order kept)."""
-    items.sort(key=lambda item: item.path.name not in SLOW_FILES)
-
-
 def pytest_configure(config: pytest.Config) -> None:
     """Children of tests start with the signal dispositions a terminal gives them, however
     the suite was started: a job started with ``&`` (``nohup scripts/test.sh &``, many CI

@@ -232,6 +232,25 @@ def test_the_pace_scales_every_interval_and_a_bad_one_is_said(provider_standin,
         assert pacer.slept == [2.0 * pace]  # Vast's show interval, scaled
 
 
+def test_the_next_turn_counts_from_a_late_send(provider_standin):
+    # The first wait overshoots by 0.5 s (a busy machine wakes the thread late): the call
+    # after it still keeps Vast's 2 s from when that request really left.
+    vast_standin = provider_standin("vast", rate_limits=False)  # the pacer's clock is fake
+    iid = vast_standin.add_instance()
+
+    class LatePacer(SimPacer):
+        def _sleep(self, seconds: float) -> None:
+            super()._sleep(seconds)
+            self.now += 0.5 if len(self.slept) == 1 else 0.0
+
+    pacer = LatePacer()
+    provider = get_provider("vast", vast_standin.key, base_url=vast_standin.base_url,
+                            pacer=pacer, pace=1.0)
+    for _ in range(3):
+        provider.get_instance(iid)
+    assert pacer.slept == [2.0, 2.0]  # not 1.5: the late send moved the next turn too
+
+
 def test_lambda_429_in_its_envelope_is_waited_out_and_spaced(provider_standin):
     lambda_standin = provider_standin("lambda", pace=1.0)  # real time
     iid = lambda_standin.add_instance()

@@ -241,3 +241,7 @@ def test_a_duration_is_read_as_the_docs_say_a_bare_number_in_hours() -> None:
     for bad in ("soon", "0", "0.0", "0h", "6x", "h", "6h 30m", ""):
         with pytest.raises(ValueError):
             parse_duration(bad)
+    assert parse_duration("366d") == 366 * 86400
+    for huge in ("367d", "99999999999999999999d", "9" * 400):  # a typo, never an overflow
+        with pytest.raises(ValueError, match="at most 366 days"):
+            parse_duration(huge)

@@ -30,6 +30,8 @@ LEASES_FILE = "leases.json"
 #: What a lease does when it runs out.
 THEN = ("stop", "destroy")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+#: The longest lease: a year (a longer one is a typo, and past a date's range).
+MAX_LEASE_DAYS = 366
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,8 @@ def parse_duration(text: str) -> float:
         seconds = sum(float(n) * _UNITS[u] for n, u in parts)
     if seconds <= 0:
         raise ValueError(f"{text!r}: a lease must last more than nothing")
+    if seconds > MAX_LEASE_DAYS * _UNITS["d"]:
+        raise ValueError(f"{text[:40]!r}: a lease lasts at most {MAX_LEASE_DAYS} days")
     return seconds
 
 

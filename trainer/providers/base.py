@@ -378,6 +378,9 @@ class Provider:
             if wait > 0:
                 self.waited += wait
                 self.pacer.sleep(wait)
+            # The next turn counts from this send, not from this turn's booking: a send
+            # that left late (a busy machine) must not bring the next one closer.
+            self.pacer.hold(slot, interval)
             try:
                 return self._send_once(method, url, data, what)
             except ProviderError as exc:
