@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -55,6 +56,21 @@ def write_slow_status(run: Path, pid: int) -> None:
     runfiles.atomic_write_json(run / runfiles.STATUS_FILE, status)
 
 
+def first_status(connect: Callable[[], Any], run: Path,
+                 **options: Any) -> tuple[Watcher, StatusEvent]:
+    """The first status a watcher of ``run`` delivers (the watcher stopped after it)."""
+    events = Collector()
+    watcher = Watcher(connect, str(run), events, poll_interval=0.1, **options)
+    watcher.start()
+    try:
+        assert wait_until(lambda: any(isinstance(e, StatusEvent)
+                                      for _, e in events.snapshot()), 60)
+    finally:
+        watcher.stop()
+    [status, *_] = [e for _, e in events.snapshot() if isinstance(e, StatusEvent)]
+    return watcher, status
+
+
 def test_polling_measures_the_box_clock_and_judges_the_run_on_it(box_factory, tmp_path):
     """A box without a usable python (file polling): ``date +%s`` gives the offset, each
     status carries it, and a run that wrote its status a moment ago by its own clock
@@ -74,16 +90,8 @@ def test_polling_measures_the_box_clock_and_judges_the_run_on_it(box_factory, tm
             transport.trainer_prefix = str(tmp_path / "no" / "python3")  # polling
             return transport
 
-        events = Collector()
-        watcher = Watcher(connect, str(run), events, poll_interval=0.1)
-        watcher.start()
-        try:
-            assert wait_until(lambda: any(isinstance(e, StatusEvent)
-                                          for _, e in events.snapshot()), 60)
-        finally:
-            watcher.stop()
+        watcher, status = first_status(connect, run)
         assert watcher.polling
-        [status, *_] = [e for _, e in events.snapshot() if isinstance(e, StatusEvent)]
         assert abs(status.skew + BEHIND) < 5, status.skew
         assert status.health.verdict == "live", status.health
     finally:
@@ -107,17 +115,8 @@ def test_the_follower_s_hello_measures_the_box_clock(tmp_path: Path) -> None:
     try:
         run = tmp_path / "clock" / "exp"
         write_slow_status(run, proc.pid)
-        events = Collector()
-        watcher = Watcher(lambda: box, str(run), events, close_transport=False,
-                          poll_interval=0.1)
-        watcher.start()
-        try:
-            assert wait_until(lambda: any(isinstance(e, StatusEvent)
-                                          for _, e in events.snapshot()), 60)
-        finally:
-            watcher.stop()
+        watcher, status = first_status(lambda: box, run, close_transport=False)
         assert not watcher.polling
-        [status, *_] = [e for _, e in events.snapshot() if isinstance(e, StatusEvent)]
         assert abs(status.skew + BEHIND) < 5, status.skew
         assert status.health.verdict == "live", status.health
     finally:
