@@ -48,6 +48,9 @@ REGISTRY_SHELL = f'"${{{RUN_REGISTRY_ENV}:-$HOME/{RUN_REGISTRY}}}"'
 
 #: A status.json larger than this is refused: the real one is a few hundred bytes.
 MAX_STATUS_BYTES = 4 * 1024 * 1024
+#: The most epochs a run can have here: a larger count read from a file is a lie (and
+#: one of 10**12 would exhaust memory, or overflow a float, in what counts them).
+MAX_EPOCHS = 10**6
 
 LOG_FORMAT = "%(asctime)s | %(levelname)-8s | %(message)s"
 LOG_DATEFMT = "%Y-%m-%d %H:%M:%S"
@@ -114,13 +117,14 @@ def milestone_period(epochs: int, hub_period: int = 0) -> int:
 def trim_history(run_dir: Path, last_epoch: int) -> int:
     """Drop ``metrics.jsonl`` and ``results.csv`` rows after ``last_epoch`` (written after
     the checkpoint a resume starts from), so the history has one row per epoch. Returns
-    the number of metrics rows dropped. Files are replaced atomically."""
+    the number of metrics rows dropped. Files are replaced atomically; ``ValueError``
+    (one line) when ``results.csv`` cannot be read."""
     dropped = 0
     metrics = run_dir / METRICS_FILE
     if metrics.exists():
         kept = []
         for line in metrics.read_bytes().splitlines(keepends=True):
-            epoch = _row_epoch(line)
+            epoch = row_epoch(line)
             if epoch is not None and epoch > last_epoch:
                 dropped += 1
             elif line.endswith(b"\n"):  # a torn last line (crash mid-write) goes too
@@ -129,8 +133,10 @@ def trim_history(run_dir: Path, last_epoch: int) -> int:
             atomic_write_bytes(metrics, b"".join(kept))
     results = run_dir / RESULTS_FILE
     if results.exists():
-        text = results.read_text(encoding="utf-8")
-        rows = list(csv.reader(io.StringIO(text)))
+        try:
+            rows = list(csv.reader(io.StringIO(results.read_text(encoding="utf-8"))))
+        except (UnicodeDecodeError, csv.Error) as exc:
+            raise ValueError(f"{RESULTS_FILE} cannot be read: {one_line(exc, 200)}") from None
         if rows:
             header, body = rows[0], rows[1:]
             col = header.index("epoch") if "epoch" in header else None
@@ -142,13 +148,27 @@ def trim_history(run_dir: Path, last_epoch: int) -> int:
     return dropped
 
 
-def _row_epoch(line: bytes) -> int | None:
+def row_epoch(line: bytes) -> int | None:
+    """The ``epoch`` of one ``metrics.jsonl`` line; ``None`` when it is not a row (nested
+    too deep included) or has no integer epoch."""
     try:
         row = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     epoch = row.get("epoch") if isinstance(row, dict) else None
     return epoch if isinstance(epoch, int) else None
+
+
+def results_problem(path: Path) -> str:
+    """Why ``results.csv`` at ``path`` cannot be read as rows (a field over ``csv``'s
+    limit, not UTF-8); ``""`` when it can."""
+    try:
+        with open(path, encoding="utf-8", newline="") as fh:
+            for _row in csv.reader(fh):
+                pass
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        return one_line(exc, 200)
+    return ""
 
 
 def _after(row: list[str], col: int, last_epoch: int) -> bool:
@@ -319,6 +339,12 @@ class StatusRead:
     def get(self, key: str, default: Any = None) -> Any:
         """A key of the status object, or ``default`` when unreadable or missing."""
         return default if self.fields is None else self.fields.get(key, default)
+
+
+def epoch_count(value: Any) -> int | None:
+    """``value`` when it is a believable epoch count (an int in 0..``MAX_EPOCHS``)."""
+    fits = isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_EPOCHS
+    return value if fits else None
 
 
 def _reject_constant(token: str) -> Any:

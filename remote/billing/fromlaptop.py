@@ -14,7 +14,7 @@ the box against the laptop's sha256.
 
 from __future__ import annotations
 
-import json
+import os
 import posixpath
 import shlex
 import shutil
@@ -27,6 +27,11 @@ from remote.transport.base import Transport
 from remote.weights.lastsafe import HubCopy, LaptopRun, laptop_run
 from remote.weights.pull import HISTORY_FILES, local_sha256, remote_sha256
 from trainer import runfiles
+from trainer.text import one_line
+
+#: A pulled ``metrics.jsonl`` or ``results.csv`` larger than this is refused: a real one
+#: is about a kilobyte an epoch.
+MAX_HISTORY_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -41,12 +46,15 @@ class Source:
 def choose(hub: HubCopy, name: str, project: str = "") -> Source:
     """The laptop's copy of run ``name`` (of ``project`` on the old box) when it is newer
     than ``hub``'s milestone and its history was pulled, else the Hub; with the reason."""
-    copy = laptop_run(name, project)
+    unreadable: list[str] = []
+    copy = laptop_run(name, project, unreadable)
     hub_epoch = hub.epoch if not hub.error else None
     hub_words = f"the Hub's epoch {hub_epoch}" if hub_epoch is not None else \
         f"the Hub ({hub.error or 'its epoch unknown'})"
     if copy is None:
-        return Source(None, "this laptop holds no verified pulled last.pt of the run")
+        return Source(None, f"this laptop's pulled last.pt of the run cannot be read: "
+                            f"{unreadable[0]}" if unreadable else
+                            "this laptop holds no verified pulled last.pt of the run")
     mine = f"the laptop's copy of epoch {copy.epoch}"
     if hub_epoch is not None and copy.epoch <= hub_epoch:
         return Source(None, f"{hub_words} is as new as {mine} or newer")
@@ -55,33 +63,48 @@ def choose(hub: HubCopy, name: str, project: str = "") -> Source:
         return Source(None, f"{mine} is newer than {hub_words}, but its history was not "
                             f"pulled with it ({', '.join(missing)}: gpurent pull ... --file "
                             f"last.pt --file {' --file '.join(HISTORY_FILES)})")
-    if not reaches(copy.history[runfiles.METRICS_FILE], copy.epoch):
-        return Source(None, f"{mine} is newer than {hub_words}, but its pulled history "
-                            f"ends before epoch {copy.epoch}")
+    problem = history_problem(copy.history, copy.epoch)
+    if problem:
+        return Source(None, f"{mine} is newer than {hub_words}, but {problem}")
     return Source(copy, f"{mine} is newer than {hub_words}")
 
 
+def history_problem(history: dict[str, str], epoch: int) -> str:
+    """Why the pulled ``history`` (file name -> local path) cannot go with a checkpoint
+    of ``epoch``, as ``its pulled ...``; ``""`` when it can. Each file is checked under
+    ``MAX_HISTORY_BYTES`` first, which bounds what reading it may take."""
+    for name, path in history.items():
+        try:
+            size = os.stat(path).st_size
+        except OSError as exc:
+            return f"its pulled {name} cannot be read: {one_line(exc.strerror or exc, 120)}"
+        if size > MAX_HISTORY_BYTES:
+            return f"its pulled {name} is {size} bytes, over the {MAX_HISTORY_BYTES} byte cap"
+    if not reaches(history[runfiles.METRICS_FILE], epoch):
+        return f"its pulled history ends before epoch {epoch}"
+    why = runfiles.results_problem(Path(history[runfiles.RESULTS_FILE]))
+    return f"its pulled {runfiles.RESULTS_FILE} cannot be read: {why}" if why else ""
+
+
 def reaches(metrics: str, epoch: int) -> bool:
-    """Whether the local ``metrics.jsonl`` at ``metrics`` holds epochs 1..``epoch``."""
-    seen = set()
+    """Whether the local ``metrics.jsonl`` at ``metrics`` holds epochs 1..``epoch`` (a
+    line that is not a row, nested too deep included, counts for none)."""
+    seen: set[int] = set()
     try:
-        with open(metrics, encoding="utf-8", errors="replace") as fh:
+        with open(metrics, "rb") as fh:
             for line in fh:
-                try:
-                    row = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(row, dict) and isinstance(row.get("epoch"), int):
-                    seen.add(row["epoch"])
+                row_epoch = runfiles.row_epoch(line)
+                if row_epoch is not None and 1 <= row_epoch <= epoch:
+                    seen.add(row_epoch)
     except OSError:
         return False
-    return seen >= set(range(1, epoch + 1))
+    return len(seen) == epoch
 
 
 def upload_copy(transport: Transport, copy: LaptopRun, run_dir: str) -> None:
     """Put ``copy``'s ``last.pt`` and its history, trimmed to its epoch, into
-    ``run_dir`` on the box (replacing what is there); ``ResumeFailed`` when the box's
-    ``last.pt`` does not hash as the laptop's."""
+    ``run_dir`` on the box (replacing what is there); ``ResumeFailed`` when the history
+    cannot be read or the box's ``last.pt`` does not hash as the laptop's."""
     weights = posixpath.join(run_dir, runfiles.WEIGHTS_DIR)
     made = transport.run(f"mkdir -p -- {shlex.quote(weights)}", timeout=30.0)
     if not made.ok:
@@ -89,7 +112,10 @@ def upload_copy(transport: Transport, copy: LaptopRun, run_dir: str) -> None:
     with tempfile.TemporaryDirectory(prefix="gpurent-history-") as tmp:
         for name, local in copy.history.items():
             shutil.copyfile(local, Path(tmp) / name)
-        runfiles.trim_history(Path(tmp), copy.epoch)
+        try:
+            runfiles.trim_history(Path(tmp), copy.epoch)
+        except ValueError as exc:
+            raise ResumeFailed(f"the laptop's pulled history: {exc}") from None
         for name in copy.history:
             transport.upload(str(Path(tmp) / name), posixpath.join(run_dir, name))
     target = posixpath.join(weights, "last.pt")

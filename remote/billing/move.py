@@ -43,13 +43,15 @@ from remote.runs.start import start_run
 from remote.transport.base import Transport
 from remote.weights.lastsafe import hub_copy
 from trainer import runfiles
-from trainer.runfiles import milestone_period
+from trainer.runfiles import epoch_count, milestone_period
 from trainer.text import clean_text, money, rate
 
 #: ``ORG/REPO:NAME``: the run's Hub repository and its name.
 RUN_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*):"
                     r"([A-Za-z0-9][A-Za-z0-9._-]*)$")
 TOOL_TIMEOUT = 3600.0
+#: Seconds an epoch may take in a status believed (a month); more is a lie.
+MAX_EPOCH_SECONDS = 30 * 86400
 
 
 @dataclass(frozen=True)
@@ -104,17 +106,19 @@ def money_lines(status: dict[str, object], moving: Moving,
     are exact when ``seen`` (what the laptop last saw of the run on the old box) is its
     last epoch (the run was seen dead, failed, stopped or completed), else bounded by
     one milestone interval; the line says which."""
-    epoch, total = status.get("completed_epochs"), status.get("total_epochs")
+    # The status comes from the Hub: a count out of range (401 digits) is no count.
+    epoch = epoch_count(status.get("completed_epochs"))
+    total = epoch_count(status.get("total_epochs"))
     args = status.get("args") if isinstance(status.get("args"), dict) else {}
-    hub_period = args.get("hub_period") if isinstance(args.get("hub_period"), int) else 0
+    hub_period = epoch_count(args.get("hub_period")) or 0
     seen = seen or {}
-    last, health = seen.get("epoch"), seen.get("health")
+    last, health = epoch_count(seen.get("epoch")), seen.get("health")
     lines = []
-    if isinstance(last, int) and isinstance(epoch, int) and health in ENDED:
+    if last is not None and epoch is not None and health in ENDED:
         lost = max(0, last - epoch)
         text = (f"work after epoch {epoch} is lost: {lost} epoch(s), exact (this laptop saw "
                 f"the old box's run {health} at epoch {last}), plus the epoch in progress")
-    elif isinstance(total, int):
+    elif total is not None:
         lost = milestone_period(total, hub_period)
         text = (f"work after epoch {epoch} is lost: at most {lost} epoch(s), one milestone "
                 "(the bound: this laptop did not see the old box's last epoch)")
@@ -122,7 +126,7 @@ def money_lines(status: dict[str, object], moving: Moving,
         lost, text = None, ""
     seconds = status.get("mean_epoch_seconds")
     if text and lost is not None and isinstance(seconds, (int, float)) \
-            and moving.old_rate is not None:
+            and 0 <= seconds <= MAX_EPOCH_SECONDS and moving.old_rate is not None:
         per_epoch = seconds * moving.old_rate / 3600
         text += (f", {'at most ' if 'at most' in text else ''}{money(lost * per_epoch)} "
                  f"({money(per_epoch)}/epoch at {rate(moving.old_rate)})")

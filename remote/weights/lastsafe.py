@@ -13,13 +13,13 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from remote.config import ConfigError, hub_repos
-from remote.weights.ckptepoch import checkpoint_epoch
+from remote.weights.ckptepoch import UnreadableCheckpoint, read_epoch
 from remote.weights.pull import HISTORY_FILES, copy_is_intact, ledger_path
 from trainer.hub.client import HubError, describe_error, import_hub, read_token
+from trainer.runfiles import epoch_count, read_status
 from trainer.text import clean_text, one_line
 
 #: The checkpoint a resume starts from, and the run's status pushed with it.
@@ -72,13 +72,11 @@ def hub_copy(repo: str, token: str | None = None) -> HubCopy:
         try:
             path = hub.hf_hub_download(repo, STATUS, revision=commit, token=token,
                                        endpoint=endpoint)
-            loaded = json.loads(Path(path).read_text(encoding="utf-8"))
-            status = loaded if isinstance(loaded, dict) else {}
+            status = read_status(path).fields or {}  # capped, never raises
         except Exception:  # noqa: BLE001 - the epoch is then unknown, the copy still safe
             status = {}
-    epoch = status.get("completed_epochs")
     state = status.get("state")
-    return HubCopy(repo, commit, epoch if isinstance(epoch, int) else None,
+    return HubCopy(repo, commit, epoch_count(status.get("completed_epochs")),
                    one_line(clean_text(state), 20) if isinstance(state, str) else "")
 
 
@@ -106,7 +104,7 @@ def laptop_copy(name: str, project: str = "") -> LaptopCopy | None:
     for line in reversed(lines):
         try:
             entry = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if not isinstance(entry, dict) or entry.get("file") not in (CHECKPOINT, "best.pt"):
             continue
@@ -128,9 +126,11 @@ class LaptopRun:
     history: dict[str, str]
 
 
-def laptop_run(name: str, project: str = "") -> LaptopRun | None:
+def laptop_run(name: str, project: str = "",
+               unreadable: list[str] | None = None) -> LaptopRun | None:
     """The newest intact pulled ``last.pt`` of run ``name`` whose epoch can be read, with
-    the newest intact pulled history of that run directory; ``None`` when none."""
+    the newest intact pulled history of that run directory; ``None`` when none. Why each
+    pulled ``last.pt`` passed over could not be read is appended to ``unreadable``."""
     try:
         lines = ledger_path().read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
@@ -140,7 +140,7 @@ def laptop_run(name: str, project: str = "") -> LaptopRun | None:
     for line in reversed(lines):
         try:
             entry = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if isinstance(entry, dict) and isinstance(entry.get("run_dir"), str) \
                 and entry["run_dir"].endswith(want) and isinstance(entry.get("local_path"), str):
@@ -148,8 +148,11 @@ def laptop_run(name: str, project: str = "") -> LaptopRun | None:
     for entry in entries:
         if entry.get("file") != CHECKPOINT or not copy_is_intact(entry):
             continue
-        epoch = checkpoint_epoch(entry["local_path"])
-        if epoch is None:
+        try:
+            epoch = read_epoch(entry["local_path"])
+        except UnreadableCheckpoint as exc:
+            if unreadable is not None:
+                unreadable.append(str(exc))
             continue
         history: dict[str, str] = {}
         for other in entries:
