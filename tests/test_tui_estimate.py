@@ -144,6 +144,7 @@ def test_a_cancelled_probe_busy_in_one_long_c_call_ends_itself(tmp_path: Path) -
         assert child.stdout is not None and child.stdout.readline() == "held\n"
         assert probes.cancel(probe, tmp_path, wait=60) is True
         assert child.wait(timeout=60) == probes.CANCELLED
+        assert not any((tmp_path / "probes").iterdir())  # neither leash nor tombstone
     finally:
         child.kill()
         child.wait()

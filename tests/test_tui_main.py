@@ -70,6 +70,21 @@ def test_demo_uses_the_cache_dir(monkeypatch, tmp_path):
     assert got[0].demo and got[0].project == str(tmp_path / "gpurent" / "demo" / "runs")
 
 
+def test_demo_without_the_trainers_packages_says_how_to_get_them():
+    # The laptop-only install (pipx install .) has no numpy or torch: --demo says so at
+    # once, with the install that brings them, instead of failing inside the app.
+    code = ("import sys\n"
+            "sys.modules['numpy'] = sys.modules['torch'] = None  # not installed\n"
+            "from tui.main import main\n"
+            "main(['--demo'])\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    error = done.stderr.strip().splitlines()[-1]
+    assert "missing here: torch, numpy" in error and "pipx install '.[train]'" in error
+    assert "Traceback" not in done.stderr
+
+
 def test_help_loads_neither_textual_nor_paramiko():
     code = ("import sys, json\n"
             "from tui.main import main\n"

@@ -4,6 +4,7 @@ run of the built-in trainer on this machine, launched through ``remote.runs.laun
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import time
 from collections.abc import Callable
@@ -30,6 +31,24 @@ def demo_project() -> str:
 def demo_data_yaml() -> str:
     """The demo dataset's data.yaml."""
     return str(demo_root() / "shapes" / "data.yaml")
+
+
+#: What the demo's training needs in this python: (module, the package that brings it).
+DEMO_NEEDS = (("torch", "torch"), ("numpy", "numpy"), ("PIL", "pillow"), ("yaml", "pyyaml"))
+
+
+def missing_for_demo() -> list[str]:
+    """The packages of the trainer's extra that this python lacks (found, not imported:
+    importing torch takes seconds)."""
+    missing = []
+    for module, package in DEMO_NEEDS:
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):  # ValueError: a module blanked in sys.modules
+            found = False
+        if not found:
+            missing.append(package)
+    return missing
 
 
 def start_demo(progress: Callable[[str], None]) -> tuple[str, str]:

@@ -84,8 +84,14 @@ def specs_from_args(args: argparse.Namespace,
     common = {"run": args.run, "provider": args.provider, "instance": args.instance,
               "price": args.price}
     if args.demo:
-        from tui.demo import demo_project
+        from tui.demo import demo_project, missing_for_demo
 
+        missing = missing_for_demo()
+        if missing:
+            parser.error(f"--demo trains on this machine and needs the trainer's packages; "
+                         f"missing here: {', '.join(missing)}. Install the app with them: "
+                         "pipx install '.[train]' (torch is a large download), or run "
+                         "scripts/demo.sh in the checkout")
         return [BoxSpec("local", "local", project=demo_project(), price=args.price,
                         demo=True)]
     if args.local is not None:

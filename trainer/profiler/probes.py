@@ -120,6 +120,7 @@ class Leash:
                 self.cut = True
                 _thread.interrupt_main()
                 if not self._done.wait(self.grace):
+                    self.release()  # no tombstone left behind by the exit
                     os._exit(CANCELLED)
                 return
 
