@@ -103,7 +103,7 @@ def remembered(box: str) -> dict[str, Any]:
     """What was remembered about ``box`` (``{}`` when nothing, or the file is unreadable)."""
     try:
         data = json.loads(state_path().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
     entry = data.get(box) if isinstance(data, dict) else None
     return entry if isinstance(entry, dict) else {}
@@ -114,7 +114,7 @@ def remember(box: str, **facts: Any) -> None:
     path = state_path()
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         data = {}
     data = data if isinstance(data, dict) else {}
     entry = data.get(box) if isinstance(data.get(box), dict) else {}
@@ -137,7 +137,7 @@ def data_dir() -> Path:
 def _remembered_repos() -> list[str]:
     try:
         data = json.loads((data_dir() / HUB_REPOS_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return []
     repos = data.get("repos") if isinstance(data, dict) else None
     return [r for r in repos if isinstance(r, str)] if isinstance(repos, list) else []

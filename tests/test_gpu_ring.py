@@ -95,3 +95,17 @@ def test_the_ring_stays_bounded_and_keeps_its_newest_lines(tmp_path: Path):
     assert path.stat().st_size <= ring.MAX_READ_BYTES
     ring.append(rows, at=NOW + 1, path=path)
     assert [s.at for s in parse(path.read_bytes())] == [NOW + 1]
+
+
+def test_a_line_with_a_non_ascii_digit_is_skipped_not_the_whole_probe():
+    """``"²".isdigit()`` is true, yet ``int("²")`` fails: one such line (or nvidia-smi
+    row) from a box is not a sample, and the probe still reads the rest."""
+    from remote.runs.probe import parse_report
+
+    hostile = "1800000001 \u00b2, 3, 1000, 81559\n"
+    report = parse_report({"now": b"1800000002", "gpu": "\u00b2, 9, 1, 2\n0, 5, 10, 80\n"
+                           .encode(), "gpu ring": (line(NOW, 3) + hostile +
+                                                   line(NOW + 2, 5)).encode(), "end": b""})
+    assert [s.at for s in report.history] == [NOW, NOW + 2]
+    assert [g.index for g in report.gpus or []] == [0]
+    assert parse(hostile) == []

@@ -148,3 +148,29 @@ def test_epochs_lost_are_exact_only_when_the_last_epoch_was_seen() -> None:
     assert exact.startswith("work after epoch 4 is lost: 2 epoch(s), exact (this laptop saw "
                             "the old box's run dead at epoch 6), plus the epoch in progress")
     assert exact.endswith(", $0.20 ($0.10/epoch at $1.0000/h)")
+
+
+def test_a_failed_list_still_finds_an_instance_wanted_running_and_says_it_was_taken(
+        provider_standin, tmp_path, monkeypatch) -> None:
+    """Nothing leased, but launched from here: the fleet and the watchdog ask for it on
+    its own when the list fails, and its provider's stop is reported."""
+    from remote.billing.accounts import Account
+    from remote.billing.fleet import FleetOptions, list_fleet
+    from remote.billing.watchdog import Rules, watch_once
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))  # this test's intents only
+    vast = provider_standin("vast", settle_polls=1)
+    iid = vast.add_instance()
+    want_running(f"vast:{iid}", RunIntent("exp", "runs", ""))
+    vast.take_away(iid)
+    vast.fail_on("GET", "/v1/instances", 500, times=20)  # the list is down, shows work
+    account = Account("vast", "default", vast.key, vast.base_url)
+    options = FleetOptions(timeout=5, client_options={"backoff": 0.05, "max_backoff": 0.2})
+    fleet = list_fleet([account], options)
+    [failed] = [r for r in fleet.rows if r.error]
+    [taken] = [r for r in fleet.rows if r.instance is not None]
+    assert taken.target == f"vast:{iid}" and taken.account == failed.account
+    assert taken.interrupted is not None and "taken away" in taken.interrupted.words()
+    decisions = watch_once([account], Rules(), options, confirm_timeout=30.0, interval=0.05)
+    assert {d.trigger for d in decisions} == {"account", "interrupted"}
+    assert vast.calls("PUT") == []

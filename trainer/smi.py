@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Iterator, Sequence
@@ -18,6 +19,7 @@ from typing import Any
 CSV_FORMAT = "--format=csv,noheader,nounits"
 #: Fields that are text; every other field is a number (``None`` when not reported).
 TEXT_FIELDS = frozenset({"name", "driver_version", "uuid", "pci.bus_id", "serial"})
+_INDEX = re.compile(r"[0-9]{1,6}")
 
 
 def number(text: str) -> float | None:
@@ -44,7 +46,7 @@ def parse_line(line: str, fields: Sequence[str]) -> dict[str, Any] | None:
            for i, field in enumerate(fields)}
     if "index" in row:
         index = cells[list(fields).index("index")]
-        if not index.isdigit():
+        if not _INDEX.fullmatch(index):  # ASCII only: "²".isdigit(), yet int("²") fails
             return None
         row["index"] = int(index)
     return row

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
@@ -37,12 +37,13 @@ from remote.billing.idle import (
     minutes,
     remember_idle,
 )
+from remote.billing.intents import intents
 from remote.billing.interrupted import Interruption, find_interruptions
 from remote.billing.leases import Lease, leases
 from remote.runs.probe import BoxReport, probe_box
 from remote.transport.base import Transport
 from remote.weights.safety import HubVerify
-from trainer.providers import Instance, Provider
+from trainer.providers import Instance, Provider, ProviderError
 from trainer.text import clean_text, money, one_line, rate
 
 #: States in which an instance bills its full price (everything but stopped/destroyed).
@@ -236,10 +237,12 @@ def _why(exc: BaseException) -> str:
 
 
 def list_accounts(accounts: list[Account], timeout: float,
-                  client_options: Mapping[str, Any] | None = None
-                  ) -> tuple[list[FleetRow], dict[str, Provider]]:
+                  client_options: Mapping[str, Any] | None = None,
+                  wanted: Iterable[str] = ()) -> tuple[list[FleetRow], dict[str, Provider]]:
     """Every account's instances, at once; a row with ``error`` for an account that
-    failed. Also each account's client, by account name (made with ``client_options``
+    failed, and a row for each ``wanted`` instance (``vast:4242``: leased, or wanted
+    running, from here) that a failed list left out and that answered when asked for
+    alone. Also each account's client, by account name (made with ``client_options``
     besides the listing's own)."""
     clients: dict[str, Provider] = {}
     tasks: dict[str, Callable[[], list[Instance]]] = {}
@@ -266,7 +269,32 @@ def list_accounts(accounts: list[Account], timeout: float,
             rows.append(FleetRow(account.name, account.provider, error=why))
             continue
         rows.extend(FleetRow(account.name, account.provider, inst) for inst in answer)
-    return rows, clients
+    return rows + _looked_up(rows, clients, wanted, bound), clients
+
+
+def _looked_up(rows: list[FleetRow], clients: dict[str, Provider], wanted: Iterable[str],
+               timeout: float) -> list[FleetRow]:
+    """The ``wanted`` instances of providers whose list failed, each asked for on its own
+    (a list can fail where showing one instance does not), all at once, on each failed
+    account of its provider in turn: rows for those that answered."""
+    listed = {row.target for row in rows if row.instance is not None}
+    failed = [row for row in rows if row.error and row.account in clients]
+
+    def ask(provider: str, iid: str) -> FleetRow | None:
+        for row in (r for r in failed if r.provider == provider):
+            try:
+                return FleetRow(row.account, provider, clients[row.account].get_instance(iid))
+            except ProviderError:
+                continue
+        return None
+
+    tasks: dict[str, Callable[[], FleetRow | None]] = {
+        target: (lambda p=provider, i=iid: ask(p, i))
+        for target in sorted(set(wanted) - listed)
+        for provider, _, iid in [target.partition(":")]
+        if iid and any(r.provider == provider for r in failed)}
+    found = all_at_once(tasks, timeout) if tasks else {}
+    return [row for row in found.values() if isinstance(row, FleetRow)]
 
 
 def connect_instance(client: Provider, inst: Instance, options: FleetOptions) -> Transport:
@@ -334,9 +362,11 @@ def list_fleet(accounts: list[Account], options: FleetOptions | None = None, *,
     if options.ssh and options.probe is None:
         threading.Thread(target=_preload, args=(options.weights,), daemon=True,
                          name="fleet-preload").start()
-    rows, clients = list_accounts(accounts, options.timeout, options.client_options)
-    now = time.time() if now is None else now
     known = leases()
+    wanted = {t for t, i in intents().items() if i.want == "running"}
+    rows, clients = list_accounts(accounts, options.timeout, options.client_options,
+                                  wanted | set(known))
+    now = time.time() if now is None else now
     rows = [replace(row, lease=known.get(row.target)) for row in rows]
     running = [row for row in rows if options.ssh and row.instance is not None
                and row.instance.state == "running"]

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from remote.billing.statefile import locked_json
+from remote.billing.statefile import locked_json, moment
 from remote.runs.probe import QUIET_PERCENT, BoxReport
 from trainer.providers import Instance
 from trainer.text import money
@@ -151,6 +151,6 @@ def remember_idle(seen: dict[str, bool], now: float) -> dict[str, float]:
         for target, idle in seen.items():
             if not idle:
                 data.pop(target, None)
-            elif not isinstance(data.get(target), (int, float)):
+            elif moment(data.get(target)) is None:
                 data[target] = now
-        return {t: float(data[t]) for t, idle in seen.items() if idle}
+        return {t: moment(data[t]) or now for t, idle in seen.items() if idle}

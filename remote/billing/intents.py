@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from remote.billing.statefile import locked_json, read_json, state_file
+from remote.billing.statefile import finite, locked_json, moment, read_entries, state_file
 
 #: The laptop's intents file, in the state directory.
 INTENTS_FILE = "intents.json"
@@ -64,30 +64,33 @@ class Intent:
         return next((r for r in self.runs if r.repo == repo and r.name == name), None)
 
 
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
-        else None
+def _runs(entry: dict[str, Any]) -> list[dict[str, Any]]:
+    """The entry's runs as written (each a dict with a name), whatever else it holds."""
+    runs = entry.get("runs")
+    return [r for r in runs if isinstance(r, dict) and isinstance(r.get("name"), str)] \
+        if isinstance(runs, list) else []
 
 
 def _intent(target: str, entry: Any) -> Intent | None:
     if not isinstance(entry, dict) or entry.get("want") not in ("running", "stopped"):
         return None
-    runs = tuple(RunIntent(str(r["name"]), str(r.get("project") or ""),
-                           str(r.get("repo") or ""),
+    runs = tuple(RunIntent(r["name"], _text(r.get("project")), _text(r.get("repo")),
                            r["seen"] if isinstance(r.get("seen"), dict) else {})
-                 for r in entry.get("runs") or [] if isinstance(r, dict)
-                 and isinstance(r.get("name"), str))
+                 for r in _runs(entry))
     guard = entry.get("guard") if isinstance(entry.get("guard"), dict) else None
-    moved = entry.get("moved_to")
-    return Intent(target, entry["want"], _number(entry.get("since")) or 0.0, runs, guard,
-                  _number(entry.get("seen_running")), _number(entry.get("price_per_hour")),
-                  moved if isinstance(moved, str) else "")
+    return Intent(target, entry["want"], moment(entry.get("since")) or 0.0, runs, guard,
+                  moment(entry.get("seen_running")), finite(entry.get("price_per_hour")),
+                  _text(entry.get("moved_to")))
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
 
 
 def intents() -> dict[str, Intent]:
-    """Every instance's intent on this laptop, by target."""
-    found = {t: _intent(t, e) for t, e in read_json(state_file(INTENTS_FILE)).items()}
-    return {t: i for t, i in found.items() if i is not None}
+    """Every instance's intent on this laptop, by target (unreadable entries left out,
+    said once)."""
+    return read_entries(state_file(INTENTS_FILE), _intent)
 
 
 def intent_for(target: str) -> Intent | None:
@@ -100,7 +103,7 @@ def want_running(target: str, run: RunIntent | None = None, now: float | None = 
     now = time.time() if now is None else now
     with locked_json(INTENTS_FILE) as data:
         entry = data.get(target) if isinstance(data.get(target), dict) else {}
-        runs = [r for r in entry.get("runs") or [] if isinstance(r, dict)]
+        runs = _runs(entry)
         if run is not None:
             runs = [r for r in runs if r.get("name") != run.name] + [run.to_dict()]
         if entry.get("want") != "running":
@@ -139,8 +142,8 @@ def observe(target: str, now: float, price: float | None,
         entry["seen_running"] = now
         if price is not None:
             entry["price_per_hour"] = price
-        for run in entry.get("runs") or []:
-            if isinstance(run, dict) and run.get("name") in runs:
+        for run in _runs(entry):
+            if run["name"] in runs:
                 run["seen"] = {**runs[run["name"]], "at": now}
 
 
@@ -164,8 +167,7 @@ def move_intent(old: str, new: str, name: str, project: str = "",
         if not kept:
             data[old].update(want="stopped", since=now, moved_to=new)
         entry = data.get(new) if isinstance(data.get(new), dict) else {}
-        runs = [r for r in entry.get("runs") or [] if isinstance(r, dict)
-                and r.get("name") != name]
+        runs = [r for r in _runs(entry) if r["name"] != name]
         entry.update(want="running", since=now, runs=runs + moved)
         if before.guard is not None:
             entry["guard"] = before.guard

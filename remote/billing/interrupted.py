@@ -26,7 +26,7 @@ from typing import Any
 
 from remote.billing.intents import Intent, RunIntent, intents, observe
 from remote.billing.leases import Lease
-from remote.billing.statefile import locked_json
+from remote.billing.statefile import locked_json, moment
 from remote.weights.lastsafe import HubCopy, LaptopCopy, hub_copy, laptop_copy
 from trainer import runfiles
 from trainer.providers import Instance
@@ -165,8 +165,11 @@ def note_episode(target: str, now: float, taken: bool) -> float | None:
         if not taken:
             data.pop(target, None)
             return None
-        entry = data.setdefault(target, {"noticed_at": now, "told": False})
-        return float(entry.get("noticed_at") or now)
+        entry = data.get(target)
+        noticed = moment(entry.get("noticed_at")) if isinstance(entry, dict) else None
+        if noticed is None:
+            data[target] = {"noticed_at": now, "told": False}
+        return now if noticed is None else noticed
 
 
 def first_telling(interruption: Interruption) -> bool:

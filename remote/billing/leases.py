@@ -19,7 +19,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from remote.billing.statefile import locked_json, read_json, state_file
+from remote.billing.statefile import locked_json, moment, read_entries, state_file
 from remote.runs.probe import LEASE_FILE, cache_dir_expr
 from remote.transport.base import Transport, TransportError
 from trainer import runfiles
@@ -84,18 +84,15 @@ def parse_duration(text: str) -> float:
 def _lease(target: str, entry: Any) -> Lease | None:
     if not isinstance(entry, dict):
         return None
-    until, then = entry.get("until"), entry.get("then", "stop")
-    if not isinstance(until, (int, float)) or isinstance(until, bool) or then not in THEN:
+    until, then = moment(entry.get("until")), entry.get("then", "stop")
+    if until is None or then not in THEN:
         return None
-    set_at = entry.get("set_at")
-    return Lease(target, float(until), then,
-                 float(set_at) if isinstance(set_at, (int, float)) else 0.0)
+    return Lease(target, until, then, moment(entry.get("set_at")) or 0.0)
 
 
 def leases() -> dict[str, Lease]:
-    """Every lease on this laptop, by target (unreadable entries left out)."""
-    found = {t: _lease(t, e) for t, e in read_json(state_file(LEASES_FILE)).items()}
-    return {t: lease for t, lease in found.items() if lease is not None}
+    """Every lease on this laptop, by target (unreadable entries left out, said once)."""
+    return read_entries(state_file(LEASES_FILE), _lease)
 
 
 def lease_for(target: str) -> Lease | None:

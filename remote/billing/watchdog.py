@@ -345,9 +345,9 @@ def account_alarm(row: FleetRow, lease_targets: list[str]) -> Decision:
     waiting = f"; {len(lease_targets)} lease(s) wait on it ({', '.join(lease_targets[:3])})" \
         if lease_targets else ""
     return Decision(row.account, "account", row.error, "none",
-                    f"ALARM: the watchdog cannot act on {row.account}: {row.error}; its "
-                    f"leases and idle rules are not enforced until it answers{waiting}: "
-                    f"{fix}", alarm=True)
+                    f"ALARM: the watchdog cannot act on {row.account}: {row.error}; its idle "
+                    "rule waits until it answers, and its leases hold only where an "
+                    f"instance can be asked for alone{waiting}: {fix}", alarm=True)
 
 
 def _account_message(decision: Decision, row: FleetRow) -> dict[str, Any]:
@@ -356,26 +356,6 @@ def _account_message(decision: Decision, row: FleetRow) -> dict[str, Any]:
             "trigger": "account", "action": "none", "provider": row.provider,
             "instance": None, "spent_usd": None, "price_per_hour": None,
             "guard": decision.message, "at": runfiles.utc_now_iso()}
-
-
-def _looked_up(listing: Fleet) -> list[FleetRow]:
-    """Instances past their lease on accounts whose list failed, asked one by one (a list
-    can fail where showing one instance does not): rows for those that answered."""
-    listed = {row.target for row in listing.rows if row.instance is not None}
-    failed = [row for row in listing.rows if row.error and row.account in listing.clients]
-    found: list[FleetRow] = []
-    for target, lease in leases().items():
-        provider, _, iid = target.partition(":")
-        if target in listed or lease.left(listing.now) > 0:
-            continue
-        for row in (r for r in failed if r.provider == provider):
-            try:
-                inst = listing.clients[row.account].get_instance(iid)
-            except ProviderError:
-                continue
-            found.append(FleetRow(row.account, provider, inst, lease=lease))
-            break
-    return found
 
 
 def watch_once(accounts: list[Account], rules: Rules, options: FleetOptions, *,
@@ -413,11 +393,7 @@ def watch_once(accounts: list[Account], rules: Rules, options: FleetOptions, *,
         if body is not None and (decision.alarm or decision.acted):
             notifier.send(body)
 
-    failed = [row for row in listing.rows if row.error]
-    if failed:
-        listing = Fleet(listing.rows + _looked_up(listing), listing.now,
-                        listing.seconds, listing.clients, listing.options)
-    for row in failed:
+    for row in (r for r in listing.rows if r.error):
         waiting = [t for t in leases() if t.startswith(f"{row.provider}:")]
         alarm = account_alarm(row, waiting)
         tell(alarm, _account_message(alarm, row))

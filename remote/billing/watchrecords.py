@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from remote.billing.statefile import locked_json, read_json, state_file
+from remote.billing.statefile import finite, locked_json, moment, read_json, state_file
 from trainer import runfiles
 
 #: The folder of per-instance locks and records, in the state directory.
@@ -66,14 +66,13 @@ class Record:
 def read_record(target: str) -> Record | None:
     """``target``'s record, or ``None`` (none, or unreadable)."""
     data = read_json(_path(target, ".json"))
-    episode, at = data.get("episode"), data.get("at_epoch")
-    if not isinstance(episode, str) or not isinstance(at, (int, float)):
+    episode, at = data.get("episode"), moment(data.get("at_epoch"))
+    if not isinstance(episode, str) or at is None:
         return None
-    start = data.get("start")
-    tries = data.get("tries")
-    return Record(episode, float(start) if isinstance(start, (int, float)) else None,
-                  data.get("settled") is True, float(at),
-                  tries if isinstance(tries, int) else 1, str(data.get("message") or ""))
+    tries, message = data.get("tries"), data.get("message")
+    return Record(episode, finite(data.get("start")), data.get("settled") is True, at,
+                  tries if isinstance(tries, int) and 0 < tries < 1 << 31 else 1,
+                  message if isinstance(message, str) else "")
 
 
 def write_record(target: str, episode: str, start: float | None, settled: bool,
@@ -114,9 +113,8 @@ def held(target: str, now: float | None = None) -> Iterator[Busy | None]:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             found = read_json(mark)
-            since = found.get("since")
-            yield Busy(float(since) if isinstance(since, (int, float)) else 0.0,
-                       str(found.get("by") or "?"))
+            by = found.get("by")
+            yield Busy(moment(found.get("since")) or 0.0, by if isinstance(by, str) else "?")
             return
         runfiles.atomic_write_json(mark, {"since": time.time() if now is None else now,
                                           "by": f"{socket.gethostname()}:{os.getpid()}"})
@@ -132,8 +130,8 @@ def due_to_tell(key: str, now: float | None = None, every: float = ALARM_EVERY) 
     seconds); saying yes records it as told."""
     now = time.time() if now is None else now
     with locked_json(TOLD_FILE) as told:
-        last = told.get(key)
-        if isinstance(last, (int, float)) and 0 <= now - last < every:
+        last = finite(told.get(key))
+        if last is not None and 0 <= now - last < every:
             return False
         told[key] = now
         return True
