@@ -96,9 +96,16 @@ def test_a_lease_out_of_range_is_no_lease_for_show_the_fleet_and_the_watchdog(
     assert cli.main(["instances", "--json", "--no-ssh"]) == 0
     [row] = json.loads(capsys.readouterr().out)["rows"]
     assert row["target"] == target and row["lease"] is None
-    want_running(target)  # something to watch; the boxes are then not reached
-    assert cli.main(["watchdog", "--once", "--timeout", "5"]) == 0
-    assert vast.calls("PUT") == []  # a lease that cannot be read ends nothing
+    # The watchdog ends nothing on a lease it cannot read, and says so as an alarm of
+    # the pass (exit 1), with or without anything else to watch.
+    for watched in (False, True):
+        if watched:
+            want_running(target)  # the boxes are then not reached
+        assert cli.main(["watchdog", "--once", "--timeout", "5"]) == 1
+        out = capsys.readouterr()
+        assert "ALARM" in out.out + out.err and \
+            "those leases are not enforced" in out.out + out.err, out
+    assert vast.calls("PUT") == []
     cli.main(["lease", target, "show"])
     assert said(capsys, LEASES_FILE) == []  # said once: already told
 

@@ -31,6 +31,8 @@ MAX_DEPTH = 16
 LAST_MOMENT = 253402300799.0
 T = TypeVar("T")
 _told: set[str] = set()
+#: What the last read of each file could not read (files read whole are absent).
+_damage: dict[str, str] = {}
 
 
 def state_file(name: str) -> Path:
@@ -45,6 +47,21 @@ def say_unreadable(path: Path, why: str) -> None:
         return
     _told.add(str(path))
     print(f"gpurent: {path}: {why}; read as nothing recorded", file=sys.stderr)
+
+
+def damage(path: Path) -> str:
+    """What the last read of ``path`` in this process could not read ("" when it read
+    the file whole, or never read it)."""
+    return _damage.get(str(path), "")
+
+
+def _note(path: Path, why: str) -> None:
+    """Remember (and say, once) what this read of ``path`` could not read."""
+    if why:
+        _damage[str(path)] = why
+        say_unreadable(path, why)
+    else:
+        _damage.pop(str(path), None)
 
 
 def finite(value: Any) -> float | None:
@@ -106,8 +123,7 @@ def _load(path: Path) -> tuple[dict[str, Any], str]:
 def read_json(path: Path) -> dict[str, Any]:
     """The file's object, ``{}`` when it is missing or not a JSON object (said once)."""
     data, why = _load(path)
-    if why:
-        say_unreadable(path, why)
+    _note(path, why)
     return data
 
 
@@ -130,8 +146,7 @@ def read_entries(path: Path, parse: Callable[[str, Any], T | None]) -> dict[str,
         why = "; ".join(filter(None, [why, f"{_entries(len(bad))} unreadable ("
                                            f"{', '.join(repr(k[:40]) for k in bad[:3])}"
                                            f"{', ...' if len(bad) > 3 else ''})"]))
-    if why:
-        say_unreadable(path, why)
+    _note(path, why)
     return found
 
 

@@ -35,7 +35,8 @@ from remote.billing.fleet import Fleet, FleetOptions, FleetRow, all_at_once, lis
 from remote.billing.idle import IDLE_GPU_PERCENT, minutes
 from remote.billing.intents import intent_for, intents, want_stopped
 from remote.billing.interrupted import first_telling
-from remote.billing.leases import leases
+from remote.billing.leases import LEASES_FILE, leases
+from remote.billing.statefile import damage, state_file
 from remote.billing.teardown import SafetyLike, UnknownSafety, check_destroy
 from remote.billing.watchrecords import (
     ALARM_EVERY,
@@ -369,8 +370,10 @@ def watch_once(accounts: list[Account], rules: Rules, options: FleetOptions, *,
     ``sleep``: a simulation's (its providers' clients take theirs from
     ``options.client_options``)."""
     say = progress or (lambda _line: None)
-    if not leases() and rules.idle_minutes is None and rules.stall_minutes is None \
-            and not intents():
+    leased = leases()
+    damaged = damage(state_file(LEASES_FILE))  # leases that cannot be read are not held
+    if not leased and not damaged and rules.idle_minutes is None \
+            and rules.stall_minutes is None and not intents():
         say("no lease, no idle rule and no instance launched from here: nothing to watch")
         return []
     listing = list_fleet(accounts, replace(
@@ -393,6 +396,13 @@ def watch_once(accounts: list[Account], rules: Rules, options: FleetOptions, *,
         if body is not None and (decision.alarm or decision.acted):
             notifier.send(body)
 
+    if damaged:
+        alarm = Decision("leases", "state", damaged, "none", f"ALARM: {state_file(LEASES_FILE)}: "
+                         f"{damaged}: those leases are not enforced; give them again "
+                         "(gpurent lease TARGET 6h)", alarm=True)
+        tell(alarm, {"event": "alarm", "title": "gpurent: ALARM: leases that cannot be read",
+                     "text": alarm.message, "target": "leases", "trigger": "state",
+                     "action": "none", "at": runfiles.utc_now_iso()})
     for row in (r for r in listing.rows if r.error):
         waiting = [t for t in leases() if t.startswith(f"{row.provider}:")]
         alarm = account_alarm(row, waiting)
