@@ -316,7 +316,9 @@ async def test_destroy_needs_the_id_and_safe_weights(run_factory, vast_standin, 
         assert any(s.method == "DELETE" and iid in s.path for s in vast_standin.requests)
 
 
-async def test_guard_dialog_cancel_and_bad_limit(run_factory):
+async def test_guard_dialog_cancel_and_bad_limit(run_factory, monkeypatch):
+    # This machine as a rented box (its environment names the instance).
+    monkeypatch.setattr("tui.box.guard.this_machine", lambda: ("vast", "4242"))
     run = run_factory("exp1", done=1, total=3, state="completed")
     app = local_app(run.parent)
     async with app.run_test(size=SIZE, notifications=True) as pilot:

@@ -69,7 +69,9 @@ def procs():
 # ---------------------------------------------------------------- failures on screen
 
 
-async def test_pull_before_best_pt_and_a_refused_guard_are_on_screen(run_factory):
+async def test_pull_before_best_pt_and_a_refused_guard_are_on_screen(run_factory,
+                                                                    monkeypatch):
+    monkeypatch.setattr("tui.box.guard.this_machine", lambda: None)  # not a rented box
     run = run_factory("exp1", done=1, total=3, state="completed")
     app = local_app(run.parent)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
@@ -82,16 +84,15 @@ async def test_pull_before_best_pt_and_a_refused_guard_are_on_screen(run_factory
         # The status row keeps the line after the toast is gone.
         row = app.query_one(BoxView).query_one("#status-row").text.plain
         assert row.startswith("pull failed:") and "(e: events)" in row
+        # This machine is no provider instance: the guard key says so at once.
         await pilot.press("a")
-        await until(pilot, lambda: shown(app, GuardDialog))
-        await press_button(pilot, "#arm")
-        await until_shown(pilot, "guard failed:", "cannot tell which instance",
-                          timeout=60)
+        await until_shown(pilot, "no guard here", "not a provider instance")
+        assert not isinstance(app.screen, GuardDialog)
         # The events history keeps both.
         await pilot.press("e")
         await until(pilot, lambda: isinstance(app.screen, EventsScreen))
         text = await until_shown(pilot, "Events (")
-        assert "pull failed:" in flat(text) and "guard failed:" in flat(text)
+        assert "pull failed:" in flat(text) and "no guard here" in flat(text)
         await pilot.press("escape")
         await until(pilot, lambda: not isinstance(app.screen, EventsScreen))
 

@@ -43,6 +43,12 @@ def clean_text(text: str | bytes, *, keep_newlines: bool = False) -> str:
     return _CONTROLS.sub("", text)
 
 
+#: Characters of an error kept whole where a program reads it (``--json``): a changed host
+#: key's message, both fingerprints and the known_hosts path, is about 300; words for
+#: people may cut it shorter.
+WHOLE_ERROR = 1000
+
+
 def one_line(value: object, limit: int = 300) -> str:
     """Text or an exception as one line for a person: whitespace runs collapsed, escape
     sequences and control characters removed, cut to ``limit`` (ending in "…"). An

@@ -74,7 +74,9 @@ LOG_KEYS = (("j / k, ↓ / ↑", "Line down / up"), ("g / G", "Top / bottom (G f
             ("← / →", "Half a screen left / right (lines not wrapped)"))
 #: Keys of every dialog and form, for the help screen.
 DIALOG_KEYS = (("Tab / shift+Tab", "Next / previous field or button"),
-               ("Enter", "The dialog's action (in the launch form: the next field)"),
+               ("Enter", "In a field: the dialog's action (launch form: the next field). "
+                "On a button: that button (Quit starts on Quit; a question that stops or "
+                "destroys starts on Cancel)"),
                ("ctrl+s", "Launch form: launch"),
                ("Esc", "Cancel (nothing is done)"))
 #: Help screen sections: title, and the prefix of the actions of ``KEYS`` they hold.

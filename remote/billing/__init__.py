@@ -13,7 +13,7 @@ __all__, __getattr__ = lazy_exports(__name__, {
                   "notify_config", "parse_instance_target", "provider_for", "resolve_api_key",
                   "resolve_base_url", "resolve_instance", "sends_account_key",
                   "split_instance_target"],
-    "identity": ["WrongInstance", "box_address"],
+    "identity": ["WrongInstance", "box_address", "this_machine"],
     "address": ["Locator"],
     "teardown": ["GateRefused", "check_destroy", "resolve_safety", "run_safety", "run_teardown",
                  "warning_for"],

@@ -34,7 +34,6 @@ from remote.billing.idle import (
     Idle,
     judge_exited,
     judge_idle,
-    minutes,
     remember_idle,
 )
 from remote.billing.intents import intents
@@ -44,12 +43,15 @@ from remote.runs.probe import BoxReport, probe_box
 from remote.transport.base import Transport
 from remote.weights.safety import HubVerify
 from trainer.providers import Instance, Provider, ProviderError
-from trainer.text import clean_text, money, one_line, rate
+from trainer.text import WHOLE_ERROR, clean_text, money, one_line, rate
 
 #: States in which an instance bills its full price (everything but stopped/destroyed).
 FULL_PRICE = ("starting", "running", "stopping", "paused", "exited", "error", "destroying",
               "unknown")
 T = TypeVar("T")
+#: Characters of why a box or an account failed in the words of a table cell or a line
+#: (the row and its JSON keep ``trainer.text.WHOLE_ERROR``).
+WORDS_CHARS = 200
 
 
 @dataclass(frozen=True)
@@ -125,7 +127,7 @@ class FleetRow:
         """Short phrases about money and waste, for a table cell or a line."""
         inst = self.instance
         if inst is None:
-            return [f"account failed: {self.error}"]
+            return [f"account failed: {one_line(self.error, WORDS_CHARS)}"]
         said: list[str] = []
         if self.interrupted is not None:
             said.append(self.interrupted.words())
@@ -143,11 +145,9 @@ class FleetRow:
         if inst.also_bills:
             said.append(f"also billing: {inst.also_bills}")
         if self.unreachable:
-            said.append(f"unreachable: {self.unreachable}")
+            said.append(f"unreachable: {one_line(self.unreachable, WORDS_CHARS)}")
         if self.lease is not None:
-            left = self.lease.left(now)
-            said.append(f"lease {minutes(left)} left" if left > 0 else
-                        f"lease passed {minutes(-left)} ago")
+            said.append(f"lease {self.lease.left_words(now)}")
         return said
 
     def to_dict(self, now: float, idle_gpu: float = IDLE_GPU_PERCENT) -> dict[str, Any]:
@@ -233,7 +233,9 @@ def all_at_once(tasks: Mapping[str, Callable[[], T]],
 
 
 def _why(exc: BaseException) -> str:
-    return one_line(clean_text(str(exc)) or type(exc).__name__, 200)
+    """Why, whole (a host key's fingerprints included): the JSON carries this; the words
+    shorten it."""
+    return one_line(clean_text(str(exc)) or type(exc).__name__, WHOLE_ERROR)
 
 
 def list_accounts(accounts: list[Account], timeout: float,

@@ -100,13 +100,19 @@ def _same_host(name: str, box: BoxAddress) -> bool:
     return bool(resolve_ips(name) & box.ips)
 
 
+def this_machine() -> tuple[str, str] | None:
+    """``(provider, instance_id)`` when this machine is a provider's instance (its
+    environment says so), else ``None``."""
+    return detect_instance()
+
+
 def check_instance(provider: Provider, instance: Instance, box: BoxAddress,
                    action: str, *, from_box: bool = False) -> None:
     """Raise ``WrongInstance`` unless ``instance`` is the box at ``box`` (see the module
     docstring). ``from_box``: the id came from the box, so an instance whose API reports
     no address is refused; otherwise (the user gave it) it passes."""
     if box.local:
-        here = detect_instance()
+        here = this_machine()
         if here is not None and here[0] == provider.name and here[1] != instance.id:
             raise WrongInstance(
                 f"refusing to {action} {provider.title} instance {instance.id}: this "

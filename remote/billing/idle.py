@@ -64,6 +64,12 @@ def minutes(seconds: float) -> str:
     return f"{whole} min" if whole < 60 else f"{whole // 60} h {whole % 60:02d} min"
 
 
+def span(seconds: float) -> str:
+    """``59 s`` under a minute (at least ``1 s``: a deadline not yet reached is never
+    "0"), else as ``minutes``: a lease with 59 s left never reads "0 min left"."""
+    return f"{max(1, int(seconds))} s" if seconds < 60 else minutes(seconds)
+
+
 def idle_reason(box: BoxReport, threshold: float = IDLE_GPU_PERCENT) -> str | None:
     """Why the box is idle now (``None``: it is not, as far as was seen). A Hub push
     under way (a run's final one among them) is work: never idle."""

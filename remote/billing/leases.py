@@ -19,6 +19,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from remote.billing.idle import span
 from remote.billing.statefile import locked_json, moment, read_entries, state_file
 from remote.runs.probe import LEASE_FILE, cache_dir_expr
 from remote.transport.base import Transport, TransportError
@@ -57,6 +58,11 @@ class Lease:
     def left(self, now: float | None = None) -> float:
         """Seconds until the deadline (negative once passed)."""
         return self.until - (time.time() if now is None else now)
+
+    def left_words(self, now: float | None = None) -> str:
+        """``5 h 59 min left``, ``59 s left``, or ``passed 3 min ago``."""
+        left = self.left(now)
+        return f"{span(left)} left" if left > 0 else f"passed {span(-left)} ago"
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (also what the box's ``lease.json`` holds)."""

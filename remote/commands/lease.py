@@ -9,7 +9,6 @@ import json
 import sys
 import time
 
-from remote.billing.idle import minutes
 from remote.billing.leases import (
     THEN,
     Lease,
@@ -23,7 +22,7 @@ from remote.billing.providers import parse_instance_target
 from remote.commands.errors import fail
 from remote.commands.target import Target, add_connection_options, host_target, open_transport
 from remote.transport.base import TransportError
-from trainer.text import clean_text, one_line
+from trainer.text import WHOLE_ERROR, clean_text, one_line
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -51,14 +50,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _tell_box(args: argparse.Namespace, lease: Lease | None) -> str:
-    """Write (or remove) the box's lease; ``""`` when done, else why not (one line)."""
+    """Write (or remove) the box's lease; ``""`` when done, else why not (one line, whole:
+    a host key's fingerprints are not cut)."""
     if args.laptop_only:
         return "not asked (--laptop-only)"
     try:
         with open_transport(host_target(args.target), args) as transport:
             write_on_box(transport, lease)
     except (TransportError, OSError, ValueError) as exc:
-        return one_line(clean_text(str(exc)), 200)
+        return one_line(clean_text(str(exc)), WHOLE_ERROR)
     return ""
 
 
@@ -106,9 +106,7 @@ def lease_words(lease: Lease, box: str) -> str:
 def _describe(lease: Lease | None) -> str:
     if lease is None:
         return "no lease"
-    left = lease.left(time.time())
-    when = f"{minutes(left)} left" if left > 0 else f"passed {minutes(-left)} ago"
-    return f"lease until {lease.until_at} ({when}), then {lease.then}"
+    return f"lease until {lease.until_at} ({lease.left_words(time.time())}), then {lease.then}"
 
 
 def run(args: argparse.Namespace) -> int:

@@ -15,9 +15,11 @@ from remote.billing import (
     notify_config,
     resolve_base_url,
     set_guard,
+    this_machine,
 )
 from remote.runs import acknowledge_alarm, arm_guard, disarm_guard
 from tui.box.ports import Done, Panes, Ports
+from tui.box.state import BoxState
 from tui.dialogs.confirm import ConfirmDialog
 from tui.dialogs.guard import GuardAnswer, GuardDialog
 from tui.fmt import safe
@@ -28,6 +30,18 @@ class GuardRead(Message, bubble=False, namespace="box"):
     """The guard's state on the box, as an action left it."""
 
     guard: Any
+
+
+def no_instance(state: BoxState) -> str:
+    """Why the guard cannot be armed on ``state``'s box, in one line: a box on this
+    machine (``--local``, ``--demo``) with no provider instance named or found in its
+    environment has no billing to end. ``""`` when it may be armed."""
+    if state.spec.kind != "local" or state.has_instance() or this_machine() is not None:
+        return ""
+    what = "the demo runs on this machine" if state.spec.demo else "this box is this machine"
+    return (f"no guard here: {what}, not a provider instance, so there is no billing to "
+            "end; a guard watches a rented box opened as vast:ID, runpod:POD_ID or "
+            "lambda:ID")
 
 
 class Guard:
@@ -60,11 +74,17 @@ class Guard:
             self.ports.alert(f"GUARD ALARM: {guard.alarm.get('message')}")
 
     def ask(self) -> None:
-        """Acknowledge the alarm; else disarm (when armed, after confirming); else arm."""
+        """Acknowledge the alarm; else disarm (when armed, after confirming); else arm
+        (said at once where there is no instance to guard: this machine)."""
         state = self.ports.state
+        guard = state.guard
+        nothing_to_guard = no_instance(state)
+        if nothing_to_guard and not (guard is not None and (guard.alarm_active
+                                                            or guard.watching)):
+            self.ports.post(Done(nothing_to_guard))  # information: it fades, no red
+            return
         state.need_transport()
         state.need_run()
-        guard = state.guard
         if guard is not None and guard.alarm_active:
             body = Text("The guard could not end the instance's billing as asked:\n\n")
             body.append_text(safe(guard.alarm.get("message"), 600, "bold red"))

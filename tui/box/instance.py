@@ -86,7 +86,7 @@ def still_training(state: BoxState, what: str) -> Text | None:
     if verdict not in GOING or not state.run_name:
         return None
     end = ("stopping the instance kills it; what it saved stays on the disk" if what == "stop"
-           else "destroying the instance kills it and deletes its disk")
+           else "destroying the instance kills it")
     text = Text("run ", style="bold yellow")
     text.append_text(safe(state.run_name, 60, "bold yellow"))
     text.append(f" is still training ({verdict}): {end}.\n", style="bold yellow")
@@ -178,10 +178,10 @@ class Instance:
         training = still_training(self.ports.state, what)
         if training is not None:
             detail.append_text(training)
-        detail.append_text(instance_costs(self.costs(), what))
-        detail.append("\n")
-        detail.append_text(safe(warning_for(what, client, instance), 400, "dim"))
+        detail.append_text(instance_costs(self.costs(), what, instance))
         if what == "stop":
+            detail.append("\n")
+            detail.append_text(safe(warning_for(what, client, instance), 400, "dim"))
             if not client.can_stop:
                 self.ports.app().notify(warning_for("stop", client, instance),
                                         severity="warning")

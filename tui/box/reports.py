@@ -46,25 +46,47 @@ def findings_text(title: str, report: dict[str, Any] | None) -> Text:
     return text
 
 
-def instance_costs(report: Any, what: str) -> Text:
-    """What stopping or destroying keeps billing, in dollars (a ``CostReport``); no stop
+def instance_costs(report: Any, what: str, instance: Any = None) -> Text:
+    """What stopping or destroying keeps billing, in dollars (a ``CostReport``; for a
+    destroy, the provider's ``instance`` says what it bills in its state now); no stop
     advice for a provider that cannot stop."""
+    if what == "destroy":
+        return destroy_billing(report, instance)
     text = Text()
     text.append(f"Running now costs {money(report.price_per_hour)}/h. ")
     if not report.can_stop:
         text.append(f"{report.provider_title or 'This provider'} cannot stop an instance: "
-                    "destroying (terminating) is the only way to end its billing. ")
-    if what == "stop" and report.can_stop:
-        text.append(f"Stopped it costs {money(report.stopped_per_hour)}/h for its disk")
+                    "destroying (terminating) is the only way to end its billing.")
+        return text
+    text.append(f"Stopped it costs {money(report.stopped_per_hour)}/h for its disk")
+    if report.disk_gb is not None:
+        text.append(f" ({report.disk_gb:.0f} GB)")
+    text.append(".\n")
+    if report.break_even_hours is not None:
+        text.append(f"Stopping is cheaper than destroying for pauses under "
+                    f"{report.break_even_hours:.1f} h (a rebuild costs about "
+                    f"{money(report.rebuild_usd)}).\n")
+    text.append("Stopping releases the GPUs: a restart can fail if they are gone.",
+                style="bold yellow")
+    return text
+
+
+def destroy_billing(report: Any, instance: Any = None) -> Text:
+    """What the instance bills now, in its state (a stopped one: its disk), and that a
+    destroy ends it; the disk's deletion is the destroy dialog's own first line."""
+    state = getattr(instance, "state", None)
+    now = instance.billing_per_hour if instance is not None else report.price_per_hour
+    text = Text()
+    if state == "stopped":
+        text.append(f"It is stopped and bills {money(now)}/h now, for its disk")
         if report.disk_gb is not None:
             text.append(f" ({report.disk_gb:.0f} GB)")
-        text.append(".\n")
-        if report.break_even_hours is not None:
-            text.append(f"Stopping is cheaper than destroying for pauses under "
-                        f"{report.break_even_hours:.1f} h (a rebuild costs about "
-                        f"{money(report.rebuild_usd)}).\n")
-        text.append("Stopping releases the GPUs: a restart can fail if they are gone.",
-                    style="bold yellow")
     else:
-        text.append("Destroyed it costs nothing, and everything on it is gone.")
+        text.append(f"It bills {money(now)}/h now")
+        if state and state != "running":
+            text.append_text(safe(f" ({state})", 40))
+    text.append("; destroyed, it bills nothing once the provider confirms it.")
+    if not report.can_stop:
+        text.append(f"\n{report.provider_title or 'This provider'} cannot stop an instance: "
+                    "destroying (terminating) is the only way to end its billing.")
     return text

@@ -1,5 +1,6 @@
 """The dialog frame shared by every modal: a title, a body, Cancel first. The focus starts
-on the first thing to type or choose, else on Cancel, never on a button that acts; Escape
+on the first thing to type or choose, else on Cancel, never on a button that stops or
+destroys (the quit dialog, which only detaches, starts on its quit button); Escape
 cancels; how each dialog ended (cancelled, or what was chosen) goes into the events."""
 
 from __future__ import annotations

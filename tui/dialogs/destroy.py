@@ -13,6 +13,18 @@ from tui.fmt import safe
 from tui.widgets.field import Field
 
 
+def consequences(instance_id: str, detail: Text) -> Text:
+    """The dialog's first words: the disk is deleted (said once, here), then ``detail``
+    (what the instance bills now, a run still training on it)."""
+    body = Text()
+    body.append("Destroying instance ")
+    body.append_text(safe(instance_id, 60, "bold"))
+    body.append(" deletes its disk for good: the run directory, checkpoints, the dataset, "
+                "everything not copied off the box.\n")
+    body.append_text(detail)
+    return body
+
+
 class DestroyDialog(Dialog[tuple[bool, str] | None]):
     """Destroying deletes the disk and everything on it. The Destroy button is enabled
     only when the typed id matches and the weights are safe (or the override is ticked).
@@ -33,12 +45,7 @@ class DestroyDialog(Dialog[tuple[bool, str] | None]):
 
     def compose_body(self) -> ComposeResult:
         """The consequences, the weights verdict, the id box and the override."""
-        body = Text()
-        body.append("Destroying instance ")
-        body.append_text(safe(self.instance_id, 60, "bold"))
-        body.append(" deletes its disk: the run directory, checkpoints and the dataset.\n")
-        body.append_text(self.detail)
-        yield Static(body, classes="body")
+        yield Static(consequences(self.instance_id, self.detail), classes="body")
         if not self.weights_safe:
             if self.unsafe:
                 warning = Text("The weights are NOT safe off the box: ", style="bold red")

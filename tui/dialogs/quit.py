@@ -11,7 +11,11 @@ from tui.dialogs.base import Dialog
 
 
 class QuitDialog(Dialog[str | None]):
-    """Dismisses ``"quit"``, the id of an offer, or ``None`` (Cancel)."""
+    """Dismisses ``"quit"``, the id of an offer, or ``None`` (Cancel). The focus starts
+    on the quit button, so that Enter quits (``q``, Enter), as the help says: quitting
+    only detaches, and what keeps running and billing is said above it."""
+
+    AUTO_FOCUS = "#quit"
 
     def __init__(self, title: str, body: Text, offers: list[tuple[str, str]]) -> None:
         super().__init__(title)
