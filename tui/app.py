@@ -98,7 +98,8 @@ def _unprefixed(desc: str) -> str:
 
 class GpurentApp(App[int]):
     """The app. ``specs``: the boxes to open; ``clock``: the time source (frozen in
-    snapshot tests); ``autoconnect``: connect on start (off for widget-only tests)."""
+    snapshot tests); ``autoconnect``: connect on start (off for widget-only tests);
+    ``ssh_options``: the fleet's connection options (``-i``)."""
 
     TITLE = "gpurent-tui"
     CSS_PATH = "app.tcss"
@@ -114,9 +115,12 @@ class GpurentApp(App[int]):
          Binding("right_square_bracket", "tab_step(1)", "next tab", show=False)]
 
     def __init__(self, specs: list[BoxSpec], clock: Callable[[], float] = time.time,
-                 autoconnect: bool = True) -> None:
+                 autoconnect: bool = True,
+                 ssh_options: tuple[tuple[str, object], ...] = ()) -> None:
         super().__init__()
         self.specs = specs
+        #: How the fleet reaches its boxes (``-i``), and so the tabs opened from it.
+        self.ssh_options = ssh_options
         self.clock = clock
         self.autoconnect = autoconnect
         self.farewell = ""
@@ -337,14 +341,13 @@ class GpurentApp(App[int]):
         if not isinstance(self.screen, FleetScreen):
             self.push_screen(FleetScreen(self.fleet_lister, self.open_instance))
 
-    @staticmethod
-    def _list_fleet() -> object:
+    def _list_fleet(self) -> object:
         from remote.billing import FleetOptions, NoAccounts, configured_accounts, list_fleet
 
         accounts = configured_accounts()
         if not accounts:
             raise NoAccounts()
-        return list_fleet(accounts, FleetOptions())
+        return list_fleet(accounts, FleetOptions(ssh_options=dict(self.ssh_options)))
 
     def open_instance(self, row: object, destroy: bool = False) -> None:
         """Open a fleet row's instance (``vast:4242``) as a box tab, or show its tab,

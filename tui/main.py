@@ -24,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Each HOST opens as a tab; the run keeps going on the box when you quit.",
         epilog="examples:\n"
         "  gpurent-tui                      # every instance of every account (the fleet)\n"
+        "  gpurent-tui -i ~/.ssh/vast_key   # ... its boxes reached with that key\n"
         "  gpurent-tui root@203.0.113.7 -p 41022\n"
         "  gpurent-tui vast:4242            # the instance's address from the provider\n"
         "  gpurent-tui box1 box2 --project runs\n"
@@ -37,7 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "fleet, every instance of every account (F from a box)")
     parser.add_argument("-p", "--port", type=int, help="SSH port (default: 22 or ssh config)")
     parser.add_argument("-i", "--identity", action="append", metavar="KEY",
-                        help="private key file to log in with, as `ssh -i` (repeatable)")
+                        help="private key file to log in with, as `ssh -i` (repeatable; "
+                        "also for the fleet's boxes and the tabs opened from it)")
     parser.add_argument("--project", default=None, metavar="DIR",
                         help="project directory on the box holding the runs (default: runs/train)")
     parser.add_argument("--run", metavar="NAME", help="open this run (default: the newest)")
@@ -80,7 +82,7 @@ def specs_from_args(args: argparse.Namespace,
         parser.error("--python applies to a HOST")
     if args.run is not None and (not args.run or "/" in args.run or args.run in (".", "..")):
         parser.error("--run must be a run name, not a path")
-    keys = _identity_files(args.identity or [], parser)
+    options = ssh_options(args, parser)
     common = {"run": args.run, "provider": args.provider, "instance": args.instance,
               "price": args.price}
     if args.demo:
@@ -100,7 +102,6 @@ def specs_from_args(args: argparse.Namespace,
             parser.error(f"--local {project}: no such directory (give a project or a run "
                          "directory on this machine)")
         return [BoxSpec("local", "local", project=project, **{**common, "run": run})]
-    options = (("identity_files", keys),) if keys else ()
     return [BoxSpec("ssh", host, port=args.port, project=args.project or "runs/train",
                     accept_new=args.accept_new, ssh_options=options, python=args.python,
                     **{**common, **_named_instance(host, args, parser)})
@@ -140,12 +141,16 @@ def _named_instance(host: str, args: argparse.Namespace,
     return {"provider": instance.provider, "instance": instance.instance}
 
 
-def _identity_files(keys: list[str], parser: argparse.ArgumentParser) -> tuple[str, ...]:
+def ssh_options(args: argparse.Namespace,
+                parser: argparse.ArgumentParser) -> tuple[tuple[str, object], ...]:
+    """The connection options of ``-i`` (for every box, the fleet's too); ``parser.error``
+    for a key file that is not there."""
+    keys = args.identity or []
     paths = tuple(os.path.abspath(os.path.expanduser(key)) for key in keys)
     for key, path in zip(keys, paths, strict=True):
         if not os.path.isfile(path):
             parser.error(f"-i {key}: no such key file")
-    return paths
+    return (("identity_files", paths),) if paths else ()
 
 
 def _local_project(path: str, project: str | None, run: str | None) -> tuple[str, str | None]:
@@ -194,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     specs = connect_early(specs_from_args(args, parser))
     from tui.app import GpurentApp
 
-    app = GpurentApp(specs)
+    app = GpurentApp(specs, ssh_options=ssh_options(args, parser))
     app.run()
     if app.farewell:
         print(app.farewell)

@@ -3,7 +3,10 @@
 Vast, RunPod and Lambda hand out a new address or port when a stopped instance starts
 again, so the address is asked of the provider's API on every connection (the watcher's
 reconnects included), never stored. The host key is filed under the instance's name
-(``HostKeyAlias vast:4242``), so the new address is not a new, unknown host.
+(``HostKeyAlias vast:4242``), so the new address is not a new, unknown host, and the
+connection takes what ``~/.ssh/config`` says for that name (``Host vast:*``: User,
+IdentityFile...); the provider's default user (root, Lambda's ubuntu) is the login only
+when the config names none.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from remote.billing.providers import ConfigError, InstanceTarget, provider_for
-from remote.transport.base import NeedsSetup, TransportError, Unreachable
+from remote.transport.base import NamedBox, NeedsSetup, TransportError, Unreachable
 from remote.transport.hostpolicy import refusal
 from trainer.providers import NotFoundError, Provider, ProviderError
 from trainer.providers.base import SshAddress
@@ -21,7 +24,7 @@ COMING_UP = ("starting", "unknown")
 
 
 class Locator:
-    """``locator(progress) -> ("user@host", port)``: the instance's SSH address now.
+    """``locator(progress) -> NamedBox``: the instance's SSH address now, by its name.
 
     Raises ``Unreachable`` while the instance is coming up or has no address yet,
     ``NeedsSetup`` when the provider's API key is missing or refused (or the config file
@@ -84,12 +87,12 @@ class Locator:
         self.last = address
         return address
 
-    def __call__(self, progress: Callable[[str], None] | None = None) -> tuple[str, int]:
-        """``("user@host", port)`` for ``remote.link.connector.Connector``."""
+    def __call__(self, progress: Callable[[str], None] | None = None) -> NamedBox:
+        """The box by its name, at its address, logging in as the provider's default
+        user unless ``~/.ssh/config`` names one (``remote.link.connector.Connector``)."""
         if progress is not None:
             progress(f"asking {self.target.provider} where {self.target.text} is")
         address = self.address()
-        host = f"[{address.host}]" if ":" in address.host else address.host
         if progress is not None:
             progress(f"{self.target.text} is at {address.label}")
-        return f"{address.user}@{host}", address.port
+        return NamedBox(self.target.text, address.host, address.port, address.user)

@@ -40,7 +40,7 @@ from remote.billing.intents import intents
 from remote.billing.interrupted import Interruption, find_interruptions
 from remote.billing.leases import Lease, leases
 from remote.runs.probe import BoxReport, probe_box
-from remote.transport.base import Transport
+from remote.transport.base import NamedBox, Transport
 from remote.weights.safety import HubVerify
 from trainer.providers import Instance, Provider, ProviderError
 from trainer.text import WHOLE_ERROR, clean_text, money, one_line, rate
@@ -300,18 +300,18 @@ def _looked_up(rows: list[FleetRow], clients: dict[str, Provider], wanted: Itera
 
 
 def connect_instance(client: Provider, inst: Instance, options: FleetOptions) -> Transport:
-    """One SSH connection to ``inst`` at the address its provider gives, its host key
-    filed under ``provider:ID`` (as ``gpurent-tui vast:ID`` files it); an unknown key is
-    refused unless ``accept_new``."""
+    """One SSH connection to ``inst`` at the address its provider gives, by its name
+    ``provider:ID`` as ``gpurent-tui vast:ID`` reaches it: what ``~/.ssh/config`` says for
+    the name (``Host vast:*``), the provider's default user unless it names one, the host
+    key filed under the name; an unknown key is refused unless ``accept_new``."""
     from remote.transport import ssh  # paramiko loads only when a box is reached
 
     address = client.ssh_address(inst)
     if address is None:
         raise ValueError("the provider gives no SSH address")
-    return ssh.connect(f"{address.user}@{address.host}", port=address.port,
-                       accept_new=options.accept_new, ask_unknown=None,
-                       timeout=options.timeout, host_key_alias=f"{client.name}:{inst.id}",
-                       **dict(options.ssh_options))
+    box = NamedBox(f"{client.name}:{inst.id}", address.host, address.port, address.user)
+    return ssh.connect(box, accept_new=options.accept_new, ask_unknown=None,
+                       timeout=options.timeout, **dict(options.ssh_options))
 
 
 def _preload(weights: bool) -> None:

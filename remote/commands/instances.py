@@ -13,6 +13,7 @@ from remote.billing.fleet import Fleet, FleetOptions, FleetRow, list_fleet
 from remote.billing.idle import IDLE_GPU_PERCENT
 from remote.billing.providers import ConfigError
 from remote.commands.errors import fail
+from remote.commands.target import identity_files, key_options
 from trainer.text import clean_text, money, rate
 
 
@@ -32,9 +33,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "when the check could not run or end in time, never safe); an idle one (no live "
         "run, or GPUs under --idle-gpu %) is flagged with how long (from when the ring "
         "saw the GPUs go quiet, else from when this laptop first saw it) and how many "
-        "dollars so far. An unknown host key is not accepted unless --accept-new: the box "
-        "is then shown unreachable with the reason. Exit 0 listed (a failing account says "
-        "so in its row), 1 every account failed, 2 no account or a bad config file.",
+        "dollars so far. Each box is reached by its name (vast:ID): a `Host vast:*` block "
+        "of ~/.ssh/config gives its User, IdentityFile, ProxyJump..., else the provider's "
+        "default user (root; Lambda: ubuntu) logs in. An unknown host key is not accepted "
+        "unless --accept-new: the box is then shown unreachable with the reason. Exit 0 "
+        "listed (a failing account says so in its row), 1 every account failed, 2 no "
+        "account, a bad config file or an -i KEY that is not there.",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--no-ssh", dest="ssh", action="store_false",
@@ -49,6 +53,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--weights-timeout", type=float, default=WEIGHTS_TIMEOUT, metavar="S",
                    help="limit of each box's weights check; one that does not end in "
                    f"time says 'weights: ?' (default {WEIGHTS_TIMEOUT:g})")
+    p.add_argument("-i", "--identity", action="append", default=None, metavar="KEY",
+                   help="private key file to log in to the boxes with, as `ssh -i` "
+                   "(repeatable; tried before the ssh config's)")
     p.add_argument("--accept-new", action="store_true",
                    help="accept and save an unknown host key (never a changed one)")
     p.set_defaults(func=run)
@@ -99,12 +106,14 @@ def run(args: argparse.Namespace) -> int:
         return fail("instances", "--timeout and --weights-timeout must be positive", 2,
                     args.json)
     try:
+        keys = identity_files(args.identity)
         accounts = some_accounts()
-    except ConfigError as exc:
+    except (ValueError, ConfigError) as exc:
         return fail("instances", exc, 2, args.json)
     say = None if args.json else (lambda line: print(line, file=sys.stderr))
     fleet = list_fleet(accounts, FleetOptions(timeout=args.timeout, ssh=args.ssh,
                                               accept_new=args.accept_new,
+                                              ssh_options=key_options(keys),
                                               idle_gpu=args.idle_gpu, weights=args.weights,
                                               weights_timeout=args.weights_timeout),
                        progress=say)

@@ -148,6 +148,11 @@ def identity_files(keys: list[str] | tuple[str, ...] | None) -> tuple[str, ...]:
     return tuple(found)
 
 
+def key_options(keys: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    """The ``remote.transport.ssh.connect`` options that log in with ``keys`` (``-i``)."""
+    return {"identity_files": keys} if keys else {}
+
+
 def connector(target: Target, args: argparse.Namespace, *, bootstrap: bool = False,
               strict: bool = True, note: Callable[[str], None] | None = None) -> Connector:
     """A :class:`remote.link.connector.Connector` for ``target`` with the command's connection
@@ -161,7 +166,7 @@ def connector(target: Target, args: argparse.Namespace, *, bootstrap: bool = Fal
     return Connector(target.host, port=port,
                      accept_new=getattr(args, "accept_new", False),
                      ask_unknown=_ask_on_terminal, bootstrap=bootstrap, strict=strict,
-                     ssh_options={"identity_files": keys} if keys else {},
+                     ssh_options=key_options(keys),
                      locate=_locator(target.instance),
                      python=getattr(args, "python", None),
                      **({"note": note} if note else {}))

@@ -17,6 +17,7 @@ from remote.billing.providers import ConfigError, notify_config
 from remote.billing.watchdog import Rules, loop, watch_once
 from remote.billing.watchrecords import ALARM_EVERY
 from remote.commands.errors import fail
+from remote.commands.target import identity_files, key_options
 from trainer.guard.notify import parse_target
 from trainer.guard.state import NOTIFY_FORMATS, GuardError
 
@@ -65,6 +66,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--alarm-every", type=float, default=ALARM_EVERY, metavar="S",
                    help="tell an alarm that still holds again after S seconds (default "
                    f"{ALARM_EVERY:g}: every pass of a 5-minute cron watchdog)")
+    p.add_argument("-i", "--identity", action="append", default=None, metavar="KEY",
+                   help="private key file to log in to the boxes with, as `ssh -i` "
+                   "(repeatable; a `Host vast:*` block of ~/.ssh/config works too)")
     p.add_argument("--accept-new", action="store_true",
                    help="accept and save an unknown host key (never a changed one)")
     p.add_argument("--json", action="store_true",
@@ -81,14 +85,15 @@ def run(args: argparse.Namespace) -> int:
         return fail("watchdog", "--idle-minutes and --stall-minutes must be positive", 2,
                     args.json)
     try:
+        keys = identity_files(args.identity)
         accounts = some_accounts()
         urls, fmt = notify_config()
         targets = [parse_target(u, args.notify_format or fmt) for u in [*args.notify, *urls]]
-    except (ConfigError, GuardError) as exc:
+    except (ValueError, ConfigError, GuardError) as exc:
         return fail("watchdog", exc, 2, args.json)
     rules = Rules(args.idle_minutes, args.idle_gpu, args.then, args.stall_minutes)
     options = FleetOptions(timeout=args.timeout, accept_new=args.accept_new,
-                           idle_gpu=args.idle_gpu)
+                           ssh_options=key_options(keys), idle_gpu=args.idle_gpu)
 
     def say(line: str) -> None:
         print(f"gpurent watchdog: {line}", file=sys.stderr)

@@ -20,12 +20,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from remote.link.early import EarlyLink
-from remote.transport.base import NeedsSetup, RunResult, Stream, Transport, TransportError
+from remote.transport.base import (
+    NamedBox,
+    NeedsSetup,
+    RunResult,
+    Stream,
+    Transport,
+    TransportError,
+)
 
 #: ``ask(host, key_type, fingerprint) -> bool``: whether to trust an unknown host key.
 AskHostKey = Callable[[str, str, str], bool]
-#: ``locate(progress) -> ("user@host", port)``: where the box answers SSH right now.
-Locate = Callable[[Callable[[str], None]], tuple[str, int]]
+#: ``locate(progress) -> NamedBox``: where the box answers SSH right now, by its name.
+Locate = Callable[[Callable[[str], None]], NamedBox]
 
 
 def _quiet(_line: str) -> None:
@@ -42,7 +49,8 @@ class Connector:
     noted and the plain prefix is kept (the watcher then polls files over SFTP).
 
     With ``locate`` (a box named by its instance: ``host`` is ``vast:4242``), each
-    connection first asks where the box is, and its host key is filed under ``host``."""
+    connection first asks where the box is, then connects with what ``~/.ssh/config``
+    says for that name (``Host vast:*``); its host key is filed under ``host``."""
 
     host: str | None
     port: int | None = None
@@ -86,12 +94,12 @@ class Connector:
             return LocalTransport()
         from remote.transport import ssh  # paramiko loads only when a box is remote
 
-        target, port, options = self.host, self.port, dict(self.ssh_options)
+        target: str | NamedBox = self.host
+        port, options = self.port, dict(self.ssh_options)
         taken = None
         try:
             if self.locate is not None:
-                target, port = self.locate(say)
-                options.setdefault("host_key_alias", self.host)
+                target, port = self.locate(say), None
             elif early and self._early is not None:
                 taken = self._early.take()
             transport = taken or ssh.connect(
@@ -295,7 +303,8 @@ def worth_retrying(error: BaseException) -> bool:
     """Whether trying the same connection again may work: a box that is booting, a
     network that is down. A host key that changed or was refused is never retried (it
     needs a person), nor is a bad local setting (an ssh config that does not parse, a
-    provider's API key that is missing or refused: ``NeedsSetup``)."""
+    provider's API key that is missing or refused, a login the box refused the keys of:
+    ``NeedsSetup``)."""
     if isinstance(error, NeedsSetup):
         return False
     # Only an SSH connection can raise these, and it has loaded the module (which

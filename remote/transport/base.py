@@ -75,6 +75,26 @@ class NeedsSetup(TransportError):
     config file): trying again cannot work until it is set; the message says what."""
 
 
+class LoginRefused(NeedsSetup):
+    """The box's SSH server answered but took none of the keys offered for the user:
+    the same login is refused again until it changes (``-i KEY``, the User or
+    IdentityFile of ``~/.ssh/config``); the message says which keys were tried."""
+
+
+@dataclass(frozen=True)
+class NamedBox:
+    """A box known by ``name`` (``KIND:ID``, such as ``vast:4242``) that answers SSH at
+    ``host:port`` now. It is reached with what ``~/.ssh/config`` says for the name
+    (``Host vast:*``: User, IdentityFile, ProxyJump...) at this address, as ``user``
+    unless the config names a User, its host key filed under the name unless the config
+    gives a HostKeyAlias."""
+
+    name: str
+    host: str
+    port: int
+    user: str
+
+
 @dataclass(frozen=True)
 class RunResult:
     """The outcome of a finished command on the box."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import paramiko
 
-from remote.transport.base import TransportError, Unreachable
+from remote.transport.base import LoginRefused, TransportError, Unreachable
 from remote.transport.hostkeys import (
     AskUnknown,
     host_key_name,
@@ -157,11 +157,12 @@ def _authenticate(transport: paramiko.Transport, spec: HostSpec, opts: Handshake
     skipped: list[str] = []
     agent = paramiko.Agent() if opts.allow_agent and os.environ.get("SSH_AUTH_SOCK") else None
     try:
-        keys: list[tuple[str, paramiko.PKey | None, str]] = []
+        # (key, its file): an agent's key has none, a file's key is read when its turn comes
+        keys: list[tuple[paramiko.PKey | None, str]] = []
         if agent is not None and not spec.identities_only:
-            keys += [("agent key", key, "") for key in agent.get_keys()]
-        keys += [(path, None, path) for path in identity_candidates(spec, opts.identity_files)]
-        for label, key, path in keys:
+            keys += [(key, "") for key in agent.get_keys()]
+        keys += [(None, path) for path in identity_candidates(spec, opts.identity_files)]
+        for key, path in keys:
             if key is None:
                 try:
                     key = paramiko.PKey.from_path(path)
@@ -171,11 +172,11 @@ def _authenticate(transport: paramiko.Transport, spec: HostSpec, opts: Handshake
                 except (paramiko.SSHException, OSError, ValueError) as exc:
                     skipped.append(f"{path} ({one_line(exc)})")
                     continue
-            tried.append(label)
+            tried.append(path)
             try:
                 transport.auth_publickey(spec.user, key)
             except paramiko.BadAuthenticationType as exc:
-                raise TransportError(
+                raise LoginRefused(
                     f"{spec.label} does not accept keys (allows: {', '.join(exc.allowed_types)})"
                 ) from None
             except paramiko.AuthenticationException:
@@ -188,8 +189,12 @@ def _authenticate(transport: paramiko.Transport, spec: HostSpec, opts: Handshake
     finally:
         if agent is not None:
             agent.close()
-    detail = f"tried {len(tried)} key(s)" if tried else "no usable key (none in ssh-agent, " \
+    agent_keys = tried.count("")
+    named = [f"{agent_keys} key{'s' * (agent_keys != 1)} from ssh-agent"] * bool(agent_keys) \
+        + [path for path in tried if path]
+    detail = f"tried {', '.join(named)}" if tried else "no usable key (none in ssh-agent, " \
         "no IdentityFile, no ~/.ssh/id_*)"
     if skipped:
         detail += "; skipped " + ", ".join(skipped)
-    raise TransportError(f"permission denied for {spec.label}: {detail}")
+    raise LoginRefused(f"permission denied for {spec.label}: {detail}; give -i KEY, or User "
+                       f"and IdentityFile under `Host {spec.config_host}` in ~/.ssh/config")

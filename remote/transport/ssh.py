@@ -19,7 +19,6 @@ over stdin never reach a log.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import os
 import posixpath
@@ -39,6 +38,7 @@ from remote.transport import hostpolicy, openssh, ranged
 from remote.transport.base import (
     MAX_REPLY,
     FileStat,
+    NamedBox,
     Progress,
     ReplyTooLarge,
     RunResult,
@@ -78,29 +78,27 @@ if logging.getLogger("paramiko").level == logging.NOTSET:
     logging.getLogger("paramiko").setLevel(logging.CRITICAL + 1)
 
 
-def connect(target: str, *, port: int | None = None, accept_new: bool = False,
+def connect(target: str | NamedBox, *, port: int | None = None, accept_new: bool = False,
             ask_unknown: AskUnknown | None = None, timeout: float = 15.0,
             progress: StepProgress | None = None, known_hosts: str | None = None,
             ssh_config: str | None = None, identity_files: tuple[str, ...] = (),
-            allow_agent: bool = True, keepalive: float | None = None,
-            host_key_alias: str | None = None) -> SSHTransport:
-    """Connect to ``target`` (``user@host``, ``host`` or an ``~/.ssh/config`` alias).
+            allow_agent: bool = True, keepalive: float | None = None) -> SSHTransport:
+    """Connect to ``target`` (``user@host``, ``host`` or an ``~/.ssh/config`` alias, or
+    a ``NamedBox``: ``vast:4242`` at its provider's address, with the config's
+    ``Host vast:*`` settings).
 
     ``ask_unknown(host, key_type, fingerprint)`` decides about an unknown host key (called
     from this thread); ``accept_new`` accepts it without asking. ``known_hosts`` (default:
     the config's UserKnownHostsFile, else ``~/.ssh/known_hosts``) and ``ssh_config``
     (default ``~/.ssh/config``) are paths; ``identity_files`` (``ssh -i``) are tried
-    before the config's; ``host_key_alias`` files the host key under that name instead of
-    the address. ``timeout`` bounds each step (TCP connect, banner, key exchange, auth,
-    channel opens)."""
+    before the config's. ``timeout`` bounds each step (TCP connect, banner, key exchange,
+    auth, channel opens)."""
     say = progress or (lambda _msg: None)
     settings = openssh.resolver(ssh_config, timeout)
     spec = settings(target, port, identity_files)
     refused = hostpolicy.refusal(spec.hostname, spec.user)
     if refused:
         raise TransportError(refused)
-    if host_key_alias:
-        spec = dataclasses.replace(spec, host_key_alias=host_key_alias)
     opts = HandshakeOptions(accept_new=accept_new, ask_unknown=ask_unknown, timeout=timeout,
                     known_hosts=known_hosts, identity_files=identity_files,
                     allow_agent=allow_agent, keepalive=keepalive, say=say)

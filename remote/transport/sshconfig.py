@@ -1,6 +1,9 @@
 """Turning what the user typed (``user@host``, ``-p PORT``, an ``~/.ssh/config`` alias)
 into where and how to connect, the way OpenSSH's ``ssh`` would.
 
+A box known by a name (``remote.transport.base.NamedBox``: ``vast:4242``, at the address
+its provider gives) gets what the config says for the name (``Host vast:*``).
+
 When an ``ssh`` client is installed, ``remote.transport.openssh`` asks it (``ssh -G``).
 Without one, the config file is read here with ``paramiko.SSHConfig`` (which ignores
 ``Include`` and most of ``Match``); the keys used are HostName, User, Port, IdentityFile,
@@ -13,12 +16,12 @@ from __future__ import annotations
 import getpass
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import paramiko
 
-from remote.transport.base import TransportError
+from remote.transport.base import NamedBox, TransportError
 
 #: Keys OpenSSH tries when the config names no IdentityFile.
 DEFAULT_IDENTITIES = ("~/.ssh/id_ed25519", "~/.ssh/id_ecdsa", "~/.ssh/id_rsa")
@@ -50,6 +53,14 @@ class HostSpec:
     def label(self) -> str:
         """``user@host:port`` for the UI."""
         return f"{self.user}@{self.hostname}:{self.port}"
+
+    @property
+    def config_host(self) -> str:
+        """The ``Host`` line of ``~/.ssh/config`` to suggest for this box: ``vast:*`` for
+        an instance's name (``vast:4242``), else the host as typed."""
+        kind, colon, ident = self.alias.partition(":")
+        return f"{kind}:*" if colon and kind.isalpha() and ident and ":" not in ident \
+            else self.alias
 
     @property
     def key_name(self) -> tuple[str, int]:
@@ -114,22 +125,43 @@ def resolve(target: str, *, port: int | None = None,
     the target, or ``port``, wins over the config, as with ``ssh``."""
     user, host, target_port = parse_target(target)
     bare_host = host.strip("[]")
+    entry = _lookup(config, bare_host)
+    return _spec(bare_host, entry, entry.get("hostname", bare_host),
+                 port or target_port or int(entry.get("port", 22)),
+                 user or entry.get("user") or getpass.getuser())
+
+
+def resolve_named(box: NamedBox, config: paramiko.SSHConfig | None = None) -> HostSpec:
+    """Apply ``config`` to the box's name (``Host vast:*``) at the box's address: the
+    config's User, else ``box.user``; the host key under the name unless the config
+    gives a HostKeyAlias. Unlike ``ssh -G``, paramiko expands ``%h`` and ``%p`` in a
+    ProxyCommand from the config alone."""
+    entry = _lookup(config, box.name)
+    spec = _spec(box.name, entry, box.host, box.port, entry.get("user") or box.user)
+    return spec if spec.host_key_alias else replace(spec, host_key_alias=box.name)
+
+
+def _lookup(config: paramiko.SSHConfig | None, host: str) -> paramiko.SSHConfigDict:
     try:
-        entry = (config or paramiko.SSHConfig()).lookup(bare_host)
+        return (config or paramiko.SSHConfig()).lookup(host)
     except Exception as exc:  # paramiko raises assorted errors for Match/exec lines
-        raise TransportError(f"ssh config for {bare_host}: {exc}") from exc
-    hostname = entry.get("hostname", bare_host)
-    chosen_port = port or target_port or int(entry.get("port", 22))
+        raise TransportError(f"ssh config for {host}: {exc}") from exc
+
+
+def _spec(alias: str, entry: paramiko.SSHConfigDict, hostname: str, port: int,
+          user: str) -> HostSpec:
+    """The ``HostSpec`` of ``entry`` (paramiko's lookup of ``alias``), reaching
+    ``hostname:port`` as ``user`` (chosen by the caller: the target's, the config's...)."""
     jump = entry.get("proxyjump", "")
     jumps = () if not jump or jump.lower() == "none" else tuple(
         j.strip() for j in jump.split(",") if j.strip())
     command = entry.get("proxycommand")
     known = (entry.get("userknownhostsfile") or "").split()
     return HostSpec(
-        alias=bare_host,
+        alias=alias,
         hostname=hostname,
-        port=chosen_port,
-        user=user or entry.get("user") or getpass.getuser(),
+        port=port,
+        user=user,
         identity_files=tuple(entry.get("identityfile", ())),
         identities_only=entry.get("identitiesonly", "no").lower() == "yes",
         proxy_jump=jumps,
