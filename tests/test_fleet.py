@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -325,11 +326,15 @@ def test_each_reached_box_says_whether_its_weights_are_safe_by_the_gates_rules(
         started = time.monotonic()
         [row] = list_fleet([account(vast)], changed(options, timeout=1.0,
                                                     weights_timeout=2.0)).rows
-        assert time.monotonic() - started < 7
+        # The Hub holds forever: a listing that waited on it would not come back at all.
+        assert time.monotonic() - started < 60
     finally:
         hub_standin.release("paths_info")
     assert row.box is not None and row.weights.state == "unknown"
-    assert row.weights.words() == "weights: ? the check did not end in time", row.weights
+    # Whichever limit ran out first says so: the listing's own, or (on a loaded machine)
+    # the box-side tool's, which is given the same 2 s.
+    assert re.fullmatch(r"weights: \? (the check did not end in time|not checked: "
+                        r"trainer safe did not end within 2 s)", row.weights.words()), row.weights
     [row] = list_fleet([account(vast)], changed(options, weights=False)).rows
     assert row.box is not None and row.weights is None
 
