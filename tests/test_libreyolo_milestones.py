@@ -44,7 +44,8 @@ def write_epoch(run: Path, epoch: int, total: int = 10, pid: int | None = None) 
         fh.write(json.dumps({"epoch": epoch, "train/loss": 1.0 / epoch}) + "\n")
     runfiles.atomic_write_json(run / runfiles.STATUS_FILE, {
         "schema_version": 1, "state": "running", "pid": pid or os.getpid(),
-        "total_epochs": total, "start_epoch": 1, "completed_epochs": epoch})
+        "save_dir": str(run), "total_epochs": total, "start_epoch": 1,
+        "completed_epochs": epoch})
 
 
 @pytest.fixture(autouse=True)
@@ -98,18 +99,19 @@ def test_a_last_pt_newer_than_the_status_is_not_pushed(tmp_path: Path,
 
 def test_restore_ends_a_libreyolo_history_at_the_milestone(tmp_path: Path,
                                                             hub_standin: HubStandin) -> None:
-    old = tmp_path / "old"
-    old.mkdir()
+    old = tmp_path / "old" / "ly"
+    old.mkdir(parents=True)
     (old / "train_config.yaml").write_text("epochs: 10\n")
     for epoch in (1, 2, 3):
         write_epoch(old, epoch)
-    for name, path in (("last.pt", old / "weights" / "last.pt"),
-                       ("status.json", old / runfiles.STATUS_FILE),
-                       ("train_config.yaml", old / "train_config.yaml")):
-        hub_standin.add_file("org/ly", name, path.read_bytes(), kind="model")
-    # A history a row longer than the milestone (pushed with a later best, say).
+    # A history a row longer than the milestone (its next row appended while the
+    # milestone was copied), pushed with it.
     rows = (old / runfiles.METRICS_FILE).read_bytes() + b'{"epoch": 4}\n'
-    hub_standin.add_file("org/ly", "metrics.jsonl", rows, kind="model")
+    hub_standin.add_files("org/ly", {
+        "last.pt": (old / "weights" / "last.pt").read_bytes(),
+        "status.json": (old / runfiles.STATUS_FILE).read_bytes(),
+        "train_config.yaml": (old / "train_config.yaml").read_bytes(),
+        "metrics.jsonl": rows})
     new = tmp_path / "new" / "ly"
     done = subprocess.run([sys.executable, "-m", "trainer", "restore", "org/ly", "--run-dir",
                            str(new), "--token-stdin", "--json"], input=VALID_TOKEN,

@@ -2,16 +2,21 @@
 safe checkpoint and its history from the run's Hub repository into DIR, so that
 ``trainer train resume=True project=... name=...`` continues it on this box.
 
-All files are taken at one commit (the repository's head when asked): ``last.pt`` (it
-must be there: it holds the training state), ``best.pt``, ``metrics.jsonl``,
+All files are taken at one commit, the one that last changed ``last.pt`` (it must be
+there: it holds the training state), with ``best.pt``, ``metrics.jsonl``,
 ``results.csv`` and, for a LibreYOLO run, ``train_config.yaml`` (the push watcher sends
-it; it is how the report tells the engine). Each checkpoint's sha256 is checked against
-the Hub's LFS ETag. Files land in a staging folder inside DIR and are moved into place
-only when all arrived.
+it; it is how the report tells the engine). A repository may hold the pushes of many
+runs, each over the last: that commit's ``status.json`` must have been pushed with
+``last.pt`` (milestones and final pushes send both) and name, by its ``save_dir``, the
+run DIR names (its last component), else nothing is restored and the one line says
+whose ``last.pt`` the repository holds. Each checkpoint's sha256 is checked against the Hub's
+LFS ETag; a copy that does not match is also removed from the box's Hugging Face cache,
+where it would be taken again by every later restore of that commit. Files land in a
+staging folder inside DIR and are moved into place only when all arrived.
 The Hub's ``status.json`` is read, never put in place: it names the old box's pid, which
 here could be any process; the resumed trainer writes its own. The trainer itself drops
 history rows after the checkpoint's epoch when it resumes; LibreYOLO appends to what is
-there, so for its runs the rows after the Hub status's epoch (the milestone the watcher
+there, so for its runs the rows after that status's epoch (the milestone the watcher
 pushed ``last.pt`` at) are dropped here.
 
 A DIR that already holds a run (status, metrics or weights) is refused. Standard
@@ -27,7 +32,7 @@ import re
 import shutil
 import sys
 import tempfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from trainer import engines, runfiles
@@ -53,8 +58,9 @@ def holds_run(run_dir: Path) -> bool:
 
 def restore_run(repo: str, run_dir: Path, *, token: str | None = None,
             endpoint: str | None = None) -> dict[str, Any]:
-    """Download and place the run's files; return the ``--json`` object. Raises
-    ``HubError``, ``OSError`` or ``ValueError`` (a run is already there)."""
+    """Download and place the files of the run ``run_dir`` names; return the ``--json``
+    object. Raises ``HubError`` (the Hub's ``last.pt`` is another run's included),
+    ``OSError`` or ``ValueError`` (a run is already there)."""
     check_repo_id(repo)
     if holds_run(run_dir):
         raise ValueError(f"{run_dir} already holds a run: resume it there, or pick another "
@@ -62,14 +68,26 @@ def restore_run(repo: str, run_dir: Path, *, token: str | None = None,
     hub = import_hub(progress_bars=False)
     try:
         api = hub.HfApi(endpoint=endpoint, token=token)
-        info = api.model_info(repo)
-        commit = str(info.sha)
-        present = {s.rfilename for s in info.siblings or []}
+        head = str(api.model_info(repo).sha)
+        last = _changed_in(api, repo, "last.pt", head)
+        if last is None:
+            raise HubError(f"{repo} holds no last.pt at {head[:12]}: nothing to resume from "
+                           "(its milestones push it every hub_period epochs)")
+        commit = last.oid
+        with_status = _changed_in(api, repo, runfiles.STATUS_FILE, commit)
+        present = {s.rfilename for s in api.model_info(repo, revision=commit).siblings or []}
+    except HubError:
+        raise
     except Exception as exc:  # the client raises many types; all become one line
         raise HubError(f"cannot read {repo}: {describe_error(exc)}") from exc
-    if "last.pt" not in present:
-        raise HubError(f"{repo} holds no last.pt at {commit[:12]}: nothing to resume from "
-                       "(its milestones push it every hub_period epochs)")
+    pushed = f"pushed {last.date:%Y-%m-%d %H:%M} UTC"
+    if with_status is None or with_status.oid != commit:
+        raise HubError(f"{repo}'s last.pt ({pushed}) came without a status.json: cannot tell "
+                       "which run's it is, so nothing is restored (push a run's last.pt with "
+                       "its status.json: gpurent push HOST:RUN --repo REPO)")
+    status = _hub_status(hub, repo, commit, token, endpoint)
+    epoch = status.get("completed_epochs")
+    _check_run(repo, status, run_dir.name, f"epoch {epoch}, {pushed}")
     run_dir.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".restore-", dir=run_dir))
     try:
@@ -78,8 +96,6 @@ def restore_run(repo: str, run_dir: Path, *, token: str | None = None,
             if name in present:
                 placed.append((_fetch(hub, repo, name, commit, token, endpoint, staging),
                                place))
-        status = _hub_status(hub, repo, commit, token, endpoint) \
-            if runfiles.STATUS_FILE in present else {}
         files = []
         for path, place in placed:
             dest = run_dir / place
@@ -88,7 +104,6 @@ def restore_run(repo: str, run_dir: Path, *, token: str | None = None,
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     engine = "libreyolo" if engines.TRAIN_CONFIG_FILE in present else "trainer"
-    epoch = status.get("completed_epochs")
     if engine == "libreyolo" and isinstance(epoch, int):
         runfiles.trim_history(run_dir, epoch)
     for _path, place in placed:
@@ -99,10 +114,45 @@ def restore_run(repo: str, run_dir: Path, *, token: str | None = None,
             "status": {k: status.get(k) for k in STATUS_FIELDS if k in status}}
 
 
+def _changed_in(api: Any, repo: str, name: str, revision: str) -> Any:
+    """The last commit (``LastCommitInfo``: ``oid``, ``date``) up to ``revision`` that
+    changed ``name``; ``None`` when ``revision`` holds no ``name``."""
+    for info in api.get_paths_info(repo, [name], expand=True, revision=revision):
+        if info.path == name:
+            if info.last_commit is None:
+                raise HubError(f"{repo} did not say which commit pushed its {name}")
+            return info.last_commit
+    return None
+
+
+def _run_name(status: dict[str, Any]) -> str | None:
+    """The name of the run a ``status.json`` is of: its ``save_dir``'s last component
+    (both engines write it), ``None`` when it has none."""
+    save_dir = status.get("save_dir")
+    name = PurePosixPath(save_dir).name if isinstance(save_dir, str) else ""
+    return name or None
+
+
+def _check_run(repo: str, status: dict[str, Any], name: str, pushed: str) -> None:
+    """Raise ``HubError`` unless the status pushed with ``repo``'s ``last.pt`` is run
+    ``name``'s."""
+    owner = _run_name(status)
+    if owner is None:
+        raise HubError(f"the status.json pushed with {repo}'s last.pt ({pushed}) names no run "
+                       f"(no save_dir): cannot tell it is run {name}'s, so nothing is "
+                       "restored")
+    if owner != name:
+        owner = one_line(owner, 100)
+        raise HubError(f"{repo} holds run {owner}'s last.pt ({pushed}), not run {name}'s, "
+                       f"so nothing is restored: another run pushed to the same repository "
+                       f"(resume {repo}:{owner} to go on with that run; a run resumes from "
+                       "the Hub while the repository's newest last.pt is its own)")
+
+
 def _fetch(hub: Any, repo: str, name: str, commit: str, token: str | None,
            endpoint: str | None, staging: Path) -> Path:
     """Download ``name`` at ``commit`` into ``staging``; a checkpoint is checked against
-    the Hub's sha256."""
+    the Hub's sha256, and a bad one removed from the Hugging Face cache."""
     try:
         url = hub.hf_hub_url(repo, name, revision=commit, endpoint=endpoint)
         etag = hub.get_hf_file_metadata(url, token=token, endpoint=endpoint).etag
@@ -115,19 +165,42 @@ def _fetch(hub: Any, repo: str, name: str, commit: str, token: str | None,
     shutil.copyfile(path, dest)
     if name.endswith(".pt") and etag and re.fullmatch(r"[0-9a-f]{64}", etag) \
             and sha256_file(dest) != etag:
-        raise HubError(f"{name} from {repo} does not match the Hub's sha256; not restored")
+        raise HubError(f"{name} from {repo} does not match the Hub's sha256, so nothing is "
+                       f"restored; {_uncache(path)}")
     return dest
+
+
+def _uncache(path: Path) -> str:
+    """Remove a download from the Hugging Face cache: the snapshot's entry ``path`` and
+    the blob it links to (a later download at the same commit would take it from there
+    without asking the Hub). What was done, in words."""
+    blob = path.resolve()
+    try:
+        path.unlink(missing_ok=True)
+        blob.unlink(missing_ok=True)
+    except OSError as exc:
+        return (f"the copy in this box's Hugging Face cache is bad and could not be removed "
+                f"({exc.strerror or exc}): remove {blob}, or every later restore takes it "
+                "again")
+    return ("the copy in this box's Hugging Face cache was bad and was removed, so the next "
+            "restore downloads it again")
 
 
 def _hub_status(hub: Any, repo: str, commit: str, token: str | None,
                 endpoint: str | None) -> dict[str, Any]:
+    """The fields of ``repo``'s ``status.json`` at ``commit``; ``HubError`` when it cannot
+    be read (it says whose ``last.pt`` goes with it)."""
     try:
         path = hub.hf_hub_download(repo, runfiles.STATUS_FILE, revision=commit, token=token,
                                    endpoint=endpoint)
-        value = json.loads(Path(path).read_text(encoding="utf-8"))
-    except Exception:  # the history is optional: the checkpoint is what resumes
-        return {}
-    return value if isinstance(value, dict) else {}
+    except Exception as exc:
+        raise HubError(f"download of {runfiles.STATUS_FILE} from {repo} failed: "
+                       f"{describe_error(exc)}") from exc
+    read = runfiles.read_status(path)
+    if read.fields is None:
+        raise HubError(f"the status.json pushed with {repo}'s last.pt cannot be read: "
+                       f"{read.reason}")
+    return read.fields
 
 
 def main(argv: list[str]) -> int:
@@ -154,7 +227,9 @@ def main(argv: list[str]) -> int:
         result = restore_run(args.repo, Path(args.run_dir).expanduser(), token=token)
     except ValueError as exc:
         return fail(str(exc), 2)
-    except (HubError, OSError) as exc:
+    except HubError as exc:  # ours, whole (describe_error cuts at 300 characters)
+        return fail(str(exc), 1)
+    except OSError as exc:
         return fail(describe_error(exc), 1)
     print(runfiles.dumps(result) if args.json else
           f"restored {args.repo} at {result['commit'][:12]} into {result['run_dir']} "
