@@ -14,7 +14,7 @@ from remote.commands.target import add_connection_options, open_transport, parse
 from remote.runs.launch import ENGINES, RunIsLive, make_spec
 from remote.runs.start import START_WAIT, CannotStart, start_run
 from remote.weights.push import require_token
-from remote.weights.reach import reach_warning
+from remote.weights.reach import TokenRefused, reach_warning
 from trainer.text import clean_text, one_line
 
 
@@ -29,7 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "exact command, then the pid. The Hugging Face token (HF_TOKEN or the "
         "huggingface_hub token store) is sent over stdin with --hf-token or hub=; with "
         "hub=ORG/NAME a warning says when the Hub tells that it can write more than that "
-        "repository. "
+        "repository (or that it could not tell), and a token the Hub refuses stops the "
+        "launch; HF_ENDPOINT here is the Hub the run pushes to. "
         "With --engine libreyolo: nothing is created in PROJECT/NAME (LibreYOLO would "
         "train into NAME2); its console log and pid go to PROJECT/.gpurent/; hub=ORG/NAME "
         "starts the box-side push watcher (`trainer push --watch`: best.pt at every new "
@@ -43,8 +44,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "time is reported with the end of its console.log. --lease 6h gives the instance "
         "a deadline as `gpurent lease` does, set before the run starts (so it holds "
         "even when the launch fails). "
-        "Exit 0 started, 1 refused (a live run, a python without torch) or failed to "
-        "start, 2 bad input.",
+        "Exit 0 started, 1 refused (a live run, a python without torch, a refused Hub "
+        "token) or failed to start, 2 bad input.",
     )
     p.add_argument("project", metavar="[HOST:]PROJECT")
     p.add_argument("args", nargs="*", metavar="KEY=VALUE")
@@ -90,7 +91,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"gpurent launch: {clean_text(line)}", file=sys.stderr)
 
     if secret is not None and pairs.get("hub"):
-        warning = reach_warning(secret.decode("utf-8"), pairs["hub"])  # where the Hub tells
+        try:
+            warning = reach_warning(secret.decode("utf-8"), pairs["hub"])
+        except TokenRefused as exc:  # every push of the run would be refused
+            return fail("launch", exc, 1, args.json)
         if warning:
             note(f"warning: {warning}")
     transport = open_transport(target, args, bootstrap=args.engine == "trainer" or bool(spec.push),

@@ -16,7 +16,7 @@ from remote.commands.target import (
     parse_target,
 )
 from remote.weights.push import NO_TOKEN, PushFailed, check_push_args, laptop_token, push_from_box
-from remote.weights.reach import reach_warning
+from remote.weights.reach import TokenRefused, reach_warning
 from trainer.text import clean_text
 
 
@@ -32,8 +32,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "hub.json. The token comes "
         "from HF_TOKEN or the huggingface_hub token store here and travels on stdin; "
         "a warning says when the Hub tells that it can write more than ORG/NAME (use a "
-        "fine-grained token that writes that repository alone). "
-        "Exit 0 pushed, 1 the push failed, 2 bad input or no token.",
+        "fine-grained token that writes that repository alone), or that it could not "
+        "tell. HF_ENDPOINT here (a private Hub or a mirror) is the Hub the box pushes to, "
+        "whatever the box's own environment says. "
+        "Exit 0 pushed, 1 the push failed or the Hub refused the token, 2 bad input or no "
+        "token.",
     )
     p.add_argument("target", metavar="HOST:RUN", help="the run on its box (or HOST, then RUN)")
     p.add_argument("run", metavar="RUN", nargs="?", default=None,
@@ -60,7 +63,10 @@ def run(args: argparse.Namespace) -> int:
     def note(line: str) -> None:
         print(f"gpurent push: {clean_text(line)}", file=sys.stderr)
 
-    warning = reach_warning(token, args.repo)  # where the Hub tells
+    try:
+        warning = reach_warning(token, args.repo)
+    except TokenRefused as exc:  # the box would be refused too: it is not even asked
+        return fail("push", exc, 1, args.json)
     if warning:
         note(f"warning: {warning}")
     transport = open_transport(target, args, bootstrap=True, note=note)

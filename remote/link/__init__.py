@@ -8,6 +8,6 @@ from trainer._exports import lazy_exports
 __all__, __getattr__ = lazy_exports(__name__, {
     "connector": ["Connector", "link_broken", "retry_delay", "worth_retrying"],
     "bootstrap": ["bootstrap_box", "install_name", "install_needs"],
-    "tools": ["BoxToolFailed", "ToolAnswer", "ask_tool", "parse_report", "tool_report",
-              "trainer_command"],
+    "tools": ["BoxToolFailed", "ToolAnswer", "ask_tool", "laptop_endpoint", "parse_report",
+              "tool_report", "trainer_command"],
 })

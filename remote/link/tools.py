@@ -5,7 +5,9 @@ The command goes through the gate when a connector is given and says the box may
 hold the trainer yet (``remote.link.connector.Connector.run_tool``: the package rides on
 the exec's stdin, or the box is bootstrapped and the tool runs again); otherwise it runs
 with the transport's plain ``trainer_prefix``. Secrets travel on the tool's stdin, never
-in its argv.
+in its argv. The tools that talk to the Hub run with the plain prefix and carry this
+laptop's ``HF_ENDPOINT`` on their command (:func:`trainer_command`): a private Hub or a
+mirror set here is the one the box uses, whatever the box's own environment says.
 
 A report is one JSON object on stdout, pretty-printed or on one line. Lines may come
 before it (progress, a chatty login shell); when lines follow it, it must be a line by
@@ -15,7 +17,10 @@ preflight still reports."""
 from __future__ import annotations
 
 import json
+import os
+import re
 import shlex
+import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -25,6 +30,13 @@ from trainer.text import clean_text
 
 #: Seconds a tool may run when its caller names no limit.
 TOOL_TIMEOUT = 120.0
+#: The box tools that talk to the Hub: their commands carry this laptop's Hub address
+#: (``train`` does with ``hub=``: see :func:`trainer_command`).
+HUB_VERBS = ("push", "stage", "restore", "guard")
+#: Where huggingface_hub reads the Hub's address, here and on the box.
+ENDPOINT_ENV = "HF_ENDPOINT"
+#: Characters no Hub URL holds (spaces, controls, quotes a shell or a log would mangle).
+_UNSAFE = re.compile(r"[\s\x00-\x1f\x7f\"'`\\]")
 
 
 class ToolGate(Protocol):
@@ -72,10 +84,41 @@ class BoxToolFailed(Exception):
         self.why = answer.why
 
 
-def trainer_command(transport: Transport, args: Sequence[str]) -> str:
+def laptop_endpoint() -> str | None:
+    """This laptop's ``HF_ENDPOINT`` (a private Hub or a mirror), without a trailing
+    slash; ``None`` when it is not set. ``ValueError`` when it is not an ``http(s)://``
+    URL, or holds a user or password, a query or a fragment: it goes to the box in a
+    command line, where a credential has no place (the URL is never repeated)."""
+    value = os.environ.get(ENDPOINT_ENV, "").strip()
+    if not value:
+        return None
+    try:
+        parts = urllib.parse.urlsplit(value)
+        parts.port  # noqa: B018 - a port that is not a number raises here
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname \
+            or _UNSAFE.search(value):
+        raise ValueError(f"{ENDPOINT_ENV} is not an http(s) URL of a Hub (not shown)")
+    if "@" in parts.netloc or parts.query or parts.fragment or value.endswith(("?", "#")):
+        raise ValueError(f"{ENDPOINT_ENV} holds a user, password, query or fragment (not "
+                         "shown): it is sent to the box, so set it to the Hub's plain URL "
+                         "and keep the token in HF_TOKEN")
+    return value.rstrip("/")
+
+
+def trainer_command(transport: Transport, args: Sequence[str], *, hub: bool = False) -> str:
     """``PREFIX -m trainer ARGS`` with the transport's plain prefix, every word quoted:
-    what a command that starts a tool detached (a launch, the guard) is built from."""
-    return f"{transport.trainer_prefix} {shlex.join(['-m', 'trainer', *args])}"
+    what a command that starts a tool detached (a launch, the guard) is built from.
+
+    A verb that talks to the Hub (:data:`HUB_VERBS`, or any with ``hub``: a training run
+    that pushes) gets this laptop's ``HF_ENDPOINT`` (:func:`laptop_endpoint`) set on its
+    command, so that it wins over the box's own environment; without one here, the box's
+    own setting (or the Hub) is used."""
+    command = f"{transport.trainer_prefix} {shlex.join(['-m', 'trainer', *args])}"
+    endpoint = laptop_endpoint() if hub or (args and args[0] in HUB_VERBS) else None
+    return command if endpoint is None else \
+        f"{ENDPOINT_ENV}={shlex.quote(endpoint)} {command}"
 
 
 def parse_report(stdout: bytes) -> dict[str, Any] | None:

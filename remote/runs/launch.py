@@ -228,15 +228,17 @@ def build_command(spec: LaunchSpec, transport: Transport, *, read_secret: bool =
     never written anywhere: our trainer with ``hub=`` gets it on its own stdin (its
     uploader keeps it in memory; it is in no process's environment), our trainer without
     ``hub=`` (``--hf-token``) gets it exported, another engine never (only its push
-    watcher does). ``python`` runs :data:`RESET_SIGNALS`; ``run_exists``: the run
-    folder is there already (see :func:`engine_args`). Raises ``ValueError`` on bad
-    input."""
+    watcher does). Whatever pushes (our trainer with ``hub=``, the push watcher) starts
+    with this laptop's ``HF_ENDPOINT`` (``remote.link.tools.trainer_command``).
+    ``python`` runs :data:`RESET_SIGNALS`; ``run_exists``: the run folder is there
+    already (see :func:`engine_args`). Raises ``ValueError`` on bad input."""
     validate(spec)
     project, name = shlex.quote(spec.project), shlex.quote(spec.name)
-    piped = read_secret and spec.engine == "trainer" and bool(spec.args.get("hub"))
+    hub = bool(spec.args.get("hub"))
+    piped = read_secret and spec.engine == "trainer" and hub
     if spec.engine == "trainer":
         flag = f"{TOKEN_STDIN_ENV}=1 " if piped else ""
-        program = f"env {flag}{trainer_command(transport, ['train'])}"
+        program = f"env {flag}{trainer_command(transport, ['train'], hub=hub)}"
     else:
         program = "libreyolo train"
     words = [f"{key}={shlex.quote(value)}"

@@ -8,6 +8,6 @@ __all__, __getattr__ = lazy_exports(__name__, {
     "pull": ["pull_weights", "short_dest"],
     "push": ["NO_TOKEN", "PUSHED_FILES", "REPO_RE", "PushFailed", "check_push_args",
              "laptop_token", "push_from_box", "require_token"],
-    "reach": ["reach_warning"],
+    "reach": ["TokenRefused", "reach_warning"],
     "safety": ["weights_safety"],
 })

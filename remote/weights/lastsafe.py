@@ -63,7 +63,7 @@ def hub_copy(repo: str, token: str | None = None) -> HubCopy:
         commit = str(api.model_info(repo).sha)
         infos = api.get_paths_info(repo, [CHECKPOINT, STATUS], revision=commit)
     except Exception as exc:  # the client raises many types; all are "cannot verify"
-        return HubCopy(repo, error=f"cannot ask the Hub: {describe_error(exc)}")
+        return HubCopy(repo, error=f"cannot ask the Hub: {describe_error(exc, endpoint)}")
     files = {getattr(i, "path", ""): i for i in infos}
     if getattr(files.get(CHECKPOINT), "lfs", None) is None:
         return HubCopy(repo, commit, error=f"{repo} holds no {CHECKPOINT} at {commit[:12]}")

@@ -1,5 +1,7 @@
 """What every Hub command shares: importing huggingface_hub lazily with timeouts on,
-reading the token without argv, and turning client errors into one line.
+reading the token without argv, and turning client errors into one line that names the
+host tried. The Hub is ``HF_ENDPOINT`` as huggingface_hub reads it: the laptop sets it on
+the command of every box tool that talks to the Hub (``remote.link.tools``).
 
 huggingface_hub is imported only inside functions so that ``import trainer.hub.push``
 works on a box where it is not installed yet (``trainer safe`` never needs it).
@@ -10,9 +12,10 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from types import ModuleType
 from typing import Any, TextIO
+from urllib.parse import urlsplit
 
 from trainer.text import one_line
 
@@ -22,6 +25,10 @@ IO_TIMEOUT = 120.0
 
 REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
+#: Where huggingface_hub goes when ``HF_ENDPOINT`` is not set.
+DEFAULT_ENDPOINT = "https://huggingface.co"
+#: The ``[Errno 111] `` before an OS error's words.
+ERRNO_RE = re.compile(r"^\[Errno -?\d+\] ")
 
 
 class HubError(Exception):
@@ -69,30 +76,96 @@ def read_token(use_stdin: bool, stdin: TextIO | None = None) -> str | None:
     return get_token()
 
 
-def describe_error(exc: BaseException) -> str:
-    """One line for a failed Hub call: HTTP status and the Hub's own message when there
-    is one. Tokens never appear (the client does not echo them)."""
-    response = getattr(exc, "response", None)
-    status = getattr(response, "status_code", None)
-    if status is not None:
-        server = getattr(exc, "server_message", None) or ""
-        request = getattr(response, "request", None)
-        where = f" ({request.method} {request.url.path})" if request is not None else ""
-        text = server or str(exc).split("\n", 1)[0]
-        return one_line(f"HTTP {status}: {text}{where}")
-    name = type(exc).__name__
-    if name in ("ConnectError", "ConnectTimeout"):
-        return one_line(f"cannot reach the Hub: {exc}")
-    if "Timeout" in name:
-        return one_line(f"the Hub did not answer in time ({name})")
-    if isinstance(exc, OSError) and exc.strerror:
-        where = f": {exc.filename}" if exc.filename else ""
-        return one_line(f"{exc.strerror}{where}")
-    if type(exc) in (OSError, HubError) and str(exc):  # our own messages are complete
+def endpoint_host(url: str) -> str:
+    """``host`` or ``host:port`` of ``url``: what a person recognizes, never the user or
+    password a URL may hold; the URL's text when it names no host."""
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        host, port = None, None
+    if not host:
+        return one_line(url.rpartition("@")[2], 80)
+    host = f"[{host}]" if ":" in host else host
+    return host if port is None else f"{host}:{port}"
+
+
+def hub_endpoint(endpoint: str | None = None) -> str:
+    """The Hub a call goes to when it names none: ``endpoint``, else ``HF_ENDPOINT`` (as
+    huggingface_hub reads it), else the Hub itself."""
+    return (endpoint or os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and what it was raised from, outermost first (the client wraps errors)."""
+    seen: set[int] = set()
+    link: BaseException | None = exc
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        yield link
+        link = link.__cause__ or link.__context__
+
+
+def _request(link: BaseException) -> Any:
+    """The HTTP request ``link`` (a client error) was about, or ``None``."""
+    try:  # httpx raises RuntimeError for an error made outside a request
+        response = getattr(link, "response", None)
+        request = getattr(response, "request", None) or getattr(link, "request", None)
+    except RuntimeError:
+        return None
+    return request if getattr(request, "url", None) is not None else None
+
+
+def _network_error(exc: BaseException) -> tuple[BaseException, Any] | None:
+    """The first error in ``exc``'s chain that came from the network (an HTTP status, or a
+    request that got no answer) and its request; ``None`` for a local failure."""
+    for link in _chain(exc):
+        status = getattr(getattr(link, "response", None), "status_code", None)
+        request = _request(link)
+        if status is not None or request is not None:
+            return link, request
+    return None
+
+
+def _from_client(exc: BaseException) -> bool:
+    """Whether ``exc`` is the Hub client's own (offline mode, a file not found...)."""
+    return type(exc).__module__.split(".")[0] in ("huggingface_hub", "httpx", "httpx2",
+                                                  "httpcore", "httpcore2", "requests")
+
+
+def describe_error(exc: BaseException, endpoint: str | None = None) -> str:
+    """One line for a failed Hub call that names the host it tried (``HOST: HTTP 500:
+    ...``, ``HOST: cannot connect: Connection refused``): the request's host, else that
+    of ``endpoint`` (see :func:`hub_endpoint`). The HTTP status comes with the Hub's own
+    message when there is one. A local failure (a disk error) and our own messages are
+    said as they are. Tokens never appear (the client does not echo them)."""
+    if type(exc) is HubError and str(exc):  # our own messages are complete
         return one_line(str(exc))
-    return one_line(f"{name}: {exc}" if str(exc) else name)
-
-
+    found = _network_error(exc)
+    if found is None:
+        if isinstance(exc, OSError) and exc.strerror:
+            where = f": {exc.filename}" if exc.filename else ""
+            return one_line(f"{exc.strerror}{where}")
+        if type(exc) is OSError and str(exc):  # ours, too
+            return one_line(str(exc))
+        text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        if _from_client(exc):
+            return one_line(f"{endpoint_host(hub_endpoint(endpoint))}: {text}")
+        return one_line(text)
+    link, request = found
+    host = endpoint_host(str(request.url) if request is not None else hub_endpoint(endpoint))
+    status = getattr(getattr(link, "response", None), "status_code", None)
+    if status is not None:
+        server = getattr(link, "server_message", None) or ""
+        where = f" ({request.method} {request.url.path})" if request is not None else ""
+        text = server or str(link).split("\n", 1)[0]
+        return one_line(f"{host}: HTTP {status}: {text}{where}")
+    name = type(link).__name__
+    if name in ("ConnectError", "ConnectTimeout"):
+        return one_line(f"{host}: cannot connect: {ERRNO_RE.sub('', str(link)) or name}")
+    if "Timeout" in name:
+        return one_line(f"{host}: no answer in time ({name})")
+    return one_line(f"{host}: {name}: {link}" if str(link) else f"{host}: {name}")
 
 
 def verify_pushed(entries: Sequence[dict[str, Any]], sha256: str, size: int | None = None,
@@ -133,7 +206,7 @@ def verify_pushed(entries: Sequence[dict[str, Any]], sha256: str, size: int | No
         except Exception as exc:  # any failure to confirm is "not safe"; say which
             status = getattr(getattr(exc, "response", None), "status_code", None)
             verb = "not on the Hub" if status == 404 else "cannot verify"
-            why = why or f"{verb} ({where}): {describe_error(exc)}"
+            why = why or f"{verb} ({where}): {describe_error(exc, endpoint)}"
             continue
         lfs = next((getattr(i, "lfs", None) for i in infos if getattr(i, "path", "") == path),
                    None)

@@ -249,7 +249,7 @@ def upload(files: Sequence[Snapshot], repo: str, token: str | None, *, message: 
         info = api.create_commit(repo, ops, commit_message=message)
     except Exception as exc:  # the client raises many types; all become one line
         cause = exc.__cause__ if isinstance(exc, RuntimeError) and exc.__cause__ else exc
-        raise HubError(f"push to {repo} failed: {describe_error(cause)}") from exc
+        raise HubError(f"push to {repo} failed: {describe_error(cause, endpoint)}") from exc
     return str(info.oid), str(info.commit_url)
 
 

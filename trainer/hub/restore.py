@@ -79,7 +79,7 @@ def restore_run(repo: str, run_dir: Path, *, token: str | None = None,
     except HubError:
         raise
     except Exception as exc:  # the client raises many types; all become one line
-        raise HubError(f"cannot read {repo}: {describe_error(exc)}") from exc
+        raise HubError(f"cannot read {repo}: {describe_error(exc, endpoint)}") from exc
     pushed = f"pushed {last.date:%Y-%m-%d %H:%M} UTC"
     if with_status is None or with_status.oid != commit:
         raise HubError(f"{repo}'s last.pt ({pushed}) came without a status.json: cannot tell "
@@ -159,8 +159,8 @@ def _fetch(hub: Any, repo: str, name: str, commit: str, token: str | None,
         path = Path(hub.hf_hub_download(repo, name, revision=commit, token=token,
                                         endpoint=endpoint))
     except Exception as exc:
-        raise HubError(f"download of {name} from {repo} failed: {describe_error(exc)}") \
-            from exc
+        why = describe_error(exc, endpoint)
+        raise HubError(f"download of {name} from {repo} failed: {why}") from exc
     dest = staging / name
     shutil.copyfile(path, dest)
     if name.endswith(".pt") and etag and re.fullmatch(r"[0-9a-f]{64}", etag) \
@@ -195,7 +195,7 @@ def _hub_status(hub: Any, repo: str, commit: str, token: str | None,
                                    endpoint=endpoint)
     except Exception as exc:
         raise HubError(f"download of {runfiles.STATUS_FILE} from {repo} failed: "
-                       f"{describe_error(exc)}") from exc
+                       f"{describe_error(exc, endpoint)}") from exc
     read = runfiles.read_status(path)
     if read.fields is None:
         raise HubError(f"the status.json pushed with {repo}'s last.pt cannot be read: "

@@ -118,8 +118,8 @@ def stage(repo: str, filename: str, dest: Path, *, revision: str | None = None,
                              endpoint=endpoint)
         meta = hub.get_hf_file_metadata(url, token=token, endpoint=endpoint)
     except Exception as exc:  # the client raises many types; all become one line
-        raise HubError(f"cannot find {filename} in dataset {repo}: {describe_error(exc)}") \
-            from exc
+        why = describe_error(exc, endpoint)
+        raise HubError(f"cannot find {filename} in dataset {repo}: {why}") from exc
     expected = _lfs_sha256(meta.etag)
     if previous is not None and (previous.get("etag") == meta.etag
                                  or (expected and previous["sha256"] == expected)):
@@ -133,8 +133,8 @@ def stage(repo: str, filename: str, dest: Path, *, revision: str | None = None,
                                            revision=revision, token=token,
                                            endpoint=endpoint))
     except Exception as exc:
-        raise HubError(f"download of {filename} from {repo} failed: {describe_error(exc)}") \
-            from exc
+        why = describe_error(exc, endpoint)
+        raise HubError(f"download of {filename} from {repo} failed: {why}") from exc
     sha = sha256_file(archive)
     if expected and sha != expected:
         raise HubError(f"{archive} has sha256 {sha[:12]}…, the Hub says {expected[:12]}…; "
