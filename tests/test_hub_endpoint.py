@@ -131,9 +131,8 @@ def test_an_unreachable_endpoint_is_named(hub_standin: HubStandin, tmp_path: Pat
     assert staged.report is not None and staged.report["error"] == (
         f"cannot find x.tar in dataset org/data: {dead}: cannot connect: Connection refused")
     entry = {"repo": "org/m", "commit": "a" * 40, "path_in_repo": "best.pt"}
-    assert verify_pushed([entry], "0" * 64, repos=["org/m"]) == (
-        False, f"cannot verify (org/m at {'a' * 12}): {dead}: cannot connect: "
-               "Connection refused")
+    assert verify_pushed([entry], "0" * 64, repos=["org/m"]).said == (
+        f"cannot verify (org/m at {'a' * 12}): {dead}: cannot connect: Connection refused")
     # A Hub that answers with an error: its host, the status, the request.
     monkeypatch.setenv("HF_ENDPOINT", hub_standin.url)
     hub_standin.fail("create")

@@ -20,8 +20,10 @@ from pathlib import Path
 import pytest
 
 from remote.runs.launch import launch_run, make_spec, resume_checkpoint
+from remote.runs.probe import probe_box
 from remote.runs.read import list_runs, read_run
 from remote.runs.start import start_run
+from remote.runs.status import quick_read
 from remote.runs.stop import signal_when_quiet, stop_run, torn_checkpoints
 from remote.transport.local import LocalTransport
 from remote.watch.events import MetricsEvent, StatusEvent
@@ -33,6 +35,7 @@ from trainer.health import local_pid_alive
 from trainer.hub.autopush import live_watchers
 from trainer.hub.ledger import read_ledger, sha256_file
 from trainer.hub.safe import inventory, push_in_flight
+from trainer.watch.runs import RunScanner
 
 ROOT = Path(__file__).resolve().parents[1]
 FAKE = ROOT / "tests" / "fixtures" / "fake_libreyolo.py"
@@ -195,6 +198,60 @@ def test_what_a_final_libreyolo_status_drops_comes_from_its_history() -> None:
     assert wrong is not None and "best_metric_name" not in wrong
     assert "completed_epochs" not in (engines.fill_from_history(interrupted, {"epoch": "12"})
                                       or {})
+
+
+def test_a_resumed_run_is_completed_after_all_its_epochs_in_every_word(
+        box: LocalTransport, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Resumed partway through 30 epochs (as ``gpurent resume`` relaunches it:
+    ``resume=True model=NAME/weights/last.pt``), LibreYOLO's completed status counts only
+    that invocation's epochs; every reader says the run's 30/30."""
+    project = tmp_path / "runs"
+    project.mkdir()
+    data = data_yaml(tmp_path)
+    proc = subprocess.Popen([sys.executable, str(FAKE), "train", "model=yolox-n",
+                             "pretrained=False", f"data={data}", "epochs=30", "project=.",
+                             "name=ly"], cwd=project, env=fake_env(),
+                            stderr=subprocess.DEVNULL)
+    until(lambda: (runfiles.read_status(project / "ly").get("completed_epochs") or 0) >= 6,
+          "no epochs")
+    proc.send_signal(signal.SIGINT)
+    proc.wait(30)
+    run_dir = project / "ly"
+    done = len((run_dir / runfiles.METRICS_FILE).read_text().splitlines())
+    resumed = fake(["resume=True", "model=ly/weights/last.pt", f"data={data}"], project)
+    assert resumed.returncode == 0, resumed.stderr
+    status = runfiles.read_status(run_dir)
+    assert (status.get("state"), status.get("completed_epochs")) == ("completed", 30 - done)
+    words = "completed after 30/30 epochs"
+
+    cli = subprocess.run([str(Path(sys.executable).with_name("gpurent")), "status",
+                          str(run_dir)], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert cli.returncode == 0, cli.stderr
+    assert f"why    {words}\n" in cli.stdout and f"{30 - done}/30" not in cli.stdout
+    assert read_run(box, str(run_dir)).health.reason == words
+    assert quick_read(box, str(run_dir))[0].health.reason == words  # a remote status
+    [scanned] = RunScanner(str(project)).scan(time.time())  # the box's `trainer runs`
+    assert (scanned["reason"], scanned["epoch"]) == (words, 30)
+    registry = tmp_path / "runs.txt"
+    registry.write_text(f"{run_dir}\n")
+    monkeypatch.setenv(runfiles.RUN_REGISTRY_ENV, str(registry))
+    [probed] = probe_box(box).runs  # the fleet's and the watchdog's
+    assert (probed.reason, probed.epoch) == (words, 30)
+    for polling in (False, True):  # the follower and file polling (the TUI, `follow`)
+        events: list = []
+        watcher = Watcher(LocalTransport, str(run_dir), events.append, poll_interval=0.05)
+        if polling:
+            watcher.poll_files("test")
+        watcher.start()
+        try:
+            until(lambda events=events: [e for e in events if isinstance(e, StatusEvent)
+                                         and e.read.get("completed_epochs") == 30],
+                  f"never filled (polling={polling})")
+            last = [e for e in events if isinstance(e, StatusEvent)][-1]
+            assert last.health.reason == words, (polling, last.health)
+        finally:
+            watcher.stop()
 
 
 # ------------------------------------------------------------------ launch

@@ -76,7 +76,8 @@ def test_gate_decisions():
     safe = teardown.check_destroy(Answer(True, "on the Hub"), "42")
     assert safe.allowed and safe.safe and "on the Hub" in safe.reason
     refused = teardown.check_destroy(Answer(False, "never pushed"), "42")
-    assert not refused.allowed and "not safe (never pushed)" in refused.reason
+    assert not refused.allowed and refused.reason.startswith("refusing to destroy instance 42")
+    assert refused.details == ("never pushed",) and "override" in refused.fix
     wrong = teardown.check_destroy(Answer(False, "x"), "42", override=True, typed_id="43")
     assert not wrong.allowed and "nothing destroyed" in wrong.reason
     empty = teardown.check_destroy(Answer(False, "x"), "42", override=True, typed_id=None)
@@ -129,7 +130,10 @@ def test_cli_refuses_destroy_of_unsafe_weights(laptop, vast_standin, monkeypatch
     rc = gpurent(instance_cmd(vast_standin, iid, "destroy", "--run", str(run_dir), "--yes"))
     err = capsys.readouterr().err
     assert rc == 1 and "refusing to destroy" in err and "never pushed" in err
-    assert err.count("\n") == 1
+    why, file, fix = err.splitlines()  # why, the file that is not safe, what to do
+    assert why.endswith("1 weight file is not safe off the box"), err
+    assert file.startswith(f"  {run_dir}/weights/best.pt: never pushed"), err
+    assert f"gpurent pull local:{run_dir})" in fix and "--override-unsafe" in fix, err
     assert not vast_standin.calls("DELETE")
     # no run given: the weights cannot be checked, which is unsafe too
     assert gpurent(instance_cmd(vast_standin, iid, "destroy", "--yes")) == 1

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from textual.widgets import Button, Checkbox, Input
 
-from remote.weights import short_dest
+from remote.weights import dest_for
 from tests.fixtures.screen import history as app_history
 from tests.fixtures.screen import until_shown
 from tui.app import GpurentApp
@@ -193,10 +193,10 @@ async def test_pull_makes_the_weights_safe(run_factory, tmp_path):
         assert "not safe: exp1/weights/best.pt" in badge.content.plain  # names the file
         await pilot.press("w")  # asks where to, offering ./weights
         await until(pilot, lambda: shown(app, PullDialog))
-        pulled = short_dest(tmp_path / "weights", "local", str(run.resolve()))
-        assert pulled == tmp_path / "weights" / "local" / run.parent.name / "exp1"
-        lands = app.screen.query_one("#lands").render()
-        assert str(lands) == f"lands in {pulled}{os.sep}"
+        pulled = dest_for(tmp_path / "weights", "local", str(run.resolve())) / "weights"
+        assert pulled == Path(f"{tmp_path}/weights/local{run.resolve()}/weights")
+        await until(pilot, lambda: "finding" not in str(app.screen.query_one("#lands").render()))
+        assert str(app.screen.query_one("#lands").render()) == f"lands in {pulled}{os.sep}"
         await pilot.press("enter")
         await until(pilot, lambda: any(m.startswith("pulled best.pt") for m in messages(app)))
         assert (pulled / "best.pt").read_bytes() == (run / "weights" / "best.pt").read_bytes()

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import paramiko
 import pytest
 
 from remote.billing.accounts import Account
@@ -24,6 +25,7 @@ from remote.billing.intents import want_running
 from remote.billing.leases import Lease, lease_for, parse_duration, set_lease
 from remote.billing.watchdog import Due, Rules, due_rows, loop, settled_before, watch_once
 from remote.billing.watchrecords import write_record
+from remote.transport.hostkeys import fingerprint
 from tests.fixtures.fleetbox import known_as
 from tests.fixtures.webhook import Webhook
 from trainer.guard.lease import lease_passed
@@ -131,6 +133,39 @@ def test_two_watchdogs_at_once_act_once(provider_standin, tmp_path):
     # A later pass finds it done (the record of this lease's episode): nothing more.
     again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
     assert json.loads(again.stdout)["decisions"] == [] and len(vast.calls("PUT")) == 1
+
+
+def test_the_json_keeps_the_whole_reason_a_box_could_not_be_checked(provider_standin, box,
+                                                                     tmp_path):
+    """A box whose host key changed cannot be checked: the destroy its lease asks for is a
+    stop, and ``--json`` says why whole (both fingerprints, the known_hosts path and the
+    fix), where the words for people may shorten it."""
+    vast = provider_standin("vast", settle_polls=1)
+    iid = vast.add_instance()
+    vast.set_address(iid, box.host, box.port)
+    set_lease(f"vast:{iid}", 60, now=time.time() - 120, then="destroy")
+    home = tmp_path / "a-home-directory-with-a-long-name-as-some-laptops-have" / "someone"
+    known = home / ".ssh" / "known_hosts"
+    known.parent.mkdir(parents=True)
+    other = paramiko.ECDSAKey.generate()  # the key the box had before it was re-created
+    known.write_text("".join(f"{name} {other.get_name()} {other.get_base64()}\n" for name in
+                             (f"vast:{iid}", f"[{box.host}]:{box.port}", box.host)))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HOME": str(home), "VAST_API_KEY": vast.key,
+           "GPURENT_VAST_URL": vast.base_url, "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+    done = subprocess.run([str(GPURENT), "watchdog", "--once", "--json", "--poll", "0.05",
+                           "--timeout", "5"], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    [decision] = json.loads(done.stdout)["decisions"]
+    assert (decision["action"], decision["acted"]) == ("stop", True)
+    assert vast.calls("DELETE") == []
+    unsafe = decision["unsafe"]
+    assert unsafe.startswith("the box could not be reached to check the weights: host key "
+                             f"for vast:{iid} has CHANGED") and "…" not in unsafe, unsafe
+    assert fingerprint(other) in unsafe
+    assert unsafe.endswith(f"ssh-keygen -R 'vast:{iid}' -f {known})"), unsafe
+    said = [line for line in done.stderr.splitlines() if f"vast:{iid}: not destroyed" in line]
+    assert said and "…" in said[0] and str(known) not in said[0], done.stderr  # words: cut
 
 
 def test_lambda_cannot_stop_so_unsafe_weights_mean_an_alarm_not_a_terminate(

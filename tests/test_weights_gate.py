@@ -113,11 +113,13 @@ def destroy(standin, iid: str, *extra: str) -> int:
 
 
 def refused(capsys, standin, *names: str) -> str:
-    """The one-line refusal (naming ``names``); nothing was deleted."""
+    """The refusal (naming ``names``): why on its first line, then a short line for each
+    file or check, none said twice, and what to do last; nothing was deleted."""
     err = capsys.readouterr().err
-    assert err.count("\n") == 1, err
-    assert "refusing to destroy" in err or "not a run directory" in err \
-        or "does not exist" in err, err
+    first, *more = err.splitlines()
+    assert first.startswith("gpurent instance: refusing to destroy instance"), err
+    assert more and all(line.startswith("  ") for line in more), err
+    assert len(set(more)) == len(more) and more[-1].startswith("  to destroy it: "), err
     for name in names:
         assert name in err, (name, err)
     assert not standin.calls("DELETE")
@@ -336,6 +338,39 @@ def test_an_unreachable_hub_cannot_verify_and_the_override_still_works(
     data = json.loads(capsys.readouterr().out)
     assert data["gate"]["overridden"] and data["outcome"]["state"] == "destroyed"
     assert len(runpod_standin.calls("DELETE")) == 1
+
+
+def test_a_refusal_names_each_file_once_and_a_failing_hub_once(laptop, vast, hub_standin,
+                                                               capsys):
+    """Three pushed runs whose Hub fails (500 on every check), one with a last.pt never
+    pushed: why in one line, a short line per file, the Hub's failure and address once,
+    then what to do. Not a line per file repeating the Hub's answer and its URL."""
+    iid = vast.add_instance()
+    runs = [our_run(laptop / "proj" / f"exp{i}", last=(i == 1)) for i in range(3)]
+    commits = [record_push(hub_standin, run)[:12] for run in runs]
+    weights(runs[1], "last.pt", mtime_s=1_700_000_200)  # newer than best.pt: at stake
+    hub_standin.fail("paths_info")
+    assert destroy(vast, iid, "--run", str(runs[0]), "--yes") == 1
+    err = refused(capsys, vast)
+    why, *files, hub, fix = err.splitlines()
+    assert why == f"gpurent instance: refusing to destroy instance {iid}: 4 weight files " \
+        "are not safe off the box"
+    assert files == [f"  {path}: {said}; not pulled to this laptop" for path, said in (
+        (runs[0] / "weights" / "best.pt", f"cannot verify (org/run at {commits[0]})"),
+        (runs[1] / "weights" / "best.pt", f"cannot verify (org/run at {commits[1]})"),
+        (runs[1] / "weights" / "last.pt", "never pushed"),
+        (runs[2] / "weights" / "best.pt", f"cannot verify (org/run at {commits[2]})"))]
+    host = hub_standin.url.split("//", 1)[1].rstrip("/")  # 127.0.0.1:PORT
+    assert hub.startswith(f"  the Hub could not be asked: {host}: HTTP 500: "), hub
+    assert err.count("HTTP 500") == 1 and err.count(host) == 1
+    assert "paths-info" not in err  # no request path, once per file
+    assert fix == "  to destroy it: push (gpurent push local:RUN --repo ORG/NAME) or pull " \
+        "(gpurent pull local:RUN) each run above first, or add --override-unsafe and type " \
+        "the instance id"
+    assert destroy(vast, iid, "--run", str(runs[0]), "--yes", "--json") == 1
+    gate = json.loads(capsys.readouterr().out)["gate"]
+    assert gate["details"] == [line.strip() for line in (*files, hub)]
+    assert gate["runs"] == [str(run) for run in runs] and not vast.calls("DELETE")
 
 
 # ---------------------------------------------------------------------- the moment of acting

@@ -19,6 +19,8 @@ HEALTH_VERDICTS = (
 #: Verdicts of a run that is (or may still be) training (``stalled`` still holds the
 #: GPU): chosen first to watch, and what a stop or the guard may act on.
 GOING = ("live", "starting", "slow", "stalled")
+#: States of a status.json after which a run is judged by its state alone.
+ENDED = ("completed", "failed", "stopped")
 
 
 @dataclass(frozen=True)
@@ -96,9 +98,10 @@ def judge_health(
         if launch is not None and read.missing and launch.pid is not None:
             return _judge_start(launch, None if pid_alive is None else pid_alive(launch.pid))
         return Health("unreadable", read.reason)
+    over = ended(read)
+    if over is not None:
+        return over
     state = read.get("state")
-    if state in ("completed", "failed", "stopped"):
-        return Health(state, _ending_reason(read))
     label = f"state {state!r}" if state != "running" else "state 'running'"
     pid = read.get("pid")
     if pid_alive is not None and isinstance(pid, int) and not pid_alive(pid):
@@ -125,6 +128,17 @@ def judge_health(
                               f"takes ~{format_duration(epoch)}")
     return Health("live", f"updated {format_duration(age)} ago, an epoch takes "
                           f"~{format_duration(epoch)}")
+
+
+def ended(read: StatusRead) -> Health | None:
+    """The verdict of a run whose status says it ended (``completed``, ``failed``,
+    ``stopped``), from the status alone; ``None`` for one that has not. Give it the status
+    filled in from the history (``trainer.engines.fill_from_history``): a resumed
+    LibreYOLO run's own counts only its last invocation's epochs."""
+    state = read.get("state") if read.ok else None
+    if state not in ENDED:
+        return None
+    return Health(state, _ending_reason(read))
 
 
 def _ending_reason(read: StatusRead) -> str:

@@ -94,7 +94,8 @@ def verdict_of(safety: Safety) -> WeightsVerdict:
         return WeightsVerdict("safe", one_line(safety.reason, 200), safety.where)
     unsafe = safety.unsafe
     shown = "; ".join(f"{f.short} ({f.detail})" for f in unsafe[:NAMED]) + \
-        (f"; and {len(unsafe) - NAMED} more" if len(unsafe) > NAMED else "")
+        (f"; and {len(unsafe) - NAMED} more" if len(unsafe) > NAMED else "") + \
+        "".join(f"; {failure}" for failure in safety.failures)
     return WeightsVerdict("unsafe", one_line(shown or safety.reason.removeprefix(
         "not safe: "), 300))
 

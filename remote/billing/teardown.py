@@ -57,23 +57,34 @@ class UnknownSafety:
 
 @dataclass(frozen=True)
 class GateDecision:
-    """Whether a destroy may go ahead, and why (one line)."""
+    """Whether a destroy may go ahead, and why (one line). A refusal for unsafe weights
+    says more: ``details``, one line for each file that is not safe and each check that
+    could not be made (said once however many files it failed), and ``fix``, what to do."""
 
     allowed: bool
     reason: str
     overridden: bool = False
     safe: bool = False
+    details: tuple[str, ...] = ()
+    fix: str = ""
+    #: The run directories on the box of the files that are not safe.
+    runs: tuple[str, ...] = ()
+
+    @property
+    def line(self) -> str:
+        """The reason and what to do, in one line (without the details)."""
+        return f"{self.reason}; {self.fix}" if self.fix else self.reason
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
-        return dict(self.__dict__)
+        return {**self.__dict__, "details": list(self.details), "runs": list(self.runs)}
 
 
 class GateRefused(Exception):
     """The gate refused the destroy; ``decision`` says why."""
 
     def __init__(self, decision: GateDecision) -> None:
-        super().__init__(decision.reason)
+        super().__init__(decision.line)
         self.decision = decision
 
 
@@ -114,10 +125,7 @@ def check_destroy(safety: SafetyLike, instance_id: str, *, override: bool = Fals
         return GateDecision(True, f"weights safe: {reason}" if reason else "weights safe",
                             safe=True)
     if not override:
-        return GateDecision(False, f"refusing to destroy instance {instance_id}: the "
-                                   f"weights are not safe ({reason}); push them to the Hub "
-                                   "or pull them first, or override by typing the instance "
-                                   "id")
+        return refusal(safety, instance_id)
     typed = (typed_id or "").strip()
     if typed != str(instance_id).strip():
         shown = clean_text(typed)[:40] or "nothing"
@@ -125,6 +133,29 @@ def check_destroy(safety: SafetyLike, instance_id: str, *, override: bool = Fals
                                    "destroyed")
     return GateDecision(True, f"OVERRIDE: destroying instance {instance_id} although the "
                               f"weights are not safe ({reason})", overridden=True)
+
+
+#: What to do about a refused destroy, in the words of every front end.
+REFUSED_FIX = ("push them to the Hub or pull them to this laptop first, or override by "
+               "typing the instance id")
+
+
+def refusal(safety: SafetyLike, instance_id: str) -> GateDecision:
+    """The gate's refusal for weights that are not safe: why in one line, then a line for
+    each file that is not safe (its path and why) and for each check that could not be
+    made (the Hub's failure and address, once), then what to do."""
+    files = list(getattr(safety, "unsafe", None) or ())
+    if not files:  # nothing was judged file by file: the weights could not be checked
+        return GateDecision(False, f"refusing to destroy instance {instance_id}: the "
+                                   "weights are not known to be safe off the box",
+                            details=(clean_text(str(safety.reason or "")),), fix=REFUSED_FIX)
+    count = f"{len(files)} weight file{'s are' if len(files) != 1 else ' is'}"
+    details = [f"{clean_text(f.path)}: {clean_text(f.detail)}" for f in files]
+    details += [f"the Hub could not be asked: {clean_text(failure)}"
+                for failure in getattr(safety, "failures", ())]
+    return GateDecision(False, f"refusing to destroy instance {instance_id}: {count} not "
+                               "safe off the box", details=tuple(details), fix=REFUSED_FIX,
+                        runs=tuple(dict.fromkeys(clean_text(f.run_dir) for f in files)))
 
 
 def stop_warning(provider: Provider, instance: Instance | None) -> str:

@@ -31,7 +31,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from remote.billing.accounts import Account
-from remote.billing.fleet import Fleet, FleetOptions, FleetRow, all_at_once, list_fleet
+from remote.billing.fleet import (
+    WORDS_CHARS,
+    Fleet,
+    FleetOptions,
+    FleetRow,
+    all_at_once,
+    list_fleet,
+)
 from remote.billing.idle import IDLE_GPU_PERCENT, minutes
 from remote.billing.intents import intent_for, intents, want_stopped
 from remote.billing.interrupted import first_telling
@@ -52,7 +59,7 @@ from trainer import runfiles
 from trainer.guard.notify import Notifier, Target
 from trainer.providers import Instance, NotFoundError, Provider, ProviderError
 from trainer.providers.confirm import StillBilling, destroy_and_confirm, stop_and_confirm
-from trainer.text import clean_text, money, one_line, rate
+from trainer.text import WHOLE_ERROR, clean_text, money, one_line, rate
 
 #: States the watchdog acts on: billing the full price and not already on the way down.
 ACT_ON = ("running", "starting", "paused", "exited", "error", "unknown")
@@ -91,6 +98,9 @@ class Decision:
     acted: bool = False
     alarm: bool = False
     settled: bool = False
+    #: Why the weights gate refused a destroy, whole (an unreachable box's host key
+    #: fingerprints included; ``message`` shortens it); ``None`` when it did not.
+    unsafe: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -207,7 +217,7 @@ def box_safety(options: FleetOptions) -> SafetyCheck:
             transport = connector.open()
         except (TransportError, OSError, ValueError) as exc:
             return UnknownSafety(f"the box could not be reached to check the weights: "
-                                 f"{one_line(clean_text(str(exc)), 160)}")
+                                 f"{one_line(exc, WHOLE_ERROR)}")
         with transport:
             return resolve_safety(run_safety(transport, None))
     return check
@@ -280,14 +290,15 @@ def _busy(due: Due, busy: Any, stuck_after: float, now: float) -> Decision:
 def _act(due: Due, inst: Instance, safety: SafetyCheck, polling: dict[str, Any]) -> Decision:
     client, target = due.client, due.row.target
     what = f"{client.title} instance {inst.id} ({due.reason})"
-    action, note = due.wanted, ""
+    action, note, refused = due.wanted, "", None
     stoppable = client.can_stop_now(inst)
     if action == "destroy" or not stoppable:
         said = safety(due)
         gate = check_destroy(said, inst.id)
         if not gate.allowed:
+            refused = one_line(said.reason, WHOLE_ERROR)
             unsafe = f"its weights are not confirmed safe off the box " \
-                f"({one_line(clean_text(str(said.reason)), 160)})"
+                f"({one_line(refused, WORDS_CHARS)})"
             if not stoppable:
                 why = (f"{client.title} cannot stop" if not client.can_stop else
                        f"{client.title} cannot stop it while it is {inst.state}")
@@ -295,7 +306,8 @@ def _act(due: Due, inst: Instance, safety: SafetyCheck, polling: dict[str, Any])
                                 f"ALARM: NOT terminating {what}: {unsafe}; {why}, so it "
                                 f"keeps billing {rate(inst.price_per_hour)}; judged again "
                                 "every pass. Once they are safe: "
-                                f"{client.console_hint('destroy', inst.id)}", alarm=True)
+                                f"{client.console_hint('destroy', inst.id)}", alarm=True,
+                                unsafe=refused)
             action, note = "stop", f"not destroyed ({unsafe}); "
         else:
             action = "destroy"
@@ -307,15 +319,15 @@ def _act(due: Due, inst: Instance, safety: SafetyCheck, polling: dict[str, Any])
     except NotFoundError:
         return Decision(target, due.trigger, due.reason, action,
                         f"{client.title} instance {inst.id} is gone: nothing bills",
-                        acted=True, settled=True)
+                        acted=True, settled=True, unsafe=refused)
     except ProviderError as exc:
         return Decision(target, due.trigger, due.reason, action,
                         f"ALARM: {action} of {what} failed: {exc}; the next pass tries "
-                        "again", alarm=True)
+                        "again", alarm=True, unsafe=refused)
     later = "" if outcome.confirmed else "; the next pass tries again"
     return Decision(target, due.trigger, due.reason, action,
                     f"{note}{outcome.message}{later}", acted=True, alarm=outcome.alarm,
-                    settled=outcome.confirmed)
+                    settled=outcome.confirmed, unsafe=refused)
 
 
 def message_for(decision: Decision, row: FleetRow, now: float) -> dict[str, Any]:

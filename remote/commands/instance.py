@@ -138,9 +138,11 @@ def run(args: argparse.Namespace) -> int:
     """Do the action and print what happened."""
     out: dict[str, Any] = {"ok": False, "action": args.action}
 
-    def finish(code: int, message: str | None = None) -> int:
+    def finish(code: int, message: str | None = None, more: list[str] | None = None) -> int:
         if message:
             print(f"gpurent instance: {clean_text(message)}", file=sys.stderr)
+            for line in more or ():
+                print(f"  {clean_text(line)}", file=sys.stderr)
             out.setdefault("error", clean_text(message))
         out["ok"] = code == EXIT_OK
         if args.json:
@@ -165,6 +167,26 @@ def run(args: argparse.Namespace) -> int:
         return finish(EXIT_FAILED, str(exc))
     finally:
         box.close()
+
+
+def _refused(args: argparse.Namespace, decision: teardown.GateDecision,
+             out: dict[str, Any], finish: Any) -> int:
+    """A refused destroy, said in short lines: why, each file that is not safe and each
+    check that could not be made (once), then what to do here."""
+    out["gate"] = decision.to_dict()
+    if not decision.details:  # a mistyped id: one line says it
+        return finish(EXIT_FAILED, decision.reason)
+    if decision.runs:
+        where = f"{args.host}:{decision.runs[0] if len(decision.runs) == 1 else 'RUN'}"
+        fix = (f"to destroy it: push (gpurent push {where} --repo ORG/NAME) or pull "
+               f"(gpurent pull {where})" + (" each run above" if len(decision.runs) > 1
+                                            else "") + " first, ")
+    elif args.run or args.project:
+        fix = "to destroy it: check again once the weights can be checked, "
+    else:
+        fix = "to destroy it: name the run (--run RUN, or --project DIR) to check, "
+    return finish(EXIT_FAILED, decision.reason, [
+        *decision.details, f"{fix}or add --override-unsafe and type the instance id"])
 
 
 def _run(args: argparse.Namespace, box: _Box, out: dict[str, Any], say: Any,
@@ -215,9 +237,10 @@ def _run(args: argparse.Namespace, box: _Box, out: dict[str, Any], say: Any,
         decision = teardown.check_destroy(safety, ref.instance)
         if not decision.safe:
             if not args.override_unsafe:
-                out["gate"] = decision.to_dict()
-                return finish(EXIT_FAILED, decision.reason)
-            say(f"WARNING: the weights are not safe: {clean_text(safety.reason)}")
+                return _refused(args, decision, out, finish)
+            say("WARNING: the weights are not safe off the box:")
+            for line in decision.details:
+                say(f"  {clean_text(line)}")
             override = True
             typed = _ask(f"type the instance id ({ref.instance}) to destroy it with the "
                          "unsaved weights: ")
@@ -242,8 +265,7 @@ def _run(args: argparse.Namespace, box: _Box, out: dict[str, Any], say: Any,
                                         interval=args.interval,
                                         keep_waiting=args.keep_waiting)
     except teardown.GateRefused as exc:
-        out["gate"] = exc.decision.to_dict()
-        return finish(EXIT_FAILED, str(exc))
+        return _refused(args, exc.decision, out, finish)
     except StillBilling as exc:
         out["outcome"] = exc.outcome.to_dict()
         return finish(EXIT_FAILED, str(exc))

@@ -1,4 +1,4 @@
-"""``gpurent pull [HOST:]RUN DEST``: copy a run's weights to this machine, verified."""
+"""``gpurent pull [HOST:]RUN [DEST]``: copy a run's weights to this machine, verified."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 
 from remote.commands.errors import fail
 from remote.commands.target import add_connection_options, open_transport, parse_target
-from remote.weights.pull import pull_weights
+from remote.weights.pull import PULL_FOLDER, pull_weights
 from trainer.text import clean_text
 
 
@@ -19,14 +19,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="copy a run's weights here (resumable, sha256-checked, recorded in the ledger)",
         description="Download weights/best.pt and weights/last.pt (those that exist; or "
         "--file NAME, repeatable) of RUN over SFTP into DEST/<host>/<the run's absolute "
-        "path on the box>/, resuming a partial NAME.part, check the sha256 against the "
+        "path on the box>/ (DEST default ./weights; the TUI's pull: the same layout), "
+        "resuming a partial NAME.part, check the sha256 against the "
         "box's and record the pull in the local ledger (pulls.jsonl, absolute paths and "
         "the copy's identity) that the teardown gate reads. RUN is HOST:RUN_DIR or a local "
         "run directory. Exit 0 pulled, 1 the box could not be reached or a check failed, "
         "2 bad input.",
     )
     p.add_argument("run", metavar="[HOST:]RUN")
-    p.add_argument("dest", metavar="DEST", help="local directory for the files")
+    p.add_argument("dest", metavar="DEST", nargs="?", default=None,
+                   help=f"local directory for the files (default ./{PULL_FOLDER})")
     p.add_argument("--file", action="append", dest="files", metavar="NAME",
                    help="file to pull: a name under weights/, metrics.jsonl or "
                    "results.csv (the history, at the run's top; `resume --on` uses them "

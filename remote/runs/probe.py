@@ -8,7 +8,9 @@ memory per GPU (or that there is none), which it also appends to the box's GPU r
 did over the last hour, as the guard's polls and earlier probes saw it; the lease file
 (``CACHE/lease.json``); and for the last ``MAX_RUNS`` runs of the box's registry
 (``runs.txt``: every run launched through gpurent) their ``status.json`` (or
-``launch.pid``), ``guard.json`` and what ``/proc`` says about the pids those name.
+``launch.pid``; for a run that ended, the end of its ``metrics.jsonl``, whose last row
+fills in what LibreYOLO's final status leaves out), ``guard.json`` and what ``/proc``
+says about the pids those name.
 Then the pids of Hub pushes under way (``trainer.hub.safe.push_in_flight``'s: a
 push's snapshot directory, a push watcher's mark) that ``/proc`` has alive.
 Health is judged with the same rules as everywhere (``trainer.health.judge_health``)
@@ -31,6 +33,7 @@ from typing import Any
 
 from remote.runs.guard import GuardState
 from remote.runs.processes import started_at
+from remote.runs.read import finish
 from remote.runs.status import MAX_GUARD_BYTES, json_object, split_sections
 from remote.transport.base import Transport, TransportError
 from trainer import engines, procid, runfiles, smi
@@ -60,6 +63,10 @@ LEASE_FILE = "lease.json"
 #: What a box's reply may hold (a few KiB per run).
 MAX_PROBE_BYTES = 4 << 20
 _PIDS = r'"pid"[[:space:]]*:[[:space:]]*[0-9][0-9]*'
+_RUNNING = r'"state"[[:space:]]*:[[:space:]]*"running"'
+#: How much of the end of an ended run's ``metrics.jsonl`` is read (its last row fills
+#: what a final LibreYOLO status leaves out).
+LAST_ROW_BYTES = 16384
 
 
 #: One GPU as nvidia-smi reports it now (``None``: not reported).
@@ -75,7 +82,9 @@ class BoxRun:
     reason: str = ""
     #: When its status.json was last written (epoch s; ``None`` without one).
     updated: float | None = None
-    #: Its completed epochs, as its status.json says (``None`` without one).
+    #: Its completed epochs, as its status.json says (``None`` without one), or for an
+    #: ended run as its history's last row does (a resumed LibreYOLO run's status
+    #: counts only its last invocation's).
     epoch: int | None = None
     #: When it started (its status.json's ``started_at``, the box's clock; epoch s).
     started: float | None = None
@@ -247,6 +256,9 @@ def script(boundary: str, extra: Callable[[str], str] | None = None) -> str:
         + "; " + part("launch $n", f'head -c 256 "$r/{runfiles.LAUNCH_PID_FILE}" '
                       "2>/dev/null")
         + "; " + part("guard $n", f'head -c {MAX_GUARD_BYTES} "$r/{GUARD_FILE}" 2>/dev/null')
+        + f"; grep -q '{_RUNNING}' \"$r/{runfiles.STATUS_FILE}\" 2>/dev/null || {{ "
+        + part("lastrow $n", f'tail -c {LAST_ROW_BYTES} "$r/{runfiles.METRICS_FILE}" '
+               "2>/dev/null") + "; }"
         + f"; for p in $(head -c 256 \"$r/{runfiles.LAUNCH_PID_FILE}\" 2>/dev/null | "
         f"grep -o '^[0-9]*'; grep -ho '{_PIDS}' \"$r/{runfiles.STATUS_FILE}\" "
         f"\"$r/{GUARD_FILE}\" 2>/dev/null | grep -o '[0-9]*$'); do "
@@ -299,6 +311,7 @@ def parse_report(parts: dict[str, bytes]) -> BoxReport:
             pid = parse_launch_pid(parts.get(f"launch {n}", b""))
             launch = LaunchRead(pid, "") if pid is not None else None
         health = judge_health(read, now=now or time.time(), pid_alive=alive, launch=launch)
+        read, health = finish(read, health, last_row(parts.get(f"lastrow {n}", b"")), None)
         updated = runfiles.parse_iso(str(read.get("updated_at") or "")) if read.ok else None
         epoch = read.get("completed_epochs") if read.ok else None
         began = runfiles.parse_iso(str(read.get("started_at") or "")) if read.ok else None
@@ -313,6 +326,15 @@ def parse_report(parts: dict[str, bytes]) -> BoxReport:
     pushes = sorted({int(w) for w in parts.get("pushes", b"").split() if w.isdigit()})
     return BoxReport(now, gpus, runs, guards, json_object(parts.get("lease")), gpu_error,
                      parse_ring(parts.get("gpu ring", b"")), pushes, dict(parts))
+
+
+def last_row(tail: bytes) -> dict[str, Any] | None:
+    """The last whole row in the end of a ``metrics.jsonl`` (``LAST_ROW_BYTES`` of it at
+    most; a cut first line is dropped)."""
+    if len(tail) >= LAST_ROW_BYTES:
+        tail = tail[tail.find(b"\n") + 1:]
+    rows = runfiles.parse_metrics(tail).rows
+    return rows[-1] if rows else None
 
 
 def probe_box(transport: Transport, timeout: float = 20.0,

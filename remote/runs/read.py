@@ -18,6 +18,7 @@ from trainer.health import (
     Health,
     LaunchRead,
     apply_stop,
+    ended,
     judge_health,
     parse_df,
     parse_launch_pid,
@@ -201,6 +202,7 @@ def finish(read: runfiles.StatusRead, health: Health, row: dict[str, Any] | None
     """``finish_read`` with the last metrics row and the stopped pid already read."""
     if needs_history(read):
         read = runfiles.StatusRead(engines.fill_from_history(read.fields, row))
+        health = ended(read) or health  # the run's epochs, not its last invocation's
     if health.verdict in ("failed", "dead"):
         health = apply_stop(health, read, stopped)
     return read, health

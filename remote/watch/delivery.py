@@ -106,7 +106,7 @@ class Delivery:
     def _judge(self) -> Health:
         alive = self.pid_alive
         health = judge_health(
-            self.status, now=self._now(),
+            self._filled(), now=self._now(),
             pid_alive=None if alive is None else (lambda _pid: alive),
             log_history=list(self._log_history), launch=self.launch)
         return with_disk(apply_stop(health, self._filled(), self.stopped_pid), self.disk,

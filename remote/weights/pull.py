@@ -1,14 +1,14 @@
 """Pulling a run's weights to the laptop, verified, and remembering that we did.
 
 Each file of box run ``/abs/RUN`` lands at ``DEST/<host>/abs/RUN/<path in the run>`` (so
-pulls of different runs, or of two boxes, never share a name), or with ``short`` (the
-TUI, which asks for ``DEST``) at ``DEST/<host>/<project folder>/<run>/<file name>``.
-It is downloaded into ``NAME.part`` over several SFTP sessions at once, by ranges
-(``remote.transport.ranged``; a partial one from an earlier attempt is resumed), hashed
-on the way; its sha256 is
-compared with the one the box computes meanwhile (``sha256sum``, or the box's python),
-and only then renamed into place and appended to the pull ledger ``$GPURENT_DATA_DIR/pulls.jsonl``
-(default ``~/.local/share/gpurent/pulls.jsonl``), one JSON object per line: the box
+pulls of different runs, or of two boxes, never share a name), for ``gpurent pull`` and
+the TUI's pull alike; ``DEST`` is ``./weights`` unless another folder is named
+(``default_pull_dir``). It is downloaded into ``NAME.part`` over several SFTP sessions at
+once, by ranges (``remote.transport.ranged``; a partial one from an earlier attempt is
+resumed), hashed on the way; its sha256 is compared with the one the box computes
+meanwhile (``sha256sum``, or the box's python), and only then renamed into place and
+appended to the pull ledger ``$GPURENT_DATA_DIR/pulls.jsonl`` (default
+``~/.local/share/gpurent/pulls.jsonl``), one JSON object per line: the box
 (``host``), the run and file as absolute paths on the box, the sha256, and the local
 copy's absolute path and identity (size, inode, mtime).
 
@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import posixpath
 import re
 import shlex
 import shutil
@@ -115,6 +114,8 @@ def local_sha256(path: str | os.PathLike[str]) -> str:
 
 
 DEFAULT_FILES = ("best.pt", "last.pt")
+#: The folder pulls go into, in the working directory, when none is named.
+PULL_FOLDER = "weights"
 _UNSAFE_CHARS = re.compile(r"[^A-Za-z0-9._@-]")
 
 
@@ -136,13 +137,12 @@ def dest_for(dest_dir: str | os.PathLike[str], host_label: str, abs_run_dir: str
         _UNSAFE_CHARS.sub("_", host_label), *[p if p != ".." else "__" for p in parts])
 
 
-def short_dest(dest_dir: str | os.PathLike[str], host_label: str, abs_run_dir: str) -> Path:
-    """``DEST/<host>/<project folder>/<run>``, absolute, each part made safe: three levels
-    under the folder a person chose, the run still apart from its namesakes elsewhere."""
-    parts = [_UNSAFE_CHARS.sub("_", p) for p in abs_run_dir.split("/")
-             if p not in ("", ".", "..")]
-    return Path(dest_dir).expanduser().resolve().joinpath(
-        _UNSAFE_CHARS.sub("_", host_label), *parts[-2:])
+def default_pull_dir(beside: str | os.PathLike[str] | None = None) -> Path:
+    """The folder a pull goes into when none is named, for ``gpurent pull`` and the TUI's
+    pull alike: ``weights`` in the working directory (the README's), or in ``beside``
+    (the demo's root: its runs live in the cache, and its pulls beside them, never in
+    the checkout it was started from)."""
+    return Path(beside or ".") / PULL_FOLDER
 
 
 def existing_defaults(transport: Transport, run_dir: str) -> tuple[str, ...]:
@@ -156,25 +156,26 @@ def existing_defaults(transport: Transport, run_dir: str) -> tuple[str, ...]:
     return found
 
 
-def pull_weights(transport: Transport, run_dir: str, dest_dir: str | os.PathLike[str],
+def pull_weights(transport: Transport, run_dir: str,
+                 dest_dir: str | os.PathLike[str] | None = None,
                  files: tuple[str, ...] | None = None,
-                 progress: PullProgress | None = None,
-                 short: bool = False) -> list[PulledFile]:
+                 progress: PullProgress | None = None) -> list[PulledFile]:
     """Download ``files`` of the run (default: ``best.pt`` and ``last.pt``, those that
-    exist) under ``dest_for(dest_dir, ...)`` (with ``short``, straight into
-    ``short_dest(dest_dir, ...)``), verify each against the box's sha256 and
-    record it in the pull ledger. A file already there with the right hash is not
-    downloaded again. Raises ``TransportError`` (one line) when a file is missing on the
-    box or cannot be verified, ``ValueError`` for a bad name."""
+    exist) under ``dest_for(dest_dir, ...)`` (``dest_dir`` default:
+    ``default_pull_dir()``), verify each against the box's sha256 and record it in the
+    pull ledger. A file already there with the right hash is not downloaded again.
+    Raises ``TransportError`` (one line) when a file is missing on the box or cannot be
+    verified, ``ValueError`` for a bad name."""
     for name in files or ():
         remote_path(run_dir, name)  # bad names fail before anything is fetched
     abs_run = box_run_dir(transport, run_dir)
     files = files or existing_defaults(transport, abs_run)
-    dest = (short_dest if short else dest_for)(dest_dir, transport.label, abs_run)
+    dest = dest_for(default_pull_dir() if dest_dir is None else dest_dir, transport.label,
+                    abs_run)
     pulled = []
     for name in files:
         source = remote_path(abs_run, name)
-        target = dest / (posixpath.basename(source) if short else source[len(abs_run) + 1:])
+        target = dest / source[len(abs_run) + 1:]
         target.parent.mkdir(parents=True, exist_ok=True)
         sha, size = _pull_one(transport, source, target, name, progress)
         item = PulledFile(name=name, local_path=str(target), sha256=sha, size=size)

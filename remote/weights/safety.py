@@ -33,15 +33,15 @@ from remote.config import ConfigError, hub_repos
 from remote.link.tools import ToolAnswer, ToolGate, ask_tool
 from remote.transport.base import Transport, TransportError
 from remote.weights.pull import ledger_entries, verified_copy
-from trainer.hub.client import HubError, import_hub, read_token, verify_pushed
+from trainer.hub.client import HubError, Verified, import_hub, read_token, verify_pushed
 from trainer.text import clean_text
 
 SAFE_TIMEOUT = 600.0  # hashing a multi-GB checkpoint the first time takes a while
 #: At most this many unsafe files are named in one line (the rest are counted).
 NAMED = 4
 
-#: ``verify(ledger_entries, sha256, size) -> (confirmed, where or why)``.
-HubVerify = Callable[[Sequence[dict[str, Any]], str, int | None], tuple[bool, str]]
+#: ``verify(ledger_entries, sha256, size) -> Verified(confirmed, where or why, failure)``.
+HubVerify = Callable[[Sequence[dict[str, Any]], str, int | None], Verified]
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,9 @@ class FileVerdict:
     safe: bool
     where: str | None
     detail: str
+    #: Why a check could not be made (the Hub's failure and address), the same for every
+    #: file it fails: said once where many files are listed, so not in ``detail``.
+    failure: str = ""
 
     @property
     def short(self) -> str:
@@ -91,6 +94,15 @@ class Safety:
     def unsafe_names(self) -> str:
         """The unsafe files, short (``exp1/weights/last.pt, ...``)."""
         return _listed([f.short for f in self.unsafe])
+
+    @property
+    def failures(self) -> list[str]:
+        """The checks that could not be made for the unsafe files, each once."""
+        return _failures(self.unsafe)
+
+
+def _failures(files: Iterable[FileVerdict]) -> list[str]:
+    return list(dict.fromkeys(f.failure for f in files if f.failure))
 
 
 def _listed(names: list[str]) -> str:
@@ -171,8 +183,9 @@ def judge(answer: dict[str, Any], host_label: str, verify: HubVerify) -> Safety:
     if unsafe:
         details = "; ".join(f"{v.path} ({v.detail})" for v in unsafe[:NAMED])
         more = f"; and {len(unsafe) - NAMED} more" if len(unsafe) > NAMED else ""
-        return Safety(False, None, epoch, f"not safe: {details}{more}", tuple(verdicts),
-                      count, tuple(runs), answer)
+        failed = "".join(f"; {f}" for f in _failures(unsafe))
+        return Safety(False, None, epoch, f"not safe: {details}{more}{failed}",
+                      tuple(verdicts), count, tuple(runs), answer)
     if not count:
         scope = f"{len(runs)} run{'s' if len(runs) != 1 else ''}"
         return Safety(True, None, epoch, f"no weights yet ({scope}): nothing to lose",
@@ -195,11 +208,12 @@ def _judge_file(item: dict[str, Any], run_dir: str, pulls: list[dict],
                            f"pulled to {clean_text(copy['local_path'])}")
     hits = [e for e in item.get("hub") or () if isinstance(e, dict)]
     size = item.get("size") if isinstance(item.get("size"), int) else None
-    ok, why = verify(hits, sha, size)
-    if ok:
-        return FileVerdict(path, run_dir, True, "hub", f"on the Hub: {clean_text(why)}")
+    said = verify(hits, sha, size)
+    if said.ok:
+        return FileVerdict(path, run_dir, True, "hub", f"on the Hub: {clean_text(said.why)}")
     return FileVerdict(path, run_dir, False, None,
-                       f"{clean_text(why)}; not pulled to this laptop")
+                       f"{clean_text(said.why)}; not pulled to this laptop",
+                       clean_text(said.failure))
 
 
 def weights_safety(transport: Transport, run_dir: str | None = None,

@@ -14,7 +14,7 @@ import re
 import sys
 from collections.abc import Collection, Iterator, Sequence
 from types import ModuleType
-from typing import Any, TextIO
+from typing import Any, NamedTuple, TextIO
 from urllib.parse import urlsplit
 
 from trainer.text import one_line
@@ -133,12 +133,14 @@ def _from_client(exc: BaseException) -> bool:
                                                   "httpcore", "httpcore2", "requests")
 
 
-def describe_error(exc: BaseException, endpoint: str | None = None) -> str:
+def describe_error(exc: BaseException, endpoint: str | None = None, *,
+                   request: bool = True) -> str:
     """One line for a failed Hub call that names the host it tried (``HOST: HTTP 500:
     ...``, ``HOST: cannot connect: Connection refused``): the request's host, else that
     of ``endpoint`` (see :func:`hub_endpoint`). The HTTP status comes with the Hub's own
-    message when there is one. A local failure (a disk error) and our own messages are
-    said as they are. Tokens never appear (the client does not echo them)."""
+    message when there is one, and (``request``) the request's method and path. A local
+    failure (a disk error) and our own messages are said as they are. Tokens never appear
+    (the client does not echo them)."""
     if type(exc) is HubError and str(exc):  # our own messages are complete
         return one_line(str(exc))
     found = _network_error(exc)
@@ -152,12 +154,12 @@ def describe_error(exc: BaseException, endpoint: str | None = None) -> str:
         if _from_client(exc):
             return one_line(f"{endpoint_host(hub_endpoint(endpoint))}: {text}")
         return one_line(text)
-    link, request = found
-    host = endpoint_host(str(request.url) if request is not None else hub_endpoint(endpoint))
+    link, sent = found
+    host = endpoint_host(str(sent.url) if sent is not None else hub_endpoint(endpoint))
     status = getattr(getattr(link, "response", None), "status_code", None)
     if status is not None:
         server = getattr(link, "server_message", None) or ""
-        where = f" ({request.method} {request.url.path})" if request is not None else ""
+        where = f" ({sent.method} {sent.url.path})" if sent is not None and request else ""
         text = server or str(link).split("\n", 1)[0]
         return one_line(f"{host}: HTTP {status}: {text}{where}")
     name = type(link).__name__
@@ -168,31 +170,48 @@ def describe_error(exc: BaseException, endpoint: str | None = None) -> str:
     return one_line(f"{host}: {name}: {link}" if str(link) else f"{host}: {name}")
 
 
+class Verified(NamedTuple):
+    """The Hub's word on a file: ``ok`` (confirmed), ``why`` (where it is, or why not) and,
+    when the Hub could not be asked, ``failure``: why not, the same for every file it
+    fails (status and message, then the Hub's address; no request path), so that a
+    caller listing many files says it once."""
+
+    ok: bool
+    why: str
+    failure: str = ""
+
+    @property
+    def said(self) -> str:
+        """``why`` with the failure, in one line."""
+        return f"{self.why}: {self.failure}" if self.failure else self.why
+
+
 def verify_pushed(entries: Sequence[dict[str, Any]], sha256: str, size: int | None = None,
                   *, repos: Collection[str], token: str | None = None,
-                  endpoint: str | None = None) -> tuple[bool, str]:
+                  endpoint: str | None = None) -> Verified:
     """Ask the Hub whether a ledger entry for a file with content ``sha256`` is true: the
     file exists at the entry's commit and its LFS sha256 (and size) match. One request
     (``paths-info`` at that commit) per entry tried, newest first, until one is confirmed.
     Only entries for ``repos`` (the user's own repositories) are asked: the ledger is the
     box's word, and a copy in a repository someone else controls is not the user's.
 
-    Returns ``(True, "ORG/NAME at COMMIT12")`` or ``(False, why)``; an unreachable Hub is
-    ``(False, "cannot verify ...")``: unknown counts as unsafe."""
+    Returns ``Verified(True, "ORG/NAME at COMMIT12")`` or ``Verified(False, why)``; a Hub
+    that cannot be asked is ``Verified(False, "cannot verify (...)", failure)``: unknown
+    counts as unsafe."""
     if not entries:
-        return False, "never pushed"
+        return Verified(False, "never pushed")
     others = [e.get("repo") for e in entries if e.get("repo") not in repos]
     entries = [e for e in entries if e.get("repo") in repos]
     if not entries:
         named = ", ".join(dict.fromkeys(one_line(r, 60) for r in others))
-        return False, (f"pushed only to {named}, which is not one of your Hub "
-                       "repositories (those you pushed to or launched with, or named)")
+        return Verified(False, f"pushed only to {named}, which is not one of your Hub "
+                               "repositories (those you pushed to or launched with, or named)")
     try:
         hub = import_hub(progress_bars=False)
     except HubError as exc:
-        return False, f"cannot verify: {exc}"
+        return Verified(False, "cannot verify", str(exc))
     api = hub.HfApi(endpoint=endpoint or os.environ.get("HF_ENDPOINT") or None, token=token)
-    why = ""
+    why, failure = "", ""
     for entry in entries:
         repo, commit = entry.get("repo"), entry.get("commit")
         path = entry.get("path_in_repo") or entry.get("file")
@@ -204,9 +223,11 @@ def verify_pushed(entries: Sequence[dict[str, Any]], sha256: str, size: int | No
         try:
             infos = api.get_paths_info(repo, [path], revision=commit)
         except Exception as exc:  # any failure to confirm is "not safe"; say which
-            status = getattr(getattr(exc, "response", None), "status_code", None)
-            verb = "not on the Hub" if status == 404 else "cannot verify"
-            why = why or f"{verb} ({where}): {describe_error(exc, endpoint)}"
+            if not why:  # a 404 is the Hub's answer; any other failure is the Hub's own
+                status = getattr(getattr(exc, "response", None), "status_code", None)
+                said = describe_error(exc, endpoint, request=False)
+                why, failure = ((f"not on the Hub ({where}): {said}", "") if status == 404
+                                else (f"cannot verify ({where})", said))
             continue
         lfs = next((getattr(i, "lfs", None) for i in infos if getattr(i, "path", "") == path),
                    None)
@@ -215,5 +236,5 @@ def verify_pushed(entries: Sequence[dict[str, Any]], sha256: str, size: int | No
         elif lfs is None or lfs.sha256 != sha256 or (size is not None and lfs.size != size):
             why = why or f"the Hub holds other content as {one_line(path, 80)} in {where}"
         else:
-            return True, where
-    return False, why  # why the newest claim failed
+            return Verified(True, where)
+    return Verified(False, why, failure)  # why the newest claim failed

@@ -54,6 +54,7 @@ from typing import Any, Optional
 
 from trainer import engines, runfiles
 from trainer.health import local_pid_alive
+from trainer.hub.client import Verified
 from trainer.hub.ledger import LedgerError, file_identity, read_ledger, sha256_file
 
 SCHEMA = "gpurent.safe/2"
@@ -83,8 +84,8 @@ _KEEP_NAME = re.compile(r"[A-Za-z0-9._+-]+")
 #: Seconds the stamp's shell may take before the answer is not kept.
 STAMP_TIMEOUT = 20.0
 
-#: ``verify(ledger_entries, sha256, size) -> (confirmed, where or why)``.
-Verify = Callable[[Sequence[dict[str, Any]], str, Optional[int]], tuple[bool, str]]
+#: ``verify(ledger_entries, sha256, size) -> Verified(confirmed, where or why, failure)``.
+Verify = Callable[[Sequence[dict[str, Any]], str, Optional[int]], Verified]
 
 
 class NotARun(ValueError):
@@ -297,7 +298,7 @@ def verified_safety(run_dir: Path, verify: Verify | None = None,
         token = read_token(use_stdin=False)
 
         def verify(entries: Sequence[dict[str, Any]], sha: str,
-                   size: int | None) -> tuple[bool, str]:
+                   size: int | None) -> Verified:
             return verify_pushed(entries, sha, size, repos=repos, token=token)
 
     answer = inventory([run_dir], [run_dir.parent], registry=True)
@@ -310,8 +311,8 @@ def verified_safety(run_dir: Path, verify: Verify | None = None,
             if "sha256" not in item:
                 unsafe.append(f"{item['path']} ({item.get('error')})")
                 continue
-            ok, why = verify(item["hub"], item["sha256"], item["size"])
-            (safe if ok else unsafe).append(f"{item['path']} ({why})")
+            said = verify(item["hub"], item["sha256"], item["size"])
+            (safe if said.ok else unsafe).append(f"{item['path']} ({said.said})")
     if unsafe:
         return {"safe": False, "reason": "not safe: " + "; ".join(unsafe)}
     if not count:

@@ -21,6 +21,7 @@ from typing import Any
 
 from trainer import engines, runfiles
 from trainer.health import (
+    ENDED,
     GOING,
     LaunchRead,
     apply_stop,
@@ -33,8 +34,6 @@ from trainer.text import console_tail, natural_key
 SCHEMA = "gpurent.runs/1"
 #: A directory holding any of these is a run.
 RUN_FILES = (runfiles.STATUS_FILE, runfiles.LAUNCH_PID_FILE, runfiles.CONSOLE_FILE)
-#: States after which ``judge_health`` looks at nothing else.
-ENDED = ("completed", "failed", "stopped")
 CONSOLE_TAIL_BYTES = 8192
 
 
@@ -118,7 +117,8 @@ class RunScanner:
             # One look cannot see growth; the log's mtime says when it last grew.
             if log is not None:
                 history = [(log[1] / 1e9 - 1.0, -1), (log[1] / 1e9, log[2])]
-        health = judge_health(read, now=now,
+        # Judged on the filled status: an ended one's words count the run's epochs.
+        health = judge_health(full, now=now,
                               pid_alive=None if alive is None else (lambda _p: alive),
                               log_history=history, launch=launch)
         if health.verdict in ("failed", "dead"):

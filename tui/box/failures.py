@@ -26,7 +26,8 @@ ACTIONS = {
     "refresh_instance": "asking the provider", "check_box": "preflight",
     "run_checks": "checking the box", "probe": "the time estimate",
     "start_launch": "launch", "profile": "profile", "push": "push", "pull": "pull",
-    "stop_run": "stop run", "cost_figures": "instance", "instance_call": "instance",
+    "find_run": "pull", "stop_run": "stop run", "cost_figures": "instance",
+    "instance_call": "instance",
     "set_guard": "guard", "acknowledge": "guard", "resume": "resume",
     "resume_figures": "resume", "install_needs": "installing the box tools' needs",
     "fetch_older": "reading older log lines", "search_whole_log": "searching the log",
@@ -38,6 +39,7 @@ BACKGROUND = frozenset({"refresh_runs", "refresh_safety", "refresh_instance", "i
 #: What to do after a failed action whose message gives no next step.
 NEXT_STEP = {
     "pull": "w tries again",
+    "find_run": "w tries again",
     "push": "u tries again",
     "stop_run": "x tries again, or stop it on the box",
     "profile": "p tries again with other settings",

@@ -17,21 +17,21 @@ from remote.billing import resolve_safety, run_safety
 from remote.watch import HubEvent, WeightsEvent
 from remote.weights import (
     PUSHED_FILES,
+    box_run_dir,
+    default_pull_dir,
+    dest_for,
     laptop_token,
     pull_weights,
     push_from_box,
     require_token,
-    short_dest,
 )
+from trainer.runfiles import WEIGHTS_DIR
 from tui.box.ports import Done, Panes, Ports, SafetyStale
 from tui.box.state import BoxState
+from tui.demo import demo_root
 from tui.dialogs.pull import PullDialog
 from tui.dialogs.push import PushDialog
 from tui.fmt import advance_ages
-
-#: Where ``w`` offers to pull into, the first time (from the working directory; the
-#: dialog shows the folder the files land in, absolute).
-DEFAULT_PULL_DIR = "weights"
 
 
 @dataclass
@@ -150,42 +150,49 @@ class Weights:
         self.ports.post(SafetyStale())
 
     def pull(self) -> None:
-        """Ask where to, then download the weights to this laptop."""
+        """Ask where to (the folder offered: the last one, else ``default_pull_dir``'s,
+        the demo's beside its runs), then download the weights to this laptop. The
+        dialog names the folder the files land in once the run's absolute path on the
+        box is found (it names that folder, as for ``gpurent pull``)."""
         state = self.ports.state
-        transport = state.need_transport()
-        run_dir = state.need_run()
+        transport, run_dir = state.need_transport(), state.need_run()
         files = [n for n in ("best.pt", "last.pt") if n in self.present()] or \
             ["best.pt", "last.pt"]
 
-        def where(folder: str) -> str:
-            return str(short_dest(folder, transport.label, run_dir)) + os.sep
+        def where(folder: str, abs_run: str) -> str:
+            return str(dest_for(folder, transport.label, abs_run) / WEIGHTS_DIR) + os.sep
 
         def answered(folder: str | None) -> None:
             if folder is not None:
                 state.last_pull_dir = folder
-                self.ports.work("pull", lambda: self._pull(folder), group="pull",
+                self.ports.work("pull", lambda: self._pull(folder, run_dir), group="pull",
                                 label="pulling the weights")
 
-        self.ports.ask(PullDialog(state.run_name, " and ".join(files),
-                                  state.last_pull_dir or DEFAULT_PULL_DIR, where), answered)
+        offered = state.last_pull_dir or str(
+            default_pull_dir(demo_root() if state.spec.demo else None))
+        dialog = PullDialog(state.run_name, " and ".join(files), offered, where)
+        self.ports.ask(dialog, answered)
+        self.ports.work("find_run", lambda: dialog.post_message(PullDialog.Found(
+            box_run_dir(transport, run_dir))), group="find-run")
 
     def present(self) -> dict[str, int]:
         """The watched run's weight files as last streamed (name -> bytes)."""
         streamed = self.ports.state.weight_files.get("weights") or ()
         return {f.name: f.size for f in streamed}
 
-    def _pull(self, folder: str) -> None:
-        """Pull best.pt and last.pt (verified by sha256) into
-        FOLDER/<host>/<project folder>/<run>/, with progress in the status row."""
+    def _pull(self, folder: str, run_dir: str) -> None:
+        """Pull best.pt and last.pt of ``run_dir`` (verified by sha256) into
+        FOLDER/<host>/<the run's absolute path on the box>/weights/, with progress in the
+        status row."""
         state, post = self.ports.state, self.ports.post
-        transport, run_dir = state.need_transport(), state.need_run()
+        transport = state.need_transport()
         dest = os.path.expanduser(folder)
 
         def progress(_name: str, done: int, total: int) -> None:
             post(Transferred("pull", done, total))
 
         started = time.monotonic()
-        pulled = pull_weights(transport, run_dir, dest, progress=progress, short=True)
+        pulled = pull_weights(transport, run_dir, dest, progress=progress)
         seconds = max(time.monotonic() - started, 1e-3)
         size = sum(p.size for p in pulled)
         names = ", ".join(f"{p.name} ({p.size / 1e6:.1f} MB)" for p in pulled)

@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.message import Message
 from textual.widgets import Button, Input, Static
 
 from tui.dialogs.base import Dialog
@@ -16,15 +18,24 @@ from tui.widgets.field import Field
 
 class PullDialog(Dialog[str | None]):
     """Asks for the folder to pull into; dismisses it (as typed) or ``None``. ``where``
-    tells, for a folder, the directory the files will land in."""
+    tells, for a folder and the run's absolute path on the box, the directory the files
+    will land in; that path comes from the box (``Found``, posted by a worker), and
+    until then the dialog says it is being looked for."""
+
+    @dataclass
+    class Found(Message):
+        """The run's absolute path on the box."""
+
+        abs_run: str
 
     def __init__(self, run: str, files: str, folder: str,
-                 where: Callable[[str], str]) -> None:
+                 where: Callable[[str, str], str]) -> None:
         super().__init__(f"Pull run {run}'s weights to this laptop")
         self.run = run
         self.files = files
         self.folder = folder
         self.where = where
+        self.abs_run: str | None = None
 
     def compose_body(self) -> ComposeResult:
         """What is pulled, the folder box, and where the files land."""
@@ -46,8 +57,17 @@ class PullDialog(Dialog[str | None]):
 
     def _show_where(self, folder: str) -> None:
         lands = Text("lands in ", style="dim")
-        lands.append_text(safe(self.where(folder) if folder.strip() else "?", 300))
+        if self.abs_run is None:
+            lands.append("… (finding the run on the box)", style="dim")
+        else:
+            lands.append_text(safe(self.where(folder, self.abs_run) if folder.strip()
+                                   else "?", 300))
         self.query_one("#lands", Static).update(lands)
+
+    def on_pull_dialog_found(self, message: Found) -> None:
+        """The run is found on the box: say where the files land."""
+        self.abs_run = message.abs_run
+        self._show_where(self.query_one("#folder", Input).value)
 
     def on_input_changed(self, event: Input.Changed) -> None:
         """The landing directory follows the folder typed."""
