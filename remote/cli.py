@@ -34,6 +34,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "stop",
     "pull",
     "checks",
+    "stage",
 )
 
 

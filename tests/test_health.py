@@ -11,7 +11,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from trainer.health import judge_health, local_pid_alive
+from trainer.health import judge_health, local_pid_alive, parse_df
 from trainer.runfiles import StatusRead, parse_status, read_status, utc_now_iso
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -145,3 +145,16 @@ def test_timestamps_round_trip() -> None:
     assert abs(parse_iso(utc_now_iso(NOW)) - NOW) < 1e-3
     assert parse_iso("2026-07-31T10:00:00+00:00") == parse_iso("2026-07-31T10:00:00Z")
     assert parse_iso("not a time") is None
+
+
+DF_HEADER = b"Filesystem 1024-blocks Used Available Capacity Mounted on\n"
+
+
+def test_a_df_line_that_is_not_ascii_counts_is_no_reading() -> None:
+    assert parse_df(DF_HEADER + b"/dev/sda1 100 40 60 40% /\n") == {"free": 60 * 1024,
+                                                                    "size": 100 * 1024}
+    # str.isdigit takes each of these; int() refuses the first and last and reads the
+    # Arabic-Indic and full-width digits as numbers no df prints.
+    for count in ("²", "١٢٣", "１２", "9" * 5000):
+        line = f"/dev/sda1 {count} 40 {count} 40% /\n".encode()
+        assert parse_df(DF_HEADER + line) is None, count

@@ -26,6 +26,7 @@ from remote.weights import ckptepoch
 from remote.weights.ckptepoch import UnreadableCheckpoint, checkpoint_epoch, read_epoch
 from remote.weights.lastsafe import HubCopy, LaptopRun
 from remote.weights.pull import PulledFile, local_sha256, record
+from tests.fixtures.hub_standin import VALID_TOKEN, HubStandin, hub_env
 from trainer import runfiles
 
 REPO = Path(__file__).resolve().parents[1]
@@ -199,3 +200,57 @@ def test_a_status_with_counts_out_of_range_costs_no_traceback() -> None:
     assert money_lines(status, moving) == [
         "work after epoch 5 is lost: at most 3 epoch(s), one milestone (the bound: this "
         "laptop did not see the old box's last epoch)"]
+
+
+HISTORY_UNREADABLE = "results.csv cannot be read: field larger than field limit (131072)"
+
+
+def _files(run: Path) -> dict[str, bytes]:
+    """Every file of a run but its log, by path."""
+    return {str(p.relative_to(run)): p.read_bytes() for p in sorted(run.rglob("*"))
+            if p.is_file() and p.name != runfiles.LOG_FILE}
+
+
+def test_a_resume_whose_history_cannot_be_read_is_one_line_and_loses_nothing(
+        shapes_data: Path, in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from trainer.engine.command import main as train
+
+    assert train(["model=n", "imgsz=64", "workers=0", "seed=0", f"data={shapes_data}",
+                  "batch=8", "epochs=1", "project=runs", "name=h"]) == 0
+    run = in_tmp / "runs" / "h"
+    with open(run / runfiles.RESULTS_FILE, "a") as fh:
+        fh.write("2," + "x" * 200_000 + "\n")
+    with open(run / runfiles.METRICS_FILE, "a") as fh:
+        fh.write(json.dumps({"epoch": 2}) + "\n")  # after the checkpoint: a resume cuts it
+    before = _files(run)
+    capsys.readouterr()
+    assert train(["resume=True", "project=runs", "name=h", "epochs=2", "workers=0"]) == 1
+    said = capsys.readouterr()
+    last = said.out.strip().splitlines()[-1]
+    assert "| ERROR" in last and " cannot resume " in last and "Traceback" not in said.err
+    assert last.endswith(f"{HISTORY_UNREADABLE}; nothing in it was changed")
+    assert (run / runfiles.LOG_FILE).read_text().strip().splitlines()[-1] == last
+    assert _files(run) == before
+
+
+def test_a_restore_whose_history_cannot_be_cut_is_one_line_and_loses_nothing(
+        tmp_path: Path, hub_standin: HubStandin, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPURENT_CACHE_DIR", str(tmp_path / "cache"))
+    metrics = "".join(json.dumps({"epoch": e}) + "\n" for e in (1, 2, 3, 4))
+    hub_standin.add_files("org/ly", {  # one milestone push of a LibreYOLO run
+        "last.pt": _zip(tmp_path / "last.pt", b"\x80\x02}.").read_bytes(),
+        "train_config.yaml": b"epochs: 10\n",
+        "status.json": json.dumps({"completed_epochs": 3, "save_dir": "/old/ly"}).encode(),
+        "metrics.jsonl": metrics.encode(),
+        "results.csv": b"epoch\n1\n2," + b"x" * 200_000 + b"\n"})
+    run = tmp_path / "new" / "ly"
+    done = subprocess.run([sys.executable, "-m", "trainer", "restore", "org/ly", "--run-dir",
+                           str(run), "--token-stdin"], input=VALID_TOKEN,
+                          capture_output=True, text=True, timeout=120,
+                          env=hub_env(hub_standin, tmp_path / "hf"))
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        f"trainer restore: org/ly's history cannot be cut at its epoch 3: "
+        f"{HISTORY_UNREADABLE}; the files are in {run} as the Hub has them"]
+    assert (run / runfiles.METRICS_FILE).read_text() == metrics
+    assert (run / "weights" / "last.pt").is_file()

@@ -5,7 +5,13 @@ refuses, saying whose, when the repository's newest ``last.pt`` is another run's
 the next resume downloads it again. LibreYOLO runs (the stand-in engine, fast; our
 trainer writes the same ``save_dir`` in its status and pushes the same way), a real sshd
 box; stand-ins for the Hub and the provider. A ``last.pt`` pushed without its status
-(``gpurent push --files last.pt``) names no run: ``trainer restore`` refuses it too."""
+(``gpurent push --files last.pt``) names no run: ``trainer restore`` refuses it too.
+
+The laptop applies the same rule (``remote.weights.lastsafe.hub_copy``, in process,
+asking the Hub stand-in): the fleet's "last safe checkpoint" of a run taken away is the
+epoch of the run's own ``last.pt``, or says whose ``last.pt`` the repository holds, and
+a resume elsewhere then takes the laptop's pulled copy rather than another run's
+milestone."""
 
 from __future__ import annotations
 
@@ -19,8 +25,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import huggingface_hub.constants
 import pytest
 
+from remote.billing import Account, FleetOptions, RunIntent, list_fleet, want_running
+from remote.billing.fromlaptop import choose
+from remote.config import remember_hub_repo
+from remote.weights.lastsafe import LaptopRun, hub_copy
 from tests.fixtures.fake_libreyolo import libreyolo_shim
 from tests.fixtures.hub_standin import VALID_TOKEN, HubStandin, hub_env
 from tests.fixtures.sshd import SSHServer, make_server
@@ -28,6 +39,7 @@ from tests.fixtures.watch_log import wait_until
 from tests.test_instance_targets import instance_on
 from tests.test_libreyolo import data_yaml, kill
 from tests.test_resume import rows
+from tests.test_resume_units import _pulled
 from tests.test_tui_move import FAKE, milestone_on_the_hub
 from trainer import engines, runfiles
 from trainer.hub.autopush import live_watchers
@@ -206,3 +218,87 @@ def test_a_last_pt_pushed_without_its_status_is_not_restored(hub_standin: HubSta
                         r"is restored \(push a run's last\.pt with its status\.json: .*\)",
                         error), error
     assert not run.exists()
+
+
+# ------------------------------------------------------------- the laptop's side
+
+
+def box_status(name: str, state: str, epochs: int) -> bytes:
+    """A ``status.json`` as run ``name`` writes it on its box, after ``epochs``."""
+    return json.dumps({"schema_version": 1, "state": state, "save_dir": f"/root/runs/{name}",
+                       "completed_epochs": epochs, "total_epochs": 6}).encode()
+
+
+@pytest.fixture
+def laptop_hub(hub_standin: HubStandin, tmp_path: Path,
+               monkeypatch: pytest.MonkeyPatch) -> HubStandin:
+    """The Hub stand-in as this process (the laptop) asks it: the user's token, org/ly and
+    org/x the user's repositories, downloads cached under ``tmp_path``. In org/ly, run
+    ly pushed its milestone (last.pt and status, epoch 3), then run ly2, failed before
+    its first checkpoint, pushed its status alone: the newest status is ly2's."""
+    for key, value in {"HF_ENDPOINT": hub_standin.url, "HF_HUB_DISABLE_XET": "1",
+                       "HF_TOKEN": VALID_TOKEN}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hf"))
+    remember_hub_repo("org/ly")
+    remember_hub_repo("org/x")
+    hub_standin.add_files("org/ly", {"last.pt": b"\x03" * 64,
+                                     "status.json": box_status("ly", "running", 3)})
+    hub_standin.add_files("org/ly", {"status.json": box_status("ly2", "failed", 0)})
+    return hub_standin
+
+
+def test_the_fleet_tells_each_run_of_a_shared_repository_its_own_last_pt(
+        laptop_hub: HubStandin, provider_standin) -> None:
+    milestone = laptop_hub.repo("org/ly").commits[0].oid
+    runpod = provider_standin("runpod")
+    ia = runpod.add_instance()
+    for name in ("ly", "ly2"):  # `gpurent launch ... hub=org/ly` of each, on runpod:A
+        want_running(f"runpod:{ia}", RunIntent(name, "runs", "org/ly"))
+    runpod.take_away(ia)
+
+    [row] = list_fleet([Account("runpod", "work", runpod.key, runpod.base_url)],
+                       FleetOptions(timeout=10, weights=False)).rows
+    assert row.interrupted is not None, row.words()
+    said = row.interrupted.words()
+    # ly's epoch is its last.pt's (the status pushed with it), not the newest status's.
+    assert f"; ly: last safe checkpoint: epoch 3 on the Hub org/ly@{milestone[:7]};" in said
+    assert "; ly2: last safe checkpoint: none known (org/ly's last.pt is run ly's, not " \
+           "this run's);" in said, said
+    hubs = {r["run"]["name"]: r["hub"] for r in row.interrupted.to_dict()["runs"]}
+    assert hubs["ly"]["epoch"] == 3 and hubs["ly"]["commit"] == milestone
+    assert hubs["ly2"]["epoch"] is None
+
+
+def test_a_resume_elsewhere_takes_the_laptops_copy_over_another_runs_last_pt(
+        laptop_hub: HubStandin, tmp_path: Path) -> None:
+    # ly pushed its next milestone (epoch 4): the newest last.pt and status are ly's. ly2
+    # ran on elsewhere, pulled to this laptop at epoch 2.
+    laptop_hub.add_files("org/ly", {"last.pt": b"\x04" * 64,
+                                    "status.json": box_status("ly", "running", 4)})
+    pulled = _pulled(tmp_path / "pulled", "/root/runs/ly2", 2)
+
+    source = choose(hub_copy("org/ly", "ly2"), "ly2", "/root/runs")
+    assert source.copy == LaptopRun(str(pulled / "weights" / "last.pt"), 2, "/root/runs/ly2", {
+        runfiles.METRICS_FILE: str(pulled / runfiles.METRICS_FILE),
+        runfiles.RESULTS_FILE: str(pulled / runfiles.RESULTS_FILE)}), source.why
+    assert source.why == "the laptop's copy of epoch 2 has no Hub epoch of the run to " \
+                         "compare with (org/ly's last.pt is run ly's, not this run's)"
+    # Run ly's own milestone is newer than a copy of ly of epoch 2: the Hub is taken.
+    _pulled(tmp_path / "ly", "/root/runs/ly", 2)
+    source = choose(hub_copy("org/ly", "ly"), "ly", "/root/runs")
+    assert source.copy is None and source.why == \
+        "the Hub's epoch 4 is as new as the laptop's copy of epoch 2 or newer"
+
+
+def test_the_laptop_tells_no_epoch_of_a_last_pt_pushed_without_its_status(
+        laptop_hub: HubStandin) -> None:
+    laptop_hub.add_files("org/x", {"last.pt": b"\x01" * 64,
+                                   "status.json": box_status("x", "stopped", 2)})
+    laptop_hub.add_files("org/x", {"last.pt": b"\x02" * 64})  # pushed alone, later
+
+    hub = hub_copy("org/x", "x")
+    assert hub.epoch is None and hub.commit == laptop_hub.repo("org/x").commits[-1].oid
+    assert re.fullmatch(r"org/x's last\.pt \(pushed \d{4}-\d\d-\d\d \d\d:\d\d UTC\) came "
+                        r"without a status\.json: cannot tell which run's it is", hub.error), \
+        hub.error

@@ -5,6 +5,7 @@ into one verdict. Standard library only; the box's follower and the laptop share
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -199,12 +200,17 @@ def disk_space(path: str | os.PathLike[str]) -> dict[str, int] | None:
     return {"free": st.f_bavail * st.f_frsize, "size": st.f_blocks * st.f_frsize}
 
 
+#: A count of 1 KiB blocks in ``df -Pk``'s answer: ASCII digits, more than any disk needs.
+_DF_COUNT = re.compile(r"[0-9]{1,24}")
+
+
 def parse_df(data: bytes) -> dict[str, int] | None:
     """``disk_space``'s answer from the output of ``df -Pk PATH`` (POSIX: a header, then
-    one line ``FS 1024-blocks Used Available Capacity Mounted-on``)."""
+    one line ``FS 1024-blocks Used Available Capacity Mounted-on``); ``None`` for any
+    other line (a count not of ASCII digits: ``str.isdigit`` also takes ``²``)."""
     lines = data.decode("utf-8", "replace").strip().splitlines()
     words = lines[-1].split() if len(lines) >= 2 else []
-    if len(words) < 6 or not (words[1].isdigit() and words[3].isdigit()):
+    if len(words) < 6 or not (_DF_COUNT.fullmatch(words[1]) and _DF_COUNT.fullmatch(words[3])):
         return None
     return {"free": int(words[3]) * 1024, "size": int(words[1]) * 1024}
 

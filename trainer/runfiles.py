@@ -117,8 +117,15 @@ def milestone_period(epochs: int, hub_period: int = 0) -> int:
 def trim_history(run_dir: Path, last_epoch: int) -> int:
     """Drop ``metrics.jsonl`` and ``results.csv`` rows after ``last_epoch`` (written after
     the checkpoint a resume starts from), so the history has one row per epoch. Returns
-    the number of metrics rows dropped. Files are replaced atomically; ``ValueError``
-    (one line) when ``results.csv`` cannot be read."""
+    the number of metrics rows dropped. Files are replaced atomically, and neither when
+    ``results.csv`` cannot be read: ``ValueError`` (one line) then."""
+    results = run_dir / RESULTS_FILE
+    rows = []
+    if results.exists():
+        try:
+            rows = list(csv.reader(io.StringIO(results.read_text(encoding="utf-8"))))
+        except (UnicodeDecodeError, csv.Error) as exc:
+            raise ValueError(f"{RESULTS_FILE} cannot be read: {one_line(exc, 200)}") from None
     dropped = 0
     metrics = run_dir / METRICS_FILE
     if metrics.exists():
@@ -131,20 +138,14 @@ def trim_history(run_dir: Path, last_epoch: int) -> int:
                 kept.append(line)
         if dropped or sum(map(len, kept)) != metrics.stat().st_size:
             atomic_write_bytes(metrics, b"".join(kept))
-    results = run_dir / RESULTS_FILE
-    if results.exists():
-        try:
-            rows = list(csv.reader(io.StringIO(results.read_text(encoding="utf-8"))))
-        except (UnicodeDecodeError, csv.Error) as exc:
-            raise ValueError(f"{RESULTS_FILE} cannot be read: {one_line(exc, 200)}") from None
-        if rows:
-            header, body = rows[0], rows[1:]
-            col = header.index("epoch") if "epoch" in header else None
-            keep = [r for r in body if col is None or not _after(r, col, last_epoch)]
-            if len(keep) != len(body):
-                buf = io.StringIO()
-                csv.writer(buf, lineterminator="\n").writerows([header, *keep])
-                atomic_write_bytes(results, buf.getvalue().encode("utf-8"))
+    if rows:
+        header, body = rows[0], rows[1:]
+        col = header.index("epoch") if "epoch" in header else None
+        keep = [r for r in body if col is None or not _after(r, col, last_epoch)]
+        if len(keep) != len(body):
+            buf = io.StringIO()
+            csv.writer(buf, lineterminator="\n").writerows([header, *keep])
+            atomic_write_bytes(results, buf.getvalue().encode("utf-8"))
     return dropped
 
 

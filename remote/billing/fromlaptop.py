@@ -3,13 +3,14 @@
 A run's last safe checkpoint is on the Hub (its last milestone) or on this laptop: a
 ``last.pt`` pulled by ``gpurent pull`` and still what was pulled (the pull ledger's
 sha256 and identity, ``remote.weights.lastsafe.laptop_run``), whose epoch is read from
-the file itself. The laptop's copy is used when its epoch is newer than the Hub's and
-the run's history (``metrics.jsonl`` and ``results.csv``) was pulled with it, reaching
-the copy's epoch: else the history would miss the epochs between the Hub's milestone and
-the copy. The
-copy and its history (trimmed to the copy's epoch, here, so the metrics continue with no
-duplicate whatever engine resumes) are uploaded over SFTP, and ``last.pt`` is hashed on
-the box against the laptop's sha256.
+the file itself. The laptop's copy is used when its epoch is newer than the Hub's (or the
+Hub offers no epoch of the run: it cannot be asked, or its ``last.pt`` is another run's,
+``remote.weights.lastsafe.hub_copy``) and the run's history (``metrics.jsonl`` and
+``results.csv``) was pulled with it, reaching the copy's epoch: else the history would
+miss the epochs between the Hub's milestone and the copy. The copy and its history
+(trimmed to the copy's epoch, here, so the metrics continue with no duplicate whatever
+engine resumes) are uploaded over SFTP, and ``last.pt`` is hashed on the box against the
+laptop's sha256.
 """
 
 from __future__ import annotations
@@ -45,28 +46,30 @@ class Source:
 
 def choose(hub: HubCopy, name: str, project: str = "") -> Source:
     """The laptop's copy of run ``name`` (of ``project`` on the old box) when it is newer
-    than ``hub``'s milestone and its history was pulled, else the Hub; with the reason."""
+    than ``hub``'s milestone of the run (or the Hub offers no epoch of the run) and its
+    history was pulled, else the Hub; with the reason."""
     unreadable: list[str] = []
     copy = laptop_run(name, project, unreadable)
     hub_epoch = hub.epoch if not hub.error else None
-    hub_words = f"the Hub's epoch {hub_epoch}" if hub_epoch is not None else \
-        f"the Hub ({hub.error or 'its epoch unknown'})"
     if copy is None:
         return Source(None, f"this laptop's pulled last.pt of the run cannot be read: "
                             f"{unreadable[0]}" if unreadable else
                             "this laptop holds no verified pulled last.pt of the run")
     mine = f"the laptop's copy of epoch {copy.epoch}"
     if hub_epoch is not None and copy.epoch <= hub_epoch:
-        return Source(None, f"{hub_words} is as new as {mine} or newer")
+        return Source(None, f"the Hub's epoch {hub_epoch} is as new as {mine} or newer")
+    unknown = hub.error or "the status pushed with the Hub's last.pt names no epoch"
+    newer = f"{mine} is newer than the Hub's epoch {hub_epoch}" if hub_epoch is not None \
+        else f"{mine} has no Hub epoch of the run to compare with ({unknown})"
     missing = [f for f in HISTORY_FILES if f not in copy.history]
     if missing:
-        return Source(None, f"{mine} is newer than {hub_words}, but its history was not "
-                            f"pulled with it ({', '.join(missing)}: gpurent pull ... --file "
-                            f"last.pt --file {' --file '.join(HISTORY_FILES)})")
+        return Source(None, f"{newer}, but its history was not pulled with it "
+                            f"({', '.join(missing)}: gpurent pull ... --file last.pt --file "
+                            f"{' --file '.join(HISTORY_FILES)})")
     problem = history_problem(copy.history, copy.epoch)
     if problem:
-        return Source(None, f"{mine} is newer than {hub_words}, but {problem}")
-    return Source(copy, f"{mine} is newer than {hub_words}")
+        return Source(None, f"{newer}, but {problem}")
+    return Source(copy, newer)
 
 
 def history_problem(history: dict[str, str], epoch: int) -> str:

@@ -9,9 +9,11 @@ its runs ended while a guard was armed from here (the guard's doing).
 
 For each run launched there, the last checkpoint known to be safe comes from what the
 laptop can verify with the box gone (``remote.weights.lastsafe``): the Hub's copy in the
-user's repository, asked with the user's token, and an intact pulled copy. The epochs
-lost are exact when the laptop saw the run's last epoch after it could no longer change
-(the fleet's probe found it dead, failed or stopped), else bounded by one milestone.
+user's repository, asked with the user's token (the run's own ``last.pt``: a repository
+other runs push to may hold another's, and that is said instead of an epoch), and an
+intact pulled copy. The epochs lost are exact when the laptop saw the run's last epoch
+after it could no longer change (the fleet's probe found it dead, failed or stopped),
+else bounded by one milestone.
 
 An episode (from the first listing that saw it taken away until it runs again) is kept in
 ``STATE/interrupted.json``, so that it is told once (``first_telling``).
@@ -183,7 +185,7 @@ def first_telling(interruption: Interruption) -> bool:
 
 
 def _at_risk(run: RunIntent) -> RunAtRisk:
-    return RunAtRisk(run, hub_copy(run.repo) if run.repo else None,
+    return RunAtRisk(run, hub_copy(run.repo, run.name) if run.repo else None,
                      laptop_copy(run.name, run.project))
 
 

@@ -178,7 +178,7 @@ def move_run(connector: Connector, moving: Moving, token: str, *, target: str = 
         step("preflight passed")
         data = _dataset(transport, moving, secret, step)
         run_dir = f"{moving.project.rstrip('/')}/{moving.name}"
-        hub = hub_copy(moving.repo, token.strip())
+        hub = hub_copy(moving.repo, moving.name, token.strip())
         source = choose(hub, moving.name, old_project(moving, target))
         step(f"from {'this laptop' if source.copy else 'the Hub'}: {source.why}")
         if source.copy is None or not hub.error:

@@ -1,8 +1,12 @@
 """A run's last checkpoint known to be safe off its box, from what this laptop can verify
-when the box is gone: on the Hub, asked with the user's own token (the repository's head
-holds ``last.pt``, an LFS file whose sha256 the Hub keeps, and the ``status.json`` pushed
-in the same commit says which epoch it is); on the laptop, a pulled copy of the run's
-``last.pt`` or ``best.pt`` that the pull ledger holds and that is still intact.
+when the box is gone: on the Hub, asked with the user's own token, the ``last.pt`` a
+resume would take (``trainer.hub.client.pushed_checkpoint``, the rule ``trainer restore``
+applies): the one at the repository's head, an LFS file whose sha256 the Hub keeps, taken
+at the commit that last changed it, where the ``status.json`` pushed with it names the
+run (its ``save_dir``) and says which epoch it is. A repository other runs push to as
+well may hold another run's ``last.pt``: that is said, with no epoch. On the laptop, a
+pulled copy of the run's ``last.pt`` or ``best.pt`` that the pull ledger holds and that
+is still intact.
 
 Only a repository of the user's (``remote.config.hub_repos``) counts, as for the weights
 gate (``remote.weights.safety``). A Hub that cannot be asked confirms nothing.
@@ -18,18 +22,23 @@ from typing import Any
 from remote.config import ConfigError, hub_repos
 from remote.weights.ckptepoch import UnreadableCheckpoint, read_epoch
 from remote.weights.pull import HISTORY_FILES, copy_is_intact, ledger_path
-from trainer.hub.client import HubError, describe_error, import_hub, read_token
-from trainer.runfiles import epoch_count, read_status
+from trainer.hub.client import (
+    CHECKPOINT,
+    HubError,
+    describe_error,
+    import_hub,
+    pushed_checkpoint,
+    read_token,
+)
+from trainer.runfiles import epoch_count
 from trainer.text import clean_text, one_line
-
-#: The checkpoint a resume starts from, and the run's status pushed with it.
-CHECKPOINT, STATUS = "last.pt", "status.json"
 
 
 @dataclass(frozen=True)
 class HubCopy:
-    """``repo`` at ``commit`` holds ``last.pt`` of ``epoch`` (``None``: no status with it;
-    ``state``: the run's state in that status), or why not (``error``)."""
+    """``repo`` at ``commit`` holds the run's ``last.pt`` of ``epoch`` (``None``: its
+    status names none; ``state``: the run's state in that status), or why not
+    (``error``; ``commit``, when known, is then the one that last changed ``last.pt``)."""
 
     repo: str
     commit: str = ""
@@ -48,8 +57,8 @@ class HubCopy:
                 "state": self.state or None, "error": self.error or None}
 
 
-def hub_copy(repo: str, token: str | None = None) -> HubCopy:
-    """What the Hub holds of the run pushed to ``repo`` (see the module doc)."""
+def hub_copy(repo: str, name: str, token: str | None = None) -> HubCopy:
+    """What the Hub holds of run ``name``, pushed to ``repo`` (see the module doc)."""
     try:
         if repo not in hub_repos():
             return HubCopy(repo, error=f"{repo} is not one of your Hub repositories")
@@ -59,24 +68,30 @@ def hub_copy(repo: str, token: str | None = None) -> HubCopy:
     token = token if token is not None else read_token(use_stdin=False)
     endpoint = os.environ.get("HF_ENDPOINT") or None
     try:
-        api = hub.HfApi(endpoint=endpoint, token=token)
-        commit = str(api.model_info(repo).sha)
-        infos = api.get_paths_info(repo, [CHECKPOINT, STATUS], revision=commit)
+        found = pushed_checkpoint(hub, repo, token, endpoint)
+    except HubError as exc:
+        return HubCopy(repo, error=one_line(clean_text(str(exc)), 300))
     except Exception as exc:  # the client raises many types; all are "cannot verify"
         return HubCopy(repo, error=f"cannot ask the Hub: {describe_error(exc, endpoint)}")
-    files = {getattr(i, "path", ""): i for i in infos}
-    if getattr(files.get(CHECKPOINT), "lfs", None) is None:
-        return HubCopy(repo, commit, error=f"{repo} holds no {CHECKPOINT} at {commit[:12]}")
-    status: dict[str, Any] = {}
-    if STATUS in files:
-        try:
-            path = hub.hf_hub_download(repo, STATUS, revision=commit, token=token,
-                                       endpoint=endpoint)
-            status = read_status(path).fields or {}  # capped, never raises
-        except Exception:  # noqa: BLE001 - the epoch is then unknown, the copy still safe
-            status = {}
-    state = status.get("state")
-    return HubCopy(repo, commit, epoch_count(status.get("completed_epochs")),
+    commit = found.commit
+    if not found.lfs:
+        return HubCopy(repo, commit, error=f"{repo}'s {CHECKPOINT} at {commit[:12]} is not an "
+                                           "LFS file: the Hub keeps no sha256 of it")
+    if found.status is None:
+        return HubCopy(repo, commit, error=f"{repo}'s {CHECKPOINT} ({found.pushed}) came "
+                                           "without a status.json: cannot tell which run's "
+                                           "it is")
+    owner = found.run
+    if owner is None:
+        return HubCopy(repo, commit, error=f"the status.json pushed with {repo}'s "
+                                           f"{CHECKPOINT} names no run (no save_dir): cannot "
+                                           "tell it is this run's")
+    if owner != name:
+        return HubCopy(repo, commit, error=f"{repo}'s {CHECKPOINT} is run "
+                                           f"{one_line(clean_text(owner), 100)}'s, not this "
+                                           "run's")
+    state = found.status.get("state")
+    return HubCopy(repo, commit, epoch_count(found.status.get("completed_epochs")),
                    one_line(clean_text(state), 20) if isinstance(state, str) else "")
 
 

@@ -180,7 +180,11 @@ def run(plan: Plan, group: Group | None = None) -> int:
         if removed:
             log.info("exist_ok: reusing %s, removed the old %s", run_dir, ", ".join(removed))
     else:
-        dropped = trim_history(run_dir, start_epoch - 1) if is_main else 0
+        try:
+            dropped = trim_history(run_dir, start_epoch - 1) if is_main else 0
+        except ValueError as exc:  # a history it cannot read is left as it is
+            log.error("cannot resume %s: %s; nothing in it was changed", run_dir, exc)
+            return EXIT_FAILED
         log.info("resuming %s at epoch %d (best %s %s at epoch %s)%s", run_dir, start_epoch,
                  BEST_METRIC, best_metric, best_epoch,
                  f"; dropped {dropped} metrics rows written after that checkpoint"

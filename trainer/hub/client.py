@@ -1,7 +1,9 @@
 """What every Hub command shares: importing huggingface_hub lazily with timeouts on,
-reading the token without argv, and turning client errors into one line that names the
-host tried. The Hub is ``HF_ENDPOINT`` as huggingface_hub reads it: the laptop sets it on
-the command of every box tool that talks to the Hub (``remote.link.tools``).
+reading the token without argv, turning client errors into one line that names the host
+tried, and which run a repository's ``last.pt`` is of (``pushed_checkpoint``: what
+``trainer restore`` takes and what the laptop calls a run's last safe copy on the Hub).
+The Hub is ``HF_ENDPOINT`` as huggingface_hub reads it: the laptop sets it on the command
+of every box tool that talks to the Hub (``remote.link.tools``).
 
 huggingface_hub is imported only inside functions so that ``import trainer.hub.push``
 works on a box where it is not installed yet (``trainer safe`` never needs it).
@@ -13,10 +15,14 @@ import os
 import re
 import sys
 from collections.abc import Collection, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import PurePosixPath
 from types import ModuleType
 from typing import Any, NamedTuple, TextIO
 from urllib.parse import urlsplit
 
+from trainer import runfiles
 from trainer.text import one_line
 
 #: Seconds to wait for a connection, and for any single read or write on it.
@@ -29,6 +35,8 @@ COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 DEFAULT_ENDPOINT = "https://huggingface.co"
 #: The ``[Errno 111] `` before an OS error's words.
 ERRNO_RE = re.compile(r"^\[Errno -?\d+\] ")
+#: The checkpoint a resume starts from.
+CHECKPOINT = "last.pt"
 
 
 class HubError(Exception):
@@ -184,6 +192,87 @@ class Verified(NamedTuple):
     def said(self) -> str:
         """``why`` with the failure, in one line."""
         return f"{self.why}: {self.failure}" if self.failure else self.why
+
+
+@dataclass(frozen=True)
+class PushedCheckpoint:
+    """``repo``'s ``last.pt`` as a resume takes it. A repository may hold the pushes of
+    many runs, each over the last (pushes put every file at its root), so its newest
+    ``status.json`` may be another run's: ``commit`` is the newest commit that changed
+    ``last.pt`` (made at ``date``), ``lfs`` whether the Hub keeps its sha256, and
+    ``status`` the fields of the ``status.json`` pushed in that same commit (milestones
+    and final pushes send both), ``None`` when none came with it."""
+
+    repo: str
+    commit: str
+    date: datetime
+    lfs: bool
+    status: dict[str, Any] | None
+
+    @property
+    def run(self) -> str | None:
+        """The run this ``last.pt`` is of: the last component of its status's
+        ``save_dir`` (both engines write it); ``None`` when that cannot be told."""
+        save_dir = (self.status or {}).get("save_dir")
+        name = PurePosixPath(save_dir).name if isinstance(save_dir, str) else ""
+        return name or None
+
+    @property
+    def pushed(self) -> str:
+        """``pushed 2026-12-03 21:42 UTC``."""
+        return f"pushed {self.date:%Y-%m-%d %H:%M} UTC"
+
+
+def pushed_checkpoint(hub: ModuleType, repo: str, token: str | None = None,
+                      endpoint: str | None = None) -> PushedCheckpoint:
+    """``repo``'s ``last.pt`` at its head, with the status pushed with it (``hub``: the
+    imported huggingface_hub). Raises ``HubError`` when the head holds no ``last.pt``
+    or that status cannot be read; the client's own errors when the Hub cannot be
+    asked."""
+    api = hub.HfApi(endpoint=endpoint, token=token)
+    head = str(api.model_info(repo).sha)
+    info = _path_info(api, repo, CHECKPOINT, head)
+    if info is None:
+        raise HubError(f"{repo} holds no {CHECKPOINT} at {head[:12]}: nothing to resume from "
+                       "(its milestones push it every hub_period epochs)")
+    last = _last_commit(repo, info)
+    status = _path_info(api, repo, runfiles.STATUS_FILE, last.oid)
+    with_it = status is not None and _last_commit(repo, status).oid == last.oid
+    return PushedCheckpoint(repo, last.oid, last.date, info.lfs is not None,
+                            _status_at(hub, repo, last.oid, token, endpoint) if with_it
+                            else None)
+
+
+def _path_info(api: Any, repo: str, name: str, revision: str) -> Any:
+    """``name`` at ``revision`` (``RepoFile``, with the commit that last changed it);
+    ``None`` when ``revision`` holds no ``name``."""
+    infos = api.get_paths_info(repo, [name], expand=True, revision=revision)
+    return next((i for i in infos if i.path == name), None)
+
+
+def _last_commit(repo: str, info: Any) -> Any:
+    """The last commit (``LastCommitInfo``: ``oid``, ``date``) that changed ``info``'s
+    file."""
+    if info.last_commit is None:
+        raise HubError(f"{repo} did not say which commit pushed its {info.path}")
+    return info.last_commit
+
+
+def _status_at(hub: ModuleType, repo: str, commit: str, token: str | None,
+               endpoint: str | None) -> dict[str, Any]:
+    """The fields of ``repo``'s ``status.json`` at ``commit``, pushed with its
+    ``last.pt``; ``HubError`` when it cannot be read."""
+    try:
+        path = hub.hf_hub_download(repo, runfiles.STATUS_FILE, revision=commit, token=token,
+                                   endpoint=endpoint)
+    except Exception as exc:
+        raise HubError(f"download of {runfiles.STATUS_FILE} from {repo} failed: "
+                       f"{describe_error(exc, endpoint)}") from exc
+    read = runfiles.read_status(path)
+    if read.fields is None:
+        raise HubError(f"the {runfiles.STATUS_FILE} pushed with {repo}'s {CHECKPOINT} cannot "
+                       f"be read: {read.reason}")
+    return read.fields
 
 
 def verify_pushed(entries: Sequence[dict[str, Any]], sha256: str, size: int | None = None,

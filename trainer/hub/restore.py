@@ -32,11 +32,19 @@ import re
 import shutil
 import sys
 import tempfile
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from trainer import engines, runfiles
-from trainer.hub.client import HubError, check_repo_id, describe_error, import_hub, read_token
+from trainer.hub.client import (
+    HubError,
+    PushedCheckpoint,
+    check_repo_id,
+    describe_error,
+    import_hub,
+    pushed_checkpoint,
+    read_token,
+)
 from trainer.hub.ledger import sha256_file
 from trainer.text import one_line
 
@@ -67,27 +75,21 @@ def restore_run(repo: str, run_dir: Path, *, token: str | None = None,
                          "name")
     hub = import_hub(progress_bars=False)
     try:
+        found = pushed_checkpoint(hub, repo, token, endpoint)
+        commit = found.commit
         api = hub.HfApi(endpoint=endpoint, token=token)
-        head = str(api.model_info(repo).sha)
-        last = _changed_in(api, repo, "last.pt", head)
-        if last is None:
-            raise HubError(f"{repo} holds no last.pt at {head[:12]}: nothing to resume from "
-                           "(its milestones push it every hub_period epochs)")
-        commit = last.oid
-        with_status = _changed_in(api, repo, runfiles.STATUS_FILE, commit)
         present = {s.rfilename for s in api.model_info(repo, revision=commit).siblings or []}
     except HubError:
         raise
     except Exception as exc:  # the client raises many types; all become one line
         raise HubError(f"cannot read {repo}: {describe_error(exc, endpoint)}") from exc
-    pushed = f"pushed {last.date:%Y-%m-%d %H:%M} UTC"
-    if with_status is None or with_status.oid != commit:
-        raise HubError(f"{repo}'s last.pt ({pushed}) came without a status.json: cannot tell "
-                       "which run's it is, so nothing is restored (push a run's last.pt with "
-                       "its status.json: gpurent push HOST:RUN --repo REPO)")
-    status = _hub_status(hub, repo, commit, token, endpoint)
+    if found.status is None:
+        raise HubError(f"{repo}'s last.pt ({found.pushed}) came without a status.json: cannot "
+                       "tell which run's it is, so nothing is restored (push a run's last.pt "
+                       "with its status.json: gpurent push HOST:RUN --repo REPO)")
+    status = found.status
     epoch = status.get("completed_epochs")
-    _check_run(repo, status, run_dir.name, f"epoch {epoch}, {pushed}")
+    _check_run(found, run_dir.name, f"epoch {epoch}, {found.pushed}")
     run_dir.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".restore-", dir=run_dir))
     try:
@@ -105,7 +107,11 @@ def restore_run(repo: str, run_dir: Path, *, token: str | None = None,
         shutil.rmtree(staging, ignore_errors=True)
     engine = "libreyolo" if engines.TRAIN_CONFIG_FILE in present else "trainer"
     if engine == "libreyolo" and isinstance(epoch, int):
-        runfiles.trim_history(run_dir, epoch)
+        try:
+            runfiles.trim_history(run_dir, epoch)
+        except ValueError as exc:
+            raise HubError(f"{repo}'s history cannot be cut at its epoch {epoch}: {exc}; "
+                           f"the files are in {run_dir} as the Hub has them") from None
     for _path, place in placed:
         dest = run_dir / place
         files.append({"file": place, "sha256": sha256_file(dest), "size": dest.stat().st_size})
@@ -114,29 +120,10 @@ def restore_run(repo: str, run_dir: Path, *, token: str | None = None,
             "status": {k: status.get(k) for k in STATUS_FIELDS if k in status}}
 
 
-def _changed_in(api: Any, repo: str, name: str, revision: str) -> Any:
-    """The last commit (``LastCommitInfo``: ``oid``, ``date``) up to ``revision`` that
-    changed ``name``; ``None`` when ``revision`` holds no ``name``."""
-    for info in api.get_paths_info(repo, [name], expand=True, revision=revision):
-        if info.path == name:
-            if info.last_commit is None:
-                raise HubError(f"{repo} did not say which commit pushed its {name}")
-            return info.last_commit
-    return None
-
-
-def _run_name(status: dict[str, Any]) -> str | None:
-    """The name of the run a ``status.json`` is of: its ``save_dir``'s last component
-    (both engines write it), ``None`` when it has none."""
-    save_dir = status.get("save_dir")
-    name = PurePosixPath(save_dir).name if isinstance(save_dir, str) else ""
-    return name or None
-
-
-def _check_run(repo: str, status: dict[str, Any], name: str, pushed: str) -> None:
-    """Raise ``HubError`` unless the status pushed with ``repo``'s ``last.pt`` is run
+def _check_run(found: PushedCheckpoint, name: str, pushed: str) -> None:
+    """Raise ``HubError`` unless the status pushed with ``found``'s ``last.pt`` is run
     ``name``'s."""
-    owner = _run_name(status)
+    repo, owner = found.repo, found.run
     if owner is None:
         raise HubError(f"the status.json pushed with {repo}'s last.pt ({pushed}) names no run "
                        f"(no save_dir): cannot tell it is run {name}'s, so nothing is "
@@ -184,23 +171,6 @@ def _uncache(path: Path) -> str:
                 "again")
     return ("the copy in this box's Hugging Face cache was bad and was removed, so the next "
             "restore downloads it again")
-
-
-def _hub_status(hub: Any, repo: str, commit: str, token: str | None,
-                endpoint: str | None) -> dict[str, Any]:
-    """The fields of ``repo``'s ``status.json`` at ``commit``; ``HubError`` when it cannot
-    be read (it says whose ``last.pt`` goes with it)."""
-    try:
-        path = hub.hf_hub_download(repo, runfiles.STATUS_FILE, revision=commit, token=token,
-                                   endpoint=endpoint)
-    except Exception as exc:
-        raise HubError(f"download of {runfiles.STATUS_FILE} from {repo} failed: "
-                       f"{describe_error(exc, endpoint)}") from exc
-    read = runfiles.read_status(path)
-    if read.fields is None:
-        raise HubError(f"the status.json pushed with {repo}'s last.pt cannot be read: "
-                       f"{read.reason}")
-    return read.fields
 
 
 def main(argv: list[str]) -> int:

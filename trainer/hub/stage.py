@@ -13,6 +13,10 @@ dataset repository and extract it safely, once.
 5. Extract through a private staging directory moved into place only once the whole
    archive is written (never with tarfile's own extraction, whose filter differs by
    Python version), then write the marker and print the data.yaml found.
+
+With ``--events`` the steps and the download's progress are JSON lines on stdout
+(``{"event": "progress", "text": ...}``) before the report, for a laptop that streams
+them (``gpurent stage``): a box's exec has no terminal, so no progress bar shows there.
 """
 
 from __future__ import annotations
@@ -25,7 +29,10 @@ import re
 import shutil
 import sys
 import tarfile
+import threading
+from collections.abc import Callable
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 from trainer import runfiles
@@ -45,6 +52,15 @@ from trainer.text import clean_text, one_line
 #: Head-room kept free on DEST's disk beyond the unpacked size.
 DISK_MARGIN = 256 * 1024 * 1024
 MAX_YAML_DEPTH = 4
+#: Seconds between two lines of a download's progress (``--events``).
+PROGRESS_EVERY = 5.0
+
+#: Where a step of the staging is told, in words (``--events``).
+Say = Callable[[str], None]
+
+
+def _silent(_text: str) -> None:
+    pass
 
 
 def free_bytes(path: Path) -> int:
@@ -57,7 +73,7 @@ def _gb(n: float) -> str:
 
 
 def extract_archive(archive: Path, dest: Path, *, max_members: int = MAX_MEMBERS,
-                    max_bytes: int = MAX_TOTAL_BYTES) -> ArchivePlan:
+                    max_bytes: int = MAX_TOTAL_BYTES, say: Say = _silent) -> ArchivePlan:
     """Validate, check disk, then extract ``archive`` into ``dest``. Raises
     ``UnsafeArchive`` or ``OSError``/``tarfile.TarError``; nothing is left behind then."""
     with tarfile.open(archive, "r:*") as tar:
@@ -66,8 +82,52 @@ def extract_archive(archive: Path, dest: Path, *, max_members: int = MAX_MEMBERS
         if free < need:
             raise OSError(f"not enough disk in {dest}: the archive unpacks to "
                           f"{_gb(plan.bytes)}, {_gb(free)} free")
+        say(f"extracting {plan.files} files ({_gb(plan.bytes)}) into {dest}")
         extract_planned(tar, plan, dest)
     return plan
+
+
+def partial_bytes(blobs: Path) -> int:
+    """Bytes held by the downloads under way in a repository's cache folder: the
+    client writes each into ``BLOB.incomplete`` beside the blob it becomes."""
+    total = 0
+    for path in blobs.glob("*.incomplete"):
+        try:
+            total += path.stat().st_size
+        except OSError:  # renamed into its blob meanwhile
+            continue
+    return total
+
+
+class DownloadWatch:
+    """While a download runs (``with``), says every ``every`` seconds how far it got,
+    when that changed: ``downloaded 540.0 MB of 1.20 GB (45%)``."""
+
+    def __init__(self, blobs: Path, total: int | None, say: Say,
+                 every: float = PROGRESS_EVERY) -> None:
+        self.blobs, self.total, self.say, self.every = blobs, total, say, every
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="download progress",
+                                        daemon=True)
+
+    def __enter__(self) -> DownloadWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _watch(self) -> None:
+        said = 0
+        while not self._stop.wait(self.every):
+            done = partial_bytes(self.blobs)
+            if done != said:
+                said = done
+                of = f" of {_gb(self.total)} ({done * 100 // self.total}%)" \
+                    if self.total else ""
+                self.say(f"downloaded {_gb(done)}{of}")
 
 
 def find_data_yaml(dest: Path) -> Path | None:
@@ -106,9 +166,10 @@ def _lfs_sha256(etag: str | None) -> str | None:
 def stage(repo: str, filename: str, dest: Path, *, revision: str | None = None,
           token: str | None = None, endpoint: str | None = None,
           progress_bars: bool = True, max_members: int = MAX_MEMBERS,
-          max_bytes: int = MAX_TOTAL_BYTES) -> dict[str, Any]:
-    """Download and extract once; return the ``--json`` object. Raises ``HubError``,
-    ``UnsafeArchive``, ``OSError`` or ``tarfile.TarError``."""
+          max_bytes: int = MAX_TOTAL_BYTES, say: Say = _silent) -> dict[str, Any]:
+    """Download and extract once; return the ``--json`` object; ``say`` is told each
+    step and the download's progress. Raises ``HubError``, ``UnsafeArchive``, ``OSError``
+    or ``tarfile.TarError``."""
     check_repo_id(repo)
     hub = import_hub(progress_bars)
     marker = marker_path(dest, repo, filename)
@@ -128,18 +189,25 @@ def stage(repo: str, filename: str, dest: Path, *, revision: str | None = None,
     if meta.size is not None and free < meta.size:
         raise OSError(f"not enough disk for the download in HF_HOME: {_gb(meta.size)} "
                       f"needed, {_gb(free)} free")
+    size = f" ({_gb(meta.size)})" if meta.size is not None else ""
+    say(f"downloading {filename} from {repo}{size}")
+    # The client's cache folder of the repository (``repo_folder_name``).
+    blobs = Path(hub.constants.HF_HUB_CACHE) / f"datasets--{repo.replace('/', '--')}" / "blobs"
     try:
-        archive = Path(hub.hf_hub_download(repo, filename, repo_type="dataset",
-                                           revision=revision, token=token,
-                                           endpoint=endpoint))
+        with DownloadWatch(blobs, meta.size, say):
+            archive = Path(hub.hf_hub_download(repo, filename, repo_type="dataset",
+                                               revision=revision, token=token,
+                                               endpoint=endpoint))
     except Exception as exc:
         why = describe_error(exc, endpoint)
         raise HubError(f"download of {filename} from {repo} failed: {why}") from exc
+    say(f"checking the sha256 of {filename}")
     sha = sha256_file(archive)
     if expected and sha != expected:
         raise HubError(f"{archive} has sha256 {sha[:12]}…, the Hub says {expected[:12]}…; "
                        "delete it from the cache and stage again")
-    plan = extract_archive(archive, dest, max_members=max_members, max_bytes=max_bytes)
+    plan = extract_archive(archive, dest, max_members=max_members, max_bytes=max_bytes,
+                           say=say)
     data_yaml = find_data_yaml(dest)
     record = {"repo": repo, "file": filename, "revision": revision,
               "commit": meta.commit_hash, "etag": meta.etag, "sha256": sha,
@@ -158,6 +226,10 @@ def _result(record: dict[str, Any], dest: Path, *, staged: bool) -> dict[str, An
     return {"ok": True, "staged": staged, "dest": str(dest), **{
         k: record.get(k) for k in ("repo", "file", "revision", "commit", "sha256",
                                    "archive", "files", "bytes")}, "data_yaml": data_yaml}
+
+
+def _event(text: str) -> None:
+    print(json.dumps({"event": "progress", "text": text}), flush=True)
 
 
 def main(argv: list[str]) -> int:
@@ -179,6 +251,9 @@ def main(argv: list[str]) -> int:
                    help="refuse an archive whose files unpack to more (default "
                    f"{MAX_TOTAL_BYTES / 1e9:.0f})")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--events", action="store_true",
+                   help="print each step and the download's progress as JSON lines "
+                   '({"event": "progress", "text": ...}) before the --json report')
     args = p.parse_args(argv)
 
     def fail(message: str, code: int) -> int:
@@ -197,8 +272,9 @@ def main(argv: list[str]) -> int:
     token = read_token(args.token_stdin) if args.token_stdin else None
     try:
         result = stage(args.repo, args.file, dest, revision=args.revision, token=token,
-                       progress_bars=not args.json, max_members=args.max_members,
-                       max_bytes=int(args.max_gb * 1e9))
+                       progress_bars=not (args.json or args.events),
+                       max_members=args.max_members, max_bytes=int(args.max_gb * 1e9),
+                       say=_event if args.events else _silent)
     except UnsafeArchive as exc:
         return fail(f"refusing {args.file}: {exc}; nothing was extracted", 1)
     except (HubError, OSError, tarfile.TarError, EOFError) as exc:
