@@ -360,15 +360,7 @@ class GpurentApp(App[int]):
         index = next((n for n, s in enumerate(self.specs) if s.target == target), None)
         view = None if index is None else tabs.get_pane(f"box-{index}").query_one(BoxView)
         if index is None:
-            inst = getattr(row, "instance", None)
-            fleet = getattr(self.screen, "fleet", None)
-            client = getattr(fleet, "clients", {}).get(getattr(row, "account", ""))
-            options = getattr(fleet, "options", None)
-            spec = BoxSpec("ssh", target, provider=getattr(row, "provider", None),
-                           instance=getattr(inst, "id", None),
-                           provider_url=getattr(client, "base_url", None), client=client,
-                           accept_new=bool(getattr(options, "accept_new", False)),
-                           ssh_options=tuple(getattr(options, "ssh_options", {}).items()))
+            spec = BoxSpec.from_fleet_row(row, getattr(self.screen, "fleet", None))
             index = len(self.specs)
             self.specs.append(spec)
             view = BoxView(spec, clock=self.clock, autoconnect=self.autoconnect,
@@ -429,7 +421,8 @@ class GpurentApp(App[int]):
                 reached=state.reached or spec.kind == "local",
                 why_not=state.connect_error or "",
                 destroyed=state.instance_destroyed(), instance=str(spec.instance or ""),
-                stopped=state.instance_stopped(), storage_price=state.storage_per_hour()))
+                stopped=state.instance_stopped(), storage_price=state.storage_per_hour(),
+                provider_said=state.provider_said()))
         return out
 
     async def action_quit(self) -> None:

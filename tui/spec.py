@@ -36,6 +36,26 @@ class BoxSpec:
     #: The instance's provider client when the fleet opened it (the listing account's
     #: key, which may not be the provider's default one).
     client: Any = field(default=None, compare=False, repr=False)
+    #: The instance as the fleet listed it, and when (epoch seconds): its price and
+    #: state until the provider is asked again.
+    listed: tuple[Any, float] | None = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def from_fleet_row(cls, row: Any, fleet: Any) -> BoxSpec:
+        """The tab of a fleet row (``remote.billing.fleet.FleetRow``) from the listing
+        ``fleet`` it came from: its provider's client, the instance as listed and when,
+        and the listing's connection options (``-i``, ``--accept-new``)."""
+        inst = getattr(row, "instance", None)
+        client = getattr(fleet, "clients", {}).get(getattr(row, "account", ""))
+        options = getattr(fleet, "options", None)
+        listed_at = getattr(fleet, "now", None)
+        return cls("ssh", str(getattr(row, "target", "")),
+                   provider=getattr(row, "provider", None),
+                   instance=getattr(inst, "id", None),
+                   provider_url=getattr(client, "base_url", None), client=client,
+                   listed=None if inst is None or listed_at is None else (inst, listed_at),
+                   accept_new=bool(getattr(options, "accept_new", False)),
+                   ssh_options=tuple(getattr(options, "ssh_options", {}).items()))
 
     @property
     def title(self) -> str:

@@ -1,8 +1,9 @@
 """The words for leaving: what quitting leaves running and what it costs, per box and run
 state. Pure functions of plain facts (``Standing``), so the quit dialog, the farewell
 printed on exit and the tests say the same thing; no widget here. Only what was observed
-is said: a box never reached gets no words about runs or billing, a destroyed instance
-none about money."""
+is said: a box never reached gets no words about runs, only what its provider said of
+its instance (and how long ago, once that is a while), a destroyed instance none about
+money."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from rich.text import Text
 
 from remote.billing import money
 from trainer.health import GOING
+from trainer.text import format_duration
 from tui.fmt import safe
 
 #: How an ended run reads ("run exp1 completed").
@@ -49,6 +51,8 @@ class Standing:
     #: so): only its disk bills, ``storage_price`` per hour (``None``: unknown).
     stopped: bool = False
     storage_price: float | None = None
+    #: What the provider last said of the instance, in words (``provider_words``).
+    provider_said: str = ""
 
     @property
     def known(self) -> bool:
@@ -85,11 +89,31 @@ def _run_words(s: Standing) -> str:
     return f"{run} {ENDED.get(s.verdict, 'is ' + s.verdict)}"
 
 
+#: A provider's word older than this many seconds says how old it is.
+FRESH_SECONDS = 60.0
+
+
+def provider_words(provider: str, state: str, billing: float | None, age: float) -> str:
+    """What the provider said of an instance: ``vast says it is running and bills
+    $0.45/h`` (``billing``: per hour in that state), ``(asked 5m00s ago)`` after a
+    while."""
+    said = f"{provider} says it is {state}"
+    if state == "stopped":
+        said += f": its disk bills {money(billing)}/h"
+    elif billing is not None:
+        said += f" and bills {money(billing)}/h"
+    if age > FRESH_SECONDS:
+        said += f" (asked {format_duration(age)} ago)"
+    return said
+
+
 def _unknown_words(s: Standing) -> str:
-    """A box never reached, or whose instance was destroyed."""
+    """A box never reached (with what its provider said), or whose instance was
+    destroyed."""
     if s.destroyed:
         return f"instance {s.instance} destroyed" if s.instance else "instance destroyed"
-    return f"never reached ({s.why_not})" if s.why_not else "never reached"
+    line = f"never reached ({s.why_not})" if s.why_not else "never reached"
+    return f"{line}; {s.provider_said}" if s.provider_said else line
 
 
 def _weights_words(s: Standing) -> str:
@@ -112,7 +136,8 @@ def quit_text(standings: list[Standing]) -> Text:
         text.append(": ")
         if not s.local and not s.known:
             text.append_text(safe(_unknown_words(s), 400))
-            text.append("." if s.destroyed else ": nothing is known about it.")
+            text.append("." if s.destroyed or s.provider_said
+                        else ": nothing is known about it.")
             continue
         text.append_text(safe(_run_words(s), 120))
         if s.local:

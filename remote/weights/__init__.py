@@ -5,9 +5,9 @@ the Hub token handed to the box reaches (``reach``)."""
 from trainer._exports import lazy_exports
 
 __all__, __getattr__ = lazy_exports(__name__, {
-    "pull": ["box_run_dir", "default_pull_dir", "dest_for", "pull_weights"],
+    "pull": ["box_run_dir", "default_pull_dir", "dest_for", "ledger_stamp", "pull_weights"],
     "push": ["NO_TOKEN", "PUSHED_FILES", "REPO_RE", "PushFailed", "check_push_args",
              "laptop_token", "push_from_box", "require_token"],
     "reach": ["TokenRefused", "reach_warning"],
-    "safety": ["weights_safety"],
+    "safety": ["Safety", "judged_again", "weights_safety"],
 })

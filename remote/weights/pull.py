@@ -65,6 +65,16 @@ def ledger_path() -> Path:
     return data_dir() / LEDGER_NAME
 
 
+def ledger_stamp() -> tuple[int, int, int] | None:
+    """The pull ledger's size, mtime and inode (``None`` while there is none): a pull
+    made anywhere on this laptop (``gpurent pull``, another window) changes it."""
+    try:
+        st = os.stat(ledger_path())
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns, st.st_ino
+
+
 def remote_path(run_dir: str, name: str) -> str:
     """Where ``name`` lives in the run: the history (``metrics.jsonl``, ``results.csv``)
     is at the run's top, another bare file name is under ``weights/``, a relative path is

@@ -77,8 +77,9 @@ class Safety:
     files: tuple[FileVerdict, ...] = ()
     weight_files: int = 0
     runs: tuple[str, ...] = ()
-    #: The box's ``trainer safe --json`` answer, as it came.
+    #: The box's ``trainer safe --json`` answer, as it came, and the box's label.
     box: dict[str, Any] = field(default_factory=dict, repr=False)
+    host: str = ""
 
     @property
     def nothing(self) -> bool:
@@ -179,20 +180,20 @@ def judge(answer: dict[str, Any], host_label: str, verify: HubVerify) -> Safety:
     where = {v.where for v in verdicts if v.where}
     if not runs:  # nothing was looked at: that is not "nothing to lose"
         return Safety(False, None, None, "no run found on the box to check (name the run, "
-                      "or its project)", (), 0, (), answer)
+                      "or its project)", (), 0, (), answer, host_label)
     if unsafe:
         details = "; ".join(f"{v.path} ({v.detail})" for v in unsafe[:NAMED])
         more = f"; and {len(unsafe) - NAMED} more" if len(unsafe) > NAMED else ""
         failed = "".join(f"; {f}" for f in _failures(unsafe))
         return Safety(False, None, epoch, f"not safe: {details}{more}{failed}",
-                      tuple(verdicts), count, tuple(runs), answer)
+                      tuple(verdicts), count, tuple(runs), answer, host_label)
     if not count:
         scope = f"{len(runs)} run{'s' if len(runs) != 1 else ''}"
         return Safety(True, None, epoch, f"no weights yet ({scope}): nothing to lose",
-                      tuple(verdicts), 0, tuple(runs), answer)
+                      tuple(verdicts), 0, tuple(runs), answer, host_label)
     names = _listed([f"{v.short} ({v.detail})" for v in verdicts])
     return Safety(True, "+".join(sorted(where)) or None, epoch, names,
-                  tuple(verdicts), count, tuple(runs), answer)
+                  tuple(verdicts), count, tuple(runs), answer, host_label)
 
 
 def _judge_file(item: dict[str, Any], run_dir: str, pulls: list[dict],
@@ -231,10 +232,24 @@ def weights_safety(transport: Transport, run_dir: str | None = None,
     runs = [run_dir] if run_dir else []
     scopes = list(dict.fromkeys([*(posixpath.dirname(run_dir.rstrip("/")) or "."
                                    for run_dir in runs), *projects]))
-    if verify is None:
-        try:
-            verify = laptop_verify((*repos, *hub_repos()))
-        except ConfigError as exc:
-            raise TransportError(str(exc)) from None
+    verify = verify or users_verify(repos)
     answer = box_inventory(transport, runs, scopes, registry, timeout, connector)
     return judge(answer, transport.label, verify)
+
+
+def users_verify(repos: Sequence[str] = ()) -> HubVerify:
+    """Hub verification of copies in ``repos`` and the user's own repositories
+    (``remote.config.hub_repos``); ``TransportError`` for a malformed ``[hub] repos``."""
+    try:
+        return laptop_verify((*repos, *hub_repos()))
+    except ConfigError as exc:
+        raise TransportError(str(exc)) from None
+
+
+def judged_again(safety: Safety, verify: HubVerify | None = None) -> Safety:
+    """``safety`` judged anew from the same answer of its box, without asking the box
+    (one that is gone): what this laptop and the user's Hub repositories hold now of
+    the files it listed (a verdict made without the box's answer stays as it is)."""
+    if not isinstance(safety.box.get("runs"), list):
+        return safety
+    return judge(safety.box, safety.host, verify or users_verify())

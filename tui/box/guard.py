@@ -53,10 +53,18 @@ class Guard:
         self._alarm_told: Any = None
 
     def text(self) -> Text:
-        """The guard badge: off, its state, or its alarm in red until acknowledged."""
-        guard = self.ports.state.guard
+        """The guard badge: off, its state, or its alarm in red until acknowledged; once
+        the instance is destroyed (not by the guard), that there is nothing to guard:
+        what the guard did or feared before is no longer true."""
+        state = self.ports.state
+        guard = state.guard
         if guard is None:
             return Text("guard: off", style="dim")
+        outcome = (guard.outcome or {}) if guard.state == "done" else {}
+        by_guard = bool(outcome.get("confirmed") and outcome.get("action") == "destroy")
+        if state.instance_destroyed() and not by_guard:
+            return safe(f"guard: nothing left to guard, instance {state.spec.instance} "
+                        "destroyed", 100, "dim")
         if guard.alarm_active:
             text = Text(" ⚠ GUARD ALARM ", style="bold white on red")
             text.append(" ")
@@ -68,10 +76,14 @@ class Guard:
     def show(self, guard: Any) -> None:
         """Show the guard's state (from the watcher's stream, or an action's answer)."""
         self.ports.state.guard = guard
-        self.panes.guard_badge.update(self.text())
+        self.draw()
         if guard is not None and guard.alarm_active and self._alarm_told != guard.alarm:
             self._alarm_told = guard.alarm  # tell once per alarm, loudly
             self.ports.alert(f"GUARD ALARM: {guard.alarm.get('message')}")
+
+    def draw(self) -> None:
+        """The guard badge as the facts say now (the instance's state included)."""
+        self.panes.guard_badge.update(self.text())
 
     def ask(self) -> None:
         """Acknowledge the alarm; else disarm (when armed, after confirming); else arm

@@ -121,9 +121,10 @@ class Instance:
             self.ask_destroy()
 
     def refresh(self) -> None:
-        """Ask the provider about the instance (price, storage, state); the guard's
-        state on the box comes with the watcher's stream."""
-        self.ports.work("refresh_instance", self._read, group="instance")
+        """Ask the provider about the instance (price, storage, state), when the box is
+        one; the guard's state on the box comes with the watcher's stream."""
+        if self.ports.state.has_instance():
+            self.ports.work("refresh_instance", self._read, group="instance")
 
     def _read(self) -> None:
         state = self.ports.state
@@ -139,9 +140,11 @@ class Instance:
         return state.instance_destroyed()
 
     def read(self, instance: Any) -> None:
-        """Keep what the provider said (nothing more once the instance is destroyed)."""
-        if not self.ports.state.instance_destroyed():
-            self.ports.state.instance = instance
+        """Keep what the provider said, and when (nothing more once the instance is
+        destroyed)."""
+        state = self.ports.state
+        if not state.instance_destroyed():
+            state.instance, state.instance_at = instance, state.clock()
 
     # ------------------------------------------------------------------ stop, destroy
 

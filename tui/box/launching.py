@@ -128,6 +128,8 @@ class Launching:
         self._paths: dict[str, str] = {}
         #: The form's checks (or its estimate) failed: the link's return runs them again.
         self._checks_owed = False
+        #: The open form's defaults that assume a GPU, the box not having said yet.
+        self._gpu_guesses: dict[str, str] = {}
 
     # ------------------------------------------------------------------ the form
 
@@ -158,6 +160,7 @@ class Launching:
         state = self.ports.state
         transport = state.need_transport()
         defaults = self.launch_defaults()
+        self._gpu_guesses = self.gpu_guesses()
 
         def preview(request: LaunchRequest) -> str:
             # The paths as the launch will make them (asked by the checks, off this
@@ -205,6 +208,21 @@ class Launching:
             n += 1
         base["name"] = f"exp{n}"
         return base
+
+    def gpu_guesses(self) -> dict[str, str]:
+        """The defaults ``launch_defaults`` takes from ``GPU_DEFAULTS`` because the box
+        has not said yet whether it has a GPU (none that the demo or the last launch
+        sets)."""
+        state = self.ports.state
+        if has_gpu(state.preflight) is not None:
+            return {}
+        demo: dict[str, str] = {}
+        if state.spec.demo:
+            from tui.demo import DEMO_ARGS
+
+            demo = DEMO_ARGS
+        return {k: v for k, v in GPU_DEFAULTS.items()
+                if k not in state.last_launch and k not in demo}
 
     def launch_spec(self, request: LaunchRequest) -> Any:
         """The ``remote.runs.launch.LaunchSpec`` for the form's values (``hub`` is our
@@ -374,13 +392,15 @@ class Launching:
         form = self._open_form()
         if form is None or (form.query("#f-data") and form.values()["data"] != checks.data):
             return  # an older path's checks, back after a newer one's (or before it)
+        guesses, self._gpu_guesses = self._gpu_guesses, {}
         if has_gpu(state.preflight) is False:
-            # Only what a CPU changes: the model is the engine's (a switch to LibreYOLO
-            # before the checks came back keeps its model).
-            form.set_values({k: v for k, v in CPU_DEFAULTS.items()
-                             if k not in state.last_launch and GPU_DEFAULTS.get(k) != v},
-                            only_untouched=True,
-                            why="set for this box: it has no GPU")
+            # Once, and only a GPU guess the form still holds (a clone's value, or one
+            # typed, was not chosen for a GPU): the model is the engine's (a switch to
+            # LibreYOLO before the checks came back keeps its model).
+            shown = form.values() if form.query("#f-data") else form.defaults
+            form.set_values({k: CPU_DEFAULTS[k] for k, v in guesses.items()
+                             if shown.get(k) == v != CPU_DEFAULTS[k]},
+                            only_untouched=True, why="set for this box: it has no GPU")
         form.show_findings(checks.text, checks.blocks,
                            "✔ the dataset doctor found no errors" if checks.data_ok else "")
         self.estimate.data_ok = checks.data_ok

@@ -44,8 +44,10 @@ def money_text(state: BoxState, elapsed: float | None) -> Text:
         note = f"{money(report.per_epoch_usd)}/epoch"
     if report.price_source:
         note = f"{note}  ({report.price_source})".strip()
+    unpriced = f"no price from {state.spec.provider} yet" if state.has_instance() \
+        else "give --price or --provider to see costs"
     return money_line(report.price_per_hour, report.spent_usd, report.projected_total_usd,
-                      note, after_run_text(state))
+                      note, after_run_text(state), unpriced)
 
 
 def after_run_text(state: BoxState) -> Text | None:

@@ -21,6 +21,7 @@ from trainer.text import format_duration
 from tui.box.activity import Activities
 from tui.box.failures import ActionRefused
 from tui.spec import BoxSpec
+from tui.words import provider_words
 
 #: Health verdicts that ring the bell when a run reaches them (any run of the box).
 ALERT_VERDICTS = {"completed": "information", "failed": "error", "dead": "error",
@@ -63,8 +64,9 @@ class BoxState:
     #: The watched run's weight files and Hub ledger as last streamed (kind -> value).
     weight_files: dict[str, Any] = field(default_factory=dict)
     preflight: dict[str, Any] | None = None
-    #: The provider's instance (price, storage, state), once asked.
+    #: The provider's instance (price, storage, state), once asked, and when it said so.
     instance: Any = None
+    instance_at: float | None = None
     #: Whether the weights are safe off the box, and when that was judged.
     safety: Any = None
     safety_at: float | None = None
@@ -85,6 +87,8 @@ class BoxState:
 
     def __post_init__(self) -> None:
         self.project = self.project or self.spec.project
+        if self.spec.listed is not None:
+            self.instance, self.instance_at = self.spec.listed
 
     def say(self, line: str, severity: str = "information") -> None:
         """Put ``line`` in the status row (until the next one, or for
@@ -206,6 +210,15 @@ class BoxState:
         if storage is None and guard is not None and guard.state == "done":
             storage = (guard.outcome or {}).get("billing_per_hour")
         return storage if isinstance(storage, int | float) else None
+
+    def provider_said(self) -> str:
+        """What the provider last said of the instance, in words
+        (``tui.words.provider_words``); ``""`` before it said anything."""
+        inst, at = self.instance, self.instance_at
+        if inst is None or at is None or not self.spec.provider:
+            return ""
+        return provider_words(self.spec.provider, str(getattr(inst, "state", "unknown")),
+                              getattr(inst, "billing_per_hour", None), self.clock() - at)
 
     def has_instance(self) -> bool:
         """Whether the box is a provider's instance that the app may ask about."""

@@ -122,10 +122,8 @@ class BoxView(Vertical):
         self.commands: dict[str, Callable[[], None]] = {
             "launch": self.launching.open_launch, "profile": self.launching.open_profile,
             "pull": self.weights.pull, "push": self.weights.ask_push,
-            "stop_run": self.run_stop.ask, "guard": self.guard.ask,
-            "resume": self.resume.ask, "stop_instance": self.instance.ask_stop,
-            "destroy": self.instance.ask_destroy,
-        }
+            "stop_run": self.run_stop.ask, "guard": self.guard.ask, "resume": self.resume.ask,
+            "stop_instance": self.instance.ask_stop, "destroy": self.instance.ask_destroy}
         self._frame = 0
         #: r asked for the control connection anew: its return is said out loud.
         self._reconnecting = False
@@ -170,10 +168,11 @@ class BoxView(Vertical):
                 yield LogPane(id="logpane", classes="data-pane")
 
     def on_mount(self) -> None:
-        """Start connecting, the one-second tick and the spinner."""
+        """Start connecting (the provider is asked at once), the tick and the spinner."""
         self.set_interval(1.0, self.tick)
         self.set_interval(0.15, self.spin)
         if self.autoconnect:
+            self.instance.refresh()  # the provider answers without the box
             if not self.spec.demo:
                 self.watching.watch(self.state.run_path(self.spec.run) if self.spec.run
                                     else None)
@@ -198,10 +197,11 @@ class BoxView(Vertical):
         return money.money_text(self.state, self.header.elapsed())
 
     def tick(self) -> None:
-        """Once a second: times, ages and money move on."""
+        """Once a second: times, ages, money and the badges move on."""
         self.header.tick()
         self.header.show_money(self.money_text())
-        self.weights.draw()
+        self.weights.tick()
+        self.guard.draw()
         if self.state.down_since is not None:
             self.link.draw()
         self.draw_status_row()
@@ -409,6 +409,7 @@ class BoxView(Vertical):
         self.watching.stop()
         self.link.gone()
         self.header.show_money(self.money_text())
+        self.weights.refresh()  # the copies of what the box last listed
         self._title_changed()
 
     def on_box_instance_stale(self, _message: InstanceStale) -> None:

@@ -1,7 +1,9 @@
 """The weights of one box: the badge that says whether they are safe off the box (judged
 again when the follower streams a change of the weight files or of ``hub.json``, the
-only time it asks the box), pushing best.pt to the Hub from the box and pulling the
-weights to this laptop."""
+only time it asks the box, and when this laptop's pull ledger changes: a pull made with
+the TUI or ``gpurent pull``), pushing best.pt to the Hub from the box and pulling the
+weights to this laptop. Once the box's instance is destroyed the badge speaks of the
+copies only: the files the box last listed, judged again without it."""
 
 from __future__ import annotations
 
@@ -17,10 +19,13 @@ from remote.billing import resolve_safety, run_safety
 from remote.watch import HubEvent, WeightsEvent
 from remote.weights import (
     PUSHED_FILES,
+    Safety,
     box_run_dir,
     default_pull_dir,
     dest_for,
+    judged_again,
     laptop_token,
+    ledger_stamp,
     pull_weights,
     push_from_box,
     require_token,
@@ -70,13 +75,27 @@ class Weights:
     def __init__(self, ports: Ports, panes: Panes) -> None:
         self.ports = ports
         self.panes = panes
+        #: The pull ledger as last seen (``remote.weights.pull.ledger_stamp``).
+        self._ledger = ledger_stamp()
 
     # ------------------------------------------------------------------ the badge
 
     def refresh(self) -> None:
         """Ask whether the weights of every run the box knows are safe off it (Hub or
-        laptop) and show it on the badge."""
-        self.ports.work("refresh_safety", self._judge, group="safety")
+        laptop) and show it on the badge; once the instance is destroyed, judge the
+        files it last listed again, without it."""
+        gone = self.ports.state.instance_destroyed()
+        self.ports.work("refresh_safety", self._judge_gone if gone else self._judge,
+                        group="safety")
+
+    def tick(self) -> None:
+        """Once a second: judge the weights again when the pull ledger changed since
+        last seen (a pull made here or with ``gpurent pull``); draw the badge."""
+        stamp = ledger_stamp()
+        if stamp != self._ledger:
+            self._ledger = stamp
+            self.refresh()
+        self.draw()
 
     def _judge(self) -> None:
         """The badge of this machine (``--local``, ``--demo``) speaks of its project's
@@ -87,6 +106,13 @@ class Weights:
         registry = state.spec.kind != "local"
         self.ports.post(SafetyJudged(resolve_safety(safety_source(state, registry))))
 
+    def _judge_gone(self) -> None:
+        """What this laptop and the Hub hold now of the files the destroyed box last
+        listed (nothing to judge when it never listed them)."""
+        last = self.ports.state.safety
+        if isinstance(last, Safety):
+            self.ports.post(SafetyJudged(judged_again(last)))
+
     def show(self, safety: Any) -> None:
         """Show a verdict on the weights."""
         state = self.ports.state
@@ -94,9 +120,13 @@ class Weights:
         self.draw()
 
     def draw(self) -> None:
-        """The weights badge, its reason's ages moved on to now."""
+        """The weights badge, its reason's ages moved on to now (once the instance is
+        destroyed: what became of its weights)."""
         state = self.ports.state
         s = state.safety
+        if state.instance_destroyed():
+            self.panes.weights_badge.show_destroyed(s if isinstance(s, Safety) else None)
+            return
         if s is None or state.safety_at is None:
             return
         reason = advance_ages(s.reason, state.clock() - state.safety_at)
@@ -199,7 +229,6 @@ class Weights:
         where = os.path.dirname(pulled[-1].local_path) if pulled else dest
         post(Done(f"pulled {names} into {where} in {seconds:.1f} s "
                   f"({size / 1e6 / seconds:.1f} MB/s), sha256 verified"))
-        post(SafetyStale())
 
     def transferred(self, message: Transferred) -> None:
         """Transfer progress, for the status row."""

@@ -241,7 +241,8 @@ class LaunchForm(Dialog[LaunchRequest | None]):
                    why: str = "") -> None:
         """Fill fields (the ones the user has not typed in, with ``only_untouched``);
         with ``why``, a field whose value this changes is marked (``why`` and its old
-        value under it), so that no default changes unseen."""
+        value under it), so that no default changes unseen; without, a field filled
+        loses its mark (the box's change is no longer what it holds)."""
         if self._later(self.set_values, values, only_untouched, why):
             return
         for key, value in values.items():
@@ -254,6 +255,8 @@ class LaunchForm(Dialog[LaunchRequest | None]):
                 continue
             if why and field_.value != value:
                 self.changed[key] = f"⚠ {why} (was {field_.value or 'empty'})"
+            elif not why:
+                self.changed.pop(key, None)
             self._placed[key] = value
             field_.value = value
         self.refresh_form()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.text import Text
 from textual.widgets import Static
 
@@ -101,4 +103,23 @@ class WeightsBadge(Static):
         if reason and not safe_now and not unsafe:  # why unknown, or unsafe unnamed
             text.append("  ")
             text.append_text(safe(reason, 80, "dim"))
+        self.update(text)
+
+    def show_destroyed(self, verdict: Any) -> None:
+        """The box's instance is destroyed: no word about the box, only what became of
+        its weights (``verdict``: the files it last listed, judged without it; ``None``
+        when they were never listed)."""
+        self.safe_now = None if verdict is None else verdict.safe
+        text = Text("■ box destroyed", style="bold")
+        if verdict is None or not getattr(verdict, "runs", ()):
+            text.append(": its weights were never listed", style="dim")
+        elif verdict.nothing:
+            text.append(": it held no weights", style="dim")
+        elif verdict.safe:
+            text.append("; its weights are kept", style="green")
+            if verdict.where:
+                text.append_text(safe(f" ({verdict.where})", 20, "green"))
+        else:
+            text.append("; no copy here or on your Hub: ", style="bold red")
+            text.append_text(safe(verdict.unsafe_names, 48, "bold red"))
         self.update(text)

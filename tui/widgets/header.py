@@ -201,13 +201,15 @@ class RunHeader(Vertical):
 
 
 def money_line(price: float | None, spent: float | None, projected: float | None,
-               note: str = "", after: Text | None = None) -> Text:
+               note: str = "", after: Text | None = None,
+               unpriced: str = "give --price or --provider to see costs") -> Text:
     """The money row: ``$/h``, spent so far, projected to finish, a note, and ``after``:
-    what the box bills once the run is over (idle billing, or how it ended)."""
+    what the box bills once the run is over (idle billing, or how it ended);
+    ``unpriced``: why there is no price."""
     text = Text(" money: ")
     if price is None:
         text.append("$?/h", style="bold")
-        text.append("  (give --price or --provider to see costs)", style="dim")
+        text.append_text(safe(f"  ({unpriced})", 80, "dim"))
     else:
         text.append(f"{money(price)}/h", style="bold")
         text.append(f"  spent {money(spent)}")
