@@ -308,6 +308,17 @@ def _elsewhere(a: SSHServer, b: SSHServer, work: Path, data: Path, hub: HubStand
     check("elsewhere: the Hub's final best.pt is B's", best.is_file() and stored is not None
           and stored.oid == sha256_file(best),
           f"sha256 {sha256_file(best)[:16]}" if best.is_file() else "no best.pt on B")
+    # Issue 43: the watcher's final push carries the end, whatever its timing.
+    files = hub.repo("org/ly2").files
+    ended = json.loads(hub.read("org/ly2", "status.json")) if "status.json" in files else {}
+    hub_rows = [json.loads(r).get("epoch") for r in hub.read("org/ly2", "metrics.jsonl")
+                .decode().splitlines()] if "metrics.jsonl" in files else []
+    last = run_b / "weights" / "last.pt"
+    check("elsewhere: the Hub holds the end: completed, every row, the final last.pt",
+          ended.get("state") == "completed" and hub_rows == list(range(1, epochs + 1))
+          and last.is_file() and "last.pt" in files
+          and files["last.pt"].oid == sha256_file(last),
+          f"state {ended.get('state')}, rows {hub_rows[:1]}..{hub_rows[-1:]}")
 
 
 def monitor_reads_ours(venv: Path, work: Path) -> None:

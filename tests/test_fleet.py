@@ -295,7 +295,7 @@ def test_each_reached_box_says_whether_its_weights_are_safe_by_the_gates_rules(
 
     run = finished_run(Path(box.home) / "proj" / "exp")
     register_run(box, run)
-    record_push(hub_standin, run)  # org/run: the user's repository
+    record_push(hub_standin, run, ("best.pt", "status.json"))  # org/run: the user's
     execs = count_execs(monkeypatch)
     [row] = list_fleet([account(vast)], options).rows
     assert row.weights.words() == "weights safe (hub)", row.weights
@@ -306,7 +306,8 @@ def test_each_reached_box_says_whether_its_weights_are_safe_by_the_gates_rules(
     assert len(execs) == 1, execs
     other = finished_run(Path(box.home) / "proj" / "exp2")
     register_run(box, other)
-    record_push(hub_standin, other, repo="evil/copy")  # the box's claim: not the user's
+    record_push(hub_standin, other, ("best.pt", "status.json"),
+                repo="evil/copy")  # the box's claim: not the user's
     execs.clear()
     fleet = list_fleet([account(vast)], options)
     assert len(execs) == 1, execs

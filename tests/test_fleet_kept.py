@@ -102,10 +102,11 @@ def fleet_box(provider_standin, tmp_path: Path, box: Box, monkeypatch):
 
 
 def pushed_run(box: Box, hub, name: str = "exp") -> Path:
-    """A finished run of ``box``'s registry whose best.pt is on the Hub (``org/run``)."""
+    """A finished run of ``box``'s registry whose best.pt and end are on the Hub
+    (``org/run``)."""
     run = finished_run(Path(box.server.home) / "proj" / name)
     register_run(box.server, run)
-    record_push(hub, run)
+    record_push(hub, run, ("best.pt", "status.json"))
     return run
 
 

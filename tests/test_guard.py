@@ -121,7 +121,7 @@ def test_run_completes_final_push_then_destroy(tmp_path, vast_standin, trainer_p
     wait_for("waiting for the push",
              lambda: guard_state(run_dir).get("state") == "waiting-for-push")
     assert not vast_standin.calls("DELETE")
-    hub_record_push(hub_standin, run_dir, epoch=3)
+    hub_record_push(hub_standin, run_dir, ("best.pt", "status.json"), epoch=3)  # its end
     rc, err = finished(proc)
     assert rc == 0, err
     assert len(vast_standin.calls("DELETE")) == 1 and vast_standin.meter(iid).rate_now == 0
@@ -133,6 +133,31 @@ def test_run_completes_final_push_then_destroy(tmp_path, vast_standin, trainer_p
                   "weights safe", "is destroyed (confirmed by the API)"):
         assert words in log
     assert_no_secret(run_dir, vast_standin.key)
+
+
+def test_weights_on_the_hub_before_the_end_wait_for_the_final_push(
+        tmp_path, vast_standin, trainer_pid, hub_standin, monkeypatch):
+    """A milestone put the newest weights on the Hub before the run ended (issue 43): the
+    run's end is not there yet (the Hub's copy says running at an older epoch), so the
+    guard waits for the final push before it destroys."""
+    iid = vast_standin.add_instance()
+    run_dir = tmp_path / "run"
+    writer = make_run(run_dir, trainer_pid.pid)
+    ask_hub(hub_standin, monkeypatch, tmp_path / "hf")
+    hub_record_push(hub_standin, run_dir, ("best.pt", "status.json"))  # a milestone
+    proc = start_guard(run_dir, vast_standin, iid, "--when", "done", "--then", "destroy",
+                       "--push-wait", "60")
+    wait_for("armed", lambda: guard_state(run_dir).get("state") == "armed")
+    finish_run(writer, trainer_pid.pid)  # best.pt is on the Hub; the final push is not
+    wait_for("waiting for the push",
+             lambda: guard_state(run_dir).get("state") == "waiting-for-push")
+    assert "final push" in guard_state(run_dir)["last_decision"]
+    assert not vast_standin.calls("DELETE")
+    hub_record_push(hub_standin, run_dir, ("best.pt", "status.json"), epoch=3)  # its end
+    rc, err = finished(proc)
+    assert rc == 0, err
+    assert len(vast_standin.calls("DELETE")) == 1
+    assert guard_state(run_dir)["outcome"]["action"] == "destroy"
 
 
 def test_dead_run_with_unsaved_weights_is_stopped_not_destroyed(tmp_path, runpod_standin,
@@ -166,7 +191,7 @@ def test_a_ledger_the_hub_does_not_confirm_is_stopped_not_destroyed(
     writer = make_run(run_dir, 999_999_999)
     finish_run(writer, 999_999_999)
     ask_hub(hub_standin, monkeypatch, tmp_path / "hf")
-    hub_record_push(hub_standin, run_dir)
+    hub_record_push(hub_standin, run_dir, ("best.pt", "status.json"))  # its end
     hub_standin.delete_repo("org/run")  # the ledger now claims what the Hub lacks
     proc = start_guard(run_dir, vast_standin, iid, "--when", "done", "--then", "destroy",
                        "--push-wait", "1")

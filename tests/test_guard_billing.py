@@ -134,7 +134,7 @@ def test_an_ignored_destroy_is_resent_then_stopped_with_an_alarm(runs, shapes_da
     run_dir = runs / "runs" / "ignored"
     assert runfiles.read_status(run_dir).get("state") == "completed"
     ask_hub(hub_standin, monkeypatch, tmp_path / "hf")  # the guard confirms with the Hub
-    record_push(hub_standin, run_dir, ("best.pt", "last.pt"))  # safe: a destroy is allowed
+    record_push(hub_standin, run_dir, ("best.pt", "last.pt", "status.json"))  # safe
     safe_at = time.monotonic()
     state = arm_guard(LocalTransport(), str(run_dir), "done", "destroy", None, "vast", iid,
                       vast.key, send_account_key=True, hub_repos=["org/run"],

@@ -115,8 +115,12 @@ def test_a_libreyolo_run_taken_away_resumes_on_another_box(
             return status["state"] == "completed" and not live_watchers(run_b)
         assert wait_until(finished, 60), (run_b / "train.log").read_text()[-2000:]
         assert [r["epoch"] for r in rows(run_b)] == list(range(1, EPOCHS + 1))
-        assert hub_standin.repo("org/ly").files["best.pt"].oid == \
-            sha256_file(run_b / "weights" / "best.pt")
+        for name in ("best.pt", "last.pt"):  # the final ones, with every epoch's row
+            assert hub_standin.repo("org/ly").files[name].oid == \
+                sha256_file(run_b / "weights" / name)
+        hub_rows = [json.loads(r) for r in hub_standin.read("org/ly", "metrics.jsonl")
+                    .decode().splitlines()]
+        assert [r["epoch"] for r in hub_rows] == list(range(1, EPOCHS + 1))
         hub_status = json.loads(hub_standin.read("org/ly", "status.json"))
         assert hub_status["state"] == "completed"
         assert hub_status["pid"] == json.loads((run_b / "status.json").read_text())["pid"]

@@ -298,6 +298,10 @@ def hub_laptop(tmp_path, hub_standin, vast_standin, monkeypatch):
     return tmp_path
 
 
+#: What pushing a finished run sends of what it holds: its weights and its end.
+END = ("best.pt", "status.json")
+
+
 def destroy_local(standin: ProviderStandin, iid: str, run: Path, *extra: str) -> int:
     return gpurent(["instance", "local", "destroy", "--provider", "vast", "--instance", iid,
                     "--base-url", standin.base_url, "--interval", "0", "--timeout", "10",
@@ -312,7 +316,7 @@ def test_a_copy_in_a_repo_the_box_names_does_not_make_the_weights_safe(
     laptop) is."""
     iid = vast_standin.add_instance()
     run = finished_run(hub_laptop / "proj" / "exp")
-    record_push(hub_standin, run, repo="evil/copy")
+    record_push(hub_standin, run, END, repo="evil/copy")
     assert destroy_local(vast_standin, iid, run) == 1
     err = capsys.readouterr().err
     assert "pushed only to evil/copy, which is not one of your Hub repositories" in err
@@ -322,7 +326,7 @@ def test_a_copy_in_a_repo_the_box_names_does_not_make_the_weights_safe(
     safety = weights_safety(LocalTransport(), str(run), repos=["evil/copy"])
     assert safety.safe and "evil/copy" in safety.reason
     # The box also pushed to a repository the user has: once the user says so, safe.
-    record_push(hub_standin, run, repo="me/detector")
+    record_push(hub_standin, run, END, repo="me/detector")
     assert destroy_local(vast_standin, iid, run) == 1
     assert "pushed only to me/detector, evil/copy" in capsys.readouterr().err
     config = hub_laptop / "xdg" / "gpurent" / "config.toml"

@@ -52,7 +52,7 @@ def make_run(run_dir: Path, *, pushed: HubStandin | None = None) -> Path:
     best = writer.weights_dir / "best.pt"
     runfiles.atomic_write_bytes(best, os.urandom(2048))
     if pushed is not None:
-        record_push(pushed, run_dir)
+        record_push(pushed, run_dir, ("best.pt", "status.json"))  # its weights, its end
     return run_dir
 
 

@@ -32,6 +32,9 @@ from trainer.hub import safe as box_safe
 from trainer.hub.ledger import append_entries, file_identity, sha256_file
 
 ROOT = Path(__file__).resolve().parents[1]
+#: What pushing a finished run sends of what it holds here: its weights and its end (the
+#: final push; an ended run counts as safe on the Hub only with it).
+END = ("best.pt", "status.json")
 
 
 @pytest.fixture
@@ -63,10 +66,11 @@ def weights(run: Path, name: str, size: int = 2048, mtime_s: int | None = None) 
     return path
 
 
-def our_run(run: Path, *, best: bool = True, last: bool = False) -> Path:
-    """A finished run of our trainer: status.json, best.pt (epoch 2), maybe last.pt
-    written before it (so not newer)."""
-    runfiles.RunWriter(run).write_status({"state": "completed", "total_epochs": 3,
+def our_run(run: Path, *, best: bool = True, last: bool = False,
+            state: str = "completed") -> Path:
+    """A run of our trainer (finished, unless ``state`` says otherwise): status.json,
+    best.pt (epoch 2), maybe last.pt written before it (so not newer)."""
+    runfiles.RunWriter(run).write_status({"state": state, "total_epochs": 3,
                                           "completed_epochs": 3, "best_epoch": 2})
     if last:
         weights(run, "last.pt", mtime_s=1_700_000_000)
@@ -145,7 +149,7 @@ def test_a_libreyolo_run_with_only_last_pt_is_unsafe(laptop, vast, hub_standin, 
     assert destroy(vast, iid, "--run", str(run), "--yes") == 1
     err = refused(capsys, vast, str(run / "weights" / "last.pt"), "never pushed")
     assert "nothing to lose" not in err
-    record_push(hub_standin, run, ("last.pt",))
+    record_push(hub_standin, run, ("last.pt", "status.json"))
     assert destroy(vast, iid, "--run", str(run), "--yes") == 0
     assert len(vast.calls("DELETE")) == 1
 
@@ -154,11 +158,11 @@ def test_one_unsafe_run_makes_the_project_unsafe(laptop, vast, hub_standin, caps
     iid = vast.add_instance()
     safe_run = our_run(laptop / "proj" / "exp1")
     other = our_run(laptop / "proj" / "exp2")
-    record_push(hub_standin, safe_run)
+    record_push(hub_standin, safe_run, END)
     assert destroy(vast, iid, "--run", str(safe_run), "--yes") == 1
     err = refused(capsys, vast, str(other / "weights" / "best.pt"))
     assert str(safe_run / "weights" / "best.pt") not in err  # only what is not safe
-    record_push(hub_standin, other, repo="org/other")
+    record_push(hub_standin, other, END, repo="org/other")
     hub_standin.requests.clear()
     assert destroy(vast, iid, "--run", str(safe_run), "--yes", "--hub-repo", "org/other",
                    "--json") == 0
@@ -173,8 +177,8 @@ def test_one_unsafe_run_makes_the_project_unsafe(laptop, vast, hub_standin, caps
 
 def test_last_pt_newer_than_best_pt_must_be_safe_too(laptop, vast, hub_standin, capsys):
     iid = vast.add_instance()
-    run = our_run(laptop / "exp1", last=True)  # last.pt older: best.pt alone matters
-    record_push(hub_standin, run)
+    run = our_run(laptop / "exp1", last=True, state="running")  # last.pt older:
+    record_push(hub_standin, run)  # best.pt alone matters while the run goes on
     assert weights_safety(LocalTransport(), str(run), registry=False).safe
     weights(run, "last.pt", mtime_s=1_700_000_200)  # a later epoch without improvement
     weights(run, "epoch_3.pt", mtime_s=1_700_000_200)  # snapshots: listed, not required
@@ -189,7 +193,7 @@ def test_runs_launched_through_gpurent_elsewhere_are_at_stake(laptop, vast, hub_
                                                               capsys):
     iid = vast.add_instance()
     run = our_run(laptop / "proj" / "exp1")
-    record_push(hub_standin, run)
+    record_push(hub_standin, run, END)
     elsewhere = our_run(laptop / "scratch" / "try3")
     proc = subprocess.Popen(["sleep", "60"])
     try:  # what remote.runs.launch.launch does after starting a run
@@ -292,7 +296,7 @@ def test_pushed_and_confirmed_by_the_hub_is_safe_until_the_repo_goes(laptop, vas
                                                                      hub_standin, capsys):
     iid = vast.add_instance()
     run = our_run(laptop / "exp1")
-    commit = record_push(hub_standin, run)
+    commit = record_push(hub_standin, run, END)
     safety = weights_safety(LocalTransport(), str(run))
     assert safety.safe and safety.where == "hub" and commit[:12] in safety.reason
     hub_standin.delete_repo("org/run")  # deleted (or renamed) on the Hub since
@@ -313,7 +317,7 @@ def test_a_forged_or_stale_hub_ledger_is_not_believed(laptop, vast, hub_standin,
     # A real commit, but of other bytes under that name: the LFS sha256 disagrees.
     shutil.copyfile(best, laptop / "kept.pt")
     weights(run, "best.pt")
-    commit = record_push(hub_standin, run)
+    commit = record_push(hub_standin, run, END)
     shutil.copyfile(laptop / "kept.pt", best)
     append_entries(run, [{**entry, "commit": commit, **file_identity(best)}])
     assert destroy(vast, iid, "--run", str(run), "--yes") == 1
@@ -325,7 +329,7 @@ def test_an_unreachable_hub_cannot_verify_and_the_override_still_works(
     monkeypatch.setenv("RUNPOD_API_KEY", runpod_standin.key)
     pod = runpod_standin.add_instance()
     run = our_run(laptop / "exp1")
-    record_push(hub_standin, run)
+    record_push(hub_standin, run, END)
     hub_standin.fail("paths_info")  # 500 on every check
     assert destroy(runpod_standin, pod, "--run", str(run), "--yes") == 1
     refused(capsys, runpod_standin, str(run / "weights" / "best.pt"), "cannot verify")
@@ -347,7 +351,7 @@ def test_a_refusal_names_each_file_once_and_a_failing_hub_once(laptop, vast, hub
     then what to do. Not a line per file repeating the Hub's answer and its URL."""
     iid = vast.add_instance()
     runs = [our_run(laptop / "proj" / f"exp{i}", last=(i == 1)) for i in range(3)]
-    commits = [record_push(hub_standin, run)[:12] for run in runs]
+    commits = [record_push(hub_standin, run, END)[:12] for run in runs]
     weights(runs[1], "last.pt", mtime_s=1_700_000_200)  # newer than best.pt: at stake
     hub_standin.fail("paths_info")
     assert destroy(vast, iid, "--run", str(runs[0]), "--yes") == 1
@@ -395,13 +399,13 @@ def test_the_cli_checks_again_after_the_prompt(laptop, vast, hub_standin, monkey
                                                capsys):
     iid = vast.add_instance()
     run = our_run(laptop / "exp1")
-    record_push(hub_standin, run)
+    record_push(hub_standin, run, END)
     monkeypatch.setattr("sys.stdin", Terminal("y\n", lambda: weights(run, "best.pt")))
     assert destroy(vast, iid, "--run", str(run)) == 1  # best.pt replaced at the prompt
     err = capsys.readouterr().err
     assert "not safe" in err and str(run / "weights" / "best.pt") in err
     assert not vast.calls("DELETE")
-    record_push(hub_standin, run)
+    record_push(hub_standin, run, END)
     monkeypatch.setattr("sys.stdin", Terminal("y\n", lambda: None))
     assert destroy(vast, iid, "--run", str(run)) == 0
     assert len(vast.calls("DELETE")) == 1
@@ -413,7 +417,7 @@ def test_the_cli_checks_again_after_the_prompt(laptop, vast, hub_standin, monkey
 def test_trainer_safe_lists_every_weight_file_stdlib_only(laptop, hub_standin):
     run = our_run(laptop / "proj" / "exp1", last=True)
     weights(run, "epoch_2.pt", mtime_s=1_699_000_000)
-    commit = record_push(hub_standin, run, ("best.pt", "last.pt"))
+    commit = record_push(hub_standin, run, ("best.pt", "last.pt", "status.json"))
     result = subprocess.run([sys.executable, "-S", "-m", "trainer", "safe", "--json",
                              "--project", str(laptop / "proj")], cwd=ROOT,
                             capture_output=True, text=True, timeout=60)
@@ -421,10 +425,12 @@ def test_trainer_safe_lists_every_weight_file_stdlib_only(laptop, hub_standin):
     [listed] = json.loads(result.stdout)["runs"]
     files = {f["file"]: f for f in listed["files"]}
     assert sorted(files) == ["best.pt", "epoch_2.pt", "last.pt"]
-    assert files["best.pt"]["required"] and not files["last.pt"]["required"]
+    # The run has ended and is pushed: its final push must hold last.pt too, older or not.
+    assert files["best.pt"]["required"] and files["last.pt"]["required"]
     assert not files["epoch_2.pt"]["required"] and "sha256" not in files["epoch_2.pt"]
     assert files["best.pt"]["sha256"] == sha256_file(run / "weights" / "best.pt")
     assert [e["commit"] for e in files["best.pt"]["hub"]] == [commit]
+    assert [e["commit"] for e in files["last.pt"]["hub"]] == [commit]
     bad = subprocess.run([sys.executable, "-m", "trainer", "safe", str(laptop / "proj")],
                          cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
@@ -447,7 +453,7 @@ def test_a_weight_file_rewritten_in_place_with_its_mtime_put_back_is_hashed_agai
 
     pushed = our_run(laptop / "b" / "exp2")
     best = pushed / "weights" / "best.pt"
-    record_push(hub_standin, pushed)  # the ledger entry holds best.pt's identity
+    record_push(hub_standin, pushed, END)  # the ledger entry holds best.pt's identity
     verify = laptop_verify(("org/run",))
     assert judge(box_safe.inventory([pushed]), "local", verify).where == "hub"
     rewritten_in_place(best)

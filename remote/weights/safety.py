@@ -15,7 +15,10 @@ run's ``weights/``, with the ones that must be off the box before a destroy mark
   with this laptop's token, says the file exists at the recorded commit with that LFS
   sha256 (``verify_pushed``). The ledger is the box's word: a copy it names in another
   repository (``evil/copy``) is not the user's. A Hub that cannot be reached cannot
-  confirm anything.
+  confirm anything. A run that has ended and is pushed to the Hub counts there only once
+  its final push (the status of its end, its history, ``best.pt`` and ``last.pt``, both
+  required then) is in the ledger: the box names its entries only (``pending`` says
+  why there are none).
 
 Anything else (never pushed, pushed content that differs, a stale or forged ledger, an
 unreachable Hub, a deleted local copy) is not safe. See ``docs/WEIGHTS-SAFETY.md``.
@@ -208,6 +211,9 @@ def _judge_file(item: dict[str, Any], run_dir: str, pulls: list[dict],
         return FileVerdict(path, run_dir, True, "laptop",
                            f"pulled to {clean_text(copy['local_path'])}")
     hits = [e for e in item.get("hub") or () if isinstance(e, dict)]
+    if item.get("pending"):
+        return FileVerdict(path, run_dir, False, None,
+                           f"{clean_text(str(item['pending']))}; not pulled to this laptop")
     size = item.get("size") if isinstance(item.get("size"), int) else None
     said = verify(hits, sha, size)
     if said.ok:

@@ -15,12 +15,17 @@ trainer pushes from inside with ``hub=``). It polls the run directory:
   (else ``last.pt`` may be a later epoch's than the history's: tried at the next poll);
 - when the run ends (a final state, or its pid gone) it pushes once more everything there
   is (``best.pt``, ``last.pt``, ``summary.json``, ``results.csv``, the history), leaving
-  out a checkpoint the stop cut short, then exits.
+  out a checkpoint the stop cut short, then exits. That final push goes at once, whatever
+  the backoff of an earlier failed push, and a failed one is tried again for up to
+  ``FINAL_PATIENCE`` seconds: until it commits, the Hub's copy of the run says an earlier
+  epoch, still ``running``.
 
 Each push goes through ``trainer.hub.push`` (a snapshot first, the same ``hub.json``
-ledger). A failed push is tried again at later polls. While the watcher lives,
+ledger). A failed push (the Hub's refusal, or a snapshot or ledger that could not be
+written) is tried again at later polls. While the watcher lives,
 ``CACHE/watchers/<run>/<pid>`` says so: the guard waits for its final push
-(``trainer.hub.safe.push_in_flight``). The token: ``--token-stdin``, ``HF_TOKEN`` or the
+(``trainer.hub.safe.push_in_flight``), and ``trainer safe`` calls an ended run's weights
+safe only once that push is in the ledger. The token: ``--token-stdin``, ``HF_TOKEN`` or the
 huggingface_hub store. Standard library, plus huggingface_hub for the upload itself.
 """
 
@@ -38,7 +43,7 @@ from typing import Any
 
 from trainer import engines, runfiles
 from trainer.health import local_pid_alive
-from trainer.hub.client import HubError
+from trainer.hub.client import HubError, describe_error
 from trainer.hub.ledger import LedgerError, latest_entry, read_ledger
 from trainer.hub.push import DEFAULT_FILES, consistent_snapshot, local_path, push_snapshot
 
@@ -50,8 +55,10 @@ MILESTONE_FILES = ("best.pt", "last.pt", "results.csv", runfiles.STATUS_FILE,
 FINAL_FILES = (*DEFAULT_FILES, CONFIG_FILE)
 #: Seconds between tries of a push that failed (doubling up to the cap).
 RETRY_FIRST, RETRY_CAP = 5.0, 120.0
-#: Final pushes tried before giving up once the run has ended.
-FINAL_TRIES = 5
+#: Seconds after the run's end that a failed final push is still tried again (the guard
+#: waits as long for it by default: ``trainer guard --push-wait``). A watcher that lives
+#: on keeps the box from counting as idle, so it does give up.
+FINAL_PATIENCE = 900.0
 ENDED = ("completed", "failed", "stopped")
 
 log = logging.getLogger("trainer.hub.autopush")
@@ -82,13 +89,19 @@ def registered(run_dir: Path) -> Iterator[None]:
 
 
 def torn_files(run_dir: Path) -> set[str]:
-    """Checkpoints not to push: those the stop mark names as cut short, and those that
-    end without a zip's end record."""
+    """Checkpoints not to push: those that end without a zip's end record, and those the
+    stop mark names as cut short while they are still the file it judged (not written
+    since the mark: the stop writes it once the stopped process is gone, so a later write
+    is a resumed run's own checkpoint, and an earlier run's mark says nothing of it)."""
     torn: set[str] = set()
-    with contextlib.suppress(OSError, ValueError):
-        mark = json.loads(Path(engines.beside_path(run_dir, engines.BESIDE_STOP)).read_text())
-        torn.update(str(n) for n in mark.get("torn") or [] if isinstance(n, str))
     weights = run_dir / runfiles.WEIGHTS_DIR
+    path = Path(engines.beside_path(run_dir, engines.BESIDE_STOP))
+    with contextlib.suppress(OSError, ValueError, AttributeError, TypeError):
+        marked = path.stat().st_mtime_ns
+        for name in json.loads(path.read_text()).get("torn") or []:
+            with contextlib.suppress(OSError, ValueError):
+                if isinstance(name, str) and (weights / name).stat().st_mtime_ns <= marked:
+                    torn.add(name)
     for name in ("best.pt", "last.pt"):
         if engines.file_torn(weights / name):
             torn.add(name)
@@ -214,27 +227,31 @@ def push_milestone(run_dir: Path, repo: str, token: str, endpoint: str | None
 
 def watch(run_dir: Path, repo: str, token: str, *, pid: int | None = None,
           poll: float = 2.0, period: int = 0, endpoint: str | None = None,
-          sleep: Callable[[float], None] = time.sleep) -> int:
+          sleep: Callable[[float], None] = time.sleep,
+          clock: Callable[[], float] = time.monotonic) -> int:
     """Watch and push until the run ends and its final push is done; the exit code (0:
-    the final push was made, 1: it failed or the run never started)."""
+    the final push was made, 1: it failed for ``FINAL_PATIENCE`` seconds or the run never
+    started). ``sleep`` and ``clock`` (monotonic seconds) pace the polls and retries."""
     state = RunWatch(run_dir, pid, period)
-    retry_at, delay, final_tries = 0.0, RETRY_FIRST, 0
+    retry_at, delay, ended_at = 0.0, RETRY_FIRST, None
     log.info("watching %s, pushing to %s", run_dir, repo)
     while True:
         state.poll_rows()
         ended = state.ended()
+        now = clock()
         if ended is not None:
             state.poll_rows()  # the rows written just before the end
             if not state.status().ok:
                 log.error("the run ended (%s): nothing to push", ended)
                 return 1
-        now = time.monotonic()
+            if ended_at is None:  # the final push goes now, not after a best's backoff
+                ended_at, retry_at, delay = now, 0.0, RETRY_FIRST
         milestone = state.milestone_due() if ended is None and now >= retry_at else None
         if milestone is not None:
             try:
                 result = push_milestone(run_dir, repo, token, endpoint)
-            except HubError as exc:
-                log.warning("milestone push failed: %s", exc)
+            except (HubError, OSError) as exc:
+                log.warning("milestone push failed: %s", describe_error(exc))
                 retry_at, delay = now + delay, min(delay * 2, RETRY_CAP)
             else:
                 if result is not None:
@@ -252,12 +269,12 @@ def watch(run_dir: Path, repo: str, token: str, *, pid: int | None = None,
                 return 0
             try:
                 result = push_files(run_dir, repo, token, names, endpoint)
-            except HubError as exc:
-                log.warning("push failed: %s", exc)
+            except (HubError, OSError) as exc:
+                log.warning("push failed: %s", describe_error(exc))
                 retry_at, delay = now + delay, min(delay * 2, RETRY_CAP)
-                final_tries += ended is not None
-                if final_tries >= FINAL_TRIES:
-                    log.error("giving up after %d final pushes", final_tries)
+                if ended_at is not None and clock() - ended_at >= FINAL_PATIENCE:
+                    log.error("giving up the final push %.0f s after the run ended",
+                              clock() - ended_at)
                     return 1
             else:
                 pushed = ", ".join(e["file"] for e in result["files"])

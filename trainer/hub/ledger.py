@@ -9,6 +9,10 @@ describes one file of one push::
      "repo": "org/name", "commit": "<40 hex>", "epoch": 12, "time": "<ISO-8601 UTC>",
      "inode": 1234, "mtime_ns": 1722420000000000000, "ctime_ns": 1722420000000000000}
 
+The entry of a ``status.json`` also keeps ``status``: the ``state``, ``pid`` and
+``completed_epochs`` of the status it pushed (``status_mark``), by which ``trainer safe``
+knows a run's final push (the status of its end, written once by the process that ran).
+
 ``size``, ``inode``, ``mtime_ns`` and ``ctime_ns`` identify the on-disk file that was
 pushed, so ``trainer safe`` can tell that ``weights/best.pt`` is still that very file
 without hashing gigabytes. The ctime is what gives away a file rewritten in place with
@@ -26,7 +30,7 @@ import fcntl
 import hashlib
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +38,8 @@ from trainer import engines, runfiles
 
 LEDGER_SCHEMA = 1
 LOCK_FILE = ".hub.json.lock"
+#: The fields of a pushed ``status.json`` its ledger entry keeps (``status``).
+STATUS_MARK = ("state", "pid", "completed_epochs")
 #: Bytes read at a time when hashing; a multi-GB checkpoint is never held in memory.
 HASH_CHUNK = 1 << 20
 
@@ -124,6 +130,12 @@ def append_entries(run_dir: str | os.PathLike[str], entries: Sequence[dict[str, 
             path, {"schema_version": LEDGER_SCHEMA, "entries": [*existing, *entries]}
         )
     return path
+
+
+def status_mark(status: Mapping[str, Any] | None) -> dict[str, Any]:
+    """What a ledger entry keeps of a pushed ``status.json``'s fields (``STATUS_MARK``);
+    ``{}`` for an unreadable one."""
+    return {key: status.get(key) for key in STATUS_MARK} if status else {}
 
 
 def latest_entry(entries: Sequence[dict[str, Any]], file: str,

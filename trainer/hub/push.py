@@ -37,7 +37,7 @@ from trainer.hub.client import (
     describe_error,
     import_hub,
 )
-from trainer.hub.ledger import append_entries, file_identity, sha256_file
+from trainer.hub.ledger import append_entries, file_identity, sha256_file, status_mark
 
 DEFAULT_FILES = ("best.pt", "last.pt", "summary.json", "results.csv", "status.json",
                  "metrics.jsonl")
@@ -271,6 +271,8 @@ def push_snapshot(run_dir: Path, repo: str, token: str | None, snaps: SnapshotSe
         "file": snap.name, "path_in_repo": snap.name, "sha256": snap.sha256,
         "size": snap.path.stat().st_size, "repo": repo, "commit": commit,
         "epoch": info.epoch_of(snap.name), "time": now, **(snap.identity or {}),
+        **({"status": status_mark(runfiles.read_status(snap.path).fields)}
+           if snap.name == runfiles.STATUS_FILE else {}),
     } for snap in snaps.files]
     append_entries(run_dir, entries)
     return {"ok": True, "repo": repo, "commit": commit, "commit_url": url,

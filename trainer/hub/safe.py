@@ -6,10 +6,17 @@ projects named, and with ``--registry`` every run launched on this box through g
 (``~/.cache/gpurent/runs.txt``, appended at each launch). For each run it lists every
 ``*.pt`` under ``weights/`` and marks the ones that must be off the box before a destroy
 (``required``): ``best.pt``, and ``last.pt`` when it is newer than ``best.pt`` or there is
-no ``best.pt``; a run with neither needs its newest ``*.pt``. Required files are hashed
-(sha256; an unchanged file is known by its size, inode, mtime and ctime, from the ledger or
-the cache under the box's cache directory, ``trainer.engines.run_cache``) and given the ledger
-entries (``RUN/hub.json``, or beside a LibreYOLO run) that hold that content, newest first.
+no ``best.pt``; a run with neither needs its newest ``*.pt``. A run that has ended (a final
+state in its status.json) and is pushed to the Hub (its ledger has entries) needs both
+``best.pt`` and ``last.pt``, and they count only as its final push holds them: a push
+of that very end's status (``final_commits``; the push watcher's last one, our
+trainer's, or ``trainer push``'s), whose entries for them are the only ones given. Until
+that push is in the ledger the Hub's copy of the run is an earlier one (``running`` at
+an older epoch, its history short): each required file says so in ``pending``. Required
+files are hashed (sha256; an unchanged file is known by its size, inode, mtime and ctime,
+from the ledger or the cache under the box's cache directory,
+``trainer.engines.run_cache``) and given the ledger entries (``RUN/hub.json``, or beside a
+LibreYOLO run) that hold that content, newest first.
 
 This command only reads the box. Whether a ledger entry is true is asked of the Hub by
 the caller: the laptop's teardown gate, or the guard (``verified_safety``).
@@ -19,7 +26,8 @@ Output (one JSON object)::
     {"schema": "gpurent.safe/2", "runs": [{"run_dir": "/abs", "sources": ["run"|"project"|
      "registry"], "best_epoch": int | None, "error": str | None, "files": [{"file":
      "best.pt", "path": "/abs/weights/best.pt", "size", "mtime_ns", "required": bool,
-     "sha256": str (required files), "hub": [ledger entries]}]}]}
+     "sha256": str (required files), "hub": [ledger entries], "pending": str (a required
+     file of an ended run whose final push does not hold it yet)}]}]}
 
 With ``--keep NAME`` (the fleet's folded check: ``--registry`` alone) the answer is also
 kept in the box's cache directory (``KEPT_FILE``: ``CKSUM NAME``, then the JSON), so that
@@ -55,7 +63,13 @@ from typing import Any, Optional
 from trainer import engines, runfiles
 from trainer.health import local_pid_alive
 from trainer.hub.client import Verified
-from trainer.hub.ledger import LedgerError, file_identity, read_ledger, sha256_file
+from trainer.hub.ledger import (
+    LedgerError,
+    file_identity,
+    read_ledger,
+    sha256_file,
+    status_mark,
+)
 
 SCHEMA = "gpurent.safe/2"
 #: The kind of cache (``trainer.engines.run_cache``) that remembers hashes by identity.
@@ -64,6 +78,8 @@ HASH_CACHE = "hashes"
 RUN_MARKERS = (runfiles.STATUS_FILE, runfiles.METRICS_FILE, runfiles.RESULTS_FILE,
                runfiles.LAUNCH_PID_FILE)
 _IDENTITY_KEYS = ("size", "inode", "mtime_ns", "ctime_ns")
+#: The states of a status.json whose run is over (its process wrote its end).
+ENDED_STATES = ("completed", "failed", "stopped")
 #: The kept answer of ``--keep``, in the box's cache directory.
 KEPT_FILE = "safe-registry.kept"
 #: Shell (``sh -c``) that prints what a kept answer depends on: ``stat -L`` lines (``PATH
@@ -159,15 +175,17 @@ def weight_files(run_dir: Path) -> list[tuple[str, os.stat_result]]:
     return out
 
 
-def required_names(files: Sequence[tuple[str, os.stat_result]]) -> set[str]:
+def required_names(files: Sequence[tuple[str, os.stat_result]],
+                   final: bool = False) -> set[str]:
     """The files that must be off the box: ``best.pt``; ``last.pt`` when newer than
-    ``best.pt`` (or there is none); without either, the newest file."""
+    ``best.pt`` (or there is none), or always with ``final`` (an ended run whose final
+    push must hold both); without either, the newest file."""
     stats = dict(files)
     best, last = stats.get("best.pt"), stats.get("last.pt")
     need = set()
     if best is not None:
         need.add("best.pt")
-    if last is not None and (best is None or last.st_mtime_ns > best.st_mtime_ns):
+    if last is not None and (final or best is None or last.st_mtime_ns > best.st_mtime_ns):
         need.add("last.pt")
     if not need and files:
         need.add(max(files, key=lambda item: item[1].st_mtime_ns)[0])
@@ -205,18 +223,32 @@ def file_sha256(run_dir: Path, name: str, entries: Sequence[dict[str, Any]]) -> 
     return digest
 
 
+def final_commits(status: runfiles.StatusRead,
+                  entries: Sequence[dict[str, Any]]) -> set[str]:
+    """The commits of the run's final push (one per repository it went to): those whose
+    ``status.json`` was this one (the same state, pid and epoch count,
+    ``ledger.status_mark``; our trainer writes its status once more after that push, with
+    the push's outcome). Empty while there is none."""
+    want = status_mark(status.fields)
+    return {str(e["commit"]) for e in entries
+            if e.get("file") == runfiles.STATUS_FILE and e.get("status") == want
+            and isinstance(e.get("commit"), str)}
+
+
 def describe_run(run_dir: Path, sources: list[str]) -> dict[str, Any]:
     """One run's entry of the answer (see the module docstring). Every file it reads is
     stamped by ``STAMP_LINES``: one it starts to read must be added there."""
+    status = runfiles.read_status(run_dir)
     run: dict[str, Any] = {"run_dir": str(run_dir), "sources": sources, "error": None,
-                           "best_epoch": runfiles.read_status(run_dir).get("best_epoch"),
-                           "files": []}
+                           "best_epoch": status.get("best_epoch"), "files": []}
     try:
         entries = read_ledger(run_dir)
     except LedgerError as exc:
         entries, run["error"] = [], str(exc)
+    ended = status.get("state") in ENDED_STATES and bool(entries)
+    final = final_commits(status, entries) if ended else set()
     found = weight_files(run_dir)
-    need = required_names(found)
+    need = required_names(found, final=ended)
     for name, st in found:
         item: dict[str, Any] = {"file": name, "size": st.st_size, "mtime_ns": st.st_mtime_ns,
                                 "path": str(run_dir / runfiles.WEIGHTS_DIR / name),
@@ -229,7 +261,19 @@ def describe_run(run_dir: Path, sources: list[str]) -> dict[str, Any]:
             else:
                 item["sha256"] = sha
                 item["hub"] = [e for e in reversed(entries)
-                               if e.get("file") == name and e.get("sha256") == sha]
+                               if e.get("file") == name and e.get("sha256") == sha
+                               and (not ended or e.get("commit") in final)]
+                if ended and not final:
+                    item["pending"] = (f"the run ended ({status.get('state')}) but its "
+                                       "final push (that status, its history and weights) "
+                                       "is not in the Hub ledger yet: the Hub's copy of the "
+                                       "run is an earlier one")
+                elif ended and not item["hub"]:
+                    commits = ", ".join(sorted(c[:12] for c in final))
+                    item["pending"] = (
+                        f"not in the run's final push ({commits}): an earlier copy is on "
+                        "the Hub" if any(e.get("file") == name for e in entries)
+                        else "never pushed")
         run["files"].append(item)
     return run
 
@@ -310,6 +354,9 @@ def verified_safety(run_dir: Path, verify: Verify | None = None,
                 continue
             if "sha256" not in item:
                 unsafe.append(f"{item['path']} ({item.get('error')})")
+                continue
+            if item.get("pending"):
+                unsafe.append(f"{item['path']} ({item['pending']})")
                 continue
             said = verify(item["hub"], item["sha256"], item["size"])
             (safe if said.ok else unsafe).append(f"{item['path']} ({said.said})")
