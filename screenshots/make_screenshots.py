@@ -342,6 +342,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="gpurent-shots-") as tmp:
         os.environ["GPURENT_DATA_DIR"] = str(Path(tmp) / "data")
         os.environ["XDG_STATE_HOME"] = str(Path(tmp) / "state")  # what boxes taught us
+        # This machine's own runs (a demo's) are not the pictured box's.
+        os.environ["GPURENT_RUN_REGISTRY"] = str(Path(tmp) / "runs.txt")
+        os.environ["GPURENT_CACHE_DIR"] = str(Path(tmp) / "box-cache")
         project, data, report = prepare(Path(tmp))
         paths = asyncio.run(shoot_first_contact(out, project, Path(tmp)))
         paths += asyncio.run(shoot_fleet(out, project, Path(tmp)))
