@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import signal
 from collections.abc import Iterator
@@ -9,6 +10,13 @@ from collections.abc import Iterator
 import pytest
 
 from trainer.text import clean_text
+
+#: Seconds Textual's Pilot waits for the screen's widgets to handle the messages pending
+#: when a key is pressed or a pause asked (its own default is 30). On a machine at load
+#: 15 the screen took longer than 30 s to settle after opening the launch form or during
+#: a pull, and the Pilot raised ``WaitForScreenTimeout`` with nothing wrong in the app. A
+#: screen that never settles still fails, after this and before the test's own timeout.
+PILOT_WAIT = 120.0
 
 pytest_plugins: list[str] = [
     "tests.fixtures.sshd",
@@ -73,3 +81,24 @@ def _laptop_state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         os.environ.pop("XDG_STATE_HOME", None)
     else:
         os.environ["XDG_STATE_HOME"] = before
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _pilot_waits_for_a_loaded_machine() -> Iterator[None]:
+    """The Pilot's wait for the screen to settle (``Pilot._wait_for_screen``, which
+    ``press``, ``pause`` and ``run_test`` call with its default) is ``PILOT_WAIT``.
+    Textual has no setting for it: only that one default is replaced, and a Textual
+    whose method no longer takes ``timeout`` fails here, not as a slow test."""
+    from textual.pilot import Pilot
+
+    waits = Pilot._wait_for_screen
+    if "timeout" not in inspect.signature(waits).parameters:
+        raise RuntimeError("textual.pilot.Pilot._wait_for_screen takes no timeout any "
+                           "more: see PILOT_WAIT in tests/conftest.py")
+
+    async def wait_for_screen(self: Pilot, timeout: float = PILOT_WAIT) -> bool:
+        return await waits(self, timeout=timeout)
+
+    Pilot._wait_for_screen = wait_for_screen  # type: ignore[method-assign]
+    yield
+    Pilot._wait_for_screen = waits  # type: ignore[method-assign]

@@ -147,6 +147,36 @@ def test_a_pid_reused_by_a_later_process_is_not_signalled(tmp_path, victim):
     assert victim.wait(timeout=10) == -signal.SIGKILL
 
 
+@pytest.mark.parametrize("looks_before", [1, 2])
+def test_a_guard_that_stands_down_between_the_look_and_the_signal_is_disarmed(
+        tmp_path, victim, looks_before):
+    """A guard told to stand down earlier (its SIGTERM pending while it was stopped)
+    writes ``disarmed`` and exits while the disarm looks at it (after its first or
+    second look at the process): the disarm answers with what it wrote, not "stale pid"
+    nor the ``armed`` it read before."""
+    run = tmp_path / "exp1"
+    guard_json(run, pid=victim.pid, pgid=victim.pid, **procid.identity(victim.pid))
+
+    class Racing(LocalTransport):
+        """The guard stands down right after the disarm's first look at its process."""
+        looks = 0
+
+        def run(self, command, **kwargs):  # type: ignore[no-untyped-def]
+            result = super().run(command, **kwargs)
+            if command == procid.probe_command(victim.pid):
+                Racing.looks += 1
+                if Racing.looks == looks_before:
+                    guard_json(run, pid=victim.pid, pgid=victim.pid, state="disarmed",
+                               armed=False, **procid.identity(victim.pid))
+                    victim.kill()
+                    victim.wait()
+            return result
+
+    final = disarm_guard(Racing(), str(run), wait=10)
+    assert Racing.looks > looks_before  # it looked again before it answered
+    assert final is not None and final.state == "disarmed" and not final.watching
+
+
 def test_over_ssh_the_start_time_is_read_on_the_box_and_pgid_1_is_refused(sshd, victim,
                                                                         monkeypatch):
     with sshd.connect() as box:

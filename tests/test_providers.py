@@ -251,6 +251,22 @@ def test_the_next_turn_counts_from_a_late_send(provider_standin):
     assert pacer.slept == [2.0, 2.0]  # not 1.5: the late send moved the next turn too
 
 
+@pytest.mark.parametrize("name", ["vast", "lambda"])
+def test_a_request_that_reached_the_provider_late_does_not_bring_the_next_closer(
+        provider_standin, name):
+    """The provider counts its interval from each request's arrival: the first reached
+    it 0.6 s after it was sent (a slow connection), so the next, due an interval after
+    that send, would reach it too soon; the client counts from the answer instead."""
+    standin = provider_standin(name, pace=1.0)  # the providers' own intervals: 1-2 s
+    iid = standin.add_instance()
+    provider = client(standin)
+    standin.arrive_late(0.6)
+    provider.get_instance(iid)
+    provider.get_instance(iid)
+    assert [r.fault for r in standin.requests] == [None, None]
+    assert provider.rate_limited == 0
+
+
 def test_lambda_429_in_its_envelope_is_waited_out_and_spaced(provider_standin):
     lambda_standin = provider_standin("lambda", pace=1.0)  # real time
     iid = lambda_standin.add_instance()

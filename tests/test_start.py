@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from textual.widgets import Input
+from textual.widgets import Button, Input
 
 from remote.runs.read import list_runs, read_run
 from remote.transport.local import LocalTransport
@@ -19,13 +19,14 @@ from remote.watch.events import StatusEvent
 from remote.watch.watcher import Watcher
 from tests.fixtures.sshd import SSHServer
 from tests.fixtures.watch_log import Collector, wait_until
-from tests.test_tui_app import messages, press_button, shown, until
+from tests.test_tui_app import messages, shown, until
 from tests.test_tui_e2e import ssh_spec
 from tests.test_watch_cli import gpurent, ssh_home
 from trainer import runfiles
 from trainer.health import Health, LaunchRead, judge_health
 from trainer.runfiles import StatusRead
 from tui.app import GpurentApp
+from tui.box import launching
 from tui.box.view import BoxView
 from tui.dialogs.launch import LaunchForm
 from tui.widgets.logpane import CONSOLE_TITLE, LogPane
@@ -149,7 +150,13 @@ def test_cli_over_ssh_reports_lists_and_shows_a_run_that_died_in_setup(
 
 @pytest.mark.anyio
 @pytest.mark.timeout(300)
-async def test_the_tui_shows_a_run_that_died_in_setup(sshd: SSHServer, tmp_path: Path):
+async def test_the_tui_shows_a_run_that_died_in_setup(sshd: SSHServer, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch):
+    # The dataset doctor refuses a missing path once typing pauses; a Launch pressed
+    # before it answered starts the run. Held back here, so that each key waits for the
+    # form's state instead of racing the doctor (on a loaded machine it answered between
+    # the focus on Launch and the Enter).
+    monkeypatch.setattr(launching, "DOCTOR_DEBOUNCE", 3600.0)
     project = str(tmp_path / "tui-start")
     app = GpurentApp([ssh_spec(sshd, project, sshd.known_hosts)])
     async with app.run_test(size=(150, 46)) as pilot:
@@ -158,11 +165,18 @@ async def test_the_tui_shows_a_run_that_died_in_setup(sshd: SSHServer, tmp_path:
         await pilot.press("l")
         await until(pilot, lambda: shown(app, LaunchForm) and app.focused is not None)
         form = app.screen
-        for key, value in {"data": "/no/such/data.yaml", "epochs": "1", "name": "typo",
-                           "device": "cpu"}.items():
+        values = {"data": "/no/such/data.yaml", "epochs": "1", "name": "typo",
+                  "device": "cpu"}
+        for key, value in values.items():
             form.query_one(f"#f-{key}", Input).value = value
-        await pilot.pause(0.1)
-        await press_button(pilot, "#launch")
+        launch = form.query_one("#launch", Button)
+        # Every value checked (its change handled: the command shows it), Launch allowed.
+        await until(pilot, lambda: all(f"{key}={value}" in str(
+            form.query_one("#command").render()) for key, value in values.items())
+            and not launch.disabled)
+        launch.focus()
+        await until(pilot, lambda: app.focused is launch)
+        await pilot.press("enter")
         state = box.state
         await until(pilot, lambda: state.run_dir == f"{project}/typo" and state.status is not None
                     and state.status.health.verdict == "failed", timeout=120)

@@ -204,7 +204,10 @@ def test_targets_pad_per_image() -> None:
     assert boxes[1, 1].tolist() == [2, 2, 9, 9]
 
 
-def test_loss_falls_when_the_model_fits_one_image() -> None:
+def test_loss_falls_when_the_model_fits_one_image(in_tmp: Path) -> None:
+    # One torch thread (``in_tmp``), as the runs get on a shared machine: with more
+    # OpenMP threads than free cores each barrier spins (``cpu_threads``), and on a busy
+    # machine these 25 steps ran past the 300 s timeout.
     torch.manual_seed(0)
     model = build_model("n", 2, 64)
     optimizer = torch.optim.AdamW(model.parameters(), lr=0.003)

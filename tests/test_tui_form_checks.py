@@ -192,3 +192,28 @@ async def test_a_value_typed_before_the_box_answers_is_kept_however_late_its_cha
         assert epochs.value == "500"  # the user's
         assert form.query_one("#f-batch", Input).value == "8"  # the form's own: changed
         await pilot.press("escape")
+
+
+async def test_an_enter_meant_for_launch_as_the_checks_refuse_it_keeps_the_form(
+        run_factory, shapes_data):
+    """The doctor's refusal can come back while the focus is on Launch (a slow box, a
+    loaded laptop): the focus goes to the field that refuses, not to Cancel, so that the
+    Enter meant for Launch does not close the form and lose what was typed."""
+    run = run_factory("exp1", done=2, total=5, state="completed")
+    app = local_app(run.parent)
+    async with app.run_test(size=(160, 48)) as pilot:
+        box, form = await form_with_data(app, pilot, shapes_data)
+        launch = form.query_one("#launch", Button)
+        await until(pilot, lambda: not launch.disabled)
+        launch.focus()
+        await until(pilot, lambda: app.focused is launch)
+        # What the worker posts when the doctor, asked again, refuses the path now.
+        box.post_message(ChecksDone({}, Text("doctor  ✖ gone"), "data: gone", False, {},
+                                    str(shapes_data)))
+        await until(pilot, lambda: launch.disabled)
+        assert app.focused is form.query_one("#f-data", Input)
+        await pilot.press("enter")  # meant for Launch
+        await until(pilot, lambda: app.focused is form.query_one("#f-name", Input))
+        assert shown(app, LaunchForm)
+        assert not any("cancelled" in e.message for e in app.history)
+        await pilot.press("escape")

@@ -14,7 +14,14 @@ from textual.widgets import Button, Input
 
 from remote.billing.leases import lease_for
 from tests.fixtures.screen import until_shown
-from tests.test_tui_app import connected, local_app, quiet_env, shown, until  # noqa: F401
+from tests.test_tui_app import (  # noqa: F401 (quiet_env: autouse fixture)
+    connected,
+    local_app,
+    messages,
+    quiet_env,
+    shown,
+    until,
+)
 from trainer.guard.lease import read_lease
 from tui.dialogs.launch import LaunchForm
 
@@ -50,7 +57,8 @@ async def test_a_lease_typed_in_the_form_is_kept_here_and_on_the_box(
             await pilot.press("ctrl+s")
             await until(pilot, lambda: not isinstance(app.screen, LaunchForm), timeout=90)
             await until(pilot, lambda: box.state.run_dir == str(launched))
-            await until_shown(pilot, "launched", "lease until", "then stop")
+            await until(pilot, lambda: any(m.startswith("launched") and "lease until" in m
+                                           and "then stop" in m for m in messages(app)))
             given = lease_for(f"vast:{iid}")
             assert given is not None and given.then == "stop"
             assert 2 * 3600 - 120 < given.left() <= 2 * 3600

@@ -18,7 +18,7 @@ from tests.fixtures.netbox import NetBox
 from tests.fixtures.screen import flat, screen_text, until_shown
 from tests.fixtures.tui_runs import write_run
 from tests.test_ssh_faults import start_sim
-from tests.test_tui_app import shown, until
+from tests.test_tui_app import messages, shown, until
 from trainer.datasets.shapes import write_dataset
 from tui.app import GpurentApp
 from tui.box.view import BoxView
@@ -65,7 +65,9 @@ async def test_link_drop_dims_then_runs_badge_and_pull_recover(netbox: NetBox, t
             assert "● live" not in text.splitlines()[0]  # the header no longer says live
             assert "⚠ last data" in text  # every pane says how old it is
             await pilot.press("w")
-            await until_shown(pilot, "no link to the box (last data", "r tries now")
+            # Refused, said in a notification (the status row keeps the link warning).
+            await until(pilot, lambda: any("no link to the box (last data" in m
+                                           and "r tries now" in m for m in messages(app)))
             # Meanwhile the box goes on: a run finishes there, another appears.
             write_run(project / "while-away", done=3, total=3, state="completed")
 
@@ -80,7 +82,9 @@ async def test_link_drop_dims_then_runs_badge_and_pull_recover(netbox: NetBox, t
             await pilot.press("w")
             await until(pilot, lambda: shown(app, PullDialog))
             await pilot.press("enter")
-            await until_shown(pilot, "pulled best.pt", "sha256 verified", timeout=90)
+            await until(pilot, lambda: any(m.startswith("pulled best.pt")
+                                           and "sha256 verified" in m for m in messages(app)),
+                        timeout=90)
             await until(pilot, lambda: badge.safe_now is True, timeout=60)
             await until_shown(pilot, "⛨ weights safe", "(laptop)")
 

@@ -30,6 +30,7 @@ from remote.commands.errors import fail
 from remote.commands.lease import add_lease_option, lease_target, lease_words
 from remote.commands.target import add_connection_options, open_transport, parse_target
 from remote.runs.guard import (
+    DISARM_WAIT,
     NOTIFY_FORMATS,
     GuardError,
     GuardState,
@@ -97,6 +98,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="seconds between looks at the run (default 30)")
     p.add_argument("--stall-minutes", type=_positive, metavar="M",
                    help="a run stalled this long counts as dead (default 30)")
+    p.add_argument("--wait", type=_positive, metavar="S", default=DISARM_WAIT,
+                   help="disarm: seconds to wait for the guard to say it stood down "
+                   f"(default {DISARM_WAIT:g})")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     add_lease_option(p, then=False)
     add_connection_options(p)
@@ -161,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
                 transport, target.path, args.when, args.then, args.max_hours,
                 args.provider, args.instance, key, base_url=args.base_url, **kwargs)
         elif args.action == "disarm":
-            state = disarm_guard(transport, target.path)
+            state = disarm_guard(transport, target.path, wait=args.wait)
         elif args.action == "ack":
             state = acknowledge_alarm(transport, target.path)
         else:
@@ -178,8 +182,10 @@ def run(args: argparse.Namespace) -> int:
             "stall_minutes": args.stall_minutes})  # to arm it again where the run moves
     code = _print(args, state, lease)
     if args.action == "disarm" and state is not None and state.watching:
-        print("the guard has not said it stood down (it answers within seconds unless it "
-              "is busy acting): `gpurent guard RUN show` tells when it has", file=sys.stderr)
+        print(f"the guard has not said it stood down within {args.wait:g} s (guard.json "
+              "still says armed and its process runs; it answers within seconds unless "
+              "it is busy acting): `gpurent guard RUN show` tells when it has",
+              file=sys.stderr)
         return 1
     if state is not None and state.alarm_active and args.action == "show":
         print("the alarm stays until acknowledged: gpurent guard RUN ack", file=sys.stderr)

@@ -46,9 +46,9 @@ from trainer.guard.state import (
 )
 from trainer.text import clean_text
 
-__all__ = ["NOTIFY_FORMATS", "GuardError", "GuardState", "account_key_warning",
-           "acknowledge_alarm", "arm_guard", "disarm_guard", "guard_command", "notify_lines",
-           "parse_when", "read_guard"]
+__all__ = ["DISARM_WAIT", "NOTIFY_FORMATS", "GuardError", "GuardState",
+           "account_key_warning", "acknowledge_alarm", "arm_guard", "disarm_guard",
+           "guard_command", "notify_lines", "parse_when", "read_guard"]
 
 #: Options of ``trainer guard`` that ``arm_guard`` passes on as ``--NAME VALUE`` (tests and
 #: scripts tune them; the defaults are the guard's own).
@@ -339,19 +339,31 @@ def arm_guard(transport: Transport, run_dir: str, when: str, then: str,
         time.sleep(0.2)
 
 
-def disarm_guard(transport: Transport, run_dir: str, wait: float = 10.0) -> GuardState | None:
-    """Signal the armed guard to stand down and wait until it says ``disarmed``. Returns
-    the final state (``None`` when no guard was ever armed there). A guard that is
-    already acting finishes its action. Its pid is signalled only while it is the
-    process guard.json records; otherwise ``GuardError`` ("stale pid: not signalling")."""
+#: Seconds ``disarm_guard`` waits for the guard's own word (guard.json no longer armed, or
+#: its process gone): it stands down at once when idle, but only after a provider call or
+#: a look at the run under way, which a busy box can make slow.
+DISARM_WAIT = 30.0
+
+
+def disarm_guard(transport: Transport, run_dir: str,
+                 wait: float = DISARM_WAIT) -> GuardState | None:
+    """Signal the armed guard to stand down and wait (``wait`` s at most) until
+    guard.json says it is no longer armed or its process is gone. Returns the final
+    state (``None`` when no guard was ever armed there); a guard still ``watching`` then
+    has not stood down in time. A guard that is already acting finishes its action. Its
+    pid is signalled only while it is the process guard.json records; otherwise
+    ``GuardError`` ("stale pid: not signalling")."""
     state, data = _read_guard(transport, run_dir)
     if state is None or state.state not in ACTIVE_STATES:
         return state
-    if why_not(transport, data.get("pid"), data) == "no such process":
-        return state  # gone with its box: nothing to disarm
     try:
         signal_checked(transport, data.get("pid"), signal.SIGTERM, data, data.get("pgid"))
     except StalePid as exc:
+        # Gone with its box, or ended since the look above (a guard told to stand down
+        # earlier writes ``disarmed`` and exits): nothing to signal, and what guard.json
+        # says now is the answer. A live process that is not the recorded guard is refused.
+        if why_not(transport, data.get("pid"), data) == "no such process":
+            return read_guard(transport, run_dir)
         raise GuardError(f"{exc}; the guard that wrote guard.json is not running") from None
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:

@@ -382,7 +382,14 @@ class Provider:
             # that left late (a busy machine) must not bring the next one closer.
             self.pacer.hold(slot, interval)
             try:
-                return self._send_once(method, url, data, what)
+                try:
+                    return self._send_once(method, url, data, what)
+                finally:
+                    # ...and again from its answer: the provider counts from when the
+                    # request reached it, somewhere between the send and the answer; a
+                    # request that reached it late (a slow connection, a busy machine at
+                    # either end) must not bring the next one closer there either.
+                    self.pacer.hold(slot, interval)
             except ProviderError as exc:
                 if exc.kind == "rate_limited":
                     limited += 1

@@ -6,6 +6,9 @@ endpoint and answers sooner calls with a plain-text 429 that names it; Lambda Cl
 about one request a second). A client that knows the interval never meets the 429; one
 that met it waits what the answer said before that endpoint is called again, by any
 thread of the process (the watchdog acts on several instances of one account at once).
+The provider counts from when a request reached it, which the client cannot see: the
+next turn counts from the send and again from the answer (``hold`` both times), so a
+request that reached it late never brings the next one closer there.
 
 ``GPURENT_API_PACE`` scales every interval (2: twice as far apart, for a key another
 tool uses too; under 1: closer, for an API stand-in whose intervals are scaled the same).

@@ -5,7 +5,8 @@ command it will run, an estimate of the time, and the error of a launch that fai
 The form stays open while the box launches: ``FormHooks.submit`` starts it, and the box
 view calls ``done()`` when the run started or ``show_error()`` when it did not. The body
 scrolls; the buttons stay at the bottom. Focus starts on the first required field that is
-empty; ctrl+s launches."""
+empty; ctrl+s launches. Launch refused while it has the focus (the checks came back) hands
+the focus to the field that refuses, never to Cancel."""
 
 from __future__ import annotations
 
@@ -268,6 +269,7 @@ class LaunchForm(Dialog[LaunchRequest | None]):
         returns the command when launching is allowed."""
         values = self.values()
         blockers = []
+        blocking: list[str] = []  # the fields that refuse, in the form's order
         asked = {**values, "engine": str(self.query_one("#engine", Select).value)}
         for key, _, _ in FIELDS:
             note = "" if key in REQUIRED and not values[key] else \
@@ -283,6 +285,7 @@ class LaunchForm(Dialog[LaunchRequest | None]):
             self._show_note(key, note)
             if note and not note.startswith(("⚠", "✔")):
                 blockers.append(note.lstrip("✖ ").split(":")[0])
+                blocking.append(key)
         if self.hooks.lease_for:
             lease, why = self.lease()
             self._show_note("lease", f"✖ lease: {why}" if why else
@@ -291,6 +294,7 @@ class LaunchForm(Dialog[LaunchRequest | None]):
                             f"{lease / 3600:g} h after the launch (the guard too, armed)")
             if why:
                 blockers.append("lease")
+                blocking.append("lease")
         command_box = self.query_one("#command", Static)
         command = None
         try:
@@ -299,11 +303,22 @@ class LaunchForm(Dialog[LaunchRequest | None]):
         except ValueError as exc:
             command_box.update(safe(f"✖ {exc}", 300, "bold red"))
             blockers.append(str(exc))
+            blocking.append("extra")
         self.blockers = blockers
         refused = bool(blockers) or self.busy
-        self.query_one("#launch", Button).disabled = refused
-        self.query_one("#profile", Button).disabled = refused
+        self._refuse(refused, blocking)
         return None if refused else command
+
+    def _refuse(self, refused: bool, blocking: list[str]) -> None:
+        """Enable or refuse Launch and Profile. A refused button that has the focus hands
+        it to the first field that refuses (else the first field), never to Cancel: an
+        Enter meant for Launch, pressed as the checks came back refusing it (a slow box,
+        a loaded laptop), must not close the form and lose what was typed."""
+        buttons = [self.query_one(f"#{name}", Button) for name in ("launch", "profile")]
+        if refused and any(button.has_focus for button in buttons):
+            self.set_focus(self.query_one(f"#f-{(blocking or [FIELDS[0][0]])[0]}", Input))
+        for button in buttons:
+            button.disabled = refused
 
     def _show_note(self, key: str, note: str) -> None:
         box = self.query_one(f"#note-{key}", Static)
