@@ -47,7 +47,7 @@ class SimPacer(Pacer):
         self.now += seconds
 
 
-def client(standin, *, key=None, timeout=5.0, retries=3, sleep=None):
+def client(standin, *, key=None, timeout=30.0, retries=3, sleep=None):
     return get_provider(standin.provider, standin.key if key is None else key,
                         base_url=standin.base_url, timeout=timeout, retries=retries,
                         backoff=0.01, sleep=Sleeps() if sleep is None else sleep)
