@@ -107,3 +107,13 @@ def natural_key(name: str) -> tuple[tuple[int, int, str], ...]:
     return tuple((0, int(part), "") if part.isdigit() else (1, 0, part.lower())
                  for part in _DIGITS.split(name) if part)
 
+
+def human_bytes(n: float | None) -> str:
+    """``1536`` -> ``"1.5 KB"`` (decimal units, as disks are sold)."""
+    if n is None:
+        return "?"
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} TB"

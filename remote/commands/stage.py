@@ -14,7 +14,7 @@ from remote.commands.target import add_connection_options, host_target, open_tra
 from remote.runs.checks import BoxToolFailed
 from remote.runs.dataset import StageFailed, check_stage_args, shapes_dataset, stage_dataset
 from remote.weights.push import NO_TOKEN, laptop_token
-from trainer.text import clean_text
+from trainer.text import clean_text, human_bytes
 
 _HOST_HELP = ("HOST is user@host, an ~/.ssh/config alias, an instance such as vast:4242, "
               "or `local` for this machine")
@@ -86,7 +86,7 @@ def run_stage(args: argparse.Namespace) -> int:
     verb = "staged" if report.get("staged") else "already staged"
     print(clean_text(f"{verb} {report.get('repo')} {report.get('file')} in {args.dest} on "
                      f"{args.host}: {report.get('files')} files, "
-                     f"{_size(fields.num(report.get('bytes')) or 0)} (sha256 "
+                     f"{human_bytes(fields.num(report.get('bytes')))} (sha256 "
                      f"{str(report.get('sha256'))[:12]}…)"))
     if not report.get("data_yaml"):
         note(f"no data.yaml in {args.dest}: the archive needs one at its top (with paths "
@@ -94,13 +94,6 @@ def run_stage(args: argparse.Namespace) -> int:
         return 0
     print(clean_text(f"data={report['data_yaml']}"))
     return 0
-
-
-def _size(n: float) -> str:
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n:.0f} B"
 
 
 def run_shapes(args: argparse.Namespace) -> int:

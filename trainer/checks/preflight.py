@@ -21,6 +21,7 @@ from typing import Any
 
 from trainer.checks import cuda as cuda_check
 from trainer.checks import host as host_check
+from trainer.text import human_bytes
 
 SCHEMA = "gpurent.preflight/1"
 STATUSES = ("ok", "warn", "fail")
@@ -42,17 +43,6 @@ class Report:
         """The report as a JSON-ready dict."""
         failed = [c["name"] for c in self.checks if c["status"] == "fail"]
         return {**self.body, "ok": not failed, "failed": failed, "checks": self.checks}
-
-
-def human_bytes(n: float | None) -> str:
-    """``1536`` -> ``"1.5 KB"`` (decimal units, as disks are sold)."""
-    if n is None:
-        return "?"
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} TB"
 
 
 def check_torch_and_gpus(report: Report, require_gpu: bool) -> None:
