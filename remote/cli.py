@@ -25,6 +25,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "instances",
     "lease",
     "watchdog",
+    "glance",
     "providers",
     "guard",
     "runs",

@@ -27,12 +27,13 @@ BASE = ("trainer.text",)
 #: them honest).
 MAY_IMPORT: dict[str, tuple[str, ...]] = {
     # The TUI reaches remote/ through the wings' faces only (FACES_ONLY below).
-    "tui": (*("remote." + w for w in ("link", "watch", "runs", "weights", "billing")),
+    "tui": (*("remote." + w for w in ("link", "watch", "runs", "weights", "billing",
+                                      "glance")),
             "remote.transport", "remote.config", "remote.fields",
             "trainer.runfiles", "trainer.health", "trainer.engines"),
     # remote/: the ground (config, fields, transport), the wings on it, the entry point.
-    # commands -> billing -> {weights, runs, link}; watch -> {link, runs}; runs and
-    # weights -> link (the one door to the box tools); every wing -> the ground.
+    # commands -> glance -> billing -> {weights, runs, link}; watch -> {link, runs}; runs
+    # and weights -> link (the one door to the box tools); every wing -> the ground.
     "remote": ("trainer.runfiles", "trainer._exports"),
     "remote.transport": ("trainer.runfiles", "trainer.health", "trainer._exports"),
     "remote.link": ("remote.config", "remote.transport", "trainer.runfiles",
@@ -58,12 +59,17 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
                        "remote.fields", "remote.transport", "trainer.runfiles",
                        "trainer.providers", "trainer.guard.notify", "trainer.hub.safe",
                        "trainer._exports"),
+    # glance -> billing (the fleet, accounts, intents) -> runs (a run's status in one
+    # exec) -> link; it reads the laptop's Hub token only to keep it out of answers.
+    "remote.glance": ("remote.billing", "remote.weights", "remote.runs", "remote.link",
+                      "remote.config", "remote.fields", "remote.transport",
+                      "trainer.runfiles", "trainer.providers", "trainer._exports"),
     # trainer.version: the providers canary's report names the version that read it.
-    "remote.commands": ("remote.billing", "remote.weights", "remote.runs", "remote.watch",
-                        "remote.link", "remote.config", "remote.fields", "remote.transport",
-                        "trainer.runfiles", "trainer.health", "trainer.providers",
-                        "trainer.engines", "trainer.guard.notify", "trainer.guard.state",
-                        "trainer.version"),
+    "remote.commands": ("remote.glance", "remote.billing", "remote.weights", "remote.runs",
+                        "remote.watch", "remote.link", "remote.config", "remote.fields",
+                        "remote.transport", "trainer.runfiles", "trainer.health",
+                        "trainer.providers", "trainer.engines", "trainer.guard.notify",
+                        "trainer.guard.state", "trainer.version"),
     "remote.cli": ("remote.commands", "remote.transport", "trainer.version"),
     "trainer": ("trainer._exports", "trainer.version"),
     "trainer.__main__": ("trainer.version",),
@@ -103,13 +109,13 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
 #: a module inside them.
 FACES_ONLY: dict[str, tuple[str, ...]] = {
     "tui": ("remote.link", "remote.watch", "remote.runs", "remote.weights", "remote.billing",
-            "remote.transport"),
+            "remote.glance", "remote.transport"),
 }
 
 #: The wings of ``remote/``: folders with one job and a face. Everything else at its top
 #: is the entry point or the ground (``__init__``, ``cli``, ``config``, ``fields``,
 #: ``transport/``), at most :data:`REMOTE_TOP_CAP` modules.
-REMOTE_WINGS = ("link", "watch", "runs", "weights", "billing", "commands")
+REMOTE_WINGS = ("link", "watch", "runs", "weights", "billing", "glance", "commands")
 REMOTE_TOP_CAP = 5
 
 #: Third-party packages a part must never import, not even inside a function.

@@ -55,6 +55,10 @@ async def test_a_launch_and_a_guard_from_the_tui_record_intent(
             await pilot.press("a")
             await until(pilot, lambda: ready(app, GuardDialog))
             await press(pilot, "#arm")
+            # The box's guard.json can be read back before the intent is written: wait
+            # on what is asserted.
+            await until(pilot, lambda: intent_for(f"runpod:{iid}").guard is not None,
+                        timeout=60)
             await until(pilot, lambda: box.state.guard is not None, timeout=60)
             guard = intent_for(f"runpod:{iid}").guard
             assert guard is not None and guard["when"] == "done" and guard["then"] == "stop"

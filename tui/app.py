@@ -14,6 +14,7 @@ from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import TabbedContent, TabPane
 
+from remote.glance import running_url
 from trainer.text import clean_text
 from tui.box.instance import can_act
 from tui.box.state import ALERT_VERDICTS
@@ -28,7 +29,7 @@ from tui.screens.matches import MatchesScreen
 from tui.spec import BoxSpec
 from tui.widgets.keybar import KeyBar
 from tui.widgets.runs import RunsList
-from tui.words import Standing, farewell, quit_offers, quit_text, quit_title
+from tui.words import Standing, farewell, glance_words, quit_offers, quit_text, quit_title
 
 #: (key, action, footer label, palette description), in footer order. Which of them the
 #: footer shows depends on the box's state and the width (``tui.hints``). Box actions run
@@ -42,6 +43,7 @@ KEYS: tuple[tuple[str, str, str, str], ...] = (
     ("x", "box('stop_run')", "stop run", "Stop training gracefully (asks first)"),
     ("e", "events", "events", "Show the events history (what toasts said)"),
     ("F", "fleet", "fleet", "Every instance of every account: price, idle time and dollars"),
+    ("P", "glance", "glance", "The glance page's link and token (gpurent glance: for a phone)"),
     ("p", "box('profile')", "profile", "Profile a short run: verdict, levers and $/epoch"),
     ("a", "box('guard')", "guard", "Arm or disarm the guard; acknowledge its alarm"),
     ("R", "box('resume')", "resume", "Start a stopped instance and resume its interrupted run"),
@@ -61,7 +63,7 @@ KEYS: tuple[tuple[str, str, str, str], ...] = (
 )
 #: Keys Textual's own key lists leave out (the footer is ``tui.hints``'s).
 QUIET = ("n", "N", "L", "escape", "m", "f", "W", "slash", "ampersand", "r", "D", "i", "a",
-         "p", "R", "F")
+         "p", "R", "F", "P")
 #: Keys that act anywhere, besides those of ``KEYS``, for the help screen.
 ANYWHERE_KEYS = (("ctrl+p", "The command palette: every action, and every box and run by "
                   "name (ctrl+p exp27 watches exp27)"),
@@ -80,7 +82,7 @@ DIALOG_KEYS = (("Tab / shift+Tab", "Next / previous field or button"),
                ("ctrl+s", "Launch form: launch"),
                ("Esc", "Cancel (nothing is done)"))
 #: Help screen sections: title, and the prefix of the actions of ``KEYS`` they hold.
-SECTIONS = (("Anywhere", ("help", "quit", "events", "fleet")),
+SECTIONS = (("Anywhere", ("help", "quit", "events", "fleet", "glance")),
             ("The box and its run", ("box(", "reconnect")),
             ("Log pane", ("log(", "escape")),
             ("Charts", ("metric",)))
@@ -340,6 +342,12 @@ class GpurentApp(App[int]):
 
         if not isinstance(self.screen, FleetScreen):
             self.push_screen(FleetScreen(self.fleet_lister, self.open_instance))
+
+    def action_glance(self) -> None:
+        """P: the link (with its token) of the glance page this laptop serves."""
+        if (url := running_url()) is not None:
+            self.copy_to_clipboard(url)
+        self.notify(glance_words(url), title="glance", timeout=60, markup=False)
 
     def _list_fleet(self) -> object:
         from remote.billing import FleetOptions, NoAccounts, configured_accounts, list_fleet

@@ -204,3 +204,14 @@ def farewell(s: Standing) -> str:
     if s.reattach:
         line += f"\n  reattach: {s.reattach}"
     return line
+
+
+def glance_words(url: str | None) -> str:
+    """What ``P`` says: the link of the glance page this laptop serves (its token after
+    ``#t=``), or how to start one."""
+    if url is None:
+        return ("No glance page runs on this laptop: `gpurent glance` serves one (read-only, "
+                "for a phone) and prints its link.")
+    return (f"Glance page (read-only, for a phone): {url} — the part after #t= is its "
+            "token: whoever holds the link can read the page. Copied to the clipboard "
+            "where the terminal allows.")

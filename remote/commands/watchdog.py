@@ -18,6 +18,7 @@ from remote.billing.watchdog import Rules, loop, watch_once
 from remote.billing.watchrecords import ALARM_EVERY
 from remote.commands.errors import fail
 from remote.commands.target import identity_files, key_options
+from remote.glance import running_url
 from trainer.guard.notify import parse_target
 from trainer.guard.state import NOTIFY_FORMATS, GuardError
 
@@ -38,7 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "provider confirms the billing ended; an account it cannot list (a key refused, "
         "a 2FA session expired, an outage) is an alarm of every pass. Webhooks: --notify "
         "or [notify] urls in the config file, as for the guard. Safe to run from two "
-        "places at once. Exit 0 nothing failed, 1 an alarm, 2 bad input.",
+        "places at once. Where it runs, `gpurent glance` can serve a read-only page of every "
+        "box and run for a phone. Exit 0 nothing failed, 1 an alarm, 2 bad input.",
     )
     p.add_argument("--once", action="store_true", help="one pass, then exit (cron, timers)")
     p.add_argument("--interval", type=float, default=300.0, metavar="S",
@@ -111,5 +113,10 @@ def run(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_a: ended.set())
     say(f"watching every {args.interval:g} s (SIGTERM or Ctrl-C ends it)")
+    # Where the watchdog runs, every box is reached: the glance page can run there too.
+    # Its link carries the token, so it is never written here (this may be a log).
+    say("a read-only page of every box and run, for a phone: " + (
+        "gpurent glance serves one here; `gpurent glance --url` prints its link"
+        if running_url() else "`gpurent glance` serves one (README: A glance from a phone)"))
     loop(configured_accounts, rules, options, args.interval, ended.wait, **common)
     return 0
