@@ -236,6 +236,27 @@ async def test_the_tuis_i_reaches_the_fleet_and_the_tab_opened_from_it(
 
 
 @pytest.mark.anyio
+async def test_the_tuis_accept_new_reaches_the_fleet_and_the_tab_opened_from_it(
+        only_me, provider_standin, tmp_path, monkeypatch):
+    """``gpurent-tui --accept-new -i KEY`` with no host: the fleet's box has a key this
+    laptop never saw; the row is reached and its tab too (the flag used to stay out of
+    the fleet: the row said the key was unknown)."""
+    vast = provider_standin("vast")
+    iid = vast_instance(vast, only_me, monkeypatch)
+    laptop(tmp_path, monkeypatch, only_me, [], f"Host vast:*\n  User {ME}\n")
+    from tui.main import app_from_args
+
+    app = app_from_args(["--accept-new", "-i", only_me.key_path])
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await until(pilot, lambda: getattr(app.screen, "fleet", None) is not None)
+        [row] = app.screen.fleet.rows
+        assert row.box is not None and not row.unreachable, row.unreachable
+        box = await open_the_row(app, pilot, f"vast:{iid}")
+        await until(pilot, lambda: box.state.transport is not None)
+        assert whoami(box.state.transport) == ME
+
+
+@pytest.mark.anyio
 async def test_a_refused_login_from_a_fleet_row_is_said_once_not_retried(
         only_me, provider_standin, tmp_path, monkeypatch):
     """No key the box takes: the row says why, and the tab opened from it tries once,

@@ -101,7 +101,7 @@ def _unprefixed(desc: str) -> str:
 class GpurentApp(App[int]):
     """The app. ``specs``: the boxes to open; ``clock``: the time source (frozen in
     snapshot tests); ``autoconnect``: connect on start (off for widget-only tests);
-    ``ssh_options``: the fleet's connection options (``-i``)."""
+    ``ssh_options``, ``accept_new``: the fleet's connection options (``-i``, ...)."""
 
     TITLE = "gpurent-tui"
     CSS_PATH = "app.tcss"
@@ -118,11 +118,12 @@ class GpurentApp(App[int]):
 
     def __init__(self, specs: list[BoxSpec], clock: Callable[[], float] = time.time,
                  autoconnect: bool = True,
-                 ssh_options: tuple[tuple[str, object], ...] = ()) -> None:
+                 ssh_options: tuple[tuple[str, object], ...] = (),
+                 accept_new: bool = False) -> None:
         super().__init__()
         self.specs = specs
-        #: How the fleet reaches its boxes (``-i``), and so the tabs opened from it.
-        self.ssh_options = ssh_options
+        #: How the fleet reaches its boxes (``-i``, ``--accept-new``); its tabs too.
+        self.ssh_options, self.accept_new = ssh_options, accept_new
         self.clock = clock
         self.autoconnect = autoconnect
         self.farewell = ""
@@ -352,10 +353,10 @@ class GpurentApp(App[int]):
     def _list_fleet(self) -> object:
         from remote.billing import FleetOptions, NoAccounts, configured_accounts, list_fleet
 
-        accounts = configured_accounts()
-        if not accounts:
+        if not (accounts := configured_accounts()):
             raise NoAccounts()
-        return list_fleet(accounts, FleetOptions(ssh_options=dict(self.ssh_options)))
+        options = FleetOptions(ssh_options=dict(self.ssh_options), accept_new=self.accept_new)
+        return list_fleet(accounts, options)
 
     def open_instance(self, row: object, destroy: bool = False) -> None:
         """Open a fleet row's instance (``vast:4242``) as a box tab, or show its tab,

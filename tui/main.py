@@ -10,8 +10,12 @@ import argparse
 import dataclasses
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from tui.spec import BoxSpec
+
+if TYPE_CHECKING:
+    from tui.app import GpurentApp
 
 PROVIDERS = ("vast", "runpod", "lambda", "manual")
 
@@ -192,14 +196,21 @@ def _import_the_watcher() -> None:
     remote.watch.Watcher  # noqa: B018 - the face loads the module on first use
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run ``gpurent-tui`` and return its exit code."""
+def app_from_args(argv: list[str] | None = None) -> GpurentApp:
+    """The app that ``gpurent-tui ARGV`` runs, its boxes' connections started (the fleet
+    reaches its boxes with the same ``-i`` and ``--accept-new``)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     specs = connect_early(specs_from_args(args, parser))
     from tui.app import GpurentApp
 
-    app = GpurentApp(specs, ssh_options=ssh_options(args, parser))
+    return GpurentApp(specs, ssh_options=ssh_options(args, parser),
+                      accept_new=args.accept_new)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``gpurent-tui`` and return its exit code."""
+    app = app_from_args(argv)
     app.run()
     if app.farewell:
         print(app.farewell)

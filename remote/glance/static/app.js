@@ -71,7 +71,9 @@
   }
 
   function when(at) {
-    return typeof at === "number" ? new Date(at * 1000).toLocaleTimeString() : "never";
+    // 24-hour, as the server's "not reached since HH:MM" words are.
+    return typeof at === "number" ?
+      new Date(at * 1000).toLocaleTimeString([], {hourCycle: "h23"}) : "never";
   }
 
   function showStamp(head) {
