@@ -3,12 +3,9 @@ cache directory, launches the built-in trainer detached and the app shows the ru
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-
 import pytest
 
+from tests.fixtures.launched import kill_launched
 from tests.fixtures.screen import screen_text
 from tests.test_tui_app import until
 from tests.test_tui_main import specs
@@ -50,5 +47,4 @@ async def test_demo_generates_data_launches_and_shows_the_run(monkeypatch, tmp_p
         # The launcher records every run's pid (its process group), even one that failed
         # before writing status.json.
         for pid_file in runs.glob("*/launch.pid"):
-            with contextlib.suppress(ProcessLookupError, ValueError):
-                os.killpg(int(pid_file.read_text()), signal.SIGKILL)
+            kill_launched(pid_file.parent)

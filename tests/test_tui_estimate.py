@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import stat
 import subprocess
 import sys
@@ -21,6 +20,7 @@ from textual.widgets import Input
 from remote.runs import ProbeCancelled, cancel_probe, new_probe_id
 from remote.runs import profile as run_profile
 from remote.transport import LocalTransport
+from tests.fixtures.launched import kill_launched
 from tests.fixtures.screen import flat, until_shown
 from tests.fixtures.tui_scenes import PROFILE
 from tests.test_tui_app import (  # noqa: F401 (quiet_env: autouse fixture)
@@ -86,14 +86,6 @@ def profiles_running(cache: Path) -> list[int]:
                     mine in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
                 found.append(int(pid))
     return found
-
-
-def kill_run(run_dir: Path) -> None:
-    """End a run the test launched (its process group)."""
-    pid_file = run_dir / "launch.pid"
-    if pid_file.exists():
-        with contextlib.suppress(ProcessLookupError, ValueError):
-            os.killpg(int(pid_file.read_text().split()[0]), signal.SIGKILL)
 
 
 def first_epoch_seconds(run_dir: Path) -> float | None:
@@ -207,7 +199,7 @@ async def test_the_estimate_holds_for_the_run_that_follows(run_factory, epoch_da
             print(f"estimate {guess:.2f} s, first epoch {measured:.2f} s: {error:+.0%}")
             assert abs(error) <= TOLERANCE, (guess, measured)
     finally:
-        kill_run(launched)
+        kill_launched(launched)
 
 
 async def test_the_probe_ends_when_the_form_closes(run_factory, epoch_data, cache):

@@ -5,14 +5,11 @@ the box (the guard's) before the run starts, and the launch line says it."""
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-
 import pytest
 from textual.widgets import Button, Input
 
 from remote.billing.leases import lease_for
+from tests.fixtures.launched import kill_launched
 from tests.fixtures.screen import until_shown
 from tests.test_tui_app import (  # noqa: F401 (quiet_env: autouse fixture)
     connected,
@@ -64,10 +61,7 @@ async def test_a_lease_typed_in_the_form_is_kept_here_and_on_the_box(
             assert 2 * 3600 - 120 < given.left() <= 2 * 3600
             assert read_lease()["until"] == given.until  # on the box, for its guard
     finally:
-        pid_file = launched / "launch.pid"
-        if pid_file.exists():
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(int(pid_file.read_text().split()[0]), signal.SIGKILL)
+        kill_launched(launched)
 
 
 async def test_a_box_without_a_named_instance_has_no_lease_field(run_factory):

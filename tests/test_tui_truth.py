@@ -7,7 +7,6 @@ actions show progress; the words match the state. Each test asserts the text on 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import subprocess
@@ -18,6 +17,7 @@ from rich.text import Text
 from textual.widgets import Button, Input
 
 from remote.watch.events import ConnectionEvent
+from tests.fixtures.launched import kill_launched
 from tests.fixtures.screen import flat, screen_text, until_shown
 from tests.fixtures.tui_runs import write_run
 from tests.test_tui_app import (  # noqa: F401 (quiet_env: autouse fixture)
@@ -225,10 +225,8 @@ async def test_launch_form_types_checks_estimates_launches_and_remembers(
             assert form.query_one("#f-data", Input).value == str(shapes_data)
             await pilot.press("escape")
     finally:
-        pid_file = launched / "launch.pid" if launched else None
-        if pid_file is not None and pid_file.exists():
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(int(pid_file.read_text().split()[0]), signal.SIGKILL)
+        if launched:
+            kill_launched(launched)
 
 
 # ---------------------------------------------------------------- layout

@@ -6,9 +6,6 @@ provider said; the launch form keeps a value the user chose on a box without a G
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import socket
 from pathlib import Path
 
@@ -17,6 +14,7 @@ from textual.widgets import Input
 
 from remote.billing import Account, FleetOptions, list_fleet
 from remote.cli import main as gpurent
+from tests.fixtures.launched import kill_launched
 from tests.fixtures.screen import until_shown
 from tests.test_tui_app import (  # noqa: F401 (quiet_env: autouse fixture)
     connected,
@@ -223,7 +221,6 @@ async def test_the_demos_launch_form_keeps_the_demos_own_sizes(monkeypatch, tmp_
                              for k in ("imgsz", "batch", "epochs"))
     finally:
         for pid_file in (tmp_path / "cache").glob("gpurent/demo/runs/*/launch.pid"):
-            with contextlib.suppress(ProcessLookupError, ValueError):
-                os.killpg(int(pid_file.read_text()), signal.SIGKILL)
+            kill_launched(pid_file.parent)
     assert (values["imgsz"], values["batch"], values["epochs"]) == ("96", "16", "15"), values
     assert values["device"] == "cpu" and "no GPU" not in notes, notes
