@@ -75,7 +75,6 @@ def trainer_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "trainer", "train", *args]
 
 
-@pytest.mark.slow
 def test_two_workers_train_one_model_and_only_rank_0_writes(
         shapes_data: Path, tmp_path: Path) -> None:
     proc = launch(trainer_cmd(*ARGS, "nproc=2", f"data={shapes_data}", "epochs=2",
@@ -110,7 +109,6 @@ def test_two_workers_train_one_model_and_only_rank_0_writes(
     assert load(run / "weights/best.pt")["train_args"]["nproc"] == 2
 
 
-@pytest.mark.slow
 def test_a_stop_from_the_laptop_reaches_every_worker_and_resume_finishes(
         shapes_data: Path, tmp_path: Path) -> None:
     from remote.runs.stop import stop_run

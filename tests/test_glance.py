@@ -43,7 +43,6 @@ def title(dom: str) -> str:
     return found.group(1) if found else ""
 
 
-@pytest.mark.slow
 def test_the_page_shows_every_box_and_run_in_a_browser_and_runs_nothing_of_theirs(
         box: SSHServer, provider_standin, shapes_data: Path, tmp_path: Path) -> None:
     runs = Path(box.home) / "runs"

@@ -70,7 +70,6 @@ def finish(watcher: Watcher, events: Collector, run_dir: Path) -> None:
     assert events.log_bytes() == (run_dir / "train.log").read_bytes()
 
 
-@pytest.mark.slow
 def test_link_down_20s_run_keeps_going_and_watcher_resumes(netbox: NetBox) -> None:
     run_dir = Path(netbox.server.home) / "runs" / "linkdown"
     pid = start_sim(netbox, run_dir)

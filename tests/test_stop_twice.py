@@ -105,7 +105,6 @@ def test_a_stop_mark_of_this_process_is_a_stop_in_progress(
     assert proc.poll() is None
 
 
-@pytest.mark.slow
 def test_second_stop_waits_for_a_slow_save_and_force_kills(
         shapes_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:

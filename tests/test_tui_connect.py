@@ -58,7 +58,6 @@ async def test_the_box_chooses_the_going_run_and_the_list_fills(tmp_path, traine
         assert runs.current == str(project / "going")
 
 
-@pytest.mark.slow
 async def test_a_long_log_shows_its_tail_then_older_lines_and_whole_log_matches(
         tmp_path) -> None:
     lines = [f"step {n:06d} {'needle' if n % 500 == 0 else 'hay'} " + "x" * 60

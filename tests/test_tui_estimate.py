@@ -163,7 +163,6 @@ def test_a_cancelled_probe_ends_at_once_even_before_it_started(epoch_data, cache
 # ---------------------------------------------------------------- the form
 
 
-@pytest.mark.slow
 @pytest.mark.alone
 async def test_the_estimate_holds_for_the_run_that_follows(run_factory, epoch_data, cache):
     run = run_factory("exp1", done=2, total=5, state="completed")
@@ -244,7 +243,6 @@ async def test_p_on_a_training_box_says_so_and_asks(run_factory, sleeper):
         await pilot.press("escape")
 
 
-@pytest.mark.slow
 async def test_a_profile_verdict_is_a_notification_kept_in_the_events(run_factory,
                                                                       epoch_data, cache):
     run = run_factory("exp1", done=2, total=5, state="completed")

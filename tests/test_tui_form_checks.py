@@ -70,7 +70,6 @@ def test_a_cleared_fields_placeholder_never_reads_as_a_value() -> None:
         assert "empty:" in hints[key], key
 
 
-@pytest.mark.slow
 async def test_every_field_is_checked_inline_before_launch(run_factory, shapes_data):
     run = run_factory("exp1", done=2, total=5, state="completed")
     app = local_app(run.parent)
@@ -195,7 +194,6 @@ async def test_a_value_typed_before_the_box_answers_is_kept_however_late_its_cha
         await pilot.press("escape")
 
 
-@pytest.mark.slow
 async def test_an_enter_meant_for_launch_as_the_checks_refuse_it_keeps_the_form(
         run_factory, shapes_data):
     """The doctor's refusal can come back while the focus is on Launch (a slow box, a

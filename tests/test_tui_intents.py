@@ -23,7 +23,6 @@ from tui.dialogs.launch import LaunchForm
 pytestmark = pytest.mark.anyio
 
 
-@pytest.mark.slow
 async def test_a_launch_and_a_guard_from_the_tui_record_intent(
         tmp_path: Path, shapes_data: Path, provider_standin, monkeypatch) -> None:
     runpod = provider_standin("runpod")

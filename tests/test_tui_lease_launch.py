@@ -25,7 +25,6 @@ from tui.dialogs.launch import LaunchForm
 pytestmark = pytest.mark.anyio
 
 
-@pytest.mark.slow
 async def test_a_lease_typed_in_the_form_is_kept_here_and_on_the_box(
         run_factory, shapes_data, provider_standin, monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")

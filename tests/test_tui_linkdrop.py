@@ -39,7 +39,6 @@ def box_spec(netbox: NetBox, project: str) -> BoxSpec:
                    price=1.25, ssh_options=options)
 
 
-@pytest.mark.slow
 async def test_link_drop_dims_then_runs_badge_and_pull_recover(netbox: NetBox, tmp_path,
                                                                monkeypatch):
     monkeypatch.setenv("GPURENT_DATA_DIR", str(tmp_path / "data"))

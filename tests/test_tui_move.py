@@ -62,7 +62,6 @@ def milestone_on_the_hub(tmp_path: Path, data: str, hub: HubStandin) -> int:
         proc.wait()
 
 
-@pytest.mark.slow
 async def test_m_on_a_taken_away_row_resumes_its_run_on_another_box(
         provider_standin, hub_standin: HubStandin, tmp_path: Path, monkeypatch) -> None:
     for key, value in {"HF_ENDPOINT": hub_standin.url, "HF_HUB_DISABLE_XET": "1",

@@ -175,7 +175,6 @@ async def test_launch_form_refusals_stay_inside_the_form(run_factory, shapes_dat
 # ---------------------------------------------------------------- the launch form
 
 
-@pytest.mark.slow
 async def test_launch_form_types_checks_estimates_launches_and_remembers(
         run_factory, shapes_data, monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")

@@ -17,7 +17,6 @@ def _own_state(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
 
 
-@pytest.mark.slow
 def test_twelve_hours_unattended_end_every_billing_due_and_stop_no_live_run(
         provider_standin):
     sim = Sim(provider_standin, seed=1)  # bench/watchdog_soak.py runs more seeds
