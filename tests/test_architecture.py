@@ -63,7 +63,8 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     # exec) -> link; it reads the laptop's Hub token only to keep it out of answers.
     "remote.glance": ("remote.billing", "remote.weights", "remote.runs", "remote.link",
                       "remote.config", "remote.fields", "remote.transport",
-                      "trainer.runfiles", "trainer.providers", "trainer._exports"),
+                      "trainer.runfiles", "trainer.health", "trainer.providers",
+                      "trainer._exports"),
     # trainer.version: the providers canary's report names the version that read it.
     "remote.commands": ("remote.glance", "remote.billing", "remote.weights", "remote.runs",
                         "remote.watch", "remote.link", "remote.config", "remote.fields",

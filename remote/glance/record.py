@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 from remote.config import state_path
+from trainer.health import local_pid_alive
 
 #: The record's name, beside the laptop's other state.
 RECORD = "glance.json"
@@ -32,15 +33,10 @@ def write_private(path: Path, data: dict[str, object]) -> None:
 
 
 def _alive(pid: object) -> bool:
-    """Whether ``pid`` is a live ``gpurent glance`` on this machine."""
-    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+    """Whether ``pid`` is a live ``gpurent glance`` on this machine (a pid reused by
+    another program is not)."""
+    if not isinstance(pid, int) or isinstance(pid, bool) or not local_pid_alive(pid):
         return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
     with contextlib.suppress(OSError):
         return b"glance" in Path(f"/proc/{pid}/cmdline").read_bytes()
     return True
