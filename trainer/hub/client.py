@@ -224,13 +224,14 @@ class PushedCheckpoint:
 
 
 def pushed_checkpoint(hub: ModuleType, repo: str, token: str | None = None,
-                      endpoint: str | None = None) -> PushedCheckpoint:
-    """``repo``'s ``last.pt`` at its head, with the status pushed with it (``hub``: the
-    imported huggingface_hub). Raises ``HubError`` when the head holds no ``last.pt``
-    or that status cannot be read; the client's own errors when the Hub cannot be
-    asked."""
+                      endpoint: str | None = None,
+                      revision: str | None = None) -> PushedCheckpoint:
+    """``repo``'s ``last.pt`` at its head (or at ``revision``: the commit a resume was
+    shown), with the status pushed with it (``hub``: the imported huggingface_hub).
+    Raises ``HubError`` when there is no ``last.pt`` there or that status cannot be read;
+    the client's own errors when the Hub cannot be asked."""
     api = hub.HfApi(endpoint=endpoint, token=token)
-    head = str(api.model_info(repo).sha)
+    head = str(api.model_info(repo, revision=revision).sha)
     info = _path_info(api, repo, CHECKPOINT, head)
     if info is None:
         raise HubError(f"{repo} holds no {CHECKPOINT} at {head[:12]}: nothing to resume from "

@@ -65,9 +65,11 @@ def holds_run(run_dir: Path) -> bool:
 
 
 def restore_run(repo: str, run_dir: Path, *, token: str | None = None,
-            endpoint: str | None = None) -> dict[str, Any]:
-    """Download and place the files of the run ``run_dir`` names; return the ``--json``
-    object. Raises ``HubError`` (the Hub's ``last.pt`` is another run's included),
+                endpoint: str | None = None, revision: str | None = None) -> dict[str, Any]:
+    """Download and place the files of the run ``run_dir`` names, as of the repository's
+    head or of ``revision`` (the commit the laptop verified as this run's: a push of
+    another run after it does not change what is restored); return the ``--json``
+    object. Raises ``HubError`` (the ``last.pt`` there is another run's included),
     ``OSError`` or ``ValueError`` (a run is already there)."""
     check_repo_id(repo)
     if holds_run(run_dir):
@@ -75,7 +77,7 @@ def restore_run(repo: str, run_dir: Path, *, token: str | None = None,
                          "name")
     hub = import_hub(progress_bars=False)
     try:
-        found = pushed_checkpoint(hub, repo, token, endpoint)
+        found = pushed_checkpoint(hub, repo, token, endpoint, revision)
         commit = found.commit
         api = hub.HfApi(endpoint=endpoint, token=token)
         present = {s.rfilename for s in api.model_info(repo, revision=commit).siblings or []}
@@ -181,6 +183,8 @@ def main(argv: list[str]) -> int:
         "Hub repository (one commit) into RUN_DIR, to resume it on this box.")
     p.add_argument("repo", metavar="REPO", help="the run's model repository, ORG/NAME")
     p.add_argument("--run-dir", required=True, metavar="DIR")
+    p.add_argument("--revision", metavar="COMMIT", help="restore the run's last.pt as "
+                   "of this commit (default: the repository's head)")
     p.add_argument("--token-stdin", action="store_true",
                    help="read the Hub token from stdin")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -194,7 +198,8 @@ def main(argv: list[str]) -> int:
 
     token = read_token(args.token_stdin) if args.token_stdin else None
     try:
-        result = restore_run(args.repo, Path(args.run_dir).expanduser(), token=token)
+        result = restore_run(args.repo, Path(args.run_dir).expanduser(), token=token,
+                             revision=args.revision)
     except ValueError as exc:
         return fail(str(exc), 2)
     except HubError as exc:  # ours, whole (describe_error cuts at 300 characters)
