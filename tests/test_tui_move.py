@@ -35,9 +35,9 @@ from tests.test_tui_guard import press, ready
 from trainer import engines, runfiles
 from trainer.hub.autopush import live_watchers
 from tui.app import GpurentApp
-from tui.spec import BoxSpec
 from tui.dialogs.move import MoveDialog
 from tui.screens.fleet import FleetScreen
+from tui.spec import BoxSpec
 
 pytestmark = pytest.mark.anyio
 SIZE = (170, 40)
