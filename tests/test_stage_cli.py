@@ -210,3 +210,20 @@ def test_the_download_watch_says_how_far_the_partial_file_got(tmp_path: Path) ->
     time.sleep(0.3)
     assert len(said) == 2 and not [t for t in threading.enumerate()
                                    if t.name == "download progress"]
+
+
+def test_a_resume_elsewhere_streams_the_staging_as_it_goes(
+        hub_box: SSHServer, hub_standin: HubStandin, tmp_path: Path) -> None:
+    hub_standin.add_file("me/data", "data.tar.gz", dataset_tar(tmp_path))
+    dest = tmp_path / "on-box" / "datasets"
+    resumed = gpurent("resume", "me/nothing:exp", "--on", "box", "--stage",
+                      "me/data:data.tar.gz", "--stage-dest", str(dest), "--detach",
+                      env=laptop(tmp_path, hub_box), timeout=TIMEOUT)
+    said = resumed.stdout.splitlines()
+    # Each of the box's staging steps is a line as it comes, before the dataset is there.
+    staged = next(n for n, line in enumerate(said) if "dataset staged from me/data" in line)
+    steps = [line for line in said[:staged] if "staging data.tar.gz: " in line]
+    assert any("downloading data.tar.gz from me/data" in line for line in steps), said
+    assert any("extracting" in line for line in steps), said
+    assert (dest / "data.yaml").is_file()
+    assert resumed.returncode == 1 and "restore from me/nothing failed" in resumed.stderr

@@ -38,6 +38,7 @@ from remote.billing.providers import split_instance_target
 from remote.billing.resume import Resumed, ResumeFailed, Step, wait_for_takeover
 from remote.link.connector import Connector
 from remote.link.tools import ask_tool
+from remote.runs.dataset import StageFailed, stage_dataset
 from remote.runs.launch import make_spec
 from remote.runs.start import start_run
 from remote.transport.base import Transport
@@ -206,7 +207,7 @@ def move_run(connector: Connector, moving: Moving, token: str, *, target: str = 
             failed = ", ".join(str(f) for f in (check.report or {}).get("failed") or [])
             raise ResumeFailed(f"the box failed its preflight: {failed or check.why}")
         step("preflight passed")
-        data = _dataset(transport, moving, secret, step)
+        data = _dataset(transport, moving, token.strip(), step)
         run_dir = f"{moving.project.rstrip('/')}/{moving.name}"
         hub = hub_copy(moving.repo, moving.name, token.strip())
         source = choose(hub, moving.name, old_project(moving, target))
@@ -281,9 +282,11 @@ def _empty(transport: Transport, run_dir: str) -> dict[str, Any]:
     return {}
 
 
-def _dataset(transport: Transport, moving: Moving, secret: bytes,
+def _dataset(transport: Transport, moving: Moving, token: str,
              step: Callable[[str], None]) -> str:
-    """The dataset's data.yaml on the new box: ``data`` when it is there, else staged."""
+    """The dataset's data.yaml on the new box: ``data`` when it is there, else staged
+    (``remote.runs.dataset.stage_dataset``, as ``gpurent stage``: each of the box's
+    progress lines is a step as it comes)."""
     if moving.data is not None and transport.stat(moving.data) is not None:
         step(f"dataset found at {moving.data}")
         return moving.data
@@ -291,12 +294,12 @@ def _dataset(transport: Transport, moving: Moving, secret: bytes,
         raise ResumeFailed(f"no dataset at {moving.data or '(none given)'} on the box: give "
                            "--data PATH, or --stage REPO:FILE to stage it from the Hub")
     repo, file = moving.stage
-    staged = ask_tool(transport, ["stage", repo, file, "--dest", moving.stage_dest,
-                                  "--token-stdin", "--json"], timeout=TOOL_TIMEOUT,
-                      stdin=secret)
-    report = staged.report or {}
-    if not staged.ok or not report.get("data_yaml"):
-        why = report.get("error") or staged.why or "no data.yaml in it"
-        raise ResumeFailed(f"staging {repo}/{file} failed: {clean_text(str(why))}")
+    try:
+        report = stage_dataset(transport, repo, file, moving.stage_dest, token=token,
+                               progress=lambda text: step(f"staging {file}: {text}"))
+    except StageFailed as exc:
+        raise ResumeFailed(f"staging {repo}/{file} failed: {exc}") from None
+    if not report.get("data_yaml"):
+        raise ResumeFailed(f"staging {repo}/{file} failed: no data.yaml in it")
     step(f"dataset staged from {repo}/{file}: {report['data_yaml']}")
     return str(report["data_yaml"])
