@@ -1,10 +1,11 @@
 """Issue 38, item 1, the parts without a TUI: ``gpurent resume PROVIDER:ID --on B`` on an
 instance this laptop launched several Hub runs on lists them to choose from and moves
 none (one such run is taken as named); ``gpurent resume TARGET`` without a run names the
-runs launched there; ``trainer restore --revision COMMIT`` restores the run's
-``last.pt`` as of the commit the laptop verified as the run's, though another run
-pushed over the repository since (the Hub stand-in, the real ``trainer restore`` in a
-child process)."""
+runs launched there. A run stopped at epoch 20 whose repository another run pushed
+over since (epoch 110) is restored from its own epoch-20 ``last.pt``, found among the
+earlier versions (or at ``--revision``, the commit the laptop verified as the run's), and
+the laptop's last safe checkpoint of it says the same; a run that never pushed there is
+refused (the Hub stand-in, the real ``trainer restore`` in a child process)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ import pytest
 from remote.billing import RunIntent, want_running
 from remote.billing.move import parse_run
 from remote.cli import main as gpurent
+from remote.config import remember_hub_repo
+from remote.weights.lastsafe import hub_copy
 from tests.fixtures.hub_standin import VALID_TOKEN, HubStandin, hub_env
 
 
@@ -44,16 +47,19 @@ def test_a_resume_without_a_run_named_offers_the_runs_and_moves_none(capsys) -> 
     assert parse_run("runpod:podC") == ("org/solo", "only")
 
 
-def test_restore_takes_the_runs_own_commit_after_another_run_pushed_over_it(
-        hub_standin: HubStandin, tmp_path: Path) -> None:
-    def push(name: str, epoch: int, weights: bytes) -> str:
+def test_a_run_is_restored_from_its_own_last_pt_after_another_run_pushed_over_it(
+        hub_standin: HubStandin, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def push(name: str, epoch: int) -> str:
         status = {"schema_version": 1, "state": "running", "save_dir": f"/root/runs/{name}",
-                  "completed_epochs": epoch, "total_epochs": 30}
-        return hub_standin.add_files("org/shared", {"last.pt": weights,
-                                                    "status.json": json.dumps(status).encode()})
+                  "completed_epochs": epoch, "total_epochs": 200}
+        return hub_standin.add_files("org/shared", {
+            "last.pt": f"{name} at epoch {epoch}".encode(),
+            "status.json": json.dumps(status).encode()})
 
-    ours = push("exp1", 20, b"exp1 at epoch 20")
-    push("exp2", 110, b"exp2 at epoch 110")
+    push("exp1", 10)
+    ours = push("exp1", 20)  # exp1 stopped at epoch 20 ...
+    for epoch in (100, 110):  # ... and exp2 pushed over the repository since
+        push("exp2", epoch)
 
     def restore(run_dir: Path, *extra: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "trainer", "restore", "org/shared",
@@ -61,11 +67,20 @@ def test_restore_takes_the_runs_own_commit_after_another_run_pushed_over_it(
                               input=VALID_TOKEN, capture_output=True, text=True, timeout=60,
                               env=hub_env(hub_standin, tmp_path / "hf"))
 
-    refused = restore(tmp_path / "head" / "exp1")  # the head's last.pt is exp2's
-    assert refused.returncode == 1 and "not run exp1's" in refused.stdout
-    done = restore(tmp_path / "box" / "exp1", "--revision", ours)
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
-    assert (report["commit"], report["epoch"]) == (ours, 20)
-    assert (tmp_path / "box" / "exp1" / "weights" / "last.pt").read_bytes() == \
-        b"exp1 at epoch 20"
+    for where, extra in (("head", ()), ("pinned", ("--revision", ours))):
+        done = restore(tmp_path / where / "exp1", *extra)
+        assert done.returncode == 0, done.stderr
+        report = json.loads(done.stdout)
+        assert (report["commit"], report["epoch"]) == (ours, 20)
+        assert (tmp_path / where / "exp1" / "weights" / "last.pt").read_bytes() == \
+            b"exp1 at epoch 20"
+    refused = restore(tmp_path / "box" / "exp3")  # a run that never pushed there
+    assert refused.returncode == 1 and "not run exp3's" in refused.stdout
+
+    # The laptop tells the same: exp1's last safe checkpoint is its own epoch 20.
+    monkeypatch.setenv("HF_ENDPOINT", hub_standin.url)
+    monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
+    remember_hub_repo("org/shared")
+    copy = hub_copy("org/shared", "exp1", VALID_TOKEN)
+    assert (copy.error, copy.commit, copy.epoch) == ("", ours, 20)
+    assert hub_copy("org/shared", "exp2", VALID_TOKEN).epoch == 110
