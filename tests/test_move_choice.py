@@ -84,3 +84,26 @@ def test_a_run_is_restored_from_its_own_last_pt_after_another_run_pushed_over_it
     copy = hub_copy("org/shared", "exp1", VALID_TOKEN)
     assert (copy.error, copy.commit, copy.epoch) == ("", ours, 20)
     assert hub_copy("org/shared", "exp2", VALID_TOKEN).epoch == 110
+
+
+@pytest.mark.anyio
+async def test_the_move_dialog_with_its_run_choice_fits_80x24() -> None:
+    from textual.app import App
+    from textual.widgets import Button
+
+    from tui.dialogs.move import MoveChoice, MoveDialog
+
+    class Host(App[None]):
+        def on_mount(self) -> None:
+            self.push_screen(MoveDialog("runpod:podA", [
+                MoveChoice("org/shared", "exp1", "runs/train", "epoch 20 on the Hub "
+                           "org/shared@abcdef1"),
+                MoveChoice("org/shared", "exp2", "runs/train", "epoch 110 on the Hub "
+                           "org/shared@1234567")]))
+
+    app = Host()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        for button in app.screen.query(Button):  # Cancel and Resume there, whole
+            assert button.region.bottom <= 24 and button.region.height == 3, button
+        assert app.focused is not None and app.focused.id == "run"  # the choice first

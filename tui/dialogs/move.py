@@ -46,7 +46,12 @@ class MoveAnswer:
 
 class MoveDialog(Dialog[MoveAnswer | None]):
     """Asks which of ``runs`` (taken away with ``old``) goes on, and where; dismisses a
-    ``MoveAnswer`` or ``None``."""
+    ``MoveAnswer`` or ``None``. One line a field, so that it fits 80x24."""
+
+    DEFAULT_CSS = """
+    MoveDialog #run, MoveDialog Input { margin-bottom: 1; }
+    MoveDialog #data, MoveDialog .buttons { margin-top: 0; margin-bottom: 0; }
+    """
 
     BINDINGS = [Binding("enter", "move", "Resume", show=False)]
 
@@ -63,26 +68,25 @@ class MoveDialog(Dialog[MoveAnswer | None]):
         if len(self.runs) > 1:
             what.append(f"{len(self.runs)} runs pushing to the Hub were taken away with ")
             what.append_text(safe(self.old, 60))
-            what.append(": choose the one to resume; each goes on from its own last safe "
-                        "checkpoint, never another run's.")
+            what.append(": choose one; each goes on from its own last safe checkpoint.")
         else:
             what.append_text(self.run_words(self.runs[0]))
             what.append(" was taken away with ")
             what.append_text(safe(self.old, 60))
             what.append(".")
-        what.append(" The new box is checked first (preflight), the checkpoint and the "
-                    "history come from the Hub onto it, the run goes on there with "
-                    "resume=True under the same name and repository, its tab opens, and "
-                    "the guard and lease armed on the old box from here move with it.")
+        what.append(" The new box is checked (preflight), the run goes on there with "
+                    "resume=True, same name and repository, its tab opens, and the old "
+                    "box's guard and lease move with it.")
         yield Static(what, classes="body", id="what")
         if len(self.runs) > 1:
             yield Select([(self.run_words(r), str(n)) for n, r in enumerate(self.runs)],
-                         prompt="choose the run to resume", id="run")
-        yield Field(placeholder="the new box: runpod:POD_ID, vast:ID or a host", id="target")
+                         prompt="choose the run to resume", compact=True, id="run")
+        yield Field(placeholder="the new box: runpod:POD_ID, vast:ID or a host",
+                    compact=True, id="target")
         yield Field(value=DEFAULT_PROJECT,
                     placeholder=f"the project there (default {DEFAULT_PROJECT})",
-                    id="project")
-        yield Field(placeholder="the dataset's data.yaml there", id="data")
+                    compact=True, id="project")
+        yield Field(placeholder="the dataset's data.yaml there", compact=True, id="data")
 
     @staticmethod
     def run_words(run: MoveChoice) -> Text:
