@@ -137,8 +137,8 @@ def _check_run(found: PushedCheckpoint, name: str, pushed: str) -> None:
         owner = one_line(owner, 100)
         raise HubError(f"{repo} holds run {owner}'s last.pt ({pushed}), not run {name}'s, "
                        f"so nothing is restored: another run pushed to the same repository, "
-                       f"and none of its last {MAX_VERSIONS} versions of last.pt before "
-                       f"is run {name}'s (resume {repo}:{owner} to go on with that run)")
+                       f"and no earlier version of last.pt there (up to {MAX_VERSIONS} looked "
+                       f"at) is run {name}'s (resume {repo}:{owner} to go on with that run)")
 
 
 def _fetch(hub: Any, repo: str, name: str, commit: str, token: str | None,
