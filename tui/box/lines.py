@@ -21,9 +21,9 @@ def status_line(state: BoxState, frame: int) -> Text:
     warnings and failures until the next); else nothing."""
     if state.activities:
         return state.activities.line(state.clock(), frame)
-    if state.not_connected and state.transport is None:
+    if state.not_connected and (state.transport is None or state.down_since is not None):
         text = Text("✖ not connected: ", style="bold red")
-        text.append_text(safe(state.not_connected, 300))
+        text.append_text(safe(state.not_connected, 4000))
         return text
     if state.down_since is not None:
         text = Text("⚠ no link to the box: ", style="bold yellow")

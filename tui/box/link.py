@@ -17,16 +17,16 @@ from typing import Any
 from textual.message import Message
 
 from remote.billing import Locator, parse_instance_target
-from remote.link import Connector, retry_delay, worth_retrying
+from remote.link import Connector, changed_host_key, retry_delay, whole_line, worth_retrying
 from remote.runs import box_runs
 from remote.transport import Transport
 from remote.watch import ConnectionEvent
 from trainer.text import format_duration, one_line
 from tui.box.ports import Notice, Panes, Ports, Progress
-from tui.dialogs.confirm import host_key_dialog
+from tui.dialogs.confirm import forget_key_dialog, host_key_dialog
 
 #: Watcher states that mean the data on screen is getting old.
-DOWN_STATES = ("stale", "reconnecting")
+DOWN_STATES = ("stale", "reconnecting", "blocked")
 #: How long the control connection waits for the follower to say where the trainer
 #: runs before it bootstraps by itself (a box the follower cannot start on).
 READY_TIMEOUT = 60.0
@@ -55,6 +55,8 @@ class ConnectFailed(Message, bubble=False, namespace="box"):
     retry_in: float | None
     attempt: int
     declined: bool = False
+    #: A host key that changed: its name and ``known_hosts`` (forgetting it is offered).
+    forget: tuple[str, str] | None = None
 
 
 @dataclass
@@ -84,12 +86,16 @@ class HostKeyAsked(Message, bubble=False, namespace="box"):
 
 class Link:
     """Connecting and the link state of one box, with its ``connector``. ``redraw``
-    draws the status row again."""
+    draws the status row again; ``again`` connects again (r)."""
 
-    def __init__(self, ports: Ports, panes: Panes, redraw: Callable[[], None]) -> None:
+    def __init__(self, ports: Ports, panes: Panes, redraw: Callable[[], None],
+                 again: Callable[[], None] = lambda: None) -> None:
         self.ports = ports
         self.panes = panes
         self.redraw = redraw
+        self.again = again
+        #: Host-key names whose "forget the old key?" dialog is open.
+        self._offering: set[str] = set()
         spec = ports.state.spec
         named = parse_instance_target(spec.target) if spec.kind == "ssh" else None
         # A box named by its instance is located anew on every (re)connection; a box
@@ -155,13 +161,14 @@ class Link:
         retry = worth_retrying(error) and not self._retry_stop.is_set()
         delay = retry_delay(attempt) if retry else None
         declined = not retry and bool(self._declined_keys)
-        self.ports.post(ConnectFailed(one_line(error), what, delay, attempt + 1, declined))
+        self.ports.post(ConnectFailed(whole_line(error), what, delay, attempt + 1, declined,
+                                      changed_host_key(error)))
         if delay is None:
             return False
         self._retry_wake.clear()
         self._retry_wake.wait(delay)
         if self._retry_stop.is_set():  # Escape or quitting: say it is not retried
-            self.ports.post(ConnectFailed(one_line(error), what, None, attempt + 1))
+            self.ports.post(ConnectFailed(whole_line(error), what, None, attempt + 1))
             return False
         return True
 
@@ -269,6 +276,8 @@ class Link:
             state.not_connected = f"{message.error} (r: try again)"
         line = f"{message.what}: {message.error}"
         self.panes.conn_badge.show_error(message.error, message.retry_in, message.attempt)
+        if message.forget is not None:
+            self.offer_forget(message.forget)
         if message.attempt == 1:
             next_step = ("retrying every few seconds (Escape: stop, r: now)"
                          if retrying else "r tries again")
@@ -362,6 +371,9 @@ class Link:
         failed try is the first connection still under way, not a link lost."""
         state = self.ports.state
         before = state.down_since
+        if event.state == "blocked":
+            self.blocked(event)
+            return before != state.down_since
         if event.state in ("live", "polling"):
             state.reached = True
         elif not state.reached and event.state in DOWN_STATES:
@@ -376,6 +388,49 @@ class Link:
             self.link_up()
             self.reconnect_control()
         return before != state.down_since
+
+    def blocked(self, event: ConnectionEvent) -> None:
+        """The watcher stopped trying: what is wrong needs the user (a refused login, a
+        changed or untrusted host key). Said once, whole, with what to do; the panes say
+        how old their data is until r."""
+        state = self.ports.state
+        state.retrying = False
+        state.not_connected = f"{event.detail} (r: try again)"
+        self.panes.conn_badge.show(event)
+        if state.reached and state.down_since is None:
+            state.down_since = state.clock()
+            self.panes.set_offline(True)
+            self.draw()
+        self.ports.notify(f"stopped reconnecting: {event.detail} — r tries again",
+                          severity="error", timeout=20)
+        if event.forget is not None:
+            self.offer_forget(event.forget)
+        self.redraw()
+
+    def offer_forget(self, forget: tuple[str, str]) -> None:
+        """A host key changed: offer to forget the old key (once while the dialog is
+        open); confirmed, the old key is removed in a worker and connecting starts again,
+        which then shows the new key to check."""
+        name, known_hosts = forget
+        if name in self._offering:
+            return
+        self._offering.add(name)
+
+        def answered(yes: bool | None) -> None:
+            self._offering.discard(name)
+            if yes:
+                self.ports.work("forget_host_key", lambda: self._forget(name, known_hosts),
+                                group="forget", label=f"forgetting the old key of {name}")
+
+        self.ports.ask(forget_key_dialog(name, known_hosts), answered)
+
+    def _forget(self, name: str, known_hosts: str) -> None:
+        from remote.transport import forget_host_key
+
+        forget_host_key(name, known_hosts)
+        self.ports.post(Notice(f"forgot the old host key of {name} in {known_hosts}; "
+                               "connecting again", timeout=10))
+        self.ports.app().call_from_thread(self.again)  # type: ignore[attr-defined]
 
     def link_down(self, detail: str, since: float) -> None:
         """The data on screen stops being fresh at ``since``."""

@@ -38,13 +38,15 @@ class ConnectionBadge(Static):
             text = Text(f"◐ no data for {event.silent_for:.0f} s", style="bold yellow")
         elif event.state == "reconnecting":
             text = Text(f"↻ reconnecting (try {event.attempt})", style="bold dark_orange")
+        elif event.state == "blocked":  # the status row says why, whole
+            text = Text("✖ stopped reconnecting (r: try again)", style="bold red")
         elif event.state == "polling":
             text = Text("⇄ connected (reading files)", style="bold green")
         elif event.state == "closed":
             text = Text("○ closed", style="dim")
         else:
             text = safe(event.state, 30, "bold")
-        if event.detail and event.state not in ("live", "polling"):
+        if event.detail and event.state not in ("live", "polling", "blocked"):
             text.append("  ")
             text.append_text(safe(event.detail, 80, "dim"))
         self.update(text)
