@@ -395,10 +395,14 @@ class FleetScreen(Screen[None]):
         from remote.link import Connector
 
         options = getattr(self.fleet, "options", None)
+        from tui.hostkey_question import host_key_asker
+
         named = parse_instance_target(target)
-        return Connector(target, accept_new=bool(getattr(options, "accept_new", False)),
-                         ssh_options=dict(getattr(options, "ssh_options", {}) or {}),
-                         locate=Locator(named, provider=client) if named else None)
+        connector = Connector(target, accept_new=bool(getattr(options, "accept_new", False)),
+                              ssh_options=dict(getattr(options, "ssh_options", {}) or {}),
+                              locate=Locator(named, provider=client) if named else None)
+        connector.ask_unknown = host_key_asker(self.app)  # a new box's key is asked about
+        return connector
 
     def mover_for(self, target: str) -> tuple[Any, tuple[str, str] | None, float | None]:
         """For a resume on ``target`` (a box the user names, of any listed account of its
