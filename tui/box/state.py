@@ -57,6 +57,8 @@ class BoxState:
     #: The watch's generation: events of an earlier watch are not shown.
     gen: int = 0
     last_verdict: str | None = None
+    #: The watched run's last Hub push failed: its error (``None``: it did not).
+    push_failing: str | None = None
     #: The last verdict seen of every run (run dir -> verdict), to alert on changes.
     verdicts: dict[str, str] = field(default_factory=dict)
     #: Runs whose alert the user has not looked at yet.
@@ -114,6 +116,7 @@ class BoxState:
         self.run_dir = run_dir
         self.status = None
         self.last_verdict = None
+        self.push_failing = None
         self.weight_files = {}
         self.unseen.discard(run_dir or "")
         return self.gen
