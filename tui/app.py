@@ -419,7 +419,7 @@ class GpurentApp(App[int]):
             run = state.run_name or None
             out.append(Standing(
                 title=spec.title, local=spec.kind == "local", demo=spec.demo,
-                run=run, verdict=state.status.health.verdict if state.status else None,
+                run=run, verdict=state.verdict_now(),
                 price=state.price_per_hour(),
                 weights_safe=None if safety is None else safety.safe,
                 weights_where=None if safety is None else safety.where,

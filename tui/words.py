@@ -19,7 +19,8 @@ from tui.fmt import safe
 #: How an ended run reads ("run exp1 completed").
 ENDED = {"completed": "completed", "failed": "failed", "stopped": "was stopped",
          "dead": "died (its process is gone)",
-         "unreadable": "has an unreadable status"}
+         "unreadable": "has an unreadable status",
+         "taken": "was taken away with its instance"}
 
 
 @dataclass(frozen=True)

@@ -15,12 +15,22 @@ from tui.widgets.header import HEALTH_STYLES
 INFO_SECONDS = 20.0
 
 
+#: What to do once the provider took the instance away.
+TAKEN_NEXT = ("R starts it again and resumes the run here; m on the fleet (F) resumes it "
+              "on another box")
+
+
 def status_line(state: BoxState, frame: int) -> Text:
     """Actions in progress (behind spinner ``frame``); else why connecting stopped, or
     the link warning; else the last thing that happened (information for a while,
     warnings and failures until the next); else nothing."""
     if state.activities:
         return state.activities.line(state.clock(), frame)
+    if state.taken_away is not None:
+        text = Text("■ ", style="bold red")
+        text.append_text(safe(f"{state.taken_away}: nothing to reconnect to. {TAKEN_NEXT}",
+                              600, "bold red"))
+        return text
     if state.not_connected and (state.transport is None or state.down_since is not None):
         text = Text("✖ not connected: ", style="bold red")
         text.append_text(safe(state.not_connected, 4000))

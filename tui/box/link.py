@@ -22,7 +22,7 @@ from remote.runs import box_runs
 from remote.transport import Transport
 from remote.watch import ConnectionEvent
 from trainer.text import format_duration, one_line
-from tui.box.ports import Notice, Panes, Ports, Progress
+from tui.box.ports import InstanceStale, Notice, Panes, Ports, Progress
 from tui.dialogs.confirm import forget_key_dialog, host_key_dialog
 
 #: Watcher states that mean the data on screen is getting old.
@@ -30,6 +30,8 @@ DOWN_STATES = ("stale", "reconnecting", "blocked")
 #: How long the control connection waits for the follower to say where the trainer
 #: runs before it bootstraps by itself (a box the follower cannot start on).
 READY_TIMEOUT = 60.0
+#: Seconds between questions to the provider about the instance while the link is down.
+ASK_EVERY = 15.0
 
 
 @dataclass
@@ -96,6 +98,8 @@ class Link:
         self.again = again
         #: Host-key names whose "forget the old key?" dialog is open.
         self._offering: set[str] = set()
+        #: When the provider was last asked about the instance while the link was down.
+        self._asked_at: float | None = None
         spec = ports.state.spec
         named = parse_instance_target(spec.target) if spec.kind == "ssh" else None
         # A box named by its instance is located anew on every (re)connection; a box
@@ -158,7 +162,8 @@ class Link:
     def _wait_retry(self, error: BaseException, attempt: int, what: str) -> bool:
         """Tell the UI about a failed try and wait before the next; ``False`` when not
         to try again (the error needs a person, or Escape or quitting stopped it)."""
-        retry = worth_retrying(error) and not self._retry_stop.is_set()
+        retry = worth_retrying(error) and not self._retry_stop.is_set() \
+            and self.ports.state.taken_away is None  # its address is dead
         delay = retry_delay(attempt) if retry else None
         declined = not retry and bool(self._declined_keys)
         self.ports.post(ConnectFailed(whole_line(error), what, delay, attempt + 1, declined,
@@ -296,7 +301,7 @@ class Link:
         state.transport = message.transport
         state.retrying = False
         state.reached = True
-        state.connect_error = state.not_connected = None
+        state.connect_error = state.not_connected = state.taken_away = None
         state.project = message.project
         for note in message.notes:
             self.ports.notify(one_line(note), timeout=8)
@@ -433,8 +438,10 @@ class Link:
         self.ports.app().call_from_thread(self.again)  # type: ignore[attr-defined]
 
     def link_down(self, detail: str, since: float) -> None:
-        """The data on screen stops being fresh at ``since``."""
+        """The data on screen stops being fresh at ``since`` (the provider is asked about
+        the instance at the next tick)."""
         self.ports.state.down_since = since
+        self._asked_at = None
         self.panes.set_offline(True)
         self.ports.record(f"link lost: {detail or 'no data'}", "warning")
         self.draw()
@@ -452,8 +459,24 @@ class Link:
         self.draw()
         self.redraw()
 
+    def ask_provider(self) -> None:
+        """While the link is down, ask the provider about the instance now and then
+        (every ``ASK_EVERY`` s): an instance it took away has no box to reconnect to."""
+        state = self.ports.state
+        if state.down_since is None or not state.has_instance() \
+                or state.taken_away is not None or state.instance_destroyed():
+            return
+        now = state.clock()
+        if self._asked_at is None or now - self._asked_at >= ASK_EVERY:
+            self._asked_at = now
+            self.ports.post(InstanceStale())
+
     def draw(self) -> None:
-        """Say on every pane how old its data is (empty when the link is up)."""
+        """Say on every pane how old its data is (empty when the link is up); the
+        provider is asked about the instance while it is down."""
+        self.ask_provider()
+        if self.ports.state.taken_away is not None:
+            self.panes.conn_badge.show_ended(self.ports.state.taken_away)
         words = self.ports.state.stale_words()
         subtitle = f"⚠ {words}" if words else ""
         for pane in self.panes.data_panes():

@@ -51,6 +51,9 @@ class BoxState:
     not_connected: str | None = None
     #: The instance was destroyed (confirmed by the provider after our destroy).
     destroyed: bool = False
+    #: The provider stopped the instance under the box while the link was down (its
+    #: words, ``remote.billing.taken_words``): nothing is watched or retried until R.
+    taken_away: str | None = None
     #: The watched run (``None``: the box has not chosen one yet) and its last status.
     run_dir: str | None = None
     status: StatusEvent | None = None
@@ -237,7 +240,17 @@ class BoxState:
         return None if named is None else named.text
 
     def price_per_hour(self) -> float | None:
-        """``--price``, else the provider's price for the instance, else unknown."""
+        """``--price``, else the provider's price for the instance, else unknown; once
+        the provider took the instance away, what it bills in the state it left it in."""
+        if self.taken_away is not None:
+            return getattr(self.instance, "billing_per_hour", None)
         if self.spec.price is not None:
             return self.spec.price
         return getattr(self.instance, "price_per_hour", None)
+
+    def verdict_now(self) -> str | None:
+        """The watched run's health, ``taken`` once its instance was taken away (the
+        last status, written before, says it trains)."""
+        if self.taken_away is not None and self.status is not None:
+            return "taken"
+        return self.status.health.verdict if self.status is not None else None
