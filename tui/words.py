@@ -81,6 +81,17 @@ class Standing:
         return f"{which} is stopped: its disk bills {money(self.storage_price)}/h"
 
 
+def verdict_line(run: str, verdict: str, reason: str) -> str:
+    """``run exp completed after 30/30 epochs``, ``run exp failed: ValueError: …``: a
+    run's new verdict and why, the verdict said once (never "completed: completed")."""
+    reason = reason.strip()
+    if reason.lower() in ("", verdict.lower()):
+        return f"run {run} {verdict}"
+    if reason.lower().startswith((f"{verdict} after ", f"{verdict} at ")):
+        return f"run {run} {reason}"
+    return f"run {run} {verdict}: {reason}"
+
+
 def _run_words(s: Standing) -> str:
     run = f"run {s.run}" if s.run else "no run"
     if s.verdict is None or not s.run:
