@@ -26,8 +26,7 @@ from remote.billing import (
 from trainer.health import GOING
 from tui.box.failures import ActionRefused
 from tui.box.lines import TAKEN_NEXT
-from tui.box.link import PauseWatching
-from tui.box.ports import Done, InstanceStale, Notice, Ports
+from tui.box.ports import Done, InstanceStale, Notice, PauseWatching, Ports
 from tui.box.reports import instance_costs
 from tui.box.state import BoxState
 from tui.box.weights import safety_source

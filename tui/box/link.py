@@ -22,7 +22,7 @@ from remote.runs import box_runs
 from remote.transport import Transport
 from remote.watch import ConnectionEvent
 from trainer.text import format_duration, one_line
-from tui.box.ports import InstanceStale, Notice, Panes, Ports, Progress
+from tui.box.ports import Notice, Panes, PauseWatching, Ports, Progress
 from tui.dialogs.confirm import forget_key_dialog, host_key_dialog
 
 #: Watcher states that mean the data on screen is getting old.
@@ -59,12 +59,6 @@ class ConnectFailed(Message, bubble=False, namespace="box"):
     declined: bool = False
     #: A host key that changed: its name and ``known_hosts`` (forgetting it is offered).
     forget: tuple[str, str] | None = None
-
-
-@dataclass
-class PauseWatching(Message, bubble=False, namespace="box"):
-    """The first connection failed: stop the watcher, whose own retries would contradict
-    the badge; it starts again once connected."""
 
 
 @dataclass
@@ -469,7 +463,19 @@ class Link:
         now = state.clock()
         if self._asked_at is None or now - self._asked_at >= ASK_EVERY:
             self._asked_at = now
-            self.ports.post(InstanceStale())
+            self.ports.work("ask_provider", self._ask_provider, group="ask-provider")
+
+    def _ask_provider(self) -> None:
+        """The provider's word on the instance (``InstanceRead``); a failure to ask is
+        not news while the link is down (the link's words say what is known)."""
+        from tui.box.instance import InstanceRead, provider
+
+        state = self.ports.state
+        try:
+            instance = provider(state).get_instance(state.spec.instance)
+        except Exception:  # noqa: BLE001 - asked again in ASK_EVERY s
+            return
+        self.ports.post(InstanceRead(instance))
 
     def draw(self) -> None:
         """Say on every pane how old its data is (empty when the link is up); the
