@@ -266,6 +266,7 @@ class Link:
         """Show why connecting failed and when it is tried again."""
         retrying = message.retry_in is not None
         state = self.ports.state
+        said = not retrying and state.not_connected == f"{message.error} (r: try again)"
         state.retrying = retrying
         state.connect_error = message.error
         if message.declined:
@@ -277,7 +278,7 @@ class Link:
         self.panes.conn_badge.show_error(message.error, message.retry_in, message.attempt)
         if message.forget is not None:
             self.offer_forget(message.forget)
-        if message.attempt == 1:
+        if message.attempt == 1 and not said:  # a failure said already is not said again
             next_step = ("retrying every few seconds (Escape: stop, r: now)"
                          if retrying else "r tries again")
             self.ports.notify(f"{line} — {next_step}", severity="error", timeout=10)
@@ -370,8 +371,9 @@ class Link:
         failed try is the first connection still under way, not a link lost."""
         state = self.ports.state
         before = state.down_since
-        if event.state == "blocked":
-            self.blocked(event)
+        if event.state == "blocked":  # before the box ever answered, the first
+            if state.reached:           # connection's failure says it (ConnectFailed)
+                self.blocked(event)
             return before != state.down_since
         if event.state in ("live", "polling"):
             state.reached = True
@@ -394,14 +396,16 @@ class Link:
         how old their data is until r."""
         state = self.ports.state
         state.retrying = False
+        said = state.not_connected == f"{event.detail} (r: try again)"  # by ConnectFailed
         state.not_connected = f"{event.detail} (r: try again)"
         self.panes.conn_badge.show(event)
-        if state.reached and state.down_since is None:
+        if state.down_since is None:
             state.down_since = state.clock()
             self.panes.set_offline(True)
             self.draw()
-        self.ports.notify(f"stopped reconnecting: {event.detail} — r tries again",
-                          severity="error", timeout=20)
+        if not said:
+            self.ports.notify(f"stopped reconnecting: {event.detail} — r tries again",
+                              severity="error", timeout=20)
         if event.forget is not None:
             self.offer_forget(event.forget)
         self.redraw()
