@@ -82,3 +82,20 @@ def test_a_fault_that_needs_a_person_waits_for_r(sshd: SSHServer, tmp_path: Path
     finally:
         watcher.stop()
     assert seen.states()[-1] == "closed"
+
+
+def test_gpurent_follow_ends_on_a_refused_login_with_what_to_give(
+        sshd: SSHServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``gpurent follow`` has no r: it ends (exit 1) with the refusal's whole line."""
+    from remote.commands.follow import follow
+
+    key = _stranger_key(tmp_path)
+    done: list[int] = []
+    thread = threading.Thread(target=lambda: done.append(follow(
+        lambda: sshd.connect(identity_files=(str(key),)), str(tmp_path / "run"))),
+        daemon=True)
+    thread.start()
+    thread.join(30)
+    assert done == [1], "follow kept retrying a refused login"
+    err = capsys.readouterr().err
+    assert "[blocked] permission denied" in err and "-i KEY" in err, err
