@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from textual.widgets import TabbedContent
 
 from remote.watch.events import ConnectionEvent
 from tests.fixtures.screen import history
@@ -48,6 +49,9 @@ async def test_a_taken_away_instance_is_said_and_no_longer_polled(
         assert "taken away by the provider (Vast says exited" in box.state.taken_away
         await until(pilot, lambda: box.watching.watcher is None)  # no more tries
         await until(pilot, lambda: "taken away" in box.panes.status_row.text.plain)
+        tab = app.query_one(TabbedContent).get_tab(box.parent.id)
+        await until(pilot, lambda: "■" in tab.label.plain)  # not "● live" any more
+        assert "instance not running" in box.state.stale_words()
         assert "R starts it again" in box.panes.status_row.text.plain
         money = box.money_text().plain
         assert "spent" not in money and "vast says it is exited" in money, money

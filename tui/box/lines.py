@@ -52,7 +52,9 @@ def status_line(state: BoxState, frame: int) -> Text:
 def tab_label(state: BoxState) -> Text:
     """The tab's title: host, the watched run's health glyph, link and alerts."""
     text = Text(state.spec.title)
-    if state.status is not None:
+    if state.taken_away is not None:  # its last status still says it trains
+        text.append(" ■", style="bold red")
+    elif state.status is not None:
         label, style = HEALTH_STYLES.get(state.status.health.verdict, ("?", ""))
         text.append(" " + label.split(" ", 1)[0], style=style)
     if state.down_since is not None:

@@ -181,10 +181,12 @@ class BoxState:
     # ------------------------------------------------------------------ words, money
 
     def stale_words(self) -> str:
-        """``last data 34s ago`` while the link is down, else empty."""
+        """``last data 34s ago`` while the link is down (after ``instance not running;``
+        once it was taken away), else empty."""
         if self.down_since is None:
             return ""
-        return f"last data {format_duration(max(0.0, self.clock() - self.down_since))} ago"
+        ago = f"last data {format_duration(max(0.0, self.clock() - self.down_since))} ago"
+        return ago if self.taken_away is None else f"instance not running; {ago}"
 
     def bills(self) -> bool:
         """Whether money is a subject for this box: a rented box, or this machine when a

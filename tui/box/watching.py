@@ -113,6 +113,7 @@ class Watching:
         if watcher is not None:
             self.ports.work("stop_watcher", lambda: watcher.stop(timeout=5.0),
                             group="stop-watcher", exclusive=False)
+        self.title_changed()  # what the tab says of the run may have changed
 
     def shutdown(self, timeout: float = SHUTDOWN_JOIN) -> None:
         """The app ends: stop the watcher, whose follower process on the box would
