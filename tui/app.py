@@ -117,9 +117,8 @@ class GpurentApp(App[int]):
          Binding("right_square_bracket", "tab_step(1)", "next tab", show=False)]
 
     def __init__(self, specs: list[BoxSpec], clock: Callable[[], float] = time.time,
-                 autoconnect: bool = True,
-                 ssh_options: tuple[tuple[str, object], ...] = (),
-                 accept_new: bool = False) -> None:
+                 autoconnect: bool = True, accept_new: bool = False,
+                 ssh_options: tuple[tuple[str, object], ...] = ()) -> None:
         super().__init__()
         self.specs = specs
         #: How the fleet reaches its boxes (``-i``, ``--accept-new``); its tabs too.
@@ -128,8 +127,7 @@ class GpurentApp(App[int]):
         self.autoconnect = autoconnect
         self.farewell = ""
         self.history: deque[Event] = deque(maxlen=MAX_EVENTS)
-        #: Lists the fleet (blocking; run in a worker): ``remote.billing.list_fleet`` of
-        #: the configured accounts unless replaced (tests).
+        #: Lists the fleet (blocking, in a worker): ``list_fleet`` of the accounts (tests: own).
         self.fleet_lister: Callable[[], object] = self._list_fleet
 
     def compose(self) -> ComposeResult:
@@ -419,7 +417,7 @@ class GpurentApp(App[int]):
             run = state.run_name or None
             out.append(Standing(
                 title=spec.title, local=spec.kind == "local", demo=spec.demo,
-                run=run, verdict=state.status.health.verdict if state.status else None,
+                run=run, verdict=state.verdict_now(),
                 price=state.price_per_hour(),
                 weights_safe=None if safety is None else safety.safe,
                 weights_where=None if safety is None else safety.where,
@@ -474,8 +472,10 @@ class GpurentApp(App[int]):
 
     def on_box_view_health_changed(self, message: BoxView.HealthChanged) -> None:
         """A run of any box completed, failed, died or stalled: toast and bell."""
+        from tui.words import verdict_line
+
         severity = ALERT_VERDICTS.get(message.verdict, "warning")
-        self.alert(f"run {message.run} {message.verdict}: {message.reason}",
+        self.alert(verdict_line(message.run, message.verdict, message.reason),
                    message.box.spec.title, severity=severity)
 
     def on_box_view_title_changed(self, message: BoxView.TitleChanged) -> None:

@@ -19,7 +19,8 @@ from tui.fmt import safe
 #: How an ended run reads ("run exp1 completed").
 ENDED = {"completed": "completed", "failed": "failed", "stopped": "was stopped",
          "dead": "died (its process is gone)",
-         "unreadable": "has an unreadable status"}
+         "unreadable": "has an unreadable status",
+         "taken": "was taken away with its instance"}
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,17 @@ class Standing:
         """``instance 41 is stopped: its disk bills $0.0694/h``."""
         which = f"instance {self.instance}" if self.instance else "the instance"
         return f"{which} is stopped: its disk bills {money(self.storage_price)}/h"
+
+
+def verdict_line(run: str, verdict: str, reason: str) -> str:
+    """``run exp completed after 30/30 epochs``, ``run exp failed: ValueError: …``: a
+    run's new verdict and why, the verdict said once (never "completed: completed")."""
+    reason = reason.strip()
+    if reason.lower() in ("", verdict.lower()):
+        return f"run {run} {verdict}"
+    if reason.lower().startswith((f"{verdict} after ", f"{verdict} at ")):
+        return f"run {run} {reason}"
+    return f"run {run} {verdict}: {reason}"
 
 
 def _run_words(s: Standing) -> str:

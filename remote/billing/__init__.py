@@ -26,4 +26,5 @@ __all__, __getattr__ = lazy_exports(__name__, {
     "watchdog": ["Decision", "Rules", "watch_once"],
     "intents": ["RunIntent", "set_guard", "want_running"],
     "move": ["Moving", "move_run"],
+    "interrupted": ["taken_words"],
 })

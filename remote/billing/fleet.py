@@ -135,6 +135,7 @@ class FleetRow:
             said.append(self.idle.words())
         if self.weights is not None:
             said.append(self.weights.words())
+        said.extend(self.push_words())
         if inst.state == "stopped":
             day = self.disk_per_day()
             said.append("stopped, nothing billed" if day == 0 and not inst.also_bills else
@@ -149,6 +150,15 @@ class FleetRow:
         if self.lease is not None:
             said.append(f"lease {self.lease.left_words(now)}")
         return said
+
+    def push_words(self) -> list[str]:
+        """``Hub push failing: RUN at epoch N: ERROR`` for each run of the box whose last
+        push to the Hub failed (the weights are then only on the box)."""
+        runs = self.box.runs if self.box is not None else []
+        return [f"Hub push failing: {run.run_dir.rstrip('/').rsplit('/', 1)[-1]}"
+                + (f" at epoch {run.push_epoch}" if run.push_epoch is not None else "")
+                + f": {one_line(run.push_error, WORDS_CHARS)}"
+                for run in runs if run.push_error]
 
     def to_dict(self, now: float, idle_gpu: float = IDLE_GPU_PERCENT) -> dict[str, Any]:
         """A JSON-ready dict (the box's GPU history summarised with ``idle_gpu`` as the

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from remote.billing.intents import Intent, RunIntent, intents, observe
+from remote.billing.intents import Intent, RunIntent, intent_for, intents, observe
 from remote.billing.leases import Lease
 from remote.billing.statefile import locked_json, moment
 from remote.weights.lastsafe import HubCopy, LaptopCopy, hub_copy, laptop_copy
@@ -151,6 +151,21 @@ def how_taken(inst: Instance, intent: Intent | None) -> str:
     if inst.raw_state.lower() == "preempted":
         return "preempted (Lambda says so)"
     return f"{inst.provider} says {inst.raw_state or inst.state}"
+
+
+def taken_words(inst: Instance, target: str | None) -> str:
+    """Why the box of instance ``target`` (``vast:4242``) no longer answers, when its
+    provider stopped it without being asked from this laptop: the fleet's "taken away"
+    verdict (``how_taken``), else the provider's own word for an instance that is not
+    running and that nobody here asked to stop; ``""`` when it runs, or the stop was
+    asked for here (``want_stopped``)."""
+    intent = intent_for(target) if target else None
+    how = how_taken(inst, intent)
+    if how:
+        return f"taken away by the provider ({how})"
+    if inst.state in TAKEN and (intent is None or intent.want == "running"):
+        return f"{inst.provider} says the instance is {inst.raw_state or inst.state}"
+    return ""
 
 
 def explained(intent: Intent | None, lease: Lease | None, now: float) -> bool:

@@ -205,6 +205,8 @@ def follow(connect: Callable[[], Transport], run_dir: str, *, as_json: bool = Fa
             elif isinstance(event, StatusEvent):
                 verdict = event.health.verdict
                 last_data = time.monotonic()
+            elif isinstance(event, ConnectionEvent) and event.state == "blocked":
+                break  # trying again cannot work until a person acts: the line says how
     finally:
         watcher.stop()
     return 0 if verdict in ("completed", "stopped") else 1

@@ -6,7 +6,8 @@ one door to the box tools (``tools``: ``python -m trainer VERB`` run, its report
 from trainer._exports import lazy_exports
 
 __all__, __getattr__ = lazy_exports(__name__, {
-    "connector": ["Connector", "link_broken", "retry_delay", "worth_retrying"],
+    "connector": ["Connector", "changed_host_key", "link_broken", "retry_delay", "whole_line",
+                  "worth_retrying"],
     "bootstrap": ["bootstrap_box", "install_name", "install_needs"],
     "tools": ["BoxToolFailed", "ToolAnswer", "ask_tool", "laptop_endpoint", "parse_report",
               "tool_report", "trainer_command"],

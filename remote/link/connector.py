@@ -28,6 +28,7 @@ from remote.transport.base import (
     Transport,
     TransportError,
 )
+from trainer.text import one_line
 
 #: ``ask(host, key_type, fingerprint) -> bool``: whether to trust an unknown host key.
 AskHostKey = Callable[[str, str, str], bool]
@@ -297,6 +298,26 @@ RETRY_DELAYS = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
 def retry_delay(attempt: int) -> float:
     """How long to wait before try ``attempt + 1`` of a first connection (0-based)."""
     return RETRY_DELAYS[min(max(attempt, 0), len(RETRY_DELAYS) - 1)]
+
+
+#: Long enough for any error a connection raises: those end with the command that fixes
+#: them (``ssh-keygen -R NAME -f FILE``), which must never be cut.
+WHOLE_LIMIT = 4000
+
+
+def whole_line(error: BaseException) -> str:
+    """``error`` as one line for a person, not cut where a short line would cut it."""
+    return one_line(error, WHOLE_LIMIT)
+
+
+def changed_host_key(error: BaseException) -> tuple[str, str] | None:
+    """For a host key that changed: the name its old key is filed under and the
+    ``known_hosts`` file (``remote.transport.hostkeys.forget_host_key`` forgets it);
+    ``None`` for any other error."""
+    hostkeys = sys.modules.get("remote.transport.hostkeys")
+    if hostkeys is None or not isinstance(error, hostkeys.HostKeyChanged) or not error.name:
+        return None
+    return error.name, error.known_hosts
 
 
 def worth_retrying(error: BaseException) -> bool:

@@ -53,6 +53,7 @@ from trainer.guard.ring import parse as parse_ring
 from trainer.guard.state import GUARD_FILE
 from trainer.health import GOING, LaunchRead, judge_health, parse_launch_pid
 from trainer.hub.push import SNAPSHOT_PREFIX
+from trainer.text import one_line
 
 #: Runs of the registry looked at (the newest entries).
 MAX_RUNS = 8
@@ -88,6 +89,10 @@ class BoxRun:
     epoch: int | None = None
     #: When it started (its status.json's ``started_at``, the box's clock; epoch s).
     started: float | None = None
+    #: Its last push to the Hub failed: the error and the epoch (status.json's ``hub``
+    #: key as our trainer writes it; ``""`` when it did not fail).
+    push_error: str = ""
+    push_epoch: int | None = None
 
     @property
     def live(self) -> bool:
@@ -315,8 +320,13 @@ def parse_report(parts: dict[str, bytes]) -> BoxReport:
         updated = runfiles.parse_iso(str(read.get("updated_at") or "")) if read.ok else None
         epoch = read.get("completed_epochs") if read.ok else None
         began = runfiles.parse_iso(str(read.get("started_at") or "")) if read.ok else None
+        hub = read.get("hub") if read.ok else None
+        failed = hub if isinstance(hub, dict) and hub.get("error") else {}
         runs.append(BoxRun(run_dir, health.verdict, health.reason, updated,
-                           epoch if isinstance(epoch, int) else None, began))
+                           epoch if isinstance(epoch, int) else None, began,
+                           one_line(failed.get("error", ""), 300),
+                           failed.get("epoch") if isinstance(failed.get("epoch"), int)
+                           else None))
         data = json_object(parts.get(f"guard {n}"))
         if data is not None:
             pid = data.get("pid")

@@ -12,6 +12,7 @@ __all__, __getattr__ = lazy_exports(__name__, {
              "TransportError", "Unreachable"],
     "local": ["LocalTransport"],
     "hostpolicy": ["refusal"],
+    "hostkeys": ["forget_command", "forget_host_key"],
 })
 
 # paramiko imports invoke (and with it unittest.mock, asyncio and yaml: about 0.1 s of

@@ -19,7 +19,9 @@ import base64
 import hashlib
 import os
 import re
+import shlex
 import stat
+import subprocess
 import sys
 import threading
 from collections.abc import Callable
@@ -42,7 +44,14 @@ _warned_lock = threading.Lock()
 
 
 class HostKeyChanged(TransportError):
-    """The box presented a key that differs from the one in ``known_hosts``."""
+    """The box presented a key that differs from the one in ``known_hosts``: ``name``
+    is what the old key is filed under in the file ``known_hosts`` (``forget_host_key``
+    removes it)."""
+
+    def __init__(self, message: str, name: str = "", known_hosts: str = "") -> None:
+        super().__init__(message)
+        self.name = name
+        self.known_hosts = known_hosts
 
 
 class HostKeyUnknown(TransportError):
@@ -180,6 +189,27 @@ def append_known_host(path: str | os.PathLike[str], name: str, key: paramiko.PKe
             fh.write(line)
 
 
+def forget_command(name: str, known_hosts: str) -> str:
+    """The OpenSSH command that removes ``name``'s keys from ``known_hosts``."""
+    quoted = f"'{name}'" if "'" not in name else shlex.quote(name)
+    return f"ssh-keygen -R {quoted} -f {shlex.quote(known_hosts)}"
+
+
+def forget_host_key(name: str, known_hosts: str) -> None:
+    """Remove every key filed under ``name`` from ``known_hosts`` with OpenSSH's own
+    ``ssh-keygen -R`` (hashed names included; it keeps the old file as ``.old``), the
+    command a changed key's message gives: the next connection then meets the box's key
+    as unknown and asks. ``TransportError`` in one line when it fails."""
+    try:
+        done = subprocess.run(["ssh-keygen", "-R", name, "-f", known_hosts],
+                              capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise TransportError(f"{forget_command(name, known_hosts)} failed: {exc}") from None
+    if done.returncode != 0:
+        said = " ".join((done.stderr or done.stdout).split()) or f"exit {done.returncode}"
+        raise TransportError(f"{forget_command(name, known_hosts)} failed: {said}")
+
+
 def verify_host_key(key: paramiko.PKey, hostname: str, port: int, known_hosts: str, *,
                     accept_new: bool = False, ask_unknown: AskUnknown | None = None) -> str:
     """Check ``key`` for ``hostname:port`` against the ``known_hosts`` file.
@@ -201,8 +231,8 @@ def verify_host_key(key: paramiko.PKey, hostname: str, port: int, known_hosts: s
         raise HostKeyChanged(
             f"host key for {name} has CHANGED: the box shows {key.get_name()} {new_fp}, "
             f"{known_hosts} has {old.get_name()} {fingerprint(old)}; refusing to connect "
-            f"(if the box was re-created: ssh-keygen -R '{name}' -f {known_hosts})"
-        )
+            f"(if the box was re-created: {forget_command(name, known_hosts)})",
+            name, known_hosts)
     if accept_new or (ask_unknown is not None and ask_unknown(name, key.get_name(), new_fp)):
         append_known_host(known_hosts, name, key)
         return "added"

@@ -86,14 +86,20 @@ class HostEvent:
 @dataclass(frozen=True)
 class ConnectionEvent:
     """The watcher's link to the box: ``live``, ``stale`` (no data for ``silent_for``
-    seconds), ``reconnecting`` (attempt ``attempt``), ``polling`` (SFTP fallback, no python
-    on the box), ``limited`` (a cap on the box's stream tripped: said once per cap, see
-    ``remote.watch.caps``) or ``closed``. ``detail`` is one line for the user."""
+    seconds), ``reconnecting`` (attempt ``attempt``), ``blocked`` (trying again cannot work
+    until a person acts: a refused login, a changed or untrusted host key, a setting to
+    fix; ``detail`` says what; nothing is tried until ``reconnect_now``), ``polling``
+    (SFTP fallback, no python on the box), ``limited`` (a cap on the box's stream
+    tripped: said once per cap, see ``remote.watch.caps``) or ``closed``. ``detail`` is
+    one line for the user."""
 
     state: str
     detail: str = ""
     silent_for: float = 0.0
     attempt: int = 0
+    #: ``blocked`` by a host key that changed: the name its old key is filed under and
+    #: the ``known_hosts`` file (what forgetting the old key takes).
+    forget: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from remote.link.connector import changed_host_key, whole_line, worth_retrying
 from remote.transport.base import Stream, Transport, TransportError
 from remote.watch.context import RunContext
 from remote.watch.delivery import Delivery
@@ -42,6 +43,8 @@ BACKOFF_FIRST = 0.5
 #: Kept short so that the watcher is back within a few seconds of a long outage's end
 #: (an attempt that times out during the outage is followed by at most this wait).
 BACKOFF_MAX = 2.0
+#: What ``_session`` returns as the next attempt when trying again cannot help.
+BLOCKED = -1
 #: Output of a follow command that failed to start which means "no usable python".
 NO_PYTHON_MARKERS = ("no module named", "not found", "no such file", "permission denied",
                      "syntaxerror", "can't open", "cannot import name", "importerror")
@@ -88,6 +91,8 @@ class Watcher:
         self._stream: Stream | None = None
         self._thread: threading.Thread | None = None
         self._start_failures = 0
+        #: The changed host key that blocked the last try (see ``ConnectionEvent.forget``).
+        self._forget: tuple[str, str] | None = None
 
     @property
     def run_dir(self) -> str | None:
@@ -169,7 +174,13 @@ class Watcher:
         attempt, detail = 0, ""
         try:
             while not self._stop.is_set():
-                if attempt:
+                if attempt == BLOCKED:
+                    self.emit(ConnectionEvent("blocked", detail, forget=self._forget))
+                    self._kick.wait()  # reconnect_now (r) or stop
+                    if self._stop.is_set():
+                        break
+                    attempt = 0
+                elif attempt:
                     delay = min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** (attempt - 1))
                     self.emit(ConnectionEvent("reconnecting", detail, attempt=attempt))
                     if self.wait(delay) and self._stop.is_set():
@@ -186,8 +197,9 @@ class Watcher:
         way.went_live = False
         try:
             transport = self.connect()
-        except Exception as exc:  # noqa: BLE001 (any failure to connect means: retry)
-            return attempt + 1, one_line(exc) or type(exc).__name__
+        except Exception as exc:  # noqa: BLE001 (any failure to connect: retry, or wait)
+            self._forget = changed_host_key(exc)
+            return (attempt + 1 if worth_retrying(exc) else BLOCKED), whole_line(exc)
         try:
             way.run(transport)
             reason = "the follower ended"

@@ -20,11 +20,13 @@ from remote.billing import (
     provider_for,
     resolve_safety,
     run_teardown,
+    taken_words,
     warning_for,
 )
 from trainer.health import GOING
 from tui.box.failures import ActionRefused
-from tui.box.ports import Done, InstanceStale, Notice, Ports
+from tui.box.lines import TAKEN_NEXT
+from tui.box.ports import Done, InstanceStale, Notice, PauseWatching, Ports
 from tui.box.reports import instance_costs
 from tui.box.state import BoxState
 from tui.box.weights import safety_source
@@ -132,19 +134,33 @@ class Instance:
             self.ports.post(InstanceRead(provider(state).get_instance(state.spec.instance)))
 
     def gone(self, why: str) -> bool:
-        """Whether the instance was destroyed (then ``why`` a key does nothing is said)."""
+        """Whether the instance was destroyed or taken away (then ``why`` a key does
+        nothing is said, with what to do instead)."""
         state = self.ports.state
         if state.instance_destroyed():
             self.ports.notify(f"instance {state.spec.instance} was destroyed: {why}",
                               severity="warning")
-        return state.instance_destroyed()
+        elif state.taken_away is not None:
+            self.ports.notify(f"instance {state.spec.instance}: {state.taken_away}: {why}; "
+                              f"{TAKEN_NEXT}", severity="warning")
+        return state.instance_destroyed() or state.taken_away is not None
 
     def read(self, instance: Any) -> None:
         """Keep what the provider said, and when (nothing more once the instance is
-        destroyed)."""
+        destroyed). While the link is down, an instance the provider stopped under the
+        box is taken away: said once, and the watcher stops (its address is dead)."""
         state = self.ports.state
-        if not state.instance_destroyed():
-            state.instance, state.instance_at = instance, state.clock()
+        if state.instance_destroyed():
+            return
+        state.instance, state.instance_at = instance, state.clock()
+        if state.taken_away is not None and getattr(instance, "state", "") == "running":
+            state.taken_away = None  # started again (elsewhere): r reconnects
+        elif state.taken_away is None and state.down_since is not None:
+            words = taken_words(instance, state.instance_target())
+            if words:
+                state.taken_away = words
+                self.ports.post(PauseWatching())
+                self.ports.alert(f"instance {state.spec.instance}: {words}; {TAKEN_NEXT}")
 
     # ------------------------------------------------------------------ stop, destroy
 

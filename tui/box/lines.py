@@ -15,15 +15,25 @@ from tui.widgets.header import HEALTH_STYLES
 INFO_SECONDS = 20.0
 
 
+#: What to do once the provider took the instance away.
+TAKEN_NEXT = ("R starts it again and resumes the run here; m on the fleet (F) resumes it "
+              "on another box")
+
+
 def status_line(state: BoxState, frame: int) -> Text:
     """Actions in progress (behind spinner ``frame``); else why connecting stopped, or
     the link warning; else the last thing that happened (information for a while,
     warnings and failures until the next); else nothing."""
     if state.activities:
         return state.activities.line(state.clock(), frame)
-    if state.not_connected and state.transport is None:
+    if state.taken_away is not None:
+        text = Text("■ ", style="bold red")
+        text.append_text(safe(f"{state.taken_away}: nothing to reconnect to. {TAKEN_NEXT}",
+                              600, "bold red"))
+        return text
+    if state.not_connected and (state.transport is None or state.down_since is not None):
         text = Text("✖ not connected: ", style="bold red")
-        text.append_text(safe(state.not_connected, 300))
+        text.append_text(safe(state.not_connected, 4000))
         return text
     if state.down_since is not None:
         text = Text("⚠ no link to the box: ", style="bold yellow")
@@ -42,7 +52,9 @@ def status_line(state: BoxState, frame: int) -> Text:
 def tab_label(state: BoxState) -> Text:
     """The tab's title: host, the watched run's health glyph, link and alerts."""
     text = Text(state.spec.title)
-    if state.status is not None:
+    if state.taken_away is not None:  # its last status still says it trains
+        text.append(" ■", style="bold red")
+    elif state.status is not None:
         label, style = HEALTH_STYLES.get(state.status.health.verdict, ("?", ""))
         text.append(" " + label.split(" ", 1)[0], style=style)
     if state.down_since is not None:

@@ -17,19 +17,21 @@ from typing import Any
 from textual.message import Message
 
 from remote.billing import Locator, parse_instance_target
-from remote.link import Connector, retry_delay, worth_retrying
+from remote.link import Connector, changed_host_key, retry_delay, whole_line, worth_retrying
 from remote.runs import box_runs
 from remote.transport import Transport
 from remote.watch import ConnectionEvent
 from trainer.text import format_duration, one_line
-from tui.box.ports import Notice, Panes, Ports, Progress
-from tui.dialogs.confirm import host_key_dialog
+from tui.box.ports import Notice, Panes, PauseWatching, Ports, Progress
+from tui.dialogs.confirm import forget_key_dialog, host_key_dialog
 
 #: Watcher states that mean the data on screen is getting old.
-DOWN_STATES = ("stale", "reconnecting")
+DOWN_STATES = ("stale", "reconnecting", "blocked")
 #: How long the control connection waits for the follower to say where the trainer
 #: runs before it bootstraps by itself (a box the follower cannot start on).
 READY_TIMEOUT = 60.0
+#: Seconds between questions to the provider about the instance while the link is down.
+ASK_EVERY = 15.0
 
 
 @dataclass
@@ -55,12 +57,8 @@ class ConnectFailed(Message, bubble=False, namespace="box"):
     retry_in: float | None
     attempt: int
     declined: bool = False
-
-
-@dataclass
-class PauseWatching(Message, bubble=False, namespace="box"):
-    """The first connection failed: stop the watcher, whose own retries would contradict
-    the badge; it starts again once connected."""
+    #: A host key that changed: its name and ``known_hosts`` (forgetting it is offered).
+    forget: tuple[str, str] | None = None
 
 
 @dataclass
@@ -84,12 +82,18 @@ class HostKeyAsked(Message, bubble=False, namespace="box"):
 
 class Link:
     """Connecting and the link state of one box, with its ``connector``. ``redraw``
-    draws the status row again."""
+    draws the status row again; ``again`` connects again (r)."""
 
-    def __init__(self, ports: Ports, panes: Panes, redraw: Callable[[], None]) -> None:
+    def __init__(self, ports: Ports, panes: Panes, redraw: Callable[[], None],
+                 again: Callable[[], None] = lambda: None) -> None:
         self.ports = ports
         self.panes = panes
         self.redraw = redraw
+        self.again = again
+        #: Host-key names whose "forget the old key?" dialog is open.
+        self._offering: set[str] = set()
+        #: When the provider was last asked about the instance while the link was down.
+        self._asked_at: float | None = None
         spec = ports.state.spec
         named = parse_instance_target(spec.target) if spec.kind == "ssh" else None
         # A box named by its instance is located anew on every (re)connection; a box
@@ -152,16 +156,18 @@ class Link:
     def _wait_retry(self, error: BaseException, attempt: int, what: str) -> bool:
         """Tell the UI about a failed try and wait before the next; ``False`` when not
         to try again (the error needs a person, or Escape or quitting stopped it)."""
-        retry = worth_retrying(error) and not self._retry_stop.is_set()
+        retry = worth_retrying(error) and not self._retry_stop.is_set() \
+            and self.ports.state.taken_away is None  # its address is dead
         delay = retry_delay(attempt) if retry else None
         declined = not retry and bool(self._declined_keys)
-        self.ports.post(ConnectFailed(one_line(error), what, delay, attempt + 1, declined))
+        self.ports.post(ConnectFailed(whole_line(error), what, delay, attempt + 1, declined,
+                                      changed_host_key(error)))
         if delay is None:
             return False
         self._retry_wake.clear()
         self._retry_wake.wait(delay)
         if self._retry_stop.is_set():  # Escape or quitting: say it is not retried
-            self.ports.post(ConnectFailed(one_line(error), what, None, attempt + 1))
+            self.ports.post(ConnectFailed(whole_line(error), what, None, attempt + 1))
             return False
         return True
 
@@ -260,6 +266,7 @@ class Link:
         """Show why connecting failed and when it is tried again."""
         retrying = message.retry_in is not None
         state = self.ports.state
+        said = not retrying and state.not_connected == f"{message.error} (r: try again)"
         state.retrying = retrying
         state.connect_error = message.error
         if message.declined:
@@ -269,7 +276,9 @@ class Link:
             state.not_connected = f"{message.error} (r: try again)"
         line = f"{message.what}: {message.error}"
         self.panes.conn_badge.show_error(message.error, message.retry_in, message.attempt)
-        if message.attempt == 1:
+        if message.forget is not None:
+            self.offer_forget(message.forget)
+        if message.attempt == 1 and not said:  # a failure said already is not said again
             next_step = ("retrying every few seconds (Escape: stop, r: now)"
                          if retrying else "r tries again")
             self.ports.notify(f"{line} — {next_step}", severity="error", timeout=10)
@@ -287,7 +296,7 @@ class Link:
         state.transport = message.transport
         state.retrying = False
         state.reached = True
-        state.connect_error = state.not_connected = None
+        state.connect_error = state.not_connected = state.taken_away = None
         state.project = message.project
         for note in message.notes:
             self.ports.notify(one_line(note), timeout=8)
@@ -362,6 +371,10 @@ class Link:
         failed try is the first connection still under way, not a link lost."""
         state = self.ports.state
         before = state.down_since
+        if event.state == "blocked":  # before the box ever answered, the first
+            if state.reached:           # connection's failure says it (ConnectFailed)
+                self.blocked(event)
+            return before != state.down_since
         if event.state in ("live", "polling"):
             state.reached = True
         elif not state.reached and event.state in DOWN_STATES:
@@ -377,9 +390,56 @@ class Link:
             self.reconnect_control()
         return before != state.down_since
 
+    def blocked(self, event: ConnectionEvent) -> None:
+        """The watcher stopped trying: what is wrong needs the user (a refused login, a
+        changed or untrusted host key). Said once, whole, with what to do; the panes say
+        how old their data is until r."""
+        state = self.ports.state
+        state.retrying = False
+        said = state.not_connected == f"{event.detail} (r: try again)"  # by ConnectFailed
+        state.not_connected = f"{event.detail} (r: try again)"
+        self.panes.conn_badge.show(event)
+        if state.down_since is None:
+            state.down_since = state.clock()
+            self.panes.set_offline(True)
+            self.draw()
+        if not said:
+            self.ports.notify(f"stopped reconnecting: {event.detail} — r tries again",
+                              severity="error", timeout=20)
+        if event.forget is not None:
+            self.offer_forget(event.forget)
+        self.redraw()
+
+    def offer_forget(self, forget: tuple[str, str]) -> None:
+        """A host key changed: offer to forget the old key (once while the dialog is
+        open); confirmed, the old key is removed in a worker and connecting starts again,
+        which then shows the new key to check."""
+        name, known_hosts = forget
+        if name in self._offering:
+            return
+        self._offering.add(name)
+
+        def answered(yes: bool | None) -> None:
+            self._offering.discard(name)
+            if yes:
+                self.ports.work("forget_host_key", lambda: self._forget(name, known_hosts),
+                                group="forget", label=f"forgetting the old key of {name}")
+
+        self.ports.ask(forget_key_dialog(name, known_hosts), answered)
+
+    def _forget(self, name: str, known_hosts: str) -> None:
+        from remote.transport import forget_host_key
+
+        forget_host_key(name, known_hosts)
+        self.ports.post(Notice(f"forgot the old host key of {name} in {known_hosts}; "
+                               "connecting again", timeout=10))
+        self.ports.app().call_from_thread(self.again)  # type: ignore[attr-defined]
+
     def link_down(self, detail: str, since: float) -> None:
-        """The data on screen stops being fresh at ``since``."""
+        """The data on screen stops being fresh at ``since`` (the provider is asked about
+        the instance at the next tick)."""
         self.ports.state.down_since = since
+        self._asked_at = None
         self.panes.set_offline(True)
         self.ports.record(f"link lost: {detail or 'no data'}", "warning")
         self.draw()
@@ -397,8 +457,36 @@ class Link:
         self.draw()
         self.redraw()
 
+    def ask_provider(self) -> None:
+        """While the link is down, ask the provider about the instance now and then
+        (every ``ASK_EVERY`` s): an instance it took away has no box to reconnect to."""
+        state = self.ports.state
+        if state.down_since is None or not state.has_instance() \
+                or state.taken_away is not None or state.instance_destroyed():
+            return
+        now = state.clock()
+        if self._asked_at is None or now - self._asked_at >= ASK_EVERY:
+            self._asked_at = now
+            self.ports.work("ask_provider", self._ask_provider, group="ask-provider")
+
+    def _ask_provider(self) -> None:
+        """The provider's word on the instance (``InstanceRead``); a failure to ask is
+        not news while the link is down (the link's words say what is known)."""
+        from tui.box.instance import InstanceRead, provider
+
+        state = self.ports.state
+        try:
+            instance = provider(state).get_instance(state.spec.instance)
+        except Exception:  # noqa: BLE001 - asked again in ASK_EVERY s
+            return
+        self.ports.post(InstanceRead(instance))
+
     def draw(self) -> None:
-        """Say on every pane how old its data is (empty when the link is up)."""
+        """Say on every pane how old its data is (empty when the link is up); the
+        provider is asked about the instance while it is down."""
+        self.ask_provider()
+        if self.ports.state.taken_away is not None:
+            self.panes.conn_badge.show_ended(self.ports.state.taken_away)
         words = self.ports.state.stale_words()
         subtitle = f"⚠ {words}" if words else ""
         for pane in self.panes.data_panes():

@@ -12,6 +12,7 @@ from remote.billing import cost_report, money, rate
 from trainer.runfiles import parse_iso
 from trainer.text import format_duration
 from tui.box.state import BoxState
+from tui.fmt import safe
 from tui.widgets.header import money_line
 
 #: Verdicts after which a box that still runs is idle, billing for nothing.
@@ -37,6 +38,10 @@ def money_text(state: BoxState, elapsed: float | None) -> Text:
     if state.instance_destroyed():
         text = Text(" money: ")
         text.append(f"instance {state.spec.instance} destroyed: billing ended", style="green")
+        return text
+    if state.taken_away is not None:  # not the running price, nor "spent" rising
+        text = Text(" money: ")
+        text.append_text(safe(state.provider_said() or state.taken_away, 200, "yellow"))
         return text
     report = costs(state, elapsed)
     note = ""

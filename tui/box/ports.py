@@ -177,3 +177,10 @@ class SafetyStale(Message, bubble=False, namespace="box"):
 @dataclass
 class InstanceStale(Message, bubble=False, namespace="box"):
     """The instance changed (a stop, a destroy, a start): ask the provider again."""
+
+
+@dataclass
+class PauseWatching(Message, bubble=False, namespace="box"):
+    """Stop the watcher, whose own retries would contradict the badge: the first
+    connection failed (it starts again once connected), or the instance was taken away
+    (its address is dead; R starts it again)."""

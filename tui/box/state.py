@@ -51,12 +51,17 @@ class BoxState:
     not_connected: str | None = None
     #: The instance was destroyed (confirmed by the provider after our destroy).
     destroyed: bool = False
+    #: The provider stopped the instance under the box while the link was down (its
+    #: words, ``remote.billing.taken_words``): nothing is watched or retried until R.
+    taken_away: str | None = None
     #: The watched run (``None``: the box has not chosen one yet) and its last status.
     run_dir: str | None = None
     status: StatusEvent | None = None
     #: The watch's generation: events of an earlier watch are not shown.
     gen: int = 0
     last_verdict: str | None = None
+    #: The watched run's last Hub push failed: its error (``None``: it did not).
+    push_failing: str | None = None
     #: The last verdict seen of every run (run dir -> verdict), to alert on changes.
     verdicts: dict[str, str] = field(default_factory=dict)
     #: Runs whose alert the user has not looked at yet.
@@ -114,6 +119,7 @@ class BoxState:
         self.run_dir = run_dir
         self.status = None
         self.last_verdict = None
+        self.push_failing = None
         self.weight_files = {}
         self.unseen.discard(run_dir or "")
         return self.gen
@@ -175,10 +181,12 @@ class BoxState:
     # ------------------------------------------------------------------ words, money
 
     def stale_words(self) -> str:
-        """``last data 34s ago`` while the link is down, else empty."""
+        """``last data 34s ago`` while the link is down (after ``instance not running;``
+        once it was taken away), else empty."""
         if self.down_since is None:
             return ""
-        return f"last data {format_duration(max(0.0, self.clock() - self.down_since))} ago"
+        ago = f"last data {format_duration(max(0.0, self.clock() - self.down_since))} ago"
+        return ago if self.taken_away is None else f"instance not running; {ago}"
 
     def bills(self) -> bool:
         """Whether money is a subject for this box: a rented box, or this machine when a
@@ -234,7 +242,17 @@ class BoxState:
         return None if named is None else named.text
 
     def price_per_hour(self) -> float | None:
-        """``--price``, else the provider's price for the instance, else unknown."""
+        """``--price``, else the provider's price for the instance, else unknown; once
+        the provider took the instance away, what it bills in the state it left it in."""
+        if self.taken_away is not None:
+            return getattr(self.instance, "billing_per_hour", None)
         if self.spec.price is not None:
             return self.spec.price
         return getattr(self.instance, "price_per_hour", None)
+
+    def verdict_now(self) -> str | None:
+        """The watched run's health, ``taken`` once its instance was taken away (the
+        last status, written before, says it trains)."""
+        if self.taken_away is not None and self.status is not None:
+            return "taken"
+        return self.status.health.verdict if self.status is not None else None

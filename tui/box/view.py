@@ -71,7 +71,7 @@ class BoxView(Vertical):
     BoxView #badges { height: 1; background: $boost; }
     BoxView #weights-badge { max-width: 60%; }
     BoxView #guard-badge { width: 1fr; padding: 0 1; }
-    BoxView #status-row { height: 1; padding: 0 1; }
+    BoxView #status-row { padding: 0 1; }
     BoxView #body { height: 1fr; }
     BoxView #panes { width: 1fr; }
     BoxView #top { height: 60%; min-height: 9; }
@@ -106,7 +106,7 @@ class BoxView(Vertical):
         self.panes = Panes(self)
         ports = Ports(self.state, post=self._post, work=self._work, app=lambda: self.app)
         self.outcomes = Outcomes(ports, redraw=self.draw_status_row)
-        self.link = Link(ports, self.panes, redraw=self.draw_status_row)
+        self.link = Link(ports, self.panes, redraw=self.draw_status_row, again=self.reconnect)
         self.watching = Watching(
             ports, self.panes, connect=self.link.watcher_transport, gate=self.link.connector,
             title_changed=self._title_changed, visible=self.is_visible_tab,
@@ -158,7 +158,7 @@ class BoxView(Vertical):
             yield ConnectionBadge(id="conn-badge")
             yield WeightsBadge(id="weights-badge")
             yield TextLine(self.guard.text(), id="guard-badge")
-        yield TextLine(id="status-row")  # shown only when it has something to say
+        yield TextLine(id="status-row", wrap=True)  # shown only when it has something to say
         with Horizontal(id="body"):
             yield RunsList(id="runs", classes="data-pane")
             with Vertical(id="panes"):

@@ -29,6 +29,7 @@ from remote.watch import (
     Watcher,
     WatchEvent,
 )
+from tui.box.hubpush import HubPushes
 from tui.box.ports import Panes, Ports
 
 #: Seconds the app waits, when it ends, for a watcher's thread to finish.
@@ -68,6 +69,7 @@ class Watching:
         self.health_changed = health_changed
         self.visible = visible
         self.watcher: Watcher | None = None
+        self.pushes = HubPushes(ports, panes)
 
     # ------------------------------------------------------------------ the watcher
 
@@ -77,6 +79,7 @@ class Watching:
         self.stop()
         state, panes = self.ports.state, self.panes
         gen = state.watch(run_dir)
+        panes.weights_badge.show_push(None)  # the previous run's pushes
         panes.header.show_run(state.run_name)
         panes.metrics.clear()
         panes.log.clear()
@@ -110,6 +113,7 @@ class Watching:
         if watcher is not None:
             self.ports.work("stop_watcher", lambda: watcher.stop(timeout=5.0),
                             group="stop-watcher", exclusive=False)
+        self.title_changed()  # what the tab says of the run may have changed
 
     def shutdown(self, timeout: float = SHUTDOWN_JOIN) -> None:
         """The app ends: stop the watcher, whose follower process on the box would
@@ -143,6 +147,7 @@ class Watching:
         state, panes = self.ports.state, self.panes
         state.status = ev
         panes.header.show_status(ev)
+        self.pushes.status(ev)
         if ev.console:
             panes.log.show_console(ev.console)
         verdict = ev.health.verdict

@@ -48,3 +48,20 @@ def host_key_dialog(host: str, key_type: str, fingerprint: str) -> ConfirmDialog
     body.append("\n\nCompare it with the fingerprint your provider shows. Trusting it "
                 "adds it to known_hosts.")
     return ConfirmDialog("Unknown host key", body, "Trust and connect", variant="warning")
+
+
+def forget_key_dialog(name: str, known_hosts: str) -> ConfirmDialog:
+    """A host key changed: forget the old one (what the confirm button runs is shown
+    whole), after which the new key is shown to check as an unknown one."""
+    from remote.transport import forget_command
+
+    body = Text()
+    body.append("The box answering as ")
+    body.append_text(safe(name, 80, "bold"))
+    body.append(" shows another host key than the one on file, so nothing connects to "
+                "it. If the box was re-created (a new instance, a reinstalled image), "
+                "forget the old key; this runs\n\n    ")
+    body.append_text(safe(forget_command(name, known_hosts), 4000, "bold cyan"))
+    body.append("\n\nand connects again, showing you the new key to check. If nothing "
+                "was re-created, Cancel: someone may be in between.")
+    return ConfirmDialog("Host key changed", body, "Forget the old key", variant="warning")

@@ -43,7 +43,7 @@ def events_text(events: list[Event]) -> Text:
         if event.title:
             text.append_text(safe(event.title, 40, "bold"))
             text.append(" ")
-        text.append_text(safe(event.message, 600, SEVERITY_STYLES.get(event.severity, "")))
+        text.append_text(safe(event.message, 4000, SEVERITY_STYLES.get(event.severity, "")))
     return text
 
 

@@ -349,10 +349,14 @@ class FleetScreen(MoveKey, Screen[None]):
         from remote.link import Connector
 
         options = getattr(self.fleet, "options", None)
+        from tui.hostkey_question import host_key_asker
+
         named = parse_instance_target(target)
-        return Connector(target, accept_new=bool(getattr(options, "accept_new", False)),
-                         ssh_options=dict(getattr(options, "ssh_options", {}) or {}),
-                         locate=Locator(named, provider=client) if named else None)
+        connector = Connector(target, accept_new=bool(getattr(options, "accept_new", False)),
+                              ssh_options=dict(getattr(options, "ssh_options", {}) or {}),
+                              locate=Locator(named, provider=client) if named else None)
+        connector.ask_unknown = host_key_asker(self.app)  # a new box's key is asked about
+        return connector
 
     def on_fleet_screen_stopped(self, message: Stopped) -> None:
         """Say how the stop ended and list again."""

@@ -38,13 +38,15 @@ class ConnectionBadge(SteadyStatic):
             text = Text(f"◐ no data for {event.silent_for:.0f} s", style="bold yellow")
         elif event.state == "reconnecting":
             text = Text(f"↻ reconnecting (try {event.attempt})", style="bold dark_orange")
+        elif event.state == "blocked":  # the status row says why, whole
+            text = Text("✖ stopped reconnecting (r: try again)", style="bold red")
         elif event.state == "polling":
             text = Text("⇄ connected (reading files)", style="bold green")
         elif event.state == "closed":
             text = Text("○ closed", style="dim")
         else:
             text = safe(event.state, 30, "bold")
-        if event.detail and event.state not in ("live", "polling"):
+        if event.detail and event.state not in ("live", "polling", "blocked"):
             text.append("  ")
             text.append_text(safe(event.detail, 80, "dim"))
         self.update(text)
@@ -79,6 +81,22 @@ class WeightsBadge(SteadyStatic):
     def __init__(self, **kwargs) -> None:
         super().__init__(Text("weights: ?", style="dim"), **kwargs)
         self.safe_now: bool | None = None
+        #: The verdict's words, and the last Hub push's failure (``None``: none).
+        self.verdict_text = Text("weights: ?", style="dim")
+        self.push_failing: str | None = None
+
+    def show_push(self, failing: str | None) -> None:
+        """Whether the run's last push to the Hub failed (said after the verdict)."""
+        if failing != self.push_failing:
+            self.push_failing = failing
+            self._draw(self.verdict_text)
+
+    def _draw(self, text: Text) -> None:
+        self.verdict_text = text
+        if self.push_failing is not None:
+            text = text.copy()
+            text.append("  ⚠ Hub push failing (e: why)", style="bold red")
+        self.update(text)
 
     def show(self, safe_now: bool | None, where: str | None, epoch: int | None,
              reason: str = "", *, nothing: bool = False, unsafe: str = "") -> None:
@@ -103,7 +121,7 @@ class WeightsBadge(SteadyStatic):
         if reason and not safe_now and not unsafe:  # why unknown, or unsafe unnamed
             text.append("  ")
             text.append_text(safe(reason, 80, "dim"))
-        self.update(text)
+        self._draw(text)
 
     def show_destroyed(self, verdict: Any) -> None:
         """The box's instance is destroyed: no word about the box, only what became of

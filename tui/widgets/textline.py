@@ -48,14 +48,18 @@ def fit_words(text: Text, width: int) -> Text:
 
 
 class TextLine(Widget):
-    """A fixed-height line showing a ``Text`` (no markup is ever parsed)."""
+    """A fixed-height line showing a ``Text`` (no markup is ever parsed). With ``wrap``
+    a text too long for one line is wrapped onto up to ``MAX_ROWS`` rows instead of cut
+    (a message that ends with the command fixing it must be read whole)."""
 
     DEFAULT_CSS = "TextLine { height: 1; width: 1fr; }"
+    MAX_ROWS = 6
 
     text: reactive[Text] = reactive(Text, layout=False)
 
-    def __init__(self, text: Text | None = None, **kwargs) -> None:
+    def __init__(self, text: Text | None = None, *, wrap: bool = False, **kwargs) -> None:
         super().__init__(**kwargs)
+        self.wrap = wrap
         if text is not None:
             self.text = text
 
@@ -63,7 +67,22 @@ class TextLine(Widget):
         """Show ``text`` (nothing happens when it is unchanged)."""
         if text.plain != self.text.plain or text.spans != self.text.spans:
             self.text = text
+            self._fit_rows()
+
+    def on_resize(self) -> None:
+        """A wrapped line may need more or fewer rows at the new width."""
+        self._fit_rows()
+
+    def _fit_rows(self) -> None:
+        if not self.wrap or not self.size.width or not self.is_mounted:
+            return
+        rows = len(self.text.wrap(self.app.console, self.size.width))
+        rows = max(1, min(rows, self.MAX_ROWS))
+        if self.styles.height is None or self.styles.height.value != rows:
+            self.styles.height = rows
 
     def render(self) -> Text:
-        """The line, cut between words at the widget's width."""
-        return fit_words(self.text, self.size.width) if self.size.width else self.text
+        """The line, cut between words at the widget's width (wrapped with ``wrap``)."""
+        if self.wrap or not self.size.width:
+            return self.text
+        return fit_words(self.text, self.size.width)
