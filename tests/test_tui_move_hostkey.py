@@ -40,7 +40,8 @@ async def test_a_new_box_with_an_unknown_key_opens_the_host_key_dialog(
         await until(pilot, lambda: isinstance(app.screen, FleetScreen)
                     and getattr(app.screen, "fleet", None) is not None)
         fleet = app.screen
-        connector, _, _ = fleet.mover_for(f"{sshd.user}@{sshd.host}:{sshd.port}")
+        spec, _, _ = fleet.mover_for(f"{sshd.user}@{sshd.host}:{sshd.port}")
+        connector = spec.connector
         opened: list[object] = []
         thread = threading.Thread(target=lambda: opened.append(_open(connector)), daemon=True)
         thread.start()
