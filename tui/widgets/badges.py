@@ -76,7 +76,11 @@ class WeightsBadge(SteadyStatic):
     yet" only when the box has no weight file at all; when not safe, which files are
     not."""
 
-    DEFAULT_CSS = "WeightsBadge { width: auto; padding: 0 1; }"
+    #: One row: a verdict longer than the room it gets (60% of the row) is cut with "…" on
+    #: its row; wrapped, its file names went to a second row the header hides ("⚠ not safe:"
+    #: and nothing after it at 80 columns).
+    DEFAULT_CSS = ("WeightsBadge { width: auto; height: 1; padding: 0 1; text-wrap: nowrap; "
+                   "text-overflow: ellipsis; }")
 
     def __init__(self, **kwargs) -> None:
         super().__init__(Text("weights: ?", style="dim"), **kwargs)
