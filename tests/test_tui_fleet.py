@@ -2,7 +2,7 @@
 come from the real listing (provider stand-in, a real sshd box) with the idle words and
 dollars; hostile provider text is shown inert; ``s`` stops through the dialog; Enter
 opens the instance as a box tab; ``D`` opens the destroy dialog with the weights verdict;
-``L`` gives the instance a lease."""
+``L`` gives the instance a lease, shows it when reopened, and asks before clearing it."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from textual.widgets import Input
 
 from remote.billing import Account, FleetOptions, lease_for, list_fleet
 from tests.fixtures.gpubox import quiet_lines
-from tests.fixtures.screen import until_shown
+from tests.fixtures.screen import until_shown, until_true
 from tests.fixtures.sshd import SSHServer
 from trainer import runfiles
 from tui.app import GpurentApp
@@ -82,9 +82,10 @@ async def test_the_fleet_opens_without_a_host_and_acts_on_its_rows(provider_stan
 
 async def test_d_on_a_row_opens_the_destroy_dialog_with_the_weights_verdict(
         provider_standin, box, tmp_path):
-    """One key on the list: the row's box tab opens, connects as the listing reached it,
-    and the destroy dialog asks with the gate's verdict (a run whose best.pt was never
-    pushed: not safe, named); the row itself said so already."""
+    """One key on the list: the box is reached as the listing reached it, and the destroy
+    dialog asks over the fleet with the gate's verdict (a run whose best.pt was never
+    pushed: not safe, named); the row itself said so already. Cancel is back in the
+    fleet."""
     vast = provider_standin("vast")
     iid = vast.add_instance()
     vast.set_address(iid, box.host, box.port)
@@ -108,7 +109,9 @@ async def test_d_on_a_row_opens_the_destroy_dialog_with_the_weights_verdict(
             await pilot.pause(0.1)
         assert not app.screen.weights_safe
         await until_shown(pilot, "exp/weights/best.pt")
-        assert [s.target for s in app.specs] == [f"vast:{iid}"]
+        assert app.specs == []  # asked from the fleet: no tab to wait on
+        await pilot.press("escape")  # Cancel lands back in the fleet
+        await until_true(pilot, lambda: isinstance(app.screen, FleetScreen))
         assert not vast.calls("DELETE")
 
 
@@ -116,8 +119,8 @@ async def test_l_on_a_row_gives_the_instance_a_lease_here_and_on_its_box(
         provider_standin, box, tmp_path):
     """``L``, a duration, Enter: the lease is kept on this laptop (the watchdog's) and
     written on the box the listing reached (the guard's), and the row says it; ``L`` and
-    an empty duration clear it in both places. A duration that is not one is refused in
-    the dialog, nothing set."""
+    an empty duration clear it in both places, once asked (one Enter keeps it). A
+    duration that is not one is refused in the dialog, nothing set."""
     vast = provider_standin("vast")
     iid = vast.add_instance()
     vast.set_address(iid, box.host, box.port)
@@ -143,7 +146,17 @@ async def test_l_on_a_row_gives_the_instance_a_lease_here_and_on_its_box(
         assert before + 6 * 3600 <= lease.until <= time.time() + 6 * 3600
         assert json.loads(on_box.read_text())["until"] == lease.until
         await pilot.press("L")
-        await until_shown(pilot, "lease 5 h 59 min left. Once")
+        until = time.strftime("%H:%M", time.localtime(lease.until))
+        await until_shown(pilot, f"lease until {until} (in 5 h 59 min), then stop")
+        await pilot.press("enter")  # an empty duration asks before clearing...
+        await until_shown(pilot, "Clear the lease?")
+        await pilot.press("enter")  # ...and one more Enter is its Cancel
+        await until_true(pilot, lambda: isinstance(app.screen, LeaseDialog))
+        assert lease_for(f"vast:{iid}") is not None and on_box.exists()
+        await pilot.press("enter")
+        await until_shown(pilot, "Clear the lease?")
+        app.screen.query_one("#confirm").focus()
+        await pilot.pause()
         await pilot.press("enter")
         await until_shown(pilot, f"vast:{iid}: no lease; written on the box")
         assert lease_for(f"vast:{iid}") is None and not on_box.exists()
