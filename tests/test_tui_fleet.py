@@ -7,13 +7,14 @@ opens the instance as a box tab; ``D`` opens the destroy dialog with the weights
 from __future__ import annotations
 
 import json
+import socket
 import time
 from pathlib import Path
 
 import pytest
-from textual.widgets import Input
+from textual.widgets import Button, Input
 
-from remote.billing import Account, FleetOptions, lease_for, list_fleet
+from remote.billing import Account, FleetOptions, lease_for, list_fleet, want_running
 from tests.fixtures.gpubox import quiet_lines
 from tests.fixtures.screen import until_shown, until_true
 from tests.fixtures.sshd import SSHServer
@@ -183,3 +184,65 @@ async def test_the_details_say_the_gpus_over_the_last_minutes_within_80_columns(
         assert "pwned" not in text and "[/]" not in text
         detail = app.screen.query_one("#fleet-detail")
         assert detail.region.right <= 80 and detail.virtual_size.width <= 80
+
+
+def closed_port() -> int:
+    """A local port nothing listens on (a box that refuses)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+async def test_at_80x24_not_safe_shows_and_d_on_a_dead_box_asks_at_once_behind_unknown(
+        provider_standin, box, tmp_path, monkeypatch):
+    """At 80x24 the weights verdict of a reached box is on screen beside a row taken away
+    by its provider (the longest state). ``D`` on the box that cannot be reached opens the
+    destroy dialog at once, over the fleet (no tab, no wait on the box), behind the
+    "weights unknown" gate, its buttons on screen; Cancel is back in the fleet; the typed
+    id alone is refused, the id and the tick destroy it through the gate."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))  # its own intents
+    vast = provider_standin("vast", settle_polls=1)
+    reached = vast.add_instance()
+    vast.set_address(reached, box.host, box.port)
+    run = Path(box.home) / "proj" / "exp"
+    runfiles.RunWriter(run).write_status({"state": "completed", "total_epochs": 1,
+                                          "completed_epochs": 1, "best_epoch": 1})
+    runfiles.atomic_write_bytes(run / "weights" / "best.pt", b"never pushed")
+    registry = Path(box.home) / ".cache" / "gpurent" / "runs.txt"
+    registry.parent.mkdir(parents=True, exist_ok=True)
+    registry.write_text(f"{run}\n")
+    dead = vast.add_instance()
+    vast.set_address(dead, "127.0.0.1", closed_port())
+    taken = vast.add_instance()
+    want_running(f"vast:{taken}")
+    vast.take_away(taken)
+    options = box_options(box, tmp_path, f"vast:{reached}")
+    account = Account("vast", "work", vast.key, vast.base_url)
+    app = GpurentApp([])
+    app.fleet_lister = lambda: list_fleet([account], options)
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        await until_shown(pilot, f"vast:{dead}", "taken away", "NOT safe")
+        screen = app.screen
+        assert isinstance(screen, FleetScreen)
+        while screen.selected().target != f"vast:{dead}":
+            await pilot.press("j")
+        await pilot.press("D")
+        await until_true(pilot, lambda: isinstance(app.screen, DestroyDialog), timeout=5)
+        assert app.specs == []
+        await until_shown(pilot, "Weights UNKNOWN", "Cancel", "Destroy")
+        for button in app.screen.query(Button):
+            region = button.region
+            assert region.height and region.bottom <= 24 and region.right <= 80, region
+        await pilot.press("escape")
+        await until_true(pilot, lambda: app.screen is screen)
+        await pilot.press("D")
+        await until_true(pilot, lambda: isinstance(app.screen, DestroyDialog))
+        await pilot.press(*dead, "enter")
+        await until_shown(pilot, "the weights are unknown: tick")
+        assert isinstance(app.screen, DestroyDialog) and not vast.calls("DELETE")
+        await pilot.press("tab", "space", "enter")
+        await until_true(pilot, lambda: bool(vast.calls("DELETE")))
+        await until_true(pilot, lambda: any(f"{dead}" in m and "destroy" in m
+                                            for m in getattr(app, "notified", [])),
+                         timeout=60)
+        assert [c.path for c in vast.calls("DELETE")] == [f"/api/v0/instances/{dead}/"]

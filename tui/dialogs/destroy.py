@@ -67,15 +67,18 @@ class DestroyDialog(Dialog[tuple[bool, str] | None]):
                          id="override")
 
     def said(self) -> ComposeResult:
-        """The consequences and the weights verdict."""
-        yield Static(consequences(self.instance_id, self.detail), classes="body")
+        """The weights verdict when unknown (first: what a short terminal must show),
+        the consequences, and the verdict when not safe."""
         if self.unknown:
             warning = Text("Weights UNKNOWN: ", style="bold red")
             warning.append_text(safe(self.unknown, 300, "bold red"))
             warning.append(", so what its disk holds cannot be checked: weights not pushed "
                            "or pulled are lost.", style="bold red")
             yield Static(warning, classes="body")
-        elif not self.weights_safe:
+        yield Static(consequences(self.instance_id, self.detail), classes="body")
+        if self.unknown:
+            return
+        if not self.weights_safe:
             if self.unsafe:
                 warning = Text("The weights are NOT safe off the box: ", style="bold red")
                 warning.append_text(safe(self.unsafe, 200, "bold red"))

@@ -30,14 +30,14 @@ class FleetActions:
     fleet: Any
     app: Any
 
-    def selected(self) -> Any:
-        """The row under the cursor (``None`` for none) (the screen's)."""
+    def under_cursor(self) -> Any:
+        """The row under the cursor, an account's failure too (the screen's)."""
         raise NotImplementedError
 
     def row_to_act_on(self, what: str) -> Any:
         """The row under the cursor when it is an instance; an account's failure is
         said (why ``what`` cannot act on it), not ignored."""
-        row = self.selected()
+        row = self.under_cursor()
         if row is None or self.fleet is None:
             return None
         if row.instance is None:
@@ -176,7 +176,7 @@ class FleetActions:
                     early=False, gate=True)
                 source = run_safety(transport, None)
             outcome = run_teardown(client, row.instance.id, "destroy", safety=source,
-                                   override=override, typed_id=typed_id)
+                                   override=override, typed_id=typed_id, interval=1.0)
             text = outcome.message or f"{row.target}: {outcome.state}"
         except Exception as exc:  # noqa: BLE001 - the outcome is a line on screen
             text = f"{row.target}: the destroy failed: {one_line(exc, 300)}"

@@ -24,7 +24,7 @@ WEIGHTS_SHORT = {"safe": "safe", "unsafe": "NOT safe", "unknown": "?"}
 #: Cells are cut at this many characters (the details hold the whole text).
 CELL = 28
 #: The state cell is cut shorter: the weights verdict after it must fit 80 columns.
-STATE_CELL = 18
+STATE_CELL = 20
 
 
 def row_key(row: Any) -> str:
@@ -58,9 +58,8 @@ def cells(row: Any, now: float) -> list[Text]:
     spent = row.spent(row.seen(now))
     verdict = row.weights
     style = "bold yellow" if row.idle is not None or row.unreachable else ""
-    state = state_words(row)
-    if row.stale is not None:
-        state = f"{state}? as of {clock_time(row.stale)}"
+    state = state_words(row) if row.stale is None else \
+        f"{row.instance.state}, as of {clock_time(row.stale)}"
     state_style = "bold red" if row.interrupted is not None else \
         "yellow" if row.stale is not None else ""
     return [safe(row.target, CELL), safe(state, STATE_CELL, state_style),
