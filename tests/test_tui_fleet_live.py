@@ -7,9 +7,22 @@ command palette. No SSH box: the listing does not reach boxes here."""
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 import pytest
 
-from remote.billing import Account, FleetOptions, FleetRow, Idle, list_fleet
+from remote.billing import (
+    Account,
+    FleetOptions,
+    FleetRow,
+    Idle,
+    Rules,
+    list_fleet,
+    set_lease,
+    watch_once,
+)
+from remote.billing.watchrecords import record_pass
 from tests.fixtures.screen import until_shown, until_true
 from trainer.providers import Instance
 from tui.app import GpurentApp
@@ -183,3 +196,27 @@ async def test_keys_filter_sort_and_the_palette_find_instances(provider_standin,
         await pilot.press("enter")
         await until_true(pilot, lambda: isinstance(app.screen, FleetScreen)
                          and under() == f"vast:{ids[0]}")
+
+
+async def test_the_fleet_says_whether_a_watchdog_was_seen_enforcing_leases(
+        provider_standin, monkeypatch, tmp_path):
+    """Before any watchdog pass here: said, with what enforces a lease then. After a
+    real pass of ``gpurent watchdog`` (one ``watch_once``): when, and how many leases it
+    held to. A pass long ago is not a watchdog that runs."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    vast = provider_standin("vast")
+    iid = vast.add_instance()
+    set_lease(f"vast:{iid}", 3600)
+    monkeypatch.setattr(FleetScreen, "REFRESH", 3600.0)
+    account = Account("vast", "work", vast.key, vast.base_url)
+    app = fleet_app(account)
+    async with app.run_test(size=SIZE) as pilot:
+        await until_shown(pilot, "1 lease here; no watchdog seen on this laptop: leases "
+                          "are enforced only by an armed guard on the box")
+        await asyncio.to_thread(watch_once, [account], Rules(), NO_BOXES)
+        await pilot.press("r")
+        await until_shown(pilot, "1 lease here; a watchdog enforces leases: last pass ",
+                          "held to 1 lease")
+        record_pass(1, 300.0, time.time() - 3600)
+        await pilot.press("r")
+        await until_shown(pilot, "NO watchdog seen lately: the last pass was 60 min ago")

@@ -26,6 +26,27 @@ def watchdog_words(watchdog: Any, fleet: Any, now: float) -> Text:
                 "dim" if seen else "bold yellow" if leased else "yellow")
 
 
+def lease_enforcers(guard: Any, now: float | None = None) -> str:
+    """Who ends an instance's billing when its lease runs out, as things stand: the
+    watchdog when one was seen passing (``gpurent watchdog``), and the box's guard when
+    it is armed (``guard``: ``remote.runs.GuardState`` or ``None``); neither is said."""
+    import time
+
+    from remote.billing import last_pass
+
+    now = time.time() if now is None else now
+    try:
+        seen = last_pass()
+    except OSError:
+        seen = None
+    watchdog = "a watchdog ends it (seen " + \
+        f"{max(0, int((now - seen.at) // 60))} min ago)" if seen is not None and \
+        seen.seen(now) else "NO watchdog seen (gpurent watchdog)"
+    armed = guard is not None and getattr(guard, "watching", False)
+    return watchdog + ("; the box's guard too (armed)" if armed else
+                       "; the box's guard is NOT armed (a arms it)")
+
+
 def quit_words(fleet: Any) -> tuple[Text, bool] | None:
     """The quit dialog's paragraph about the fleet (``None``: nothing listed yet):
     quitting stops none of them, with the total as last listed; and whether any of them
