@@ -224,8 +224,11 @@ async def test_at_80x24_not_safe_shows_and_d_on_a_dead_box_asks_at_once_behind_u
         await until_shown(pilot, f"vast:{dead}", "taken away", "NOT safe")
         screen = app.screen
         assert isinstance(screen, FleetScreen)
-        while screen.selected().target != f"vast:{dead}":
+        for _ in range(3):  # j moves the cursor (down to the dead box's row)
+            if screen.selected().target == f"vast:{dead}":
+                break
             await pilot.press("j")
+        assert screen.selected().target == f"vast:{dead}"
         await pilot.press("D")
         await until_true(pilot, lambda: isinstance(app.screen, DestroyDialog), timeout=5)
         assert app.specs == []

@@ -20,9 +20,9 @@ from remote.billing import (
     Rules,
     list_fleet,
     set_lease,
+    want_running,
     watch_once,
 )
-from remote.billing.watchrecords import record_pass
 from tests.fixtures.screen import until_shown, until_true
 from trainer.providers import Instance
 from tui.app import GpurentApp
@@ -62,7 +62,7 @@ async def test_it_lists_again_within_the_rate_limits_and_keeps_the_cursor_throug
     quit dialog says what the fleet keeps billing."""
     vast = provider_standin("vast", pace=1.0, settle_polls=1)
     ids = [vast.add_instance(dph_base=price) for price in (0.5, 1.0, 2.0)]
-    monkeypatch.setattr(FleetScreen, "REFRESH", 0.1)
+    monkeypatch.setattr(FleetScreen, "REFRESH", 0.1, raising=False)
     app = fleet_app(Account("vast", "work", vast.key, vast.base_url))
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await until_shown(pilot, f"vast:{ids[2]}", "as of ")
@@ -97,11 +97,11 @@ async def test_spent_moves_on_between_listings(provider_standin, monkeypatch):
     """$36/h is a cent a second: ``spent`` moves on screen while nothing is listed."""
     vast = provider_standin("vast")
     vast.started(vast.add_instance(dph_base=36.0), 600)
-    monkeypatch.setattr(FleetScreen, "REFRESH", 3600.0)
+    monkeypatch.setattr(FleetScreen, "REFRESH", 3600.0, raising=False)
     app = fleet_app(Account("vast", "work", vast.key, vast.base_url))
     async with app.run_test(size=SIZE) as pilot:
-        await until_shown(pilot, "as of ")
-        screen = fleet(app)
+        await until_shown(pilot, "1 instance, billing $36.")
+        screen = app.screen
         first = screen.query_one("#fleet").get_cell_at((0, 3)).plain
         lists = len(vast.calls("GET"))
         await until_true(pilot, lambda: screen.query_one("#fleet").get_cell_at(
@@ -127,7 +127,7 @@ async def test_an_account_that_errs_keeps_its_last_rows_and_the_total_says_incom
     vast.add_instance(dph_base=0.40)
     runpod = provider_standin("runpod")
     pod = runpod.add_instance()
-    monkeypatch.setattr(FleetScreen, "REFRESH", 3600.0)
+    monkeypatch.setattr(FleetScreen, "REFRESH", 3600.0, raising=False)
     app = fleet_app(Account("vast", "work", vast.key, vast.base_url),
                     Account("runpod", "lab", runpod.key, runpod.base_url))
     async with app.run_test(size=SIZE, notifications=True) as pilot:
@@ -141,8 +141,8 @@ async def test_an_account_that_errs_keeps_its_last_rows_and_the_total_says_incom
         assert [r.target for r in screen.fleet.rows if r.stale is not None] == \
             [f"runpod:{pod}"]
         keys = [r.instance is None for r in screen.rows]
-        while screen.under_cursor().instance is not None:
-            await pilot.press("j")
+        await pilot.press("j")  # the vast row, then the failure's
+        assert screen.under_cursor().instance is None
         await pilot.press("enter")
         await until_true(pilot, lambda: any("runpod/lab: the account did not answer" in m
                                             for m in getattr(app, "notified", [])))
@@ -154,25 +154,30 @@ async def test_an_account_that_errs_keeps_its_last_rows_and_the_total_says_incom
 
 
 async def test_keys_filter_sort_and_the_palette_find_instances(provider_standin,
-                                                               monkeypatch):
+                                                               monkeypatch, tmp_path):
     """j/k/g/G move the cursor, ``/`` filters (Esc clears), ``o`` sorts by the price now
     (the cursor stays on its instance), ctrl+p finds an instance by its id and puts the
     cursor on it; the account's whole name is on screen at 160 columns."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))  # its own intents
     vast = provider_standin("vast")
     ids = [vast.add_instance(dph_base=p, gpu_name=g)
-           for p, g in ((0.3, "RTX 3090"), (2.0, "H100 SXM"), (0.9, "RTX 4090"))]
-    monkeypatch.setattr(FleetScreen, "REFRESH", 3600.0)
+           for p, g in ((0.3, "RTX 3090"), (2.0, "H100 SXM"), (0.9, "RTX 4090"),
+                        (1.5, "NVIDIA H100 80GB HBM3 SXM5"))]
+    want_running(f"vast:{ids[3]}")
+    vast.take_away(ids[3])  # the longest state and notes there are
+    monkeypatch.setattr(FleetScreen, "REFRESH", 3600.0, raising=False)
     app = fleet_app(Account("vast", "research-lab-eu-west-1", vast.key, vast.base_url))
     async with app.run_test(size=SIZE) as pilot:
-        await until_shown(pilot, f"vast:{ids[2]}", "research-lab-eu-west-1")
+        await until_shown(pilot, f"vast:{ids[3]}", "taken away")
+        await until_shown(pilot, "vast/research-lab-eu-west-1", timeout=5)
         screen = fleet(app)
 
         def under() -> str:
             return screen.selected().target
 
         await pilot.press("G")
-        assert under() == f"vast:{ids[2]}"
-        await pilot.press("k")
+        assert under() == f"vast:{ids[3]}"
+        await pilot.press("k", "k")
         assert under() == f"vast:{ids[1]}"
         await pilot.press("g")
         assert under() == f"vast:{ids[0]}"
@@ -181,13 +186,13 @@ async def test_keys_filter_sort_and_the_palette_find_instances(provider_standin,
         await pilot.press("o", "o", "o", "o", "o")  # round and back to $/h now
         await until_shown(pilot, "sorted by $/h now")
         assert [r.target for r in screen.rows] == [f"vast:{i}" for i in
-                                                   (ids[1], ids[2], ids[0])]
+                                                   (ids[1], ids[3], ids[2], ids[0])]
         assert under() == f"vast:{ids[1]}"
         await pilot.press("slash", *"4090")
-        await until_shown(pilot, "filter '4090': 1 of 3 rows")
+        await until_shown(pilot, "filter '4090': 1 of 4 rows")
         assert [r.target for r in screen.rows] == [f"vast:{ids[2]}"]
         await pilot.press("enter", "escape")
-        await until_true(pilot, lambda: len(screen.rows) == 3)
+        await until_true(pilot, lambda: len(screen.rows) == 4)
         assert isinstance(app.screen, FleetScreen)
         await pilot.press("ctrl+p")
         await pilot.pause()
@@ -207,7 +212,7 @@ async def test_the_fleet_says_whether_a_watchdog_was_seen_enforcing_leases(
     vast = provider_standin("vast")
     iid = vast.add_instance()
     set_lease(f"vast:{iid}", 3600)
-    monkeypatch.setattr(FleetScreen, "REFRESH", 3600.0)
+    monkeypatch.setattr(FleetScreen, "REFRESH", 3600.0, raising=False)
     account = Account("vast", "work", vast.key, vast.base_url)
     app = fleet_app(account)
     async with app.run_test(size=SIZE) as pilot:
@@ -217,6 +222,8 @@ async def test_the_fleet_says_whether_a_watchdog_was_seen_enforcing_leases(
         await pilot.press("r")
         await until_shown(pilot, "1 lease here; a watchdog enforces leases: last pass ",
                           "held to 1 lease")
+        from remote.billing.watchrecords import record_pass
+
         record_pass(1, 300.0, time.time() - 3600)
         await pilot.press("r")
         await until_shown(pilot, "NO watchdog seen lately: the last pass was 60 min ago")
