@@ -16,7 +16,7 @@ from textual.widgets import Button, Input
 
 from remote.billing import Account, FleetOptions, lease_for, list_fleet, want_running
 from tests.fixtures.gpubox import quiet_lines
-from tests.fixtures.screen import until_shown, until_true
+from tests.fixtures.screen import until_shown, until_true, widget_text
 from tests.fixtures.sshd import SSHServer
 from trainer import runfiles
 from tui.app import GpurentApp
@@ -195,9 +195,10 @@ def closed_port() -> int:
 
 async def test_at_80x24_not_safe_shows_and_d_on_a_dead_box_asks_at_once_behind_unknown(
         provider_standin, box, tmp_path, monkeypatch):
-    """At 80x24 the weights verdict of a reached box is on screen beside a row taken away
-    by its provider (the longest state). ``D`` on the box that cannot be reached opens the
-    destroy dialog at once, over the fleet (no tab, no wait on the box), behind the
+    """At 80x24 the weights verdict of a reached box is in its column beside a row taken
+    away by its provider (the longest state) and a Lambda instance (the longest id).
+    ``D`` on the box that cannot be reached opens the destroy dialog at once, over the
+    fleet (no tab, no wait on the box), behind the
     "weights unknown" gate, its buttons on screen; Cancel is back in the fleet; the typed
     id alone is refused, the id and the tick destroy it through the gate."""
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))  # its own intents
@@ -213,17 +214,23 @@ async def test_at_80x24_not_safe_shows_and_d_on_a_dead_box_asks_at_once_behind_u
     registry.write_text(f"{run}\n")
     dead = vast.add_instance()
     vast.set_address(dead, "127.0.0.1", closed_port())
-    taken = vast.add_instance()
-    want_running(f"vast:{taken}")
-    vast.take_away(taken)
+    runpod = provider_standin("runpod")  # "taken away: stopped (EXITED)"
+    taken = runpod.add_instance()
+    want_running(f"runpod:{taken}")
+    runpod.take_away(taken)
+    lam = provider_standin("lambda")  # its ids are 32 characters
+    lam.set_address(lam.add_instance(), "127.0.0.1", closed_port())
     options = box_options(box, tmp_path, f"vast:{reached}")
-    account = Account("vast", "work", vast.key, vast.base_url)
+    accounts = [Account("vast", "work", vast.key, vast.base_url),
+                Account("runpod", "pods", runpod.key, runpod.base_url),
+                Account("lambda", "lab", lam.key, lam.base_url)]
     app = GpurentApp([])
-    app.fleet_lister = lambda: list_fleet([account], options)
+    app.fleet_lister = lambda: list_fleet(accounts, options)
     async with app.run_test(size=(80, 24), notifications=True) as pilot:
         await until_shown(pilot, f"vast:{dead}", "taken away", "NOT safe")
         screen = app.screen
         assert isinstance(screen, FleetScreen)
+        assert "NOT safe" in widget_text(app, screen.query_one("#fleet"))  # in its column
         for _ in range(3):  # j moves the cursor (down to the dead box's row)
             if screen.selected().target == f"vast:{dead}":
                 break

@@ -23,7 +23,7 @@ from remote.billing import (
     want_running,
     watch_once,
 )
-from tests.fixtures.screen import until_shown, until_true
+from tests.fixtures.screen import until_shown, until_true, widget_text
 from trainer.providers import Instance
 from tui.app import GpurentApp
 from tui.dialogs.confirm import ConfirmDialog
@@ -157,7 +157,8 @@ async def test_keys_filter_sort_and_the_palette_find_instances(provider_standin,
                                                                monkeypatch, tmp_path):
     """j/k/g/G move the cursor, ``/`` filters (Esc clears), ``o`` sorts by the price now
     (the cursor stays on its instance), ctrl+p finds an instance by its id and puts the
-    cursor on it; the account's whole name is on screen at 160 columns."""
+    cursor on it; the account's whole name is in the table at 160 columns beside the
+    longest state, notes and GPU."""
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))  # its own intents
     vast = provider_standin("vast")
     ids = [vast.add_instance(dph_base=p, gpu_name=g)
@@ -169,7 +170,7 @@ async def test_keys_filter_sort_and_the_palette_find_instances(provider_standin,
     app = fleet_app(Account("vast", "research-lab-eu-west-1", vast.key, vast.base_url))
     async with app.run_test(size=SIZE) as pilot:
         await until_shown(pilot, f"vast:{ids[3]}", "taken away")
-        await until_shown(pilot, "vast/research-lab-eu-west-1", timeout=5)
+        assert "vast/research-lab-eu-west-1" in widget_text(app, app.screen.query_one("#fleet"))
         screen = fleet(app)
 
         def under() -> str:

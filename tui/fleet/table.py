@@ -23,7 +23,9 @@ WEIGHTS_STYLE = {"safe": "green", "unsafe": "bold red", "unknown": "yellow"}
 WEIGHTS_SHORT = {"safe": "safe", "unsafe": "NOT safe", "unknown": "?"}
 #: Cells are cut at this many characters (the details hold the whole text).
 CELL = 28
-#: The state cell is cut shorter: the weights verdict after it must fit 80 columns.
+#: The instance and state cells are cut shorter: the weights verdict after them must fit
+#: 80 columns (a Lambda instance's id is 32 characters; the details say it whole).
+INSTANCE_CELL = 20
 STATE_CELL = 20
 
 
@@ -62,7 +64,7 @@ def cells(row: Any, now: float) -> list[Text]:
         f"{row.instance.state}, as of {clock_time(row.stale)}"
     state_style = "bold red" if row.interrupted is not None else \
         "yellow" if row.stale is not None else ""
-    return [safe(row.target, CELL), safe(state, STATE_CELL, state_style),
+    return [safe(row.target, INSTANCE_CELL), safe(state, STATE_CELL, state_style),
             Text(rate(inst.billing_per_hour)),
             Text("" if spent is None else money(spent)),
             Text("") if verdict is None else
@@ -127,11 +129,18 @@ SORTS: tuple[tuple[str, Callable[[float], Callable[[Any], Any]]], ...] = (
 )
 
 
+def haystack(row: Any, now: float) -> str:
+    """What the filter looks in: the row's whole id, account, GPU, state and notes."""
+    if row.instance is None:
+        return f"{row.account} account failed {row.error}".lower()
+    return " ".join([row.target, row.account, row.instance.gpu or "", state_words(row),
+                     *notes(row, now)]).lower()
+
+
 def shown(rows: list[Any], now: float, sort: int, query: str) -> list[Any]:
     """The rows the table shows: those whose cells hold ``query`` (any case), in sort
     order ``sort`` (an index of ``SORTS``; a stable sort, so ties keep the listing's
     order)."""
     needle = query.strip().lower()
-    picked = [row for row in rows
-              if not needle or needle in " ".join(c.plain for c in cells(row, now)).lower()]
+    picked = [row for row in rows if not needle or needle in haystack(row, now)]
     return sorted(picked, key=SORTS[sort % len(SORTS)][1](now))
