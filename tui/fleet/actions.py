@@ -107,9 +107,9 @@ class FleetActions:
             return
         client = self.fleet.clients.get(row.account)
         if row.box is None or client is None:
-            why = row.unreachable or (f"it is {row.instance.state}" if
-                                      row.instance.state != "running" else "not reached")
-            self.ask_destroy(row, None, f"the box was not reached ({why})")
+            why = row.unreachable or (f"it is {row.instance.state}" if row.instance.state
+                                      != "running" else "the listing did not reach it")
+            self.ask_destroy(row, None, f"the box was not reached: {why}")
             return
         self.say_status(f"{row.target}: checking its weights on the box before the "  # type: ignore[attr-defined]
                         "destroy question…")
