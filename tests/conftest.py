@@ -31,11 +31,20 @@ pytest_plugins: list[str] = [
 ]
 
 
+#: Threads torch may use in every process the suite starts (trainers, profiles, preflights,
+#: on this machine or on an sshd box). Three workers and their trainers share two cores:
+#: a trainer's second OpenMP thread spins at every barrier while it waits for a core,
+#: which cost a 2-epoch run 1.2 CPU-s of its 6 here. What a test asserts never depends on it.
+SUITE_THREADS = "1"
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Children of tests start with the signal dispositions a terminal gives them, however
     the suite was started: a job started with ``&`` (``nohup scripts/test.sh &``, many CI
     runners) inherits SIGINT and SIGQUIT ignored, and an ignored signal stays ignored
-    across exec, so a graceful stop by SIGINT would never reach a child."""
+    across exec, so a graceful stop by SIGINT would never reach a child. Every child also
+    gets ``OMP_NUM_THREADS`` (``SUITE_THREADS``) unless the run was given one."""
+    os.environ.setdefault("OMP_NUM_THREADS", SUITE_THREADS)
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     if signal.getsignal(signal.SIGQUIT) == signal.SIG_IGN:

@@ -129,18 +129,18 @@ def test_each_way_staging_fails_is_one_line(hub_box: SSHServer, hub_standin: Hub
     env = laptop(tmp_path, hub_box)
 
     no_token = stage({**env, "HF_TOKEN": ""}, "me/data", "data.tar.gz", "--dest", str(dest))
-    assert no_token.returncode == 1
+    assert no_token.returncode == 3  # the Hub refused
     assert "HTTP 401" in one_line(no_token) and "no Hugging Face token here" in \
         one_line(no_token)
 
     missing = stage(env, "me/nope", "data.tar.gz", "--dest", str(dest))
-    assert missing.returncode == 1
+    assert missing.returncode == 3  # the Hub lacks it
     assert one_line(missing).startswith("gpurent stage: cannot find data.tar.gz in dataset "
                                         "me/nope: ")
     assert "HTTP 404: Repository not found" in one_line(missing)
 
     evil = stage(env, "me/evil", "evil.tar", "--dest", str(dest))
-    assert evil.returncode == 1
+    assert evil.returncode == 4  # the archive refused
     assert one_line(evil).startswith("gpurent stage: refusing evil.tar: ")
     assert one_line(evil).endswith("climbs out with '..'; nothing was extracted")
     assert not dest.exists() and not (dest.parent / "evil").exists()
@@ -157,7 +157,7 @@ def test_a_disk_too_small_is_refused_before_extracting(
     hub_standin.add_file("me/data", "data.tar.gz", dataset_tar(tmp_path))
     result = stage(laptop(tmp_path, hub_box), "me/data", "data.tar.gz", "--dest",
                    str(small_disk / "mydata"))
-    assert result.returncode == 1
+    assert result.returncode == 5  # the box's disk
     assert one_line(result).startswith(f"gpurent stage: not enough disk in {small_disk}")
     assert list(small_disk.iterdir()) == []
 
@@ -210,3 +210,20 @@ def test_the_download_watch_says_how_far_the_partial_file_got(tmp_path: Path) ->
     time.sleep(0.3)
     assert len(said) == 2 and not [t for t in threading.enumerate()
                                    if t.name == "download progress"]
+
+
+def test_a_resume_elsewhere_streams_the_staging_as_it_goes(
+        hub_box: SSHServer, hub_standin: HubStandin, tmp_path: Path) -> None:
+    hub_standin.add_file("me/data", "data.tar.gz", dataset_tar(tmp_path))
+    dest = tmp_path / "on-box" / "datasets"
+    resumed = gpurent("resume", "me/nothing:exp", "--on", "box", "--stage",
+                      "me/data:data.tar.gz", "--stage-dest", str(dest), "--detach",
+                      env=laptop(tmp_path, hub_box), timeout=TIMEOUT)
+    said = resumed.stdout.splitlines()
+    # Each of the box's staging steps is a line as it comes, before the dataset is there.
+    staged = next(n for n, line in enumerate(said) if "dataset staged from me/data" in line)
+    steps = [line for line in said[:staged] if "staging data.tar.gz: " in line]
+    assert any("downloading data.tar.gz from me/data" in line for line in steps), said
+    assert any("extracting" in line for line in steps), said
+    assert (dest / "data.yaml").is_file()
+    assert resumed.returncode == 1 and "restore from me/nothing failed" in resumed.stderr

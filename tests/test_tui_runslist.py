@@ -98,12 +98,28 @@ async def test_slash_filters_the_runs_list_by_state_or_name(run_factory, sleeper
         await pilot.press("escape")
         await until(pilot, lambda: names(runs) == order)
         await pilot.press("slash", *"GAM", "enter")  # and by name, any case
-        await until(pilot, lambda: names(runs) == ["gamma"])
-        await pilot.press("enter")  # Enter on the run watches it
+        await until(pilot, lambda: names(runs) == ["beta", "gamma"])  # beta: watched
+        await pilot.press("enter")  # Enter on the run that matches watches it
         await until(pilot, lambda: (box.state.run_dir or "").endswith("gamma"))
+        await until(pilot, lambda: names(runs) == ["gamma"])
         await pilot.press("escape", "escape")  # the filter, then back to the log
         await until(pilot, lambda: app.focused is box.log_pane.log)
         assert names(runs) == order
+
+
+async def test_the_filter_keeps_the_watched_run_in_sight(run_factory, sleeper):
+    app = three_runs(run_factory, sleeper.pid)
+    async with app.run_test(size=(150, 46)) as pilot:
+        runs = await listed(app, pilot)
+        watched = app.box.state.run_dir
+        assert watched.endswith("beta")
+        await pilot.press("slash", *"alpha")
+        await until(pilot, lambda: names(runs) == ["beta", "alpha"])
+        assert runs.options[0].prompt.plain.startswith("▶ beta")  # marked as watched
+        assert runs.highlighted == 1  # Enter would watch the run that matches
+        await pilot.press("enter", "escape")
+        await until(pilot, lambda: len(names(runs)) == 3)
+        assert app.box.state.run_dir == watched
 
 
 async def test_help_lists_the_runs_list_keys(run_factory):

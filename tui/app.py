@@ -353,9 +353,8 @@ class GpurentApp(App[int]):
         return list_fleet(accounts, options)
 
     def open_instance(self, row: object, destroy: bool = False) -> None:
-        """Open a fleet row's instance (``vast:4242``) as a box tab, or show its tab,
-        reached as the listing reached it; ``destroy``: then ask its destroy there (the
-        weights gate's dialog, once the box is connected)."""
+        """Open a fleet row's instance (``vast:4242``) or a ``BoxSpec`` as a box tab (or
+        show its tab); ``destroy``: then ask its destroy there, once connected."""
         from tui.screens.fleet import FleetScreen
 
         target = str(getattr(row, "target", ""))
@@ -363,7 +362,8 @@ class GpurentApp(App[int]):
         index = next((n for n, s in enumerate(self.specs) if s.target == target), None)
         view = None if index is None else tabs.get_pane(f"box-{index}").query_one(BoxView)
         if index is None:
-            spec = BoxSpec.from_fleet_row(row, getattr(self.screen, "fleet", None))
+            spec = row if isinstance(row, BoxSpec) else \
+                BoxSpec.from_fleet_row(row, getattr(self.screen, "fleet", None))
             index = len(self.specs)
             self.specs.append(spec)
             view = BoxView(spec, clock=self.clock, autoconnect=self.autoconnect,

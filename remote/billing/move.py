@@ -38,6 +38,7 @@ from remote.billing.providers import split_instance_target
 from remote.billing.resume import Resumed, ResumeFailed, Step, wait_for_takeover
 from remote.link.connector import Connector
 from remote.link.tools import ask_tool
+from remote.runs.dataset import StageFailed, stage_dataset
 from remote.runs.launch import make_spec
 from remote.runs.start import start_run
 from remote.transport.base import Transport
@@ -50,6 +51,9 @@ from trainer.text import clean_text, money, rate
 RUN_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*):"
                     r"([A-Za-z0-9][A-Za-z0-9._-]*)$")
 TOOL_TIMEOUT = 3600.0
+#: Where a moved run goes on the new box unless told: the project ``gpurent-tui BOX``
+#: opens, so that its tab shows the run.
+DEFAULT_PROJECT = "runs/train"
 #: Seconds an epoch may take in a status believed (a month); more is a lie.
 MAX_EPOCH_SECONDS = 30 * 86400
 
@@ -62,7 +66,7 @@ class Moving:
 
     repo: str
     name: str
-    project: str = "runs"
+    project: str = DEFAULT_PROJECT
     data: str | None = None
     stage: tuple[str, str] | None = None
     stage_dest: str = "datasets"
@@ -72,11 +76,14 @@ class Moving:
 
 def parse_run(text: str) -> tuple[str, str]:
     """``ORG/REPO:NAME``, or ``PROVIDER:ID:PROJECT/NAME`` (the run's path on its old
-    instance, launched from this laptop with ``hub=``: the intents know its repository)
-    -> ``(repo, name)``; ``ValueError`` otherwise."""
+    instance, launched from this laptop with ``hub=``: the intents know its repository),
+    or ``PROVIDER:ID`` alone when this laptop launched one such run there -> ``(repo,
+    name)``; ``ValueError`` otherwise (with several runs there: the ones to choose from)."""
     split = split_instance_target(text)
     if split is not None and split[1]:
         return _run_at(split[0].text, split[1])
+    if split is not None:
+        return _only_run(split[0].text)
     match = RUN_RE.match(text)
     if not match or ".." in text:
         raise ValueError(f"{text!r} is not a run named as ORG/REPO:NAME (its Hub repository "
@@ -98,6 +105,30 @@ def _run_at(instance: str, path: str) -> tuple[str, str]:
         raise ValueError(f"{instance}:{path} was launched without hub=: no milestone to "
                          "resume it from elsewhere")
     return runs[0].repo, runs[0].name
+
+
+def launched_here(instance: str) -> list[str]:
+    """The run directory (``PROJECT/NAME``) of each run this laptop launched on
+    ``instance``, from the intents."""
+    intent = intent_for(instance)
+    return [posixpath.join(r.project, r.name) for r in (intent.runs if intent else ())]
+
+
+def _only_run(instance: str) -> tuple[str, str]:
+    """The Hub repository and name of the one run launched from here on ``instance``
+    with ``hub=``; ``ValueError`` naming the runs to choose from when there are several
+    (a run is never picked for the user: each resumes from its own checkpoint)."""
+    intent = intent_for(instance)
+    runs = [r for r in (intent.runs if intent is not None else ()) if r.repo]
+    if len(runs) == 1:
+        return runs[0].repo, runs[0].name
+    if not runs:
+        raise ValueError(f"this laptop launched no run with hub= on {instance}: name the "
+                         "run as ORG/REPO:NAME")
+    named = "; ".join(f"{instance}:{posixpath.join(r.project, r.name)} ({r.repo}:{r.name})"
+                      for r in runs)
+    raise ValueError(f"{len(runs)} runs were launched on {instance}: name the one to "
+                     f"resume, one of: {named}")
 
 
 def money_lines(status: dict[str, object], moving: Moving,
@@ -176,13 +207,14 @@ def move_run(connector: Connector, moving: Moving, token: str, *, target: str = 
             failed = ", ".join(str(f) for f in (check.report or {}).get("failed") or [])
             raise ResumeFailed(f"the box failed its preflight: {failed or check.why}")
         step("preflight passed")
-        data = _dataset(transport, moving, secret, step)
+        data = _dataset(transport, moving, token.strip(), step)
         run_dir = f"{moving.project.rstrip('/')}/{moving.name}"
         hub = hub_copy(moving.repo, moving.name, token.strip())
         source = choose(hub, moving.name, old_project(moving, target))
         step(f"from {'this laptop' if source.copy else 'the Hub'}: {source.why}")
         if source.copy is None or not hub.error:
-            report = _restore(transport, moving, run_dir, secret)
+            report = _restore(transport, moving, run_dir, secret,
+                              "" if hub.error else hub.commit)
             step(f"restored {moving.repo} at {str(report.get('commit'))[:12]} into "
                  f"{run_dir}: last.pt of epoch {report.get('epoch')}")
         else:
@@ -226,10 +258,12 @@ def old_project(moving: Moving, target: str) -> str:
     return run.project if run is not None else ""
 
 
-def _restore(transport: Transport, moving: Moving, run_dir: str,
-             secret: bytes) -> dict[str, Any]:
-    """``trainer restore`` of the Hub's milestone into ``run_dir``: its report."""
-    restored = ask_tool(transport, ["restore", moving.repo, "--run-dir", run_dir,
+def _restore(transport: Transport, moving: Moving, run_dir: str, secret: bytes,
+             commit: str = "") -> dict[str, Any]:
+    """``trainer restore`` of the Hub's milestone into ``run_dir`` (as of ``commit``, the
+    one this laptop found to be the run's own, when it found one): its report."""
+    pinned = ["--revision", commit] if commit else []
+    restored = ask_tool(transport, ["restore", moving.repo, "--run-dir", run_dir, *pinned,
                                     "--token-stdin", "--json"],
                         timeout=TOOL_TIMEOUT, stdin=secret)
     report = restored.report or {}
@@ -248,9 +282,11 @@ def _empty(transport: Transport, run_dir: str) -> dict[str, Any]:
     return {}
 
 
-def _dataset(transport: Transport, moving: Moving, secret: bytes,
+def _dataset(transport: Transport, moving: Moving, token: str,
              step: Callable[[str], None]) -> str:
-    """The dataset's data.yaml on the new box: ``data`` when it is there, else staged."""
+    """The dataset's data.yaml on the new box: ``data`` when it is there, else staged
+    (``remote.runs.dataset.stage_dataset``, as ``gpurent stage``: each of the box's
+    progress lines is a step as it comes)."""
     if moving.data is not None and transport.stat(moving.data) is not None:
         step(f"dataset found at {moving.data}")
         return moving.data
@@ -258,12 +294,12 @@ def _dataset(transport: Transport, moving: Moving, secret: bytes,
         raise ResumeFailed(f"no dataset at {moving.data or '(none given)'} on the box: give "
                            "--data PATH, or --stage REPO:FILE to stage it from the Hub")
     repo, file = moving.stage
-    staged = ask_tool(transport, ["stage", repo, file, "--dest", moving.stage_dest,
-                                  "--token-stdin", "--json"], timeout=TOOL_TIMEOUT,
-                      stdin=secret)
-    report = staged.report or {}
-    if not staged.ok or not report.get("data_yaml"):
-        why = report.get("error") or staged.why or "no data.yaml in it"
-        raise ResumeFailed(f"staging {repo}/{file} failed: {clean_text(str(why))}")
+    try:
+        report = stage_dataset(transport, repo, file, moving.stage_dest, token=token,
+                               progress=lambda text: step(f"staging {file}: {text}"))
+    except StageFailed as exc:
+        raise ResumeFailed(f"staging {repo}/{file} failed: {exc}") from None
+    if not report.get("data_yaml"):
+        raise ResumeFailed(f"staging {repo}/{file} failed: no data.yaml in it")
     step(f"dataset staged from {repo}/{file}: {report['data_yaml']}")
     return str(report["data_yaml"])

@@ -9,7 +9,7 @@ import json
 import sys
 from collections.abc import Callable
 
-from remote.billing.move import Moving, move_run, parse_run
+from remote.billing.move import DEFAULT_PROJECT, Moving, launched_here, move_run, parse_run
 from remote.billing.providers import ConfigError, provider_for, resolve_instance
 from remote.billing.resume import Resumed, Step, resume_run
 from remote.commands.errors import fail
@@ -35,7 +35,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "[hosts.\"HOST\"] in the config. RUN is the run directory on the box. "
         "With --on TARGET the one argument is the run as ORG/REPO:NAME (its Hub repository "
         "and name) or as PROVIDER:ID:RUN_DIR, its path on the old instance (one launched "
-        "from this laptop with hub=: the laptop's intents know its repository): the box "
+        "from this laptop with hub=: the laptop's intents know its repository; "
+        "PROVIDER:ID alone when one such run was launched there, else the runs to choose "
+        "from are listed and nothing is done): the box "
         "TARGET is checked (preflight), the dataset found (--data) or "
         "staged (--stage), the last checkpoint and the history put there from the Hub "
         "(token on stdin), or uploaded from this laptop's verified pulled copy when its "
@@ -52,8 +54,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run", metavar="RUN", nargs="?", help="the run directory on the box")
     p.add_argument("--on", metavar="TARGET", help="resume on this box, from the Hub or "
                    "this laptop's newer copy")
-    p.add_argument("--project", default="runs", metavar="DIR",
-                   help="with --on: where the run goes on the box (default runs)")
+    p.add_argument("--project", default=DEFAULT_PROJECT, metavar="DIR",
+                   help="with --on: where the run goes on the box (default "
+                   f"{DEFAULT_PROJECT}, the project gpurent-tui BOX shows)")
     p.add_argument("--data", metavar="PATH", help="with --on: the dataset's data.yaml there")
     p.add_argument("--stage", metavar="REPO:FILE", help="with --on: a Hub dataset tar to "
                    "stage (into --stage-dest) when --data is not on the box")
@@ -86,7 +89,10 @@ def run(args: argparse.Namespace) -> int:
     if args.on is not None:
         return run_elsewhere(args)
     if args.run is None:
-        return fail("resume", "RUN is missing (or resume ORG/REPO:NAME --on TARGET)", 2,
+        runs = launched_here(args.target)
+        return fail("resume", "RUN is missing: name the run directory on the box" +
+                    (f", one of the runs launched there from here: {', '.join(runs)}"
+                     if runs else "") + " (or resume ORG/REPO:NAME --on TARGET)", 2,
                     args.json)
     target = host_target(args.target, args.run)
     if target.host is None:

@@ -16,6 +16,9 @@ from remote.runs.dataset import StageFailed, check_stage_args, shapes_dataset, s
 from remote.weights.push import NO_TOKEN, laptop_token
 from trainer.text import clean_text, human_bytes
 
+#: ``gpurent stage``'s exit code for each way the box's staging fails (``StageFailed.kind``;
+#: 1: the box could not be reached, 2: bad input).
+EXIT_CODES = {"hub": 3, "archive": 4, "disk": 5}
 _HOST_HELP = ("HOST is user@host, an ~/.ssh/config alias, an instance such as vast:4242, "
               "or `local` for this machine")
 
@@ -33,7 +36,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "`gpurent launch` or the TUI's launch form. This laptop's Hub token (HF_TOKEN or "
         "the huggingface_hub token store), when there is one, travels on stdin, for a "
         "private repository; HF_ENDPOINT here (a private Hub or a mirror) is the Hub the "
-        "box downloads from. Exit 0 staged (or already), 1 it failed, 2 bad input.")
+        "box downloads from. Exit 0 staged (or already), 1 the box could not be reached (or "
+        "stopped answering), 2 bad input, 3 the Hub refused the token or lacks the "
+        "repository or file, or the download failed, 4 the archive was refused (a member "
+        "or link leading out of DIR, a device, too many files, too big) or is not a "
+        "readable tar, 5 the box's disk (not enough room for the download or the files, "
+        "or a write failed).")
     p.add_argument("host", metavar="HOST")
     p.add_argument("repo", metavar="REPO", help="the dataset repository, ORG/NAME")
     p.add_argument("file", metavar="FILE", help="the tar in it (.tar, .tar.gz, ...)")
@@ -77,7 +85,7 @@ def run_stage(args: argparse.Namespace) -> int:
         why = str(exc)
         if token is None and not args.no_token and "HTTP 401" in why:
             why += f"; {NO_TOKEN}"
-        return fail("stage", why, 1, args.json)
+        return fail("stage", why, EXIT_CODES.get(exc.kind, 1), args.json)
     finally:
         transport.close()
     if args.json:

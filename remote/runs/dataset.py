@@ -24,7 +24,13 @@ MAX_LINE = 1 << 20
 
 
 class StageFailed(Exception):
-    """``trainer stage`` ran and failed; the message is its one line."""
+    """``trainer stage`` ran and failed; the message is its one line, ``kind`` which way:
+    ``hub`` (the Hub refused or lacks it, or the download failed), ``archive`` (refused
+    or unreadable), ``disk`` (no room, or a write failed), ``""`` (unknown)."""
+
+    def __init__(self, message: str, kind: str = "") -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 def check_stage_args(repo: str, filename: str, dest: str) -> None:
@@ -71,7 +77,9 @@ def stage_dataset(transport: Transport, repo: str, filename: str, dest: str, *,
     if report is None:
         raise StageFailed(clean_text(last) or "trainer stage ended without a report")
     if report.get("ok") is not True:
-        raise StageFailed(clean_text(str(report.get("error") or "trainer stage failed")))
+        kind = report.get("kind")
+        raise StageFailed(clean_text(str(report.get("error") or "trainer stage failed")),
+                          kind if kind in ("hub", "archive", "disk") else "")
     if isinstance(report.get("data_yaml"), str):
         report["data_yaml"] = transport.absolute(report["data_yaml"])
     return report

@@ -1,10 +1,11 @@
 """A run's last checkpoint known to be safe off its box, from what this laptop can verify
 when the box is gone: on the Hub, asked with the user's own token, the ``last.pt`` a
 resume would take (``trainer.hub.client.pushed_checkpoint``, the rule ``trainer restore``
-applies): the one at the repository's head, an LFS file whose sha256 the Hub keeps, taken
-at the commit that last changed it, where the ``status.json`` pushed with it names the
-run (its ``save_dir``) and says which epoch it is. A repository other runs push to as
-well may hold another run's ``last.pt``: that is said, with no epoch. On the laptop, a
+applies): the newest version of it that is the run's (another run may have pushed over
+it since, to the same repository), an LFS file whose sha256 the Hub keeps, taken at the
+commit that changed it, where the ``status.json`` pushed with it names the run (its
+``save_dir``) and says which epoch it is. When no recent version is the run's, whose the
+repository holds is said, with no epoch. On the laptop, a
 pulled copy of the run's ``last.pt`` or ``best.pt`` that the pull ledger holds and that
 is still intact.
 
@@ -68,7 +69,7 @@ def hub_copy(repo: str, name: str, token: str | None = None) -> HubCopy:
     token = token if token is not None else read_token(use_stdin=False)
     endpoint = os.environ.get("HF_ENDPOINT") or None
     try:
-        found = pushed_checkpoint(hub, repo, token, endpoint)
+        found = pushed_checkpoint(hub, repo, token, endpoint, run=name)
     except HubError as exc:
         return HubCopy(repo, error=one_line(clean_text(str(exc)), 300))
     except Exception as exc:  # the client raises many types; all are "cannot verify"

@@ -37,6 +37,8 @@ DEFAULT_ENDPOINT = "https://huggingface.co"
 ERRNO_RE = re.compile(r"^\[Errno -?\d+\] ")
 #: The checkpoint a resume starts from.
 CHECKPOINT = "last.pt"
+#: Versions of ``last.pt`` looked at before a resume gives up finding a run's own.
+MAX_VERSIONS = 64
 
 
 class HubError(Exception):
@@ -224,17 +226,41 @@ class PushedCheckpoint:
 
 
 def pushed_checkpoint(hub: ModuleType, repo: str, token: str | None = None,
-                      endpoint: str | None = None) -> PushedCheckpoint:
-    """``repo``'s ``last.pt`` at its head, with the status pushed with it (``hub``: the
-    imported huggingface_hub). Raises ``HubError`` when the head holds no ``last.pt``
-    or that status cannot be read; the client's own errors when the Hub cannot be
-    asked."""
+                      endpoint: str | None = None, revision: str | None = None,
+                      run: str | None = None) -> PushedCheckpoint:
+    """``repo``'s ``last.pt`` at its head (or at ``revision``: the commit a resume was
+    shown), with the status pushed with it (``hub``: the imported huggingface_hub).
+    With ``run``, when that ``last.pt`` is another run's (a repository other runs push
+    to as well), the earlier versions of ``last.pt`` are looked at, newest first (at
+    most ``MAX_VERSIONS``), for the newest that is ``run``'s; the one at the head when
+    none is. Raises ``HubError`` when there is no ``last.pt`` there or a status cannot
+    be read; the client's own errors when the Hub cannot be asked."""
     api = hub.HfApi(endpoint=endpoint, token=token)
-    head = str(api.model_info(repo).sha)
+    head = str(api.model_info(repo, revision=revision).sha)
     info = _path_info(api, repo, CHECKPOINT, head)
     if info is None:
         raise HubError(f"{repo} holds no {CHECKPOINT} at {head[:12]}: nothing to resume from "
                        "(its milestones push it every hub_period epochs)")
+    found = _checkpoint(hub, api, repo, info, token, endpoint)
+    if run is None or found.run in (None, run):
+        return found
+    order = [c.commit_id for c in api.list_repo_commits(repo, revision=head)]
+    older = found
+    for _ in range(MAX_VERSIONS):
+        at = order.index(older.commit) + 1 if older.commit in order else len(order)
+        info = _path_info(api, repo, CHECKPOINT, order[at]) if at < len(order) else None
+        if info is None:  # no last.pt before that one
+            break
+        older = _checkpoint(hub, api, repo, info, token, endpoint)
+        if older.run == run:
+            return older
+    return found
+
+
+def _checkpoint(hub: ModuleType, api: Any, repo: str, info: Any, token: str | None,
+                endpoint: str | None) -> PushedCheckpoint:
+    """The ``last.pt`` that ``info`` describes, at the commit that last changed it, with
+    the status pushed in that same commit (``None`` when none came with it)."""
     last = _last_commit(repo, info)
     status = _path_info(api, repo, runfiles.STATUS_FILE, last.oid)
     with_it = status is not None and _last_commit(repo, status).oid == last.oid

@@ -105,6 +105,9 @@ class Snapshot:
     #: while being copied (then ``trainer safe`` always hashes).
     identity: dict[str, int] | None
     sha256: str = ""
+    #: For ``status.json``: what the ledger keeps of the run's own file
+    #: (``ledger.status_mark``), which the snapshot's settled copy may differ from.
+    mark: dict[str, Any] | None = None
 
 
 @dataclass
@@ -189,9 +192,29 @@ def take_snapshot(run_dir: Path, names: Sequence[str], *, copy: bool = True) -> 
             snaps.deferred.append((name, src))
             continue
         snaps.files.append(Snapshot(name, dst, file_identity(dst)))
+    settle_status(snaps, run_dir)
     if copy:
         snaps.complete()
     return snaps
+
+
+def settle_status(snaps: SnapshotSet, run_dir: Path) -> None:
+    """Make the snapshot's ``status.json`` of an ended run count the run's epochs, not
+    its last invocation's (LibreYOLO's final status after a resume counts only its own:
+    ``engines.fill_from_history``), from the snapshot's ``metrics.jsonl`` (else the
+    run's): the Hub's copy is what a resume elsewhere and the fleet read. The ledger
+    keeps the mark of the run's own file, which ``trainer safe`` compares with it."""
+    snap = next((f for f in snaps.files if f.name == runfiles.STATUS_FILE), None)
+    read = runfiles.read_status(snap.path) if snap is not None else None
+    if snap is None or read is None or not read.ok:
+        return
+    snap.mark = status_mark(read.fields)
+    if read.get("state") == "running":
+        return
+    row = engines.last_metrics_row(snaps.directory) or engines.last_metrics_row(run_dir)
+    settled = engines.fill_from_history(read.fields, row)
+    if settled != read.fields:
+        snap.path.write_text(runfiles.dumps(settled), encoding="utf-8")
 
 
 def clean_stale_snapshots(run_dir: Path) -> None:
@@ -271,7 +294,8 @@ def push_snapshot(run_dir: Path, repo: str, token: str | None, snaps: SnapshotSe
         "file": snap.name, "path_in_repo": snap.name, "sha256": snap.sha256,
         "size": snap.path.stat().st_size, "repo": repo, "commit": commit,
         "epoch": info.epoch_of(snap.name), "time": now, **(snap.identity or {}),
-        **({"status": status_mark(runfiles.read_status(snap.path).fields)}
+        **({"status": snap.mark if snap.mark is not None else
+            status_mark(runfiles.read_status(snap.path).fields)}
            if snap.name == runfiles.STATUS_FILE else {}),
     } for snap in snaps.files]
     append_entries(run_dir, entries)

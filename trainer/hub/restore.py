@@ -2,17 +2,19 @@
 safe checkpoint and its history from the run's Hub repository into DIR, so that
 ``trainer train resume=True project=... name=...`` continues it on this box.
 
-All files are taken at one commit, the one that last changed ``last.pt`` (it must be
-there: it holds the training state), with ``best.pt``, ``metrics.jsonl``,
-``results.csv`` and, for a LibreYOLO run, ``train_config.yaml`` (the push watcher sends
-it; it is how the report tells the engine). A repository may hold the pushes of many
-runs, each over the last: that commit's ``status.json`` must have been pushed with
-``last.pt`` (milestones and final pushes send both) and name, by its ``save_dir``, the
-run DIR names (its last component), else nothing is restored and the one line says
-whose ``last.pt`` the repository holds. Each checkpoint's sha256 is checked against the Hub's
-LFS ETag; a copy that does not match is also removed from the box's Hugging Face cache,
-where it would be taken again by every later restore of that commit. Files land in a
-staging folder inside DIR and are moved into place only when all arrived.
+All files are taken at one commit, one that changed ``last.pt`` (it must be there: it
+holds the training state), with ``best.pt``, ``metrics.jsonl``, ``results.csv`` and, for
+a LibreYOLO run, ``train_config.yaml`` (the push watcher sends it; it is how the report
+tells the engine). A repository may hold the pushes of many runs, each over the last:
+the commit is the newest (from the head, or from ``--revision``) whose ``status.json``
+was pushed with ``last.pt`` (milestones and final pushes send both) and names, by its
+``save_dir``, the run DIR names (its last component); another run's newer push is
+passed over. When none of the recent versions is the run's, nothing is restored and the
+one line says whose ``last.pt`` the repository holds. Each checkpoint's sha256 is
+checked against the Hub's LFS ETag; a copy that does not match is also removed from the
+box's Hugging Face cache, where it would be taken again by every later restore of that
+commit. Files land in a staging folder inside DIR and are moved into place only when
+all arrived.
 The Hub's ``status.json`` is read, never put in place: it names the old box's pid, which
 here could be any process; the resumed trainer writes its own. The trainer itself drops
 history rows after the checkpoint's epoch when it resumes; LibreYOLO appends to what is
@@ -37,6 +39,7 @@ from typing import Any
 
 from trainer import engines, runfiles
 from trainer.hub.client import (
+    MAX_VERSIONS,
     HubError,
     PushedCheckpoint,
     check_repo_id,
@@ -65,9 +68,11 @@ def holds_run(run_dir: Path) -> bool:
 
 
 def restore_run(repo: str, run_dir: Path, *, token: str | None = None,
-            endpoint: str | None = None) -> dict[str, Any]:
-    """Download and place the files of the run ``run_dir`` names; return the ``--json``
-    object. Raises ``HubError`` (the Hub's ``last.pt`` is another run's included),
+                endpoint: str | None = None, revision: str | None = None) -> dict[str, Any]:
+    """Download and place the files of the run ``run_dir`` names, as of the repository's
+    head or of ``revision`` (the commit the laptop verified as this run's: a push of
+    another run after it does not change what is restored); return the ``--json``
+    object. Raises ``HubError`` (the ``last.pt`` there is another run's included),
     ``OSError`` or ``ValueError`` (a run is already there)."""
     check_repo_id(repo)
     if holds_run(run_dir):
@@ -75,7 +80,7 @@ def restore_run(repo: str, run_dir: Path, *, token: str | None = None,
                          "name")
     hub = import_hub(progress_bars=False)
     try:
-        found = pushed_checkpoint(hub, repo, token, endpoint)
+        found = pushed_checkpoint(hub, repo, token, endpoint, revision, run_dir.name)
         commit = found.commit
         api = hub.HfApi(endpoint=endpoint, token=token)
         present = {s.rfilename for s in api.model_info(repo, revision=commit).siblings or []}
@@ -131,9 +136,9 @@ def _check_run(found: PushedCheckpoint, name: str, pushed: str) -> None:
     if owner != name:
         owner = one_line(owner, 100)
         raise HubError(f"{repo} holds run {owner}'s last.pt ({pushed}), not run {name}'s, "
-                       f"so nothing is restored: another run pushed to the same repository "
-                       f"(resume {repo}:{owner} to go on with that run; a run resumes from "
-                       "the Hub while the repository's newest last.pt is its own)")
+                       f"so nothing is restored: another run pushed to the same repository, "
+                       f"and no earlier version of last.pt there (up to {MAX_VERSIONS} looked "
+                       f"at) is run {name}'s (resume {repo}:{owner} to go on with that run)")
 
 
 def _fetch(hub: Any, repo: str, name: str, commit: str, token: str | None,
@@ -181,6 +186,8 @@ def main(argv: list[str]) -> int:
         "Hub repository (one commit) into RUN_DIR, to resume it on this box.")
     p.add_argument("repo", metavar="REPO", help="the run's model repository, ORG/NAME")
     p.add_argument("--run-dir", required=True, metavar="DIR")
+    p.add_argument("--revision", metavar="COMMIT", help="restore the run's last.pt as "
+                   "of this commit (default: the repository's head)")
     p.add_argument("--token-stdin", action="store_true",
                    help="read the Hub token from stdin")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -194,7 +201,8 @@ def main(argv: list[str]) -> int:
 
     token = read_token(args.token_stdin) if args.token_stdin else None
     try:
-        result = restore_run(args.repo, Path(args.run_dir).expanduser(), token=token)
+        result = restore_run(args.repo, Path(args.run_dir).expanduser(), token=token,
+                             revision=args.revision)
     except ValueError as exc:
         return fail(str(exc), 2)
     except HubError as exc:  # ours, whole (describe_error cuts at 300 characters)

@@ -233,7 +233,9 @@ def _event(text: str) -> None:
 
 
 def main(argv: list[str]) -> int:
-    """Run ``trainer stage``; exit 0 staged (or already), 1 failed, 2 bad input."""
+    """Run ``trainer stage``; exit 0 staged (or already), 1 failed, 2 bad input. The
+    ``--json`` failure says which ``kind``: ``input``, ``hub`` (refused, missing, the
+    download failed), ``archive`` (refused or unreadable) or ``disk``."""
     p = argparse.ArgumentParser(
         prog="python3 -m trainer stage",
         description="Download a tar from a Hub dataset repository into HF_HOME's cache "
@@ -256,10 +258,10 @@ def main(argv: list[str]) -> int:
                    '({"event": "progress", "text": ...}) before the --json report')
     args = p.parse_args(argv)
 
-    def fail(message: str, code: int) -> int:
+    def fail(message: str, code: int, kind: str = "input") -> int:
         print(f"trainer stage: {one_line(message, 1000)}", file=sys.stderr)
         if args.json:
-            print(json.dumps({"ok": False, "error": message}))
+            print(json.dumps({"ok": False, "error": message, "kind": kind}))
         return code
 
     try:
@@ -276,9 +278,13 @@ def main(argv: list[str]) -> int:
                        max_members=args.max_members, max_bytes=int(args.max_gb * 1e9),
                        say=_event if args.events else _silent)
     except UnsafeArchive as exc:
-        return fail(f"refusing {args.file}: {exc}; nothing was extracted", 1)
-    except (HubError, OSError, tarfile.TarError, EOFError) as exc:
-        return fail(describe_error(exc), 1)
+        return fail(f"refusing {args.file}: {exc}; nothing was extracted", 1, "archive")
+    except (tarfile.TarError, EOFError) as exc:
+        return fail(describe_error(exc), 1, "archive")
+    except HubError as exc:
+        return fail(describe_error(exc), 1, "hub")
+    except OSError as exc:  # the box's disk: not enough room, or a write failed
+        return fail(describe_error(exc), 1, "disk")
     if args.json:
         print(runfiles.dumps(result))
         return 0

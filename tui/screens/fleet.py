@@ -14,8 +14,7 @@ listings, sorting, filtering and actions.
 
 Keys: j/k/g/G move, ``/`` filters, ``o`` sorts, Enter opens the instance as a box tab,
 ``s``/``D``/``L`` stop, destroy and lease it (``tui.fleet.actions``); ``m`` on a row
-taken away by its provider resumes its run on another box (``move_run``, the same as
-``gpurent resume ORG/REPO:NAME --on TARGET``), each step said as it happens."""
+taken away by its provider resumes a run on another box (``tui.screens.fleetmove``)."""
 
 from __future__ import annotations
 
@@ -32,11 +31,11 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Input, Static
 
 from trainer.text import clock_time
-from tui.dialogs.move import MoveAnswer, MoveDialog
 from tui.fleet.actions import FleetActions
 from tui.fleet.table import COLUMNS, SORTS, cells, detail, row_key, shown
 from tui.fleet.words import watchdog_words
 from tui.fmt import safe
+from tui.screens.fleetmove import MoveKey
 
 #: The screen's keys, for its own key line and the help screen.
 FLEET_KEYS = (("enter", "open it as a box tab"), ("s", "stop the instance (asks first)"),
@@ -53,7 +52,7 @@ OTHER_STARTS = ("Watch one box: gpurent-tui HOST (an address, an ~/.ssh/config a
 MAX_REFRESH = 600.0
 
 
-class FleetScreen(FleetActions, Screen[None]):
+class FleetScreen(FleetActions, MoveKey, Screen[None]):
     """The table; ``lister()`` returns a ``remote.billing.Fleet`` (it blocks: it runs in
     a worker thread); ``open_box(row)`` opens a row's instance as a box tab."""
 
@@ -112,15 +111,6 @@ class FleetScreen(FleetActions, Screen[None]):
         def __init__(self, row: Any, safety: Any, unknown: str) -> None:
             super().__init__()
             self.row, self.safety, self.unknown = row, safety, unknown
-
-    class Moved(Message):
-        """A step of a resume on another box (``done``: the last one, or its failure)."""
-
-        def __init__(self, text: str, done: bool = False, failed: bool = False) -> None:
-            super().__init__()
-            self.text = text
-            self.done = done
-            self.failed = failed
 
     class Leased(Message):
         """A lease set or cleared from the list: its one-line outcome."""
@@ -388,43 +378,6 @@ class FleetScreen(FleetActions, Screen[None]):
         else:
             self.app.run_action("quit")
 
-    def action_move(self) -> None:
-        """m: resume the run of a row taken away on another box (asks where)."""
-        row = self.selected()
-        taken = None if row is None else row.interrupted
-        risk = next((r for r in taken.runs if r.run.repo), None) if taken else None
-        if row is None or risk is None:
-            self.app.notify("m resumes a run taken away with its instance (a row that says "
-                            "taken away, launched from here with hub=)", severity="warning")
-            return
-        dialog = MoveDialog(risk.run.repo, risk.run.name, row.target, risk.safe_words())
-        self.app.push_screen(dialog, lambda answer: None if answer is None else
-                             self.move_row(row, risk.run.repo, risk.run.name, answer))
-
-    @work(thread=True, group="fleet-move", exit_on_error=False)
-    def move_row(self, row: Any, repo: str, name: str, answer: MoveAnswer) -> None:
-        """Resume ``repo:name`` on the answer's box (``remote.billing.move_run``), reached
-        as the listing reaches boxes; each step becomes a ``Moved`` message."""
-        from remote.billing import Moving, move_run
-        from remote.weights import require_token
-
-        target, project, data = answer
-        try:
-            connector, instance, new_rate = self.mover_for(target)
-            moving = Moving(repo, name, project, data,
-                            old_rate=getattr(row.instance, "price_per_hour", None),
-                            new_rate=new_rate)
-            resumed = move_run(connector, moving, require_token(), target=target,
-                               instance=instance,
-                               say=lambda step: self.post_message(self.Moved(step.line())))
-            resumed.transport.close()
-        except Exception as exc:  # noqa: BLE001 - the outcome is a line on screen
-            self.post_message(self.Moved(f"resume of {name} on {target} failed: {exc}",
-                                         done=True, failed=True))
-            return
-        self.post_message(self.Moved(f"{name} resumed on {target}: {resumed.run_dir}",
-                                     done=True))
-
     def connector_for(self, target: str, client: Any = None) -> Any:
         """A connector to ``target`` with the listing's SSH options; an instance target is
         located through ``client`` (its account's provider client)."""
@@ -436,34 +389,3 @@ class FleetScreen(FleetActions, Screen[None]):
         return Connector(target, accept_new=bool(getattr(options, "accept_new", False)),
                          ssh_options=dict(getattr(options, "ssh_options", {}) or {}),
                          locate=Locator(named, provider=client) if named else None)
-
-    def mover_for(self, target: str) -> tuple[Any, tuple[str, str] | None, float | None]:
-        """For a resume on ``target`` (a box the user names, of any listed account of its
-        provider): a connector, its ``(provider, id)`` and its price."""
-        from remote.billing import parse_instance_target
-
-        named = parse_instance_target(target)
-        clients = getattr(self.fleet, "clients", {}) or {}
-        client = None if named is None else \
-            next((c for c in clients.values() if c.name == named.provider), None)
-        price = None
-        if named is not None and client is not None:
-            try:
-                price = client.get_instance(named.instance).price_per_hour
-            except Exception:  # noqa: BLE001 - the price is a nicety; the move does not need it
-                price = None
-        instance = None if named is None else (named.provider, named.instance)
-        return self.connector_for(target, client), instance, price
-
-    def on_fleet_screen_moved(self, message: Moved) -> None:
-        """Say each step (a notification, kept in the events history); at the end list
-        again."""
-        self.query_one("#fleet-status", Static).update(safe(message.text, 300,
-                                                            "bold red" if message.failed
-                                                            else ""))
-        self.app.notify(message.text, title="resume elsewhere",
-                        severity="error" if message.failed else "information",
-                        timeout=15 if message.done else 6)
-        if message.done and not message.failed:
-            self.action_refresh()
-

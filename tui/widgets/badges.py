@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from rich.text import Text
-from textual.widgets import Static
 
 from remote.watch import ConnectionEvent
 from tui.fmt import safe
+from tui.widgets.steady import SteadyStatic
 
 
-class ConnectionBadge(Static):
+class ConnectionBadge(SteadyStatic):
     """``live``, ``stale N s``, ``reconnecting`` (with the attempt), ``polling`` or a
     connecting/bootstrap progress line."""
 
@@ -69,7 +69,7 @@ class ConnectionBadge(Static):
         self.update(text)
 
 
-class WeightsBadge(Static):
+class WeightsBadge(SteadyStatic):
     """Whether the weights on the box are safe off it (on the Hub or the laptop): "none
     yet" only when the box has no weight file at all; when not safe, which files are
     not."""

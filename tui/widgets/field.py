@@ -7,7 +7,13 @@ text typed after ``ctrl+u`` lands first and is then deleted with the rest (Textu
 #6605). A ``Field`` runs its own bindings when the key reaches it, where printable keys are
 handled, so ``ctrl+u`` then ``abc`` leaves ``abc``. Priority bindings (``ctrl+s``) are
 checked by the app before any key reaches a widget, and keys an ``Input`` does not bind
-(Tab, Escape) still bubble: only the order changes."""
+(Escape) still bubble: only the order changes.
+
+The same holds for moving on: Tab and shift+Tab are bindings of the screen, run once the
+key has bubbled up, while the app hands every key typed meanwhile to the field that still
+has the focus: ``Tab u x 9`` typed at paste speed put ``ux9`` into the field Tab was
+leaving. A ``Field`` moves the focus itself when Tab reaches it, and a key that reaches it
+once it has lost the focus goes on, in order, to the widget that has it now."""
 
 from __future__ import annotations
 
@@ -23,10 +29,27 @@ EDIT_ACTIONS: dict[str, str] = {
 }
 
 
+#: Keys that move the focus, and the screen's action for each.
+FOCUS_KEYS = {"tab": "focus_next", "shift+tab": "focus_previous"}
+
+
 class Field(Input):
-    """An ``Input`` whose editing keys keep their place among the typed text."""
+    """An ``Input`` whose editing keys, and the Tabs between fields, keep their place
+    among the typed text."""
 
     async def _on_key(self, event: events.Key) -> None:
+        # ``has_focus`` follows the Blur message, later: ask the screen whom it focuses.
+        if self.screen.focused is not self:  # typed after a key that moved the focus away
+            event.stop()
+            event.prevent_default()
+            target = self.app.focused or self.screen
+            target.post_message(events.Key(event.key, event.character))
+            return
+        if event.key in FOCUS_KEYS:
+            event.stop()
+            event.prevent_default()
+            getattr(self.screen, FOCUS_KEYS[event.key])()
+            return
         await super()._on_key(event)  # the cursor's blink restarts; a printable is typed
         action = None if event.is_printable else EDIT_ACTIONS.get(event.key)
         if action is not None:

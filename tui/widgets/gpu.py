@@ -7,16 +7,16 @@ from __future__ import annotations
 from collections import deque
 
 from rich.text import Text
-from textual.widgets import Static
 
 from remote.watch import GpuEvent, GpuSample, HostEvent
 from tui.fmt import number, safe, spark
+from tui.widgets.steady import SteadyStatic
 
 #: Samples of history per GPU (one every couple of seconds).
 HISTORY = 24
 
 
-class GpuPane(Static):
+class GpuPane(SteadyStatic):
     """One block of lines per GPU; fed ``GpuEvent`` objects."""
 
     DEFAULT_CSS = """

@@ -1,9 +1,10 @@
 """The runs list: every run of the project, newest first; choosing one switches to it.
 A run whose alert the user has not looked at yet carries a ⚠. Focused (Tab), it has the
 keys of a list: j/k and the arrows move, g/G go to the first/last, Enter watches, ``/``
-filters by name or state as you type, Esc clears the filter or goes back to the log;
-any other letter or digit typed into it is kept from the app's keys (``e`` would open
-the events, ``x`` stop the run, a digit switch tabs)."""
+filters by name or state as you type (the watched run stays in sight, marked ▶), Esc
+clears the filter or goes back to the log; any other letter or digit typed into it is
+kept from the app's keys (``e`` would open the events, ``x`` stop the run, a digit
+switch tabs)."""
 
 from __future__ import annotations
 
@@ -94,14 +95,21 @@ class RunsList(OptionList):
                                             info.run_dir in self.unseen))
                           for info in self.shown])
         dirs = [info.run_dir for info in self.shown]
-        if was in dirs:
+        if was in dirs and (was != self.current or not self.filter_text
+                            or self._matches(self.shown[dirs.index(was)])):
             self.highlighted = dirs.index(was)
-        elif self.filter_text:  # Enter watches the first run that passes
-            self.highlighted = 0
+        elif self.filter_text:  # Enter watches the first run that matches
+            self.highlighted = next((n for n, info in enumerate(self.shown)
+                                     if self._matches(info)), 0)
         elif highlighted is not None:
             self.highlighted = min(highlighted, len(dirs) - 1)
 
     def _passes(self, info: Any) -> bool:
+        """Whether the filter shows ``info``: the watched run always stays in sight."""
+        return info.run_dir == self.current or self._matches(info)
+
+    def _matches(self, info: Any) -> bool:
+        """Whether ``info``'s name or state holds the filter's text (any case)."""
         needle = self.filter_text.lower()
         if not needle:
             return True
