@@ -279,8 +279,9 @@ def test_each_reached_box_says_whether_its_weights_are_safe_by_the_gates_rules(
         provider_standin, box, tmp_path, hub_standin, monkeypatch):
     """The gate's verdict in each row, on the probe's connection: a Hub copy in the
     user's repository (confirmed by the Hub stand-in with the user's token) is safe; a
-    copy the box names in a stranger's repository is not; a box with no run is not
-    checked (not safe); a check that cannot end in time is ``weights: ?``."""
+    copy the box names in a stranger's repository is not; a box with no run is unknown
+    (never safe, nor "NOT safe": nothing was judged); a check that cannot end in time is
+    ``weights: ?``."""
     monkeypatch.setenv("HF_ENDPOINT", hub_standin.url)
     monkeypatch.setenv("HF_TOKEN", VALID_TOKEN)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
@@ -290,8 +291,9 @@ def test_each_reached_box_says_whether_its_weights_are_safe_by_the_gates_rules(
     vast.set_address(iid, box.host, box.port)
     options = known_as(tmp_path, box, f"vast:{iid}")
     [row] = list_fleet([account(vast)], options).rows
-    assert row.weights is not None and row.weights.state == "unsafe"
-    assert "weights NOT safe: no run found on the box" in row.weights.words()
+    assert row.weights is not None and row.weights.state == "unknown"  # not "NOT safe"
+    assert row.weights.words() == "weights: ? no run registered on the box (files " \
+        "outside runs are not checked)"
 
     run = finished_run(Path(box.home) / "proj" / "exp")
     register_run(box, run)

@@ -1,9 +1,12 @@
 """A lease given in the launch form (the ``gpurent launch --lease`` of the TUI): the form
 has a lease field only for an instance the user named; a duration that is not one is
 marked and refuses Launch; a valid one is kept on this laptop (the watchdog's) and on
-the box (the guard's) before the run starts, and the launch line says it."""
+the box (the guard's) before the run starts, and the launch line says it (on this
+laptop's clock, not ISO); the form says who would end the billing as things stand."""
 
 from __future__ import annotations
+
+import time
 
 import pytest
 from textual.widgets import Button, Input
@@ -26,8 +29,9 @@ pytestmark = pytest.mark.anyio
 
 
 async def test_a_lease_typed_in_the_form_is_kept_here_and_on_the_box(
-        run_factory, shapes_data, provider_standin, monkeypatch):
+        run_factory, shapes_data, provider_standin, monkeypatch, tmp_path):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))  # no watchdog passed
     vast = provider_standin("vast")
     iid = vast.add_instance()
     monkeypatch.setenv("VAST_API_KEY", vast.key)
@@ -50,13 +54,19 @@ async def test_a_lease_typed_in_the_form_is_kept_here_and_on_the_box(
             await until_shown(pilot, "✖ lease: 'soon' is not a duration")
             assert form.query_one("#launch", Button).disabled
             lease.value = "2h"
-            await until_shown(pilot, f"✔ vast:{iid}: the watchdog ends its billing 2 h after")
+            # Said as things stand: no watchdog passed here, no guard armed on the box.
+            await until_shown(pilot, f"✔ vast:{iid}: billing to end 2 h after the launch; "
+                              "NO watchdog seen (gpurent watchdog); the box's guard is NOT "
+                              "armed (a arms it)")
             await pilot.press("ctrl+s")
             await until(pilot, lambda: not isinstance(app.screen, LaunchForm), timeout=90)
             await until(pilot, lambda: box.state.run_dir == str(launched))
-            await until(pilot, lambda: any(m.startswith("launched") and "lease until" in m
-                                           and "then stop" in m for m in messages(app)))
             given = lease_for(f"vast:{iid}")
+            assert given is not None
+            until_local = time.strftime("%H:%M", time.localtime(given.until))
+            await until(pilot, lambda: any(m.startswith("launched") and
+                                           f"lease until {until_local} (in 1 h 59 min), "
+                                           "then stop" in m for m in messages(app)))
             assert given is not None and given.then == "stop"
             assert 2 * 3600 - 120 < given.left() <= 2 * 3600
             assert read_lease()["until"] == given.until  # on the box, for its guard

@@ -117,3 +117,11 @@ def human_bytes(n: float | None) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1000
     return f"{n:.1f} TB"
+
+
+def clock_time(when: float, seconds: bool = False) -> str:
+    """``14:47`` (``14:47:05`` with ``seconds``) on this machine's clock, local time: the
+    time of day a person reads on the laptop (24-hour)."""
+    import time
+
+    return time.strftime("%H:%M:%S" if seconds else "%H:%M", time.localtime(when))

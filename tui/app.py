@@ -8,6 +8,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 
+from rich.text import Text
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.css.query import NoMatches
@@ -21,10 +22,11 @@ from tui.box.state import ALERT_VERDICTS
 from tui.box.view import BoxView
 from tui.dialogs.profile import ProfileCard
 from tui.dialogs.quit import QuitDialog
+from tui.fleet.words import quit_words
 from tui.hints import Scene, hints
 from tui.palette import Places
 from tui.screens.events import MAX_EVENTS, Event, EventsScreen
-from tui.screens.help import HelpScreen
+from tui.screens.help import HelpScreen, unprefixed
 from tui.screens.matches import MatchesScreen
 from tui.spec import BoxSpec
 from tui.widgets.keybar import KeyBar
@@ -86,16 +88,6 @@ SECTIONS = (("Anywhere", ("help", "quit", "events", "fleet", "glance")),
             ("The box and its run", ("box(", "reconnect")),
             ("Log pane", ("log(", "escape")),
             ("Charts", ("metric",)))
-
-
-def _unprefixed(desc: str) -> str:
-    """A key's description without its pane ("Log: search…" reads "Search…" under the
-    help screen's "Log pane")."""
-    for prefix in ("Log: ", "Charts: "):
-        if desc.startswith(prefix):
-            rest = desc[len(prefix):]
-            return rest[:1].upper() + rest[1:]
-    return desc
 
 
 class GpurentApp(App[int]):
@@ -339,8 +331,10 @@ class GpurentApp(App[int]):
         """F: every instance of every account (``tui.screens.fleet``)."""
         from tui.screens.fleet import FleetScreen
 
+        if not self.is_screen_installed("fleet"):  # one screen: its rows, cursor, filter
+            self.install_screen(FleetScreen(self.fleet_lister, self.open_instance), "fleet")
         if not isinstance(self.screen, FleetScreen):
-            self.push_screen(FleetScreen(self.fleet_lister, self.open_instance))
+            self.push_screen("fleet")
 
     def action_glance(self) -> None:
         """P: the link (with its token) of the glance page this laptop serves."""
@@ -388,7 +382,7 @@ class GpurentApp(App[int]):
         names = {"question_mark": "?", "slash": "/", "ampersand": "&", "escape": "Esc"}
         sections: list[tuple[str, list[tuple[str, str]]]] = []
         for title, actions in SECTIONS:
-            keys = [(", ".join(names.get(k, k) for k in key.split(",")), _unprefixed(desc))
+            keys = [(", ".join(names.get(k, k) for k in key.split(",")), unprefixed(desc))
                     for key, action, _, desc in KEYS if action.startswith(actions)]
             if title == "Anywhere":
                 keys += ANYWHERE_KEYS
@@ -435,8 +429,12 @@ class GpurentApp(App[int]):
     async def action_quit(self) -> None:
         """Ask, in the words of each box's state, then detach."""
         standings = self.standings()
-        self.push_screen(QuitDialog(quit_title(standings), quit_text(standings),
-                                    quit_offers(standings)), self._quit_answered)
+        body, title = quit_text(standings), quit_title(standings)
+        fleet = self.get_screen("fleet") if self.is_screen_installed("fleet") else None
+        if (said := quit_words(getattr(fleet, "fleet", None))) is not None:
+            body.append_text(Text("\n\n" if body else "") + said[0])
+            title = "Detach and quit" if said[1] else title
+        self.push_screen(QuitDialog(title, body, quit_offers(standings)), self._quit_answered)
 
     async def _quit_answered(self, answer: str | None) -> None:
         standings = self.standings()

@@ -1,6 +1,8 @@
 """The command palette's places (ctrl+p): every box and every run of every box, found by
-a part of its name (``ctrl+p exp27``); choosing a box shows its tab, choosing a run shows
-its box's tab and watches the run. The actions themselves are the app's system commands
+a part of its name (``ctrl+p exp27``), and every instance the fleet listed (by its id,
+account or GPU); choosing a box shows its tab, choosing a run shows its box's tab and
+watches the run, choosing an instance shows the fleet with the cursor on it. The
+actions themselves are the app's system commands
 (``tui.app.GpurentApp.get_system_commands``)."""
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any, Protocol
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
+from trainer.text import clean_text
 from tui.widgets.header import HEALTH_STYLES
 
 
@@ -28,6 +31,14 @@ class PlacesApp(Protocol):
 
     def show_run(self, index: int, run_dir: str) -> None:
         """Show box ``index``'s tab and watch ``run_dir`` there."""
+        ...
+
+    def is_screen_installed(self, screen: Any) -> bool:
+        """Whether a screen is installed under that name (the fleet's: ``fleet``)."""
+        ...
+
+    def get_screen(self, screen: Any) -> Any:
+        """The screen installed under that name."""
         ...
 
 
@@ -53,7 +64,20 @@ def places(app: PlacesApp) -> list[Place]:
             done = f" {run.epoch or 0}/{run.total_epochs}" if run.total_epochs else ""
             found.append(Place(f"run {run.name}{where}", f"watch it: {label}{done}",
                                partial(app.show_run, n, run.run_dir)))
-    return found
+    return found + fleet_places(app)
+
+
+def fleet_places(app: PlacesApp) -> list[Place]:
+    """Every instance of the fleet's last listing (none before the fleet was shown)."""
+    if not app.is_screen_installed("fleet"):
+        return []
+    fleet = app.get_screen("fleet")
+    rows = [] if fleet.fleet is None else fleet.fleet.rows
+    return [Place(clean_text(f"instance {row.target} {row.account} "
+                             f"{row.instance.gpu or ''}").strip()[:120],
+                  f"show it in the fleet: {row.instance.state}",
+                  partial(fleet.show_target, row.target))
+            for row in rows if row.instance is not None]
 
 
 class Places(Provider):

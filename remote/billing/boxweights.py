@@ -13,8 +13,9 @@ without starting python. A box without the install (or whose python is gone) get
 check in a second exec as before.
 
 A check that fails, or does not end within its limit, is ``unknown`` with the reason:
-never ``safe``. A box whose registry holds no run is judged as the gate judges it (no
-run to check: not safe) without running the tool.
+never ``safe``. A box whose registry holds no run is ``unknown`` (nothing registered to
+judge; files outside runs are not seen), without running the tool: the gate refuses its
+destroy without the typed id and the tick, as for any weights it cannot check.
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ WEIGHTS_TIMEOUT = 30.0
 #: The folded check's sections in the probe's reply: the tool's stdout, the tail of its
 #: stderr, its exit code.
 SAFE_OUT, SAFE_ERR, SAFE_RC = "safe", "safe err", "safe rc"
+#: Why an empty box's weights are unknown.
+NO_RUN = "no run registered on the box (files outside runs are not checked)"
 #: What the folded check's report may hold (a longer one is checked in its own exec).
 MAX_SAFE_BYTES = 2 << 20
 
@@ -169,8 +172,8 @@ def box_weights(transport: Transport, target: str, has_runs: bool, verify: HubVe
     probe found runs in the registry (else nothing runs on the box). ``folded``: the
     probe's sections, whose ``folded_check`` answer is judged when there is one (else
     the box is asked in an exec of its own)."""
-    if not has_runs:
-        return verdict_of(judge({"runs": []}, transport.label, verify))
+    if not has_runs:  # nothing to judge: not "NOT safe", and never safe
+        return unknown(NO_RUN)
     answer = folded_answer(folded or {})
     if answer is not None and answer.rc in (124, 137):  # timeout's: the tool ran past it
         return unknown(f"not checked: trainer safe did not end within {timeout:g} s")

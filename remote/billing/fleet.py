@@ -43,7 +43,7 @@ from remote.runs.probe import BoxReport, probe_box
 from remote.transport.base import NamedBox, Transport
 from remote.weights.safety import HubVerify
 from trainer.providers import Instance, Provider, ProviderError
-from trainer.text import WHOLE_ERROR, clean_text, money, one_line, rate
+from trainer.text import WHOLE_ERROR, clean_text, clock_time, money, one_line, rate
 
 #: States in which an instance bills its full price (everything but stopped/destroyed).
 FULL_PRICE = ("starting", "running", "stopping", "paused", "exited", "error", "destroying",
@@ -94,6 +94,13 @@ class FleetRow:
     weights: WeightsVerdict | None = None
     #: Taken away by its provider while wanted running (``remote.billing.interrupted``).
     interrupted: Interruption | None = None
+    #: Kept from the listing made at this time (epoch s): its account did not answer
+    #: since (``remote.billing.lastknown``); ``None``: listed now.
+    stale: float | None = None
+
+    def seen(self, now: float) -> float:
+        """The moment the row's figures stand for: ``now``, or when it was last listed."""
+        return now if self.stale is None else self.stale
 
     @property
     def target(self) -> str:
@@ -129,10 +136,13 @@ class FleetRow:
         if inst is None:
             return [f"account failed: {one_line(self.error, WORDS_CHARS)}"]
         said: list[str] = []
+        if self.stale is not None:
+            said.append(f"as of {clock_time(self.stale, seconds=True)}: the account did "
+                        "not answer since")
         if self.interrupted is not None:
             said.append(self.interrupted.words())
         if self.idle is not None:
-            said.append(self.idle.words())
+            said.append(self.idle.at(self.seen(now), inst.price_per_hour).words())
         if self.weights is not None:
             said.append(self.weights.words())
         said.extend(self.push_words())
@@ -178,6 +188,7 @@ class FleetRow:
             "lease": None if self.lease is None else self.lease.to_dict(),
             "weights": None if self.weights is None else self.weights.to_dict(),
             "interrupted": None if self.interrupted is None else self.interrupted.to_dict(),
+            "stale_since": self.stale,
             "words": self.words(now),
         }
 
@@ -196,12 +207,21 @@ class Fleet:
 
     def billing_words(self) -> str:
         """``3 instances, billing $1.2000/h now (+1 unknown)``: an instance whose rate
-        is unknown is counted as such, never as billing nothing."""
+        is unknown is counted as such, never as billing nothing. An account that did not
+        answer makes it ``incomplete``: its instances last listed count at their last
+        rate (never a lower total as if they stopped billing), or are unknown."""
         billing = [r.instance.billing_per_hour for r in self.rows if r.instance is not None]
         known = [b for b in billing if b is not None]
         more = f" (+{len(billing) - len(known)} unknown)" if len(known) < len(billing) else ""
-        return (f"{len(billing)} instance{'s' * (len(billing) != 1)}, billing "
-                f"{rate(sum(known))} now{more}")
+        words = (f"{len(billing)} instance{'s' * (len(billing) != 1)}, billing "
+                 f"{rate(sum(known))} now{more}")
+        failed = [r.account for r in self.rows if r.instance is None]
+        if failed:
+            kept = sum(1 for r in self.rows if r.stale is not None)
+            words += (f"; INCOMPLETE: {', '.join(failed)} did not answer ("
+                      + (f"{kept} instance{'s' * (kept != 1)} as last listed" if kept else
+                         "its instances unknown") + ")")
+        return words
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (``gpurent.fleet/1``)."""

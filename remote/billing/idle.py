@@ -51,6 +51,13 @@ class Idle:
         cost = "" if self.dollars is None else f", {money(self.dollars)}"
         return f"idle {minutes(self.seconds)}{cost}"
 
+    def at(self, now: float, price_per_hour: float | None) -> Idle:
+        """The same stretch as it stands at ``now`` (still idle, as last seen): its
+        seconds and dollars moved on."""
+        seconds = max(self.seconds, now - self.since)
+        return Idle(self.since, self.why, seconds,
+                    None if price_per_hour is None else seconds * price_per_hour / 3600)
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
         return {"since": self.since, "why": self.why, "seconds": round(self.seconds, 1),

@@ -24,7 +24,7 @@ from remote.billing.statefile import locked_json, moment, read_entries, state_fi
 from remote.runs.probe import LEASE_FILE, cache_dir_expr
 from remote.transport.base import Transport, TransportError
 from trainer import runfiles
-from trainer.text import clean_text, one_line
+from trainer.text import clean_text, clock_time, one_line
 
 #: The laptop's lease file, in the state directory.
 LEASES_FILE = "leases.json"
@@ -54,6 +54,14 @@ class Lease:
     def until_words(self) -> str:
         """The deadline for people: ``2026-12-03 14:47 UTC``."""
         return runfiles.utc_now_iso(self.until)[:16].replace("T", " ") + " UTC"
+
+    def deadline_words(self, now: float | None = None) -> str:
+        """``until 14:47 (in 5 h 59 min), then stop`` on this laptop's clock (local time),
+        or ``ran out at 14:47 (3 min ago), then stop``."""
+        left = self.left(now)
+        when = clock_time(self.until)
+        return (f"until {when} (in {span(left)})" if left > 0 else
+                f"ran out at {when} ({span(-left)} ago)") + f", then {self.then}"
 
     def left(self, now: float | None = None) -> float:
         """Seconds until the deadline (negative once passed)."""

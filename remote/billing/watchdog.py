@@ -51,6 +51,7 @@ from remote.billing.watchrecords import (
     forget_told,
     held,
     read_record,
+    record_pass,
     write_record,
 )
 from remote.runs.probe import BoxRun
@@ -376,13 +377,16 @@ def watch_once(accounts: list[Account], rules: Rules, options: FleetOptions, *,
                confirm_timeout: float = 180.0, interval: float = 5.0,
                progress: Callable[[str], None] | None = None,
                alarm_every: float = ALARM_EVERY, clock: Callable[[], float] = time.time,
-               sleep: Callable[[float], None] = time.sleep) -> list[Decision]:
+               sleep: Callable[[float], None] = time.sleep,
+               every: float | None = None) -> list[Decision]:
     """One pass: list, find what is due, end its billing (all due instances at once);
-    every alarm that holds is told (again after ``alarm_every`` seconds). ``clock`` and
-    ``sleep``: a simulation's (its providers' clients take theirs from
-    ``options.client_options``)."""
+    every alarm that holds is told (again after ``alarm_every`` seconds); the pass is
+    recorded (``watchrecords.record_pass``, ``every``: the loop's period) for the fleet
+    to say that a watchdog enforces leases. ``clock`` and ``sleep``: a simulation's
+    (its providers' clients take theirs from ``options.client_options``)."""
     say = progress or (lambda _line: None)
     leased = leases()
+    record_pass(len(leased), every, clock())
     damaged = damage(state_file(LEASES_FILE))  # leases that cannot be read are not held
     if not leased and not damaged and rules.idle_minutes is None \
             and rules.stall_minutes is None and not intents():
@@ -472,7 +476,7 @@ def loop(accounts: Callable[[], list[Account]], rules: Rules, options: FleetOpti
     while True:
         started = clock()
         try:
-            watch_once(accounts(), rules, options, **kwargs)
+            watch_once(accounts(), rules, options, every=every, **kwargs)
         except (ProviderError, TransportError, ValueError, OSError) as exc:
             say(f"this pass failed: {one_line(clean_text(str(exc)), 300)}")
         if stop(max(0.0, every - (clock() - started))):

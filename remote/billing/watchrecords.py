@@ -142,3 +142,62 @@ def forget_told(keys: set[str]) -> None:
     with locked_json(TOLD_FILE) as told:
         for key in [k for k in told if k not in keys]:
             told.pop(key)
+
+
+#: The last pass of any watchdog that shares this state directory.
+PASS_FILE = "watchdog-pass.json"
+#: A watchdog run by cron or a timer (``--once``) is taken to pass every this many
+#: seconds at most; a record older than twice the period (at least this) is a watchdog
+#: no longer seen.
+CRON_EVERY = 300.0
+
+
+@dataclass(frozen=True)
+class WatchdogPass:
+    """A watchdog's last pass: when, by whom (``host:pid``), how many leases it held to,
+    and its loop's period (``None``: one pass, as cron runs it)."""
+
+    at: float
+    by: str
+    leases: int
+    every: float | None
+
+    def seen(self, now: float) -> bool:
+        """Whether it still counts as running: its last pass within twice its period."""
+        return now - self.at <= 2 * max(self.every or CRON_EVERY, CRON_EVERY)
+
+    def words(self, now: float) -> str:
+        """``a watchdog enforces leases: last pass 2 min ago (by host:41) held to 1
+        lease``, or that its last pass is too old to count on."""
+        ago = now - self.at
+        age = f"{int(ago // 60)} min ago" if ago >= 60 else f"{max(0, int(ago))} s ago"
+        held = f"held to {self.leases} lease{'s' * (self.leases != 1)}"
+        if self.seen(now):
+            return f"a watchdog enforces leases: last pass {age} (by {self.by}), {held}"
+        return (f"NO watchdog seen lately: the last pass was {age} (by {self.by}); leases "
+                "are enforced only by an armed guard on the box (run gpurent watchdog)")
+
+
+def record_pass(leases: int, every: float | None, now: float | None = None) -> None:
+    """Say that a watchdog pass ran now, holding to ``leases`` leases."""
+    now = time.time() if now is None else now
+    with locked_json(PASS_FILE) as data:
+        data.clear()
+        data.update({"at_epoch": now, "at": runfiles.utc_now_iso(now), "leases": leases,
+                     "every": every, "by": f"{socket.gethostname()}:{os.getpid()}"})
+
+
+def last_pass() -> WatchdogPass | None:
+    """The last pass recorded here (``None``: none, or unreadable)."""
+    data = read_json(state_file(PASS_FILE))
+    at, leases, by = moment(data.get("at_epoch")), data.get("leases"), data.get("by")
+    if at is None or not isinstance(leases, int) or leases < 0:
+        return None
+    every = finite(data.get("every"))
+    return WatchdogPass(at, by if isinstance(by, str) else "?", leases,
+                        every if every is not None and every > 0 else None)
+
+
+#: What the fleet says when no watchdog ever passed here.
+NO_WATCHDOG = ("no watchdog seen on this laptop: leases are enforced only by an armed "
+               "guard on the box (run gpurent watchdog, or put it in cron)")

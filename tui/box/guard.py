@@ -152,7 +152,7 @@ class Guard:
             target = self._leased()
             if lease is not None and target is not None:
                 given, told = give_lease(target, lease, then, transport)
-                leased = f"; lease until {given.until_at}, then {then}" + \
+                leased = f"; lease {given.deadline_words()}" + \
                     (f" (the box was not told: {told})" if told else "")
             name = spec.provider if spec.provider != "manual" else None
             url = spec.provider_url or (resolve_base_url(name) if name else None)

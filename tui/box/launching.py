@@ -40,6 +40,7 @@ from tui.box.reports import findings_text
 from tui.dialogs.confirm import ConfirmDialog
 from tui.dialogs.launch import FormHooks, LaunchForm, LaunchRequest, parse_extra
 from tui.dialogs.profile import profile_summary
+from tui.fleet.words import lease_enforcers
 from tui.fmt import safe
 
 #: Seconds of quiet typing in ``data`` before the doctor runs again.
@@ -174,7 +175,8 @@ class Launching:
                           clone=lambda: self.selected_values(resume=False),
                           resume=lambda: self.selected_values(resume=True),
                           selected=state.run_name, not_resumable=self.not_resumable,
-                          lease_for=state.instance_target() or "")
+                          lease_for=state.instance_target() or "",
+                          lease_enforced=lambda: lease_enforcers(state.guard))
         form = LaunchForm(defaults, "trainer", hooks, title=title)
         self.form = form
         self.estimate.reset()
@@ -438,7 +440,7 @@ class Launching:
         leased = ""
         if request.lease is not None and target is not None:  # before the run, as the CLI
             given, told = give_lease(target, request.lease, "stop", transport)
-            leased = f"; lease until {given.until_at}, then stop" + \
+            leased = f"; lease {given.deadline_words()}" + \
                 (f" (the box was not told: {told})" if told else "")
         try:
             started = start_run(transport, spec, stdin=stdin)

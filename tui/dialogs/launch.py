@@ -91,7 +91,9 @@ class FormHooks:
     give the values of the selected run (``None`` when there is none); ``not_resumable``
     says why the selected run cannot be resumed ("" when it can: ctrl+r is offered);
     ``lease_for`` is the instance a lease would be for (``vast:4242``, one the user named:
-    the form then has a lease field), "" for none."""
+    the form then has a lease field), "" for none; ``lease_enforced`` says who would end
+    the billing at the lease's end, as things stand (a watchdog seen, the box's guard
+    armed or not)."""
 
     preview: Callable[[LaunchRequest], str]
     submit: Callable[[LaunchRequest], None]
@@ -103,6 +105,7 @@ class FormHooks:
     selected: str = ""
     not_resumable: Callable[[], str] = lambda: ""
     lease_for: str = ""
+    lease_enforced: Callable[[], str] = lambda: ""
 
 
 class LaunchForm(Dialog[LaunchRequest | None]):
@@ -290,8 +293,8 @@ class LaunchForm(Dialog[LaunchRequest | None]):
             lease, why = self.lease()
             self._show_note("lease", f"✖ lease: {why}" if why else
                             "" if lease is None else
-                            f"✔ {self.hooks.lease_for}: the watchdog ends its billing "
-                            f"{lease / 3600:g} h after the launch (the guard too, armed)")
+                            f"✔ {self.hooks.lease_for}: billing to end {lease / 3600:g} h "
+                            f"after the launch; {self.hooks.lease_enforced()}")
             if why:
                 blockers.append("lease")
                 blocking.append("lease")

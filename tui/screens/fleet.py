@@ -2,16 +2,23 @@
 price, what it spent and the idle and waste words (``remote.billing.list_fleet``, the
 same listing as ``gpurent instances``), with each reached box's weights verdict (the
 weights gate's); the details under the table add its GPUs now and over the last hour
-(the box's GPU ring). Enter opens the instance as a box tab; ``s`` stops it (asked
-first; the disk keeps billing, as the dialog says); ``D`` opens its box tab and, once
-the box is connected, the destroy dialog there: the weights gate's verdict and the
-typed id; ``L`` gives it a lease (``gpurent lease``: kept here for the watchdog, written
-on the box for its guard when the box answers); ``m`` on a row taken away by its
-provider resumes its run on another box (``move_run``, the same as ``gpurent resume
-ORG/REPO:NAME --on TARGET``), each step said as it happens."""
+(the box's GPU ring).
+
+It lists itself again every ``REFRESH`` seconds while it is open (counted from the end
+of the last listing, longer while an account fails: the providers' clients keep their
+rate limits), says when the rows were listed ("as of HH:MM:SS"), and moves ``spent``
+and the idle minutes on between listings. An account that does not answer keeps its
+last-known rows, marked, and the total says it is incomplete
+(``remote.billing.keep_last_known``). The cursor stays on its instance through
+listings, sorting, filtering and actions.
+
+Keys: j/k/g/G move, ``/`` filters, ``o`` sorts, Enter opens the instance as a box tab,
+``s``/``D``/``L`` stop, destroy and lease it (``tui.fleet.actions``); ``m`` on a row
+taken away by its provider resumes a run on another box (``tui.screens.fleetmove``)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -21,44 +28,46 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import DataTable, Static
+from textual.widgets import DataTable, Input, Static
 
-from trainer.text import format_duration, money, one_line, rate
-from tui.dialogs.confirm import ConfirmDialog
-from tui.dialogs.lease import LeaseDialog
+from trainer.text import clock_time
+from tui.fleet.actions import FleetActions
+from tui.fleet.table import COLUMNS, SORTS, cells, detail, row_key, shown
+from tui.fleet.words import watchdog_words
 from tui.fmt import safe
 from tui.screens.fleetmove import MoveKey
 
-#: The table's columns.
-#: The table's columns, the most telling first (an 80-column terminal shows the first
-#: few; the details under the table say everything about the highlighted row).
-COLUMNS = ("instance", "state", "$/h now", "spent", "weights", "notes", "GPU", "account")
-#: How each weights verdict is drawn (``remote.billing.boxweights``), and in short.
-WEIGHTS_STYLE = {"safe": "green", "unsafe": "bold red", "unknown": "yellow"}
-WEIGHTS_SHORT = {"safe": "safe", "unsafe": "NOT safe", "unknown": "?"}
-#: Cells are cut at this many characters (the details hold the whole text).
-CELL = 28
 #: The screen's keys, for its own key line and the help screen.
 FLEET_KEYS = (("enter", "open it as a box tab"), ("s", "stop the instance (asks first)"),
-              ("D", "destroy: its tab, then the weights gate's dialog"),
+              ("D", "destroy (the weights gate; unknown weights: typed id and a tick)"),
               ("L", "lease: a deadline for its billing"),
               ("m", "resume a taken-away run on another box"),
+              ("j/k g/G", "move"), ("/", "filter"), ("o", "sort"),
               ("r", "list again"), ("escape", "back to the boxes"))
 #: Where else to start, said when there is no fleet to list.
 OTHER_STARTS = ("Watch one box: gpurent-tui HOST (an address, an ~/.ssh/config alias or "
                 "vast:ID); a local demo run: gpurent-tui --demo; runs here: "
                 "gpurent-tui --local DIR.")
+#: The longest wait between listings while accounts keep failing.
+MAX_REFRESH = 600.0
 
 
-class FleetScreen(MoveKey, Screen[None]):
+class FleetScreen(FleetActions, MoveKey, Screen[None]):
     """The table; ``lister()`` returns a ``remote.billing.Fleet`` (it blocks: it runs in
     a worker thread); ``open_box(row)`` opens a row's instance as a box tab."""
 
+    #: Seconds between listings while the screen is open (each lists every account and
+    #: reaches every running box once; doubled after each listing with a failure).
+    REFRESH = 60.0
+
     DEFAULT_CSS = """
     FleetScreen #fleet { height: auto; max-height: 1fr; }
+    FleetScreen #fleet-filter { display: none; height: 3; }
+    FleetScreen #fleet-filter.-open { display: block; }
     FleetScreen #fleet-detail { height: auto; padding: 0 1; margin-top: 1;
                                 border-top: solid $primary; }
     FleetScreen #fleet-keys { padding: 0 1; }
+    FleetScreen #fleet-watchdog { padding: 0 1; }
     """
 
     BINDINGS = [Binding("enter", "open", "open", show=False),
@@ -67,24 +76,41 @@ class FleetScreen(MoveKey, Screen[None]):
                 Binding("L", "lease", "lease", show=False),
                 Binding("m", "move", "resume elsewhere", show=False),
                 Binding("r", "refresh", "list again", show=False),
+                Binding("j", "cursor(1)", "down", show=False),
+                Binding("k", "cursor(-1)", "up", show=False),
+                Binding("g", "cursor_to(0)", "top", show=False),
+                Binding("G", "cursor_to(-1)", "bottom", show=False),
+                Binding("slash", "filter", "filter", show=False),
+                Binding("o", "sort", "sort", show=False),
                 Binding("escape,F", "close", "back", show=False)]
 
     class Listed(Message):
         """The listing finished (``fleet``) or failed (``error``)."""
 
-        def __init__(self, fleet: Any = None, error: str = "", setup: bool = False) -> None:
+        def __init__(self, fleet: Any = None, error: str = "", setup: bool = False,
+                     watchdog: Any = None) -> None:
             super().__init__()
             self.fleet = fleet
             self.error = error
             #: The error is a missing setting, not a failure (no account configured).
             self.setup = setup
+            #: The last watchdog pass recorded on this laptop (``None``: none).
+            self.watchdog = watchdog
 
     class Stopped(Message):
-        """A stop from the list ended: its one-line outcome."""
+        """A stop or a destroy from the list ended: its one-line outcome."""
 
         def __init__(self, text: str) -> None:
             super().__init__()
             self.text = text
+
+    class DestroyAsked(Message):
+        """The weights of a row to destroy were checked (``safety``), or could not be
+        (``unknown``: why)."""
+
+        def __init__(self, row: Any, safety: Any, unknown: str) -> None:
+            super().__init__()
+            self.row, self.safety, self.unknown = row, safety, unknown
 
     class Leased(Message):
         """A lease set or cleared from the list: its one-line outcome."""
@@ -99,136 +125,240 @@ class FleetScreen(MoveKey, Screen[None]):
         self.lister = lister
         self.open_box = open_box
         self.fleet: Any = None
+        #: The rows as the table shows them (filtered, sorted).
+        self.rows: list[Any] = []
+        self.sort = 0
+        self.query_text = ""
+        self.listing = False
+        #: Listings in a row that had a failure (each doubles the wait before the next).
+        self.failing = 0
+        self.next_at = 0.0
+        self.watchdog: Any = None
+        self.problem: Text | None = None
 
     def compose(self) -> ComposeResult:
-        """The status line, the table, the keys."""
+        """The status line, the filter, the table, the details, the keys."""
         yield Static("asking the providers…", id="fleet-status")
+        yield Static(id="fleet-watchdog")
+        yield Input(placeholder="filter: part of an instance, account, GPU or note "
+                    "(Enter keeps it, Esc clears it)", id="fleet-filter")
         table: DataTable[Text] = DataTable(id="fleet", cursor_type="row", zebra_stripes=True)
-        table.add_columns(*COLUMNS)
+        for name in COLUMNS:
+            table.add_column(name, key=name)
         yield table
         yield Static(id="fleet-detail")
         yield Static(Text("  ".join(f"{k} {what}" for k, what in FLEET_KEYS), style="dim"),
                      id="fleet-keys")
 
     def on_mount(self) -> None:
-        """List at once."""
+        """List at once; then keep the figures moving and list again when due."""
         self.query_one(DataTable).focus()
+        self.action_refresh()
+        self.set_interval(1.0, self.tick)
+
+    def on_screen_resume(self) -> None:
+        """Shown again (back from a box tab or a dialog): list now if it is due."""
+        self.tick()
+
+    def tick(self) -> None:
+        """Every second: the moving figures, and a new listing when one is due and the
+        screen is in the app's stack (not while it is left for a box tab)."""
+        if self.fleet is not None:
+            self.redraw_moving()
+        if not self.listing and time.monotonic() >= self.next_at and \
+                self in self.app.screen_stack:
+            self.action_refresh()
+
+    def action_refresh(self) -> None:
+        """r: list again (one listing at a time)."""
+        if self.listing:
+            return
+        self.listing = True
+        self.show_status()
         self.list_fleet()
 
-    @work(thread=True, exclusive=True, group="fleet", exit_on_error=False)
+    @work(thread=True, group="fleet", exit_on_error=False)
     def list_fleet(self) -> None:
-        """Ask (in a thread) and post the answer."""
+        """Ask (in a thread) and post the answer, with the last watchdog pass."""
+        from remote.billing import NoAccounts, last_pass
+
+        try:
+            watchdog = last_pass()
+        except OSError:
+            watchdog = None
         try:
             fleet = self.lister()
         except Exception as exc:  # noqa: BLE001 - any failure is one line on screen
-            from remote.billing import NoAccounts
-
-            self.post_message(self.Listed(error=str(exc), setup=isinstance(exc, NoAccounts)))
+            self.post_message(self.Listed(error=str(exc), setup=isinstance(exc, NoAccounts),
+                                          watchdog=watchdog))
             return
-        self.post_message(self.Listed(fleet))
+        self.post_message(self.Listed(fleet, watchdog=watchdog))
 
     def on_fleet_screen_listed(self, message: Listed) -> None:
-        """Fill the table."""
-        status = self.query_one("#fleet-status", Static)
+        """Fill the table (keeping an account's last-known rows while it fails) and plan
+        the next listing."""
+        from remote.billing import keep_last_known
+
+        self.listing = False
+        self.watchdog = message.watchdog
+        failed = bool(message.error) or any(r.instance is None for r in
+                                             getattr(message.fleet, "rows", []))
+        self.failing = self.failing + 1 if failed else 0
+        wait = min(MAX_REFRESH, self.REFRESH * 2 ** min(self.failing, 10))
+        self.next_at = time.monotonic() + (wait if not message.setup else MAX_REFRESH)
+        self.problem = None
         if message.setup:
-            status.update(Text.assemble(safe(f"Nothing to list: {message.error}.", 400,
-                                             "yellow"), "\n", OTHER_STARTS))
-            return
-        if message.error:
-            status.update(safe(f"cannot list: {message.error}", 300, "bold red"))
-            return
-        self.fleet = fleet = message.fleet
+            self.problem = Text.assemble(safe(f"Nothing to list: {message.error}.", 400,
+                                              "yellow"), "\n", OTHER_STARTS)
+        elif message.error:
+            self.problem = safe(f"cannot list: {message.error}" +
+                                ("" if self.fleet is None else "; the rows below are the "
+                                 "last listing's"), 400, "bold red")
+        else:
+            self.fleet = keep_last_known(self.fleet, message.fleet)
+            self.fill()
+        self.show_status()
+
+    def show_status(self) -> None:
+        """The status line: the total, when listed, when next; and the watchdog's line."""
+        status = self.query_one("#fleet-status", Static)
+        text = Text()
+        if self.problem is not None:
+            text.append_text(self.problem)
+        if self.fleet is not None:
+            if text:
+                text.append("\n")
+            fleet = self.fleet
+            text.append(f"{fleet.billing_words()}; as of {clock_time(fleet.now, True)} "
+                        f"(listed in {fleet.seconds:.1f} s)")
+            if self.query_text:
+                text.append(f"; filter {self.query_text!r}: {len(self.rows)} of "
+                            f"{len(fleet.rows)} rows", style="bold")
+            if self.sort:
+                text.append(f"; sorted by {SORTS[self.sort][0]}")
+        if self.listing:
+            text.append("; listing again…" if text else "asking the providers…")
+        status.update(text)
+        self.query_one("#fleet-watchdog", Static).update(
+            watchdog_words(self.watchdog, self.fleet, time.time()))
+
+    def say_status(self, line: str) -> None:
+        """One line of progress in the status line (until the next status)."""
+        self.query_one("#fleet-status", Static).update(safe(line, 300))
+
+    def fill(self) -> None:
+        """The table anew from the fleet, the cursor kept on its row's instance."""
         table = self.query_one(DataTable)
+        keep = row_key(self.rows[table.cursor_row]) \
+            if 0 <= table.cursor_row < len(self.rows) else None
+        now = time.time()
+        self.rows = shown(self.fleet.rows, now, self.sort, self.query_text)
         table.clear()
-        for n, row in enumerate(fleet.rows):
-            table.add_row(*self.cells(row, fleet.now), key=str(n))
+        for row in self.rows:
+            table.add_row(*cells(row, now), key=row_key(row))
+        keys = [row_key(row) for row in self.rows]
+        if keep in keys:
+            table.move_cursor(row=keys.index(keep), animate=False)
         self.show_detail()
-        status.update(Text(f"{fleet.billing_words()}; listed in {fleet.seconds:.1f} s"))
 
-    @staticmethod
-    def state_words(row: Any) -> str:
-        """The state in our words, the provider's own beside them when they differ."""
-        inst = row.instance
-        state = inst.state if inst.raw_state in ("", inst.state) else \
-            f"{inst.state} ({inst.raw_state})"
-        return f"taken away: {state}" if row.interrupted is not None else state
-
-    @staticmethod
-    def notes(row: Any, now: float) -> list[str]:
-        """The row's words about money and waste, less the weights verdict (its own
-        column)."""
-        verdict = row.weights
-        return [w for w in row.words(now) if verdict is None or w != verdict.words()]
-
-    @classmethod
-    def cells(cls, row: Any, now: float) -> list[Text]:
-        """One row's cells, short, every provider- or box-given text inert
-        (``tui.fmt.safe``)."""
-        inst = row.instance
-        if inst is None:
-            return [Text("-"), safe("account failed", CELL, "red"), Text(""), Text(""),
-                    Text(""), safe(row.error, CELL, "red"), Text(""), safe(row.account, CELL)]
-        spent = row.spent(now)
-        verdict = row.weights
-        style = "bold yellow" if row.idle is not None or row.unreachable else ""
-        state_style = "bold red" if row.interrupted is not None else ""
-        return [safe(row.target, CELL), safe(cls.state_words(row), CELL, state_style),
-                Text(rate(inst.billing_per_hour)),
-                Text("" if spent is None else money(spent)),
-                Text("") if verdict is None else
-                Text(WEIGHTS_SHORT.get(verdict.state, "?"),
-                     style=WEIGHTS_STYLE.get(verdict.state, "")),
-                safe("; ".join(cls.notes(row, now)), 2 * CELL, style),
-                safe(inst.gpu or "?", CELL), safe(row.account, CELL)]
-
-    @classmethod
-    def detail(cls, row: Any, now: float) -> Text:
-        """Everything about one row, a line each (inert text)."""
-        if row.instance is None:
-            return safe(f"{row.account}: account failed: {row.error}", 600, "red")
-        inst = row.instance
-        head = [f"{row.target} ({row.account})", cls.state_words(row), inst.gpu or "GPU ?",
-                f"{rate(inst.price_per_hour)} running, {rate(inst.storage_per_hour)} "
-                "stopped"]
-        up, spent = row.uptime(now), row.spent(now)
-        if up is not None:
-            head.append(f"up {format_duration(up)}"
-                        + (f", spent {money(spent)}" if spent is not None else ""))
-        if inst.ssh_host:
-            head.append(f"ssh {inst.ssh_host}:{inst.ssh_port}")
-        out = Text()
-        out.append_text(safe(" · ".join(head), 400, "bold"))
-        gpu = [] if row.box is None else row.box.gpu_words()
-        for words in (["; ".join(gpu)] if gpu else []) + \
-                ([] if row.weights is None else [row.weights.words()]) + \
-                cls.notes(row, now):
-            out.append("\n")
-            out.append_text(safe(words, 600))
-        return out
+    def redraw_moving(self) -> None:
+        """``spent`` and the notes (idle minutes, lease left) as they stand now."""
+        table = self.query_one(DataTable)
+        now = time.time()
+        for row in self.rows:
+            new = cells(row, now)
+            key = row_key(row)
+            for column in ("spent", "notes"):
+                index = COLUMNS.index(column)
+                try:
+                    if table.get_cell(key, column) != new[index]:
+                        table.update_cell(key, column, new[index])
+                except KeyError:  # a fill between the listing and this tick
+                    break
+        self.show_detail()
+        self.query_one("#fleet-watchdog", Static).update(
+            watchdog_words(self.watchdog, self.fleet, now))
 
     def show_detail(self) -> None:
         """The details of the highlighted row under the table."""
-        rows = self.fleet.rows if self.fleet is not None else []
-        index = self.query_one(DataTable).cursor_row
-        row = rows[index] if 0 <= index < len(rows) else None
+        row = self.under_cursor()
         self.query_one("#fleet-detail", Static).update(
-            Text("") if row is None else self.detail(row, self.fleet.now))
+            Text("") if row is None else detail(row, time.time()))
 
     def on_data_table_row_highlighted(self, _event: DataTable.RowHighlighted) -> None:
         """The cursor moved: the details follow it."""
         self.show_detail()
 
-    def selected(self) -> Any:
-        """The row under the cursor (``None`` for none, or an account's failure)."""
-        if self.fleet is None or not self.fleet.rows:
-            return None
+    def under_cursor(self) -> Any:
+        """The row under the cursor, an account's failure too (``None``: no rows)."""
         index = self.query_one(DataTable).cursor_row
-        row = self.fleet.rows[index] if 0 <= index < len(self.fleet.rows) else None
+        return self.rows[index] if 0 <= index < len(self.rows) else None
+
+    def selected(self) -> Any:
+        """The row under the cursor when it is an instance (``None`` otherwise)."""
+        row = self.under_cursor()
         return row if row is not None and row.instance is not None else None
 
+    def action_cursor(self, step: int) -> None:
+        """j/k: the next or previous row."""
+        table = self.query_one(DataTable)
+        if self.rows:
+            table.move_cursor(row=max(0, min(len(self.rows) - 1, table.cursor_row + step)))
+
+    def action_cursor_to(self, index: int) -> None:
+        """g/G: the first or the last row."""
+        if self.rows:
+            self.query_one(DataTable).move_cursor(row=index % len(self.rows))
+
+    def action_sort(self) -> None:
+        """o: the next sort order (the cursor stays on its instance)."""
+        self.sort = (self.sort + 1) % len(SORTS)
+        if self.fleet is not None:
+            self.fill()
+        self.show_status()
+
+    def action_filter(self) -> None:
+        """/: type a part of a row's words; the table shows the rows that hold it."""
+        field = self.query_one("#fleet-filter", Input)
+        field.add_class("-open")
+        field.focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        """The filter as typed."""
+        event.stop()
+        self.query_text = event.value
+        if self.fleet is not None:
+            self.fill()
+        self.show_status()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        """Enter keeps the filter and goes back to the table."""
+        event.stop()
+        self.query_one(DataTable).focus()
+
+    def show_target(self, target: str) -> None:
+        """Show the fleet with the cursor on ``target`` (the command palette's)."""
+        if self.query_text:
+            self.clear_filter()
+        keys = [row_key(row) for row in self.rows]
+        if target in keys:
+            self.query_one(DataTable).move_cursor(row=keys.index(target), animate=False)
+        if self is not self.app.screen:
+            self.app.push_screen(self)
+
+    def clear_filter(self) -> None:
+        """No filter: every row."""
+        field = self.query_one("#fleet-filter", Input)
+        field.remove_class("-open")
+        self.query_text = ""
+        field.value = ""
+        if self.fleet is not None:
+            self.fill()
+        self.show_status()
+
     def action_open(self) -> None:
-        """Enter: the instance as a box tab."""
-        row = self.selected()
+        """Enter: the instance as a box tab (an account's failure says why not)."""
+        row = self.row_to_act_on("open")
         if row is not None:
             self.open_box(row, False)
 
@@ -237,128 +367,28 @@ class FleetScreen(MoveKey, Screen[None]):
         event.stop()
         self.action_open()
 
-    def action_destroy(self) -> None:
-        """D: open the tab and the destroy dialog on it (the weights gate needs the box
-        connected: the dialog opens once it is)."""
-        row = self.selected()
-        if row is not None:
-            self.open_box(row, True)
-
-    def action_refresh(self) -> None:
-        """r: list again."""
-        self.query_one("#fleet-status", Static).update("asking the providers…")
-        self.list_fleet()
-
     def action_close(self) -> None:
-        """Escape: back to the boxes (with none open, the app asks about quitting)."""
-        if len(self.app.screen_stack) > 2 or getattr(self.app, "specs", None):
+        """Escape: clear the filter; else back to the boxes (with none open, the app
+        asks about quitting)."""
+        if self.query_text or self.query_one("#fleet-filter", Input).has_class("-open"):
+            self.clear_filter()
+            self.query_one(DataTable).focus()
+        elif len(self.app.screen_stack) > 2 or getattr(self.app, "specs", None):
             self.dismiss(None)
         else:
             self.app.run_action("quit")
-
-    def action_stop(self) -> None:
-        """s: stop the selected instance, after saying what keeps billing."""
-        row = self.selected()
-        if row is None or self.fleet is None:
-            return
-        client = self.fleet.clients.get(row.account)
-        if client is None or not client.can_stop:
-            self.app.notify(f"{row.target}: this provider cannot stop an instance; D "
-                            "destroys it through the weights gate", severity="warning")
-            return
-        from remote.billing import warning_for
-
-        body = Text()
-        body.append_text(safe(row.target, 60, "bold"))
-        body.append(f": {warning_for('stop', client, row.instance)}")
-        self.app.push_screen(ConfirmDialog("Stop the instance?", body, "Stop it"),
-                             lambda yes: self.stop_row(row, client) if yes else None)
-
-    @work(thread=True, group="fleet-stop", exit_on_error=False)
-    def stop_row(self, row: Any, client: Any) -> None:
-        """Stop through the gate (``run_teardown``) and confirm it by polling."""
-        from remote.billing import run_teardown
-
-        try:
-            outcome = run_teardown(client, row.instance.id, "stop")
-            text = outcome.message
-        except Exception as exc:  # noqa: BLE001 - the outcome is a line on screen
-            text = f"{row.target}: the stop failed: {exc}"
-        self.post_message(self.Stopped(text))
-
-    def action_lease(self) -> None:
-        """L: give the selected instance a lease (or clear the one it has)."""
-        row = self.selected()
-        if row is None or self.fleet is None:
-            return
-        client = self.fleet.clients.get(row.account)
-        now = "no lease" if row.lease is None else \
-            next((w for w in row.words(self.fleet.now) if w.startswith("lease")), "a lease")
-        dialog = LeaseDialog(row.target, now, can_stop=client is None or client.can_stop)
-        self.app.push_screen(dialog, lambda answer: None if answer is None else
-                             self.lease_row(row, *answer))
-
-    @work(thread=True, group="fleet-lease", exit_on_error=False)
-    def lease_row(self, row: Any, seconds: float | None, then: str) -> None:
-        """Set or clear the lease on this laptop (the watchdog's), then on the box when
-        the listing reached it (its guard's), as ``gpurent lease`` does."""
-        from remote.billing import clear_lease, set_lease, write_on_box
-
-        try:
-            lease = None
-            if seconds is None:
-                clear_lease(row.target)
-            else:
-                lease = set_lease(row.target, seconds, then)
-        except (OSError, ValueError) as exc:
-            self.post_message(self.Leased(f"{row.target}: the lease was not set: {exc}",
-                                          failed=True))
-            return
-        said = f"{row.target}: " + ("no lease" if lease is None else
-                                     f"lease until {lease.until_at}, then {then}")
-        told = "the box was not reached by the listing"
-        if row.box is not None:
-            try:
-                # Located through the row's own account (another account of the same
-                # provider does not know the instance).
-                connector = self.connector_for(row.target,
-                                               self.fleet.clients.get(row.account))
-                transport = connector.open(early=False, gate=True)
-                try:
-                    write_on_box(transport, lease)
-                finally:
-                    transport.close()
-                told = ""
-            except Exception as exc:  # noqa: BLE001 - the laptop's lease holds; said
-                told = one_line(str(exc), 200)
-        said += "; written on the box" if not told else \
-            f"; kept here for the watchdog (the box was not told: {told})"
-        self.post_message(self.Leased(said))
-
-    def on_fleet_screen_leased(self, message: Leased) -> None:
-        """Say how it went and list again."""
-        self.app.notify(message.text, title="lease",
-                        severity="error" if message.failed else "information", timeout=10)
-        if not message.failed:
-            self.action_refresh()
 
     def connector_for(self, target: str, client: Any = None) -> Any:
         """A connector to ``target`` with the listing's SSH options; an instance target is
         located through ``client`` (its account's provider client)."""
         from remote.billing import Locator, parse_instance_target
         from remote.link import Connector
-
-        options = getattr(self.fleet, "options", None)
         from tui.hostkey_question import host_key_asker
 
+        options = getattr(self.fleet, "options", None)
         named = parse_instance_target(target)
         connector = Connector(target, accept_new=bool(getattr(options, "accept_new", False)),
                               ssh_options=dict(getattr(options, "ssh_options", {}) or {}),
                               locate=Locator(named, provider=client) if named else None)
         connector.ask_unknown = host_key_asker(self.app)  # a new box's key is asked about
         return connector
-
-    def on_fleet_screen_stopped(self, message: Stopped) -> None:
-        """Say how the stop ended and list again."""
-        self.app.notify(message.text, title="fleet", timeout=10)
-        self.action_refresh()

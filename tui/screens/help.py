@@ -48,3 +48,13 @@ class HelpScreen(Reader):
                 table.add_row(Text(key, style="bold cyan"), Text(desc))
             yield Static(Text(f"\n{title}", style="bold underline"))
             yield Static(table)
+
+
+def unprefixed(desc: str) -> str:
+    """A key's description without its pane ("Log: search…" reads "Search…" under the
+    help screen's "Log pane")."""
+    for prefix in ("Log: ", "Charts: "):
+        if desc.startswith(prefix):
+            rest = desc[len(prefix):]
+            return rest[:1].upper() + rest[1:]
+    return desc
