@@ -25,7 +25,7 @@ from remote.watch.polling import box_clock_skew
 from remote.watch.watcher import Watcher
 from tests.fixtures.sshd import SSHServer
 from tests.fixtures.tui_runs import FROZEN_NOW, frozen_status
-from tests.fixtures.tui_scenes import scene_app, show_scene
+from tests.fixtures.tui_scenes import infos, scene_app, show_scene
 from tests.fixtures.watch_log import Collector, wait_until
 from trainer import procid, runfiles
 from trainer.runfiles import StatusRead
@@ -178,3 +178,23 @@ def test_no_clock_on_the_box_leaves_the_offset_unknown(box_factory, tmp_path) ->
     box = box_factory(path=[str(bin_dir), "/usr/bin", "/bin"])
     with box.connect() as transport:
         assert box_clock_skew(transport) is None
+
+
+@pytest.mark.anyio
+async def test_a_box_where_another_run_trains_is_not_idle(tmp_path):
+    """The watched run completed, but the box's other run (exp3) trains: the money line
+    says so instead of "idle ... and counting" (issue 38: said while another run trained)."""
+    app = scene_app(tmp_path, "done")
+    async with app.run_test(size=(160, 48)) as pilot:
+        box = await show_scene(pilot)
+        runs, _ = app.scene
+        box.watching.show_runs(infos(runs))
+        box.tick()
+        await pilot.pause()
+        money = box.money_text().plain
+        assert "run exp3 trains on this box" in money and "and counting" not in money, money
+        box.watching.show_runs([dataclasses.replace(r, health="completed")
+                                if r.name == "exp3" else r for r in infos(runs)])
+        box.tick()
+        await pilot.pause()
+        assert "and counting" in box.money_text().plain  # exp3 ended: the box idles

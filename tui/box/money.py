@@ -57,7 +57,8 @@ def money_text(state: BoxState, elapsed: float | None) -> Text:
 
 def after_run_text(state: BoxState) -> Text | None:
     """Once the run is over: ``idle 7 min: $0.41 and counting`` while the instance still
-    runs, or how its billing ended (``None`` while the run goes on)."""
+    runs and no other run of the box trains, or how its billing ended (``None`` while the
+    run goes on)."""
     if state.status is None or state.status.health.verdict not in RUN_OVER:
         return None
     guard, instance = state.guard, state.instance
@@ -69,6 +70,9 @@ def after_run_text(state: BoxState) -> Text | None:
     if state.instance_stopped():
         return Text(f"instance stopped: its disk bills {rate(state.storage_per_hour())}",
                     style="yellow")
+    going = state.other_going()
+    if going is not None:  # the box is not idle: its money is that run's
+        return safe(f"run {going} trains on this box", 80, "dim")
     ended = parse_iso(state.status.read.get("updated_at") or "")
     if ended is None:
         return None

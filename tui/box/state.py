@@ -139,6 +139,11 @@ class BoxState:
         self.verdicts[run_dir] = verdict
         return before is not None and before != verdict and verdict in ALERT_VERDICTS
 
+    def other_going(self) -> str | None:
+        """The name of another run on this box last seen training (``None``: none)."""
+        return next((d.rstrip("/").rsplit("/", 1)[-1] for d, verdict in self.verdicts.items()
+                     if d != self.run_dir and verdict in GOING), None)
+
     def with_live_health(self, runs: list[Any]) -> list[Any]:
         """``runs`` with the watched run's row at its live health (the watcher's verdict
         is fresher than a listing's)."""
