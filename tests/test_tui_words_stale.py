@@ -224,3 +224,29 @@ async def test_the_demos_launch_form_keeps_the_demos_own_sizes(monkeypatch, tmp_
             kill_launched(pid_file.parent)
     assert (values["imgsz"], values["batch"], values["epochs"]) == ("96", "16", "15"), values
     assert values["device"] == "cpu" and "no GPU" not in notes, notes
+
+
+async def test_f_from_a_tab_shows_the_fleet_on_the_tabs_instance(provider_standin):
+    """F from a box tab opened from a row puts the fleet's cursor on that row (the taken-
+    away tab says "F then m": m acts on the row under the cursor)."""
+    vast = provider_standin("vast")
+    first, second = vast.add_instance(), vast.add_instance()
+    account = Account("vast", "work", vast.key, vast.base_url)
+    app = GpurentApp([], autoconnect=False)
+    app.fleet_lister = lambda: list_fleet([account], FleetOptions(timeout=5, weights=False))
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await until_shown(pilot, f"vast:{first}", f"vast:{second}")
+        fleet = app.screen
+        keys = [row.target for row in fleet.rows]
+        await pilot.press(*["j"] * keys.index(f"vast:{second}"), "enter")
+        await until(pilot, lambda: not isinstance(app.screen, FleetScreen)
+                    and bool(app.query(BoxView)))
+        await pilot.press("F")
+        await until(pilot, lambda: app.screen is fleet)
+        elsewhere = "g" if keys.index(f"vast:{first}") == 0 else "G"
+        await pilot.press(elsewhere, "escape")  # the cursor on the other row, back in the tab
+        assert fleet.selected() is None or fleet.selected().target == f"vast:{first}"
+        await until(pilot, lambda: app.screen is not fleet)
+        await pilot.press("F")
+        await until(pilot, lambda: app.screen is fleet)
+        assert fleet.selected().target == f"vast:{second}", fleet.selected().target

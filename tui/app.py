@@ -334,6 +334,8 @@ class GpurentApp(App[int]):
         if not self.is_screen_installed("fleet"):  # one screen: its rows, cursor, filter
             self.install_screen(FleetScreen(self.fleet_lister, self.open_instance), "fleet")
         if not isinstance(self.screen, FleetScreen):
+            if (box := self.box) is not None and box.spec.instance and box.spec.provider:
+                self.get_screen("fleet").aim(f"{box.spec.provider}:{box.spec.instance}")  # type: ignore[attr-defined]
             self.push_screen("fleet")
 
     def action_glance(self) -> None:

@@ -135,6 +135,8 @@ class FleetScreen(FleetActions, MoveKey, Screen[None]):
         self.next_at = 0.0
         self.watchdog: Any = None
         self.problem: Text | None = None
+        #: The instance the cursor goes to once it is listed (``aim``).
+        self.wanted: str | None = None
 
     def compose(self) -> ComposeResult:
         """The status line, the filter, the table, the details, the keys."""
@@ -249,8 +251,8 @@ class FleetScreen(FleetActions, MoveKey, Screen[None]):
     def fill(self) -> None:
         """The table anew from the fleet, the cursor kept on its row's instance."""
         table = self.query_one(DataTable)
-        keep = row_key(self.rows[table.cursor_row]) \
-            if 0 <= table.cursor_row < len(self.rows) else None
+        keep = self.wanted or (row_key(self.rows[table.cursor_row])
+                               if 0 <= table.cursor_row < len(self.rows) else None)
         now = time.time()
         self.rows = shown(self.fleet.rows, now, self.sort, self.query_text)
         table.clear()
@@ -259,7 +261,14 @@ class FleetScreen(FleetActions, MoveKey, Screen[None]):
         keys = [row_key(row) for row in self.rows]
         if keep in keys:
             table.move_cursor(row=keys.index(keep), animate=False)
+            self.wanted = None
         self.show_detail()
+
+    def aim(self, target: str) -> None:
+        """Put the cursor on instance ``target`` (``vast:4242``), now or once listed."""
+        self.wanted = target
+        if self.fleet is not None:
+            self.fill()
 
     def redraw_moving(self) -> None:
         """``spent`` and the notes (idle minutes, lease left) as they stand now."""
