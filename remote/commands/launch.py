@@ -76,6 +76,10 @@ def run(args: argparse.Namespace) -> int:
     """Launch and print the command and the pid."""
     target = parse_target(args.project)
     pairs = parse_pairs(args.args)
+    if target.modal is not None:
+        from remote.commands import serverless
+
+        return serverless.launch(args, target, pairs)
     name = pairs.pop("name", "")
     if not name:
         raise ValueError("name=RUN is required (the run directory is PROJECT/RUN)")
