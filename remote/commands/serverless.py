@@ -19,6 +19,7 @@ from remote.serverless import (
     AppState,
     AppView,
     ModalSpec,
+    app_view,
     check_gpu,
     launch_modal,
     list_apps,
@@ -26,6 +27,7 @@ from remote.serverless import (
     need_modal,
     need_record,
     parse_timeout,
+    record_for,
     stop_modal,
     volume_transport,
 )
@@ -72,6 +74,11 @@ def launch(args: argparse.Namespace, target: Target, pairs: dict[str, str]) -> i
     except ValueError as exc:
         return fail("launch", exc, 2, args.json)
     need_modal()
+    earlier = record_for(spec.app)
+    if earlier is not None and app_view(earlier).running:
+        return fail("launch", f"modal:{spec.app} still runs (app {earlier.app_id}, run "
+                    f"{earlier.run}): stop it first (gpurent stop modal:{spec.app}) or "
+                    "give another app name", 1, args.json)
     launched = launch_modal(spec)
     price = gpu_price(spec.gpu)
     bound = price * spec.timeout / 3600
@@ -161,21 +168,23 @@ def stop(args: argparse.Namespace, target: Target) -> int:
     return 0
 
 
-def fleet_lines(now: float | None = None) -> list[str]:
-    """One line per running Modal app launched from here: timeout left and dollars."""
+def fleet_rows(now: float | None = None) -> list[dict[str, Any]]:
+    """The running Modal apps launched from here, with their timeout left and dollars."""
     records = [r for r in modal_records().values() if r.want == "running"]
     if not records:
         return []
     listed = {a.app_id: a for a in list_apps()}
     now = time.time() if now is None else now
-    lines = []
+    rows = []
     for record in records:
         view = AppView(record, listed.get(record.app_id), now)
-        if not view.running:
-            continue
-        lines.append(f"{'modal':<16} {record.target:<22} running, timeout left "
-                     f"{format_duration(view.timeout_left or 0)}; {view.money_words}")
-    return lines
+        if view.running:
+            rows.append({"target": record.target, "app_id": record.app_id, "run": record.run,
+                         "gpu": record.gpu, "timeout_left": view.timeout_left,
+                         "dollars": round(view.spent, 4),
+                         "most_more": round(view.most_more, 4),
+                         "words": view.state_words, "money": view.money_words})
+    return rows
 
 
 def say(line: str) -> None:

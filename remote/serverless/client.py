@@ -33,7 +33,11 @@ class ModalError(TransportError):
 
 def need_modal() -> None:
     """``NeedsSetup`` (saying how to install it) when the ``modal`` client is missing."""
-    if importlib.util.find_spec("modal") is None:
+    try:
+        found = importlib.util.find_spec("modal") is not None
+    except (ValueError, ImportError):  # hidden (sys.modules["modal"] = None) or broken
+        found = False
+    if not found:
         raise NeedsSetup(INSTALL_HINT)
 
 

@@ -31,6 +31,16 @@ class UnknownApp(NeedsSetup):
     """``modal:APP`` names no app launched from this laptop."""
 
 
+def limit_words(seconds: float) -> str:
+    """A timeout as a person gave it: ``4h``, ``90m``, else hours and minutes."""
+    whole = int(seconds)
+    if whole and whole % 3600 == 0:
+        return f"{whole // 3600}h"
+    if whole and whole % 60 == 0 and whole < 3600:
+        return f"{whole // 60}m"
+    return format_duration(seconds)
+
+
 def need_record(app: str) -> ModalRecord:
     """App ``app``'s record; ``UnknownApp`` (one line) when it was not launched here."""
     record = record_for(app)
@@ -92,7 +102,7 @@ class AppView:
     def state_words(self) -> str:
         """Modal's state of the app in words: running with its timeout, timed out at it,
         stopped, or not listed."""
-        limit = format_duration(self.record.timeout)
+        limit = limit_words(self.record.timeout)
         if self.row is None:
             return "not listed by Modal (deleted, or another account or environment)"
         if self.running:

@@ -1,0 +1,202 @@
+"""Serverless training on Modal (``modal:APP``), against the Modal stand-in
+(``tests/fixtures/modal_standin.py``) with the real ``modal`` client and CLI: a launch
+refused without a finite timeout, a real CPU training run launched detached, watched
+through the runs Volume and pushed to the Hub stand-in, found again by a laptop that
+quit, listed in the fleet; a stop and a timeout, with what each left safe."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures.hub_standin import VALID_TOKEN, HubStandin
+from tests.fixtures.modal_standin import ModalStandin
+
+ROOT = Path(__file__).resolve().parents[1]
+WAIT = 240.0
+
+
+@pytest.fixture
+def modal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ModalStandin]:
+    """A Modal stand-in the real client is pointed at (here and in subprocesses), with
+    the shapes dataset already in the cache Volume."""
+    standin = ModalStandin(tmp_path / "modal")
+    for key, value in standin.env().items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("MODAL_CONFIG_PATH", str(tmp_path / "modal.toml"))
+    try:
+        yield standin
+    finally:
+        standin.close()
+
+
+def seed_cache(standin: ModalStandin, shapes_data: Path) -> None:
+    """The shapes dataset at ``/cache/shapes`` in the cache Volume."""
+    standin.volumes.ids["gpurent-cache"] = standin.new_id("vo")
+    shutil.copytree(shapes_data.parent, standin.volumes.published("gpurent-cache") / "shapes")
+
+
+def gpurent(*words: str, env: dict[str, str] | None = None,
+            timeout: float = WAIT) -> subprocess.CompletedProcess[str]:
+    """The headless ``gpurent`` command."""
+    return subprocess.run([sys.executable, "-m", "remote.cli", *words], cwd=ROOT,
+                          env=env or {**os.environ, "PYTHONPATH": str(ROOT)},
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def wait_for(what: str, check, limit: float = WAIT) -> None:  # noqa: ANN001
+    """Wait until ``check()`` holds (a busy machine gets ``limit`` seconds)."""
+    deadline = time.monotonic() + limit
+    while not check():
+        assert time.monotonic() < deadline, f"no {what} in {limit:g}s"
+        time.sleep(0.2)
+
+
+def test_a_modal_launch_needs_a_finite_timeout_within_modals_24_hours(
+        modal: ModalStandin) -> None:
+    """No timeout, ``timeout=0`` or more than 24 h: refused in one line, before Modal is
+    asked anything; without the ``modal`` client a ``modal:`` target says how to get it."""
+    base = ["launch", "modal:shapes", "name=r1", "data=/cache/shapes/data.yaml"]
+    for extra, said in (([], "timeout= is required"), (["timeout=0"], "at least 1s"),
+                        (["timeout=25h"], "more than Modal's limit of 24h")):
+        done = gpurent(*base, *extra)
+        assert done.returncode == 2, done.stderr
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and said in lines[0], done.stderr
+    assert modal.requests == []
+    hidden = subprocess.run(
+        [sys.executable, "-c", "import sys; sys.modules['modal'] = None; "
+         "from remote.cli import main; sys.exit(main(sys.argv[1:]))", *base, "timeout=4h"],
+        cwd=ROOT, capture_output=True, text=True, timeout=WAIT)
+    assert hidden.returncode != 0
+    assert "pip install 'gpurent-tui[modal]'" in hidden.stderr, hidden.stderr
+
+
+@pytest.mark.slow
+def test_a_modal_run_is_launched_detached_watched_through_its_volume_and_pushed(
+        modal: ModalStandin, hub_standin: HubStandin, shapes_data: Path,
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """One real CPU run of our trainer: the launch reaches Modal with the timeout, GPU
+    and Volumes asked; the CLI that launched it is gone while it trains (a laptop that
+    quit) and a new command finds it again through the intents; the fleet lists it with
+    its timeout left and dollars; `gpurent follow` watches it to the end through the
+    Volume (committed at each status write); milestones reach the Hub stand-in."""
+    seed_cache(modal, shapes_data)
+    modal.secrets["gpurent-hf"] = {"HF_TOKEN": VALID_TOKEN}
+    monkeypatch.setenv("HF_ENDPOINT", hub_standin.url)
+    monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    done = gpurent("launch", "modal:shapes", "name=r1", "model=n", "imgsz=64", "epochs=2",
+                   "batch=4", "workers=0", "seed=0", "data=/cache/shapes/data.yaml",
+                   "gpu=T4", "timeout=4h", "hub=org/modal", "hub_period=1", "--json")
+    assert done.returncode == 0, done.stderr
+    said = json.loads(done.stdout)
+    assert re.fullmatch(r"ap-[A-Za-z0-9]{22}", said["app_id"])
+    fn = modal.calls("FunctionCreate")[0].function
+    assert fn.timeout_secs == 4 * 3600
+    assert fn.resources.gpu_config.gpu_type == "T4"
+    assert sorted(m.mount_path for m in fn.volume_mounts) == ["/cache", "/runs"]
+    app_file = Path(said["app_file"])
+    assert app_file.is_relative_to(Path(os.environ["XDG_STATE_HOME"]))
+    assert VALID_TOKEN not in app_file.read_text()
+    intents = json.loads((Path(os.environ["XDG_STATE_HOME"]) / "gpurent" /
+                          "intents.json").read_text())
+    assert intents["modal:shapes"]["modal"]["app_id"] == said["app_id"]
+
+    # The launching CLI has exited; the detached app trains on.
+    listed = json.loads(gpurent("instances", "--json").stdout or "{}")
+    assert any(r.get("target") == "modal:shapes" and r.get("timeout_left", 0) > 3 * 3600
+               and "dollars" in r for r in listed.get("modal", [])), listed
+    follow = gpurent("follow", "modal:shapes/r1")
+    assert follow.returncode == 0, follow.stderr[-2000:]
+    assert "completed after 2/2 epochs" in follow.stderr + follow.stdout
+    commits = [name for _, name in modal.volumes.commits if name == "gpurent-runs"]
+    assert len(commits) >= 3  # the first status, each epoch's, the end
+    status = gpurent("status", "modal:shapes/r1", "--json")
+    summary = json.loads(status.stdout)
+    assert summary["state"] == "completed" and summary["modal"]["timed_out"] is False
+    hub = json.loads(hub_standin.read("org/modal", "status.json"))
+    assert hub["state"] == "completed"
+
+
+def tiny_app(path: Path, app: str, run: str) -> Path:
+    """An app that writes a run's status and ``last.pt`` into the runs Volume, commits,
+    then sleeps (a trainer that never ends), printing what gpurent's apps print."""
+    path.write_text(f'''
+import json, os, time
+import modal
+app = modal.App({app!r})
+runs = modal.Volume.from_name("gpurent-runs", create_if_missing=True)
+@app.function(timeout=4 * 3600, volumes={{"/runs": runs}})
+def train():
+    run = "/runs/{app}/{run}"
+    os.makedirs(run + "/weights", exist_ok=True)
+    open(run + "/weights/last.pt", "wb").write(b"x" * 1000)
+    json.dump({{"schema_version": 1, "state": "running", "completed_epochs": 1,
+               "total_epochs": 9, "updated_at": "2026-01-01T00:00:00Z"}},
+              open(run + "/status.json", "w"))
+    runs.commit()
+    time.sleep(3600)
+@app.local_entrypoint()
+def main():
+    call = train.spawn()
+    print("gpurent-modal-spawned", app.app_id, call.object_id, flush=True)
+''')
+    return path
+
+
+def launch_tiny(modal: ModalStandin, tmp_path: Path, app: str) -> str:
+    """Launch a tiny app with ``modal run --detach`` and record it as ``gpurent launch``
+    records its apps (the laptop's intents); its app id."""
+    from remote.billing.intents import RunIntent, want_running
+    from remote.serverless.appfile import ModalSpec
+    from remote.serverless.record import note_app
+
+    path = tiny_app(tmp_path / f"{app}.py", app, "r")
+    proc = subprocess.Popen([sys.executable, "-m", "modal", "run", "--detach", str(path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    assert proc.stdout is not None
+    app_id = ""
+    for line in proc.stdout:
+        if line.startswith("gpurent-modal-spawned"):
+            app_id = line.split()[1]
+            break
+    os.killpg(proc.pid, 2)  # the laptop's CLI goes away; the detached app runs on
+    proc.wait(30)
+    assert app_id, "the tiny app did not spawn"
+    want_running(f"modal:{app}", RunIntent("r", app))
+    note_app(ModalSpec(app, "r", (), None, 4 * 3600), app_id, time.time())
+    return app_id
+
+
+def test_a_stop_ends_the_app_and_a_timeout_is_named_with_what_was_saved(
+        modal: ModalStandin, tmp_path: Path) -> None:
+    """`gpurent stop modal:APP` ends the app (Modal stops it at once) and names the
+    checkpoint safe in the Volume; an app that runs into its timeout is shown as "timed
+    out at 4h" with its checkpoint still in the Volume."""
+    launch_tiny(modal, tmp_path, "tiny")
+    wait_for("a committed status", lambda: (modal.volumes.published("gpurent-runs") /
+                                            "tiny/r/status.json").exists())
+    stop = gpurent("stop", "modal:tiny")
+    assert stop.returncode == 0, stop.stderr
+    assert "stopped" in stop.stdout and "last.pt: in the Volume (1000 bytes)" in stop.stdout
+    assert modal.calls("AppStop")
+
+    modal.clock_scale = 1 / 3600  # a 4-hour timeout ends in 4 s
+    launch_tiny(modal, tmp_path, "late")
+    app = next(a for a in modal.apps.values() if a.name == "late")
+    wait_for("the timeout", lambda: app.stopped_at is not None)
+    status = gpurent("status", "modal:late/r")
+    assert status.returncode == 0, status.stderr
+    assert "timed out at 4h" in status.stdout, status.stdout
+    assert "last.pt" in status.stdout
