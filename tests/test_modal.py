@@ -6,6 +6,7 @@ quit, listed in the fleet; a stop and a timeout, with what each left safe."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -116,6 +117,7 @@ def test_a_modal_run_is_launched_detached_watched_through_its_volume_and_pushed(
     listed = json.loads(gpurent("instances", "--json").stdout or "{}")
     assert any(r.get("target") == "modal:shapes" and r.get("timeout_left", 0) > 3 * 3600
                and "dollars" in r for r in listed.get("modal", [])), listed
+    assert asyncio.run(watch_in_tui("modal:shapes")) == 2
     follow = gpurent("follow", "modal:shapes/r1")
     assert follow.returncode == 0, follow.stderr[-2000:]
     assert "completed after 2/2 epochs" in follow.stderr + follow.stdout
@@ -126,6 +128,31 @@ def test_a_modal_run_is_launched_detached_watched_through_its_volume_and_pushed(
     assert summary["state"] == "completed" and summary["modal"]["timed_out"] is False
     hub = json.loads(hub_standin.read("org/modal", "status.json"))
     assert hub["state"] == "completed"
+
+
+async def watch_in_tui(target: str) -> int:
+    """Open ``gpurent-tui TARGET``, watch the run to its end through the Volume, and
+    return how many epochs the metrics pane shows."""
+    from tests.fixtures.screen import flat, screen_text
+    from tui.box.view import BoxView
+    from tui.main import app_from_args
+    from tui.widgets.metrics import MetricsPane
+
+    app = app_from_args([target])
+    async with app.run_test(size=(160, 48)) as pilot:
+        box = app.query_one(BoxView)
+        deadline = time.monotonic() + WAIT
+        seen_live = False
+        while not (box.state.status is not None
+                   and box.state.status.health.verdict == "completed"
+                   and len(box.query_one(MetricsPane).rows) == 2):
+            assert time.monotonic() < deadline, flat(screen_text(app))
+            seen_live = seen_live or (box.state.status is not None and
+                                      box.state.status.read.get("state") == "running")
+            await pilot.pause(0.1)
+        assert seen_live  # watched while it trained, not only read at the end
+        assert "completed" in flat(screen_text(app))
+        return len(box.query_one(MetricsPane).rows)
 
 
 def tiny_app(path: Path, app: str, run: str) -> Path:

@@ -13,5 +13,6 @@ __all__, __getattr__ = lazy_exports(__name__, {
     "record": ["ModalRecord", "gpu_price", "modal_records", "record_for"],
     "watch": ["AppState", "AppView", "UnknownApp", "app_view", "need_record",
               "volume_transport"],
+    "connect": ["ModalConnector"],
     "stop": ["ModalStopped", "stop_modal", "saved_weights"],
 })
