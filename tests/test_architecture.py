@@ -67,7 +67,8 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
                       "trainer._exports"),
     # serverless -> billing (the intents that record an app) -> the ground: a Modal app
     # is watched through its Volume (remote.transport.volume), not a box's tools.
-    "remote.serverless": ("remote.billing", "remote.config", "remote.transport",
+    "remote.serverless": ("remote.billing", "remote.weights", "remote.config",
+                          "remote.transport",
                           "trainer.runfiles", "trainer._exports"),
     # trainer.version: the providers canary's report names the version that read it.
     "remote.commands": ("remote.serverless", "remote.glance", "remote.billing",

@@ -96,6 +96,7 @@ def test_a_modal_run_is_launched_detached_watched_through_its_volume_and_pushed(
     monkeypatch.setenv("HF_ENDPOINT", hub_standin.url)
     monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    modal.gpus_free.clear()  # the function waits for a GPU until the TUI watches
     done = gpurent("launch", "modal:shapes", "name=r1", "model=n", "imgsz=64", "epochs=2",
                    "batch=4", "workers=0", "seed=0", "data=/cache/shapes/data.yaml",
                    "gpu=T4", "timeout=4h", "hub=org/modal", "hub_period=1", "--json")
@@ -117,7 +118,7 @@ def test_a_modal_run_is_launched_detached_watched_through_its_volume_and_pushed(
     listed = json.loads(gpurent("instances", "--json").stdout or "{}")
     assert any(r.get("target") == "modal:shapes" and r.get("timeout_left", 0) > 3 * 3600
                and "dollars" in r for r in listed.get("modal", [])), listed
-    assert asyncio.run(watch_in_tui("modal:shapes")) == 2
+    assert asyncio.run(watch_in_tui("modal:shapes", modal)) == 2
     follow = gpurent("follow", "modal:shapes/r1")
     assert follow.returncode == 0, follow.stderr[-2000:]
     assert "completed after 2/2 epochs" in follow.stderr + follow.stdout
@@ -130,9 +131,9 @@ def test_a_modal_run_is_launched_detached_watched_through_its_volume_and_pushed(
     assert hub["state"] == "completed"
 
 
-async def watch_in_tui(target: str) -> int:
-    """Open ``gpurent-tui TARGET``, watch the run to its end through the Volume, and
-    return how many epochs the metrics pane shows."""
+async def watch_in_tui(target: str, modal: ModalStandin) -> int:
+    """Open ``gpurent-tui TARGET``, let the held function start, watch the run to its end
+    through the Volume, and return how many epochs the metrics pane shows."""
     from tests.fixtures.screen import flat, screen_text
     from tui.box.view import BoxView
     from tui.main import app_from_args
@@ -141,17 +142,28 @@ async def watch_in_tui(target: str) -> int:
     app = app_from_args([target])
     async with app.run_test(size=(160, 48)) as pilot:
         box = app.query_one(BoxView)
+        modal.gpus_free.set()
         deadline = time.monotonic() + WAIT
         seen_live = False
         while not (box.state.status is not None
                    and box.state.status.health.verdict == "completed"
-                   and len(box.query_one(MetricsPane).rows) == 2):
+                   and len(box.query_one(MetricsPane).rows) == 2
+                   and any("completed after 2/2 epochs" in line
+                           for line in box.log_pane.log.lines)):
             assert time.monotonic() < deadline, flat(screen_text(app))
             seen_live = seen_live or (box.state.status is not None and
                                       box.state.status.read.get("state") == "running")
             await pilot.pause(0.1)
         assert seen_live  # watched while it trained, not only read at the end
         assert "completed" in flat(screen_text(app))
+        shots = os.environ.get("GPURENT_MODAL_SCREENSHOTS")
+        if shots:  # the README's pictures of a Modal run, made from this very run
+            app.save_screenshot("modal-run-160x48.svg", path=shots)
+            await pilot.resize_terminal(80, 24)
+            await pilot.pause(0.5)
+            app.save_screenshot("modal-run-80x24.svg", path=shots)
+            await pilot.resize_terminal(160, 48)
+            await pilot.pause(0.2)
         return len(box.query_one(MetricsPane).rows)
 
 

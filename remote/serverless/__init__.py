@@ -14,5 +14,5 @@ __all__, __getattr__ = lazy_exports(__name__, {
     "watch": ["AppState", "AppView", "UnknownApp", "app_view", "need_record",
               "volume_transport"],
     "connect": ["ModalConnector"],
-    "stop": ["ModalStopped", "stop_modal", "saved_weights"],
+    "stop": ["ModalStopped", "stop_modal", "saved_weights", "volume_safety"],
 })

@@ -22,6 +22,7 @@ from remote.serverless.client import stop_app
 from remote.serverless.record import ModalRecord
 from remote.serverless.watch import AppView, app_view, volume_transport
 from remote.transport.base import Transport
+from remote.weights.safety import FileVerdict, Safety
 
 #: The largest ``hub.json`` read from the Volume.
 MAX_LEDGER_BYTES = 1 << 20
@@ -73,6 +74,21 @@ def _ledger_repos(transport: Transport, run_dir: str) -> dict[str, str]:
                 str(item.get("file", "")).endswith(".pt"):
             found[posixpath.basename(str(item["file"]))] = item["repo"]
     return found
+
+
+def volume_safety(transport: Transport, run_dir: str) -> Safety:
+    """The weights gate's verdict for a Modal run: each weight file is safe when it is in
+    the runs Volume (which outlives the app) or on the Hub per the run's ledger."""
+    saved = saved_weights(transport, run_dir)
+    files = tuple(FileVerdict(posixpath.join(run_dir, "weights", f.name), run_dir,
+                              f.size is not None or bool(f.hub_repo),
+                              "volume" if f.size is not None else "hub", f.words)
+                  for f in saved)
+    safe = all(f.safe for f in files)
+    reason = "; ".join(f.words for f in saved) if saved else "no weight file yet"
+    return Safety(safe, "volume" if files and safe else None, None,
+                  f"in the Modal Volume (it outlives the app): {reason}" if safe and files
+                  else reason, files, len(files), (run_dir,), host=transport.label)
 
 
 @dataclass(frozen=True)

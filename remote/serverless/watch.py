@@ -145,6 +145,15 @@ class AppState:
                 self._asked = time.monotonic()
             return self._view
 
+    def last(self, now: float | None = None) -> AppView | None:
+        """The last view asked (never blocks: for the UI's clock), moved on to ``now``;
+        ``None`` before the first."""
+        with self._lock:
+            view = self._view
+        if view is None:
+            return None
+        return AppView(view.record, view.row, time.time() if now is None else now)
+
     def alive(self) -> bool | None:
         """Whether the app still runs (``None``: Modal does not list it)."""
         return self.view().running

@@ -103,6 +103,12 @@ class Weights:
         state = self.ports.state
         if state.transport is None or state.down_since is not None:
             return
+        if state.spec.kind == "modal":  # safe = in the app's runs Volume, or on the Hub
+            from remote.serverless import volume_safety
+
+            run_dir = state.run_dir or state.run_path(state.spec.run or "")
+            self.ports.post(SafetyJudged(volume_safety(state.transport, run_dir)))
+            return
         registry = state.spec.kind != "local"
         self.ports.post(SafetyJudged(resolve_safety(safety_source(state, registry))))
 
