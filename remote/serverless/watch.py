@@ -136,23 +136,41 @@ class AppState:
         self._lock = threading.Lock()
         self._asked = 0.0
         self._view: AppView | None = None
+        self._asking = False
 
     def view(self) -> AppView:
         """The app's view, fresh within ``STATE_TTL``."""
         with self._lock:
-            if self._view is None or time.monotonic() - self._asked >= STATE_TTL:
-                self._view = app_view(self.record)
-                self._asked = time.monotonic()
-            return self._view
+            if self._view is not None and time.monotonic() - self._asked < STATE_TTL:
+                return self._view
+        view = app_view(self.record)  # not under the lock: the UI's `last` never waits
+        with self._lock:
+            self._view, self._asked = view, time.monotonic()
+        return view
 
     def last(self, now: float | None = None) -> AppView | None:
         """The last view asked (never blocks: for the UI's clock), moved on to ``now``;
-        ``None`` before the first."""
+        ``None`` before the first. One older than ``STATE_TTL`` is asked again in the
+        background, so that a word does not outlive its truth by more than that."""
         with self._lock:
             view = self._view
+            stale = view is None or time.monotonic() - self._asked >= STATE_TTL
+            if stale and not self._asking:
+                self._asking = True
+                threading.Thread(target=self._refresh, daemon=True,
+                                 name=f"modal state {self.record.app}").start()
         if view is None:
             return None
         return AppView(view.record, view.row, time.time() if now is None else now)
+
+    def _refresh(self) -> None:
+        try:
+            self.view()
+        except Exception:  # noqa: BLE001 (the next look asks again; the line says "asking")
+            pass
+        finally:
+            with self._lock:
+                self._asking = False
 
     def alive(self) -> bool | None:
         """Whether the app still runs (``None``: Modal does not list it)."""
