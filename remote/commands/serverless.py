@@ -160,8 +160,9 @@ def stop(args: argparse.Namespace, target: Target) -> int:
                           "state": stopped.view.state_words, "money": stopped.view.money_words,
                           "saved": saved, "run_dir": f"modal:{record.run_dir}"}))
         return 0
-    print(f"stopped: modal app stop {record.app_id} ended the app at once (Modal gives "
-          f"the trainer no graceful stop); {clean_text(stopped.view.state_words)}")
+    print(f"stopped: modal app stop {record.app_id}: Modal interrupts the function, which "
+          f"asks the trainer to stop (SIGTERM: it saves last.pt) and commits the Volume "
+          f"within Modal's grace period; {clean_text(stopped.view.state_words)}")
     print(clean_text(stopped.view.money_words))
     for line in saved or ["no weight file in the Volume or on the Hub"]:
         print(f"  {clean_text(line)}")

@@ -114,6 +114,7 @@ TEMPLATE = '''"""{doc!s}.
 No secret is in this file: the Hub token comes from the Modal Secret {secret!r}.
 """
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -131,6 +132,8 @@ HF_ENDPOINT = {endpoint!r}
 RUNS = {runs!r}
 CACHE = {cache!r}
 HUB_SECRET = {secret!r}
+#: Seconds the trainer gets to save last.pt after Modal's stop (within Modal's grace).
+STOP_GRACE = 20
 
 app = modal.App(APP_NAME, tags={{{tag!r}: RUN}})
 image = (modal.Image.debian_slim(python_version={python!r})
@@ -164,18 +167,27 @@ def train() -> int:
     proc.stdin.close()
     status = os.path.join(project, RUN, "status.json")
     seen = None
-    while True:
-        done = proc.poll() is not None
+    try:
+        while True:
+            done = proc.poll() is not None
+            try:
+                stamp = os.stat(status).st_mtime_ns
+            except OSError:
+                stamp = None
+            if stamp != seen or done:
+                seen = stamp
+                runs.commit()
+            if done:
+                return proc.returncode
+            time.sleep(1.0)
+    except KeyboardInterrupt:  # Modal's stop: the trainer stops gracefully, then a commit
+        proc.send_signal(signal.SIGTERM)
         try:
-            stamp = os.stat(status).st_mtime_ns
-        except OSError:
-            stamp = None
-        if stamp != seen or done:
-            seen = stamp
-            runs.commit()
-        if done:
-            return proc.returncode
-        time.sleep(1.0)
+            proc.wait(STOP_GRACE)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        runs.commit()
+        raise
 
 
 @app.local_entrypoint()

@@ -1,8 +1,10 @@
 """Stopping a Modal app, and what of its run is safe.
 
-``modal app stop`` ends the app's containers at once: Modal gives the function no signal
-it could act on in time to save a checkpoint, so what is safe is what was already
-committed to the runs Volume (``last.pt`` every epoch, ``best.pt`` on improvement, with
+``modal app stop`` interrupts the app's function (a ``KeyboardInterrupt`` in it) and ends
+its container after a grace period: the generated function passes the stop on to the
+trainer as SIGTERM (it saves ``last.pt`` and writes state ``stopped``) and commits the
+Volume, as far as the grace period lets it. What is safe is what the runs Volume holds
+once committed (``last.pt`` every epoch, ``best.pt`` on improvement, with
 ``status.json``) and what was pushed to the Hub. A Volume outlives the app, its stop and
 its timeout; a container's own disk does not. "Safe" for a Modal run therefore means: in
 the runs Volume (committed, read back from outside the container), or on the Hub as the
