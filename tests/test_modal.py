@@ -7,12 +7,13 @@ quit, listed in the fleet; a stop and a timeout, with what each left safe."""
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
+import tarfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,10 +41,12 @@ def modal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ModalStan
         standin.close()
 
 
-def seed_cache(standin: ModalStandin, shapes_data: Path) -> None:
-    """The shapes dataset at ``/cache/shapes`` in the cache Volume."""
-    standin.volumes.ids["gpurent-cache"] = standin.new_id("vo")
-    shutil.copytree(shapes_data.parent, standin.volumes.published("gpurent-cache") / "shapes")
+def dataset_tar(folder: Path) -> bytes:
+    """``folder`` as a tar with its ``data.yaml`` at the top (``tar cf - -C folder .``)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        tar.add(folder, arcname=".")
+    return buf.getvalue()
 
 
 def gpurent(*words: str, env: dict[str, str] | None = None,
@@ -86,19 +89,21 @@ def test_a_modal_launch_needs_a_finite_timeout_within_modals_24_hours(
 def test_a_modal_run_is_launched_detached_watched_through_its_volume_and_pushed(
         modal: ModalStandin, hub_standin: HubStandin, shapes_data: Path,
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """One real CPU run of our trainer: the launch reaches Modal with the timeout, GPU
+    """One real CPU run of our trainer, on a private Hub dataset tar staged into the cache
+    Volume by the app: the launch reaches Modal with the timeout, GPU
     and Volumes asked; the CLI that launched it is gone while it trains (a laptop that
     quit) and a new command finds it again through the intents; the fleet lists it with
     its timeout left and dollars; `gpurent follow` watches it to the end through the
     Volume (committed at each status write); milestones reach the Hub stand-in."""
-    seed_cache(modal, shapes_data)
+    hub_standin.add_file("org/shapes", "shapes.tar", dataset_tar(shapes_data.parent),
+                         private=True)
     modal.secrets["gpurent-hf"] = {"HF_TOKEN": VALID_TOKEN}
     monkeypatch.setenv("HF_ENDPOINT", hub_standin.url)
     monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     modal.gpus_free.clear()  # the function waits for a GPU until the TUI watches
     done = gpurent("launch", "modal:shapes", "name=r1", "model=n", "imgsz=64", "epochs=2",
-                   "batch=4", "workers=0", "seed=0", "data=/cache/shapes/data.yaml",
+                   "batch=4", "workers=0", "seed=0", "stage=org/shapes/shapes.tar",
                    "gpu=T4", "timeout=4h", "hub=org/modal", "hub_period=1", "--json")
     assert done.returncode == 0, done.stderr
     said = json.loads(done.stdout)
@@ -124,6 +129,8 @@ def test_a_modal_run_is_launched_detached_watched_through_its_volume_and_pushed(
     assert "completed after 2/2 epochs" in follow.stderr + follow.stdout
     commits = [name for _, name in modal.volumes.commits if name == "gpurent-runs"]
     assert len(commits) >= 3  # the first status, each epoch's, the end
+    staged = modal.volumes.published("gpurent-cache") / "datasets" / "org--shapes"
+    assert (staged / "data.yaml").is_file()  # staged once into the cache Volume
     status = gpurent("status", "modal:shapes/r1", "--json")
     summary = json.loads(status.stdout)
     assert summary["state"] == "completed" and summary["modal"]["timed_out"] is False

@@ -28,6 +28,7 @@ from remote.serverless import (
     need_record,
     parse_timeout,
     record_for,
+    stage_words,
     stop_modal,
     volume_transport,
 )
@@ -46,9 +47,13 @@ def modal_spec(app: str, pairs: dict[str, str]) -> ModalSpec:
     timeout = parse_timeout(pairs.pop("timeout", None))
     gpu = check_gpu(pairs.pop("gpu", "cpu"))
     data, hub = pairs.pop("data", ""), pairs.pop("hub", "")
+    stage_repo = stage_file = ""
+    if pairs.get("stage"):
+        stage_repo, stage_file, dest = stage_words(pairs.pop("stage"))
+        data = f"{dest}/{data or 'data.yaml'}" if not data.startswith("/") else data
     if not data:
         raise ValueError("data= is required: the data.yaml of a dataset in a Modal Volume "
-                         "(e.g. data=/cache/shapes/data.yaml)")
+                         "(e.g. data=/cache/shapes/data.yaml), or stage=ORG/NAME/FILE.tar")
     if not data.startswith(("/cache/", "/runs/")):
         raise ValueError(f"data={data!r}: the dataset must be in a Volume the app mounts "
                          "(/cache/... or /runs/...)")
@@ -62,7 +67,8 @@ def modal_spec(app: str, pairs: dict[str, str]) -> ModalSpec:
     if gpu is None:
         args.append("device=cpu")
     return ModalSpec(app, run, tuple(args), gpu, timeout, data, hub,
-                     os.environ.get("HF_ENDPOINT", ""))
+                     os.environ.get("HF_ENDPOINT", ""), stage_repo=stage_repo,
+                     stage_file=stage_file)
 
 
 def launch(args: argparse.Namespace, target: Target, pairs: dict[str, str]) -> int:

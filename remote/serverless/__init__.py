@@ -7,7 +7,7 @@ from trainer._exports import lazy_exports
 
 __all__, __getattr__ = lazy_exports(__name__, {
     "appfile": ["MAX_TIMEOUT", "ModalSpec", "check_app_name", "check_gpu", "parse_timeout",
-                "render"],
+                "render", "stage_words"],
     "client": ["INSTALL_HINT", "AppRow", "ModalError", "list_apps", "need_modal"],
     "launch": ["ModalLaunch", "app_file_path", "launch_modal"],
     "record": ["ModalRecord", "gpu_price", "modal_records", "record_for"],

@@ -4,7 +4,8 @@
 The file holds no secret: the Hub token reaches the container from a Modal Secret (its
 ``HF_TOKEN``), and the function hands it to the trainer on stdin as on a box. The run
 lives on the runs Volume (``/runs/APP/RUN``), the Hugging Face cache on the cache Volume
-(``HF_HOME=/cache/hf``); the dataset is a path already in a Volume. The function runs the
+(``HF_HOME=/cache/hf``); the dataset is a path already in a Volume, or a Hub dataset
+repo's tar that the function stages into the cache Volume first (once). The function runs the
 doctor on the dataset, then trains, and commits the runs Volume after each write of
 ``status.json`` (outside the container Modal shows only committed changes) and at the
 end. A timeout is always given, finite and within Modal's 1 s to 24 h.
@@ -72,7 +73,8 @@ def check_gpu(gpu: str) -> str | None:
 @dataclass(frozen=True)
 class ModalSpec:
     """What to launch: app ``app`` training run ``run`` with ``args`` (``key=value``
-    words of our trainer, ``data=`` a path in a Volume), on ``gpu`` (``None``: CPU) for at
+    words of our trainer, ``data=`` a path in a Volume, which ``stage_repo``'s tar fills
+    first when given), on ``gpu`` (``None``: CPU) for at
     most ``timeout`` seconds; ``hub``: the Hub repo to push to ("" for none);
     ``hub_endpoint``: the Hub's address when not huggingface.co."""
 
@@ -84,6 +86,10 @@ class ModalSpec:
     data: str = ""
     hub: str = ""
     hub_endpoint: str = ""
+    #: A Hub dataset repo's tar to stage into the cache Volume first (once): ``ORG/NAME``
+    #: and the file's path in it ("" for none).
+    stage_repo: str = ""
+    stage_file: str = ""
     python: str = "3.11"
     torch: str = "torch==2.13.0"
 
@@ -98,6 +104,17 @@ class ModalSpec:
         return f"{self.app}/{self.run}"
 
 
+def stage_words(text: str) -> tuple[str, str, str]:
+    """``stage=ORG/NAME/FILE.tar``: the repo, the file and where the cache Volume keeps
+    it (``/cache/datasets/ORG--NAME``); ``ValueError`` when malformed."""
+    parts = text.strip("/").split("/")
+    if len(parts) < 3 or not all(parts):
+        raise ValueError(f"stage={text!r}: give the Hub dataset repo and the tar in it, "
+                         "stage=ORG/NAME/FILE.tar")
+    repo = "/".join(parts[:2])
+    return repo, "/".join(parts[2:]), f"{CACHE_MOUNT}/datasets/{repo.replace('/', '--')}"
+
+
 def render(spec: ModalSpec) -> str:
     """The app file's text for ``spec``."""
     return TEMPLATE.format(
@@ -105,7 +122,9 @@ def render(spec: ModalSpec) -> str:
         app=spec.app, run=spec.run, gpu=spec.gpu, timeout=spec.timeout,
         args=list(spec.args), data=spec.data, hub=spec.hub,
         endpoint=spec.hub_endpoint, runs_volume=RUNS_VOLUME, cache_volume=CACHE_VOLUME,
-        runs=RUNS_MOUNT, cache=CACHE_MOUNT, secret=HUB_SECRET if spec.hub else "",
+        runs=RUNS_MOUNT, cache=CACHE_MOUNT,
+        secret=HUB_SECRET if spec.hub or spec.stage_repo else "",
+        stage_repo=spec.stage_repo, stage_file=spec.stage_file,
         tag=RUN_TAG, spawned=SPAWNED, python=spec.python, torch=spec.torch)
 
 
@@ -132,6 +151,8 @@ HF_ENDPOINT = {endpoint!r}
 RUNS = {runs!r}
 CACHE = {cache!r}
 HUB_SECRET = {secret!r}
+STAGE_REPO = {stage_repo!r}
+STAGE_FILE = {stage_file!r}
 #: Seconds the trainer gets to save last.pt after Modal's stop (within Modal's grace).
 STOP_GRACE = 20
 
@@ -153,6 +174,13 @@ def train() -> int:
     token = env.pop("HF_TOKEN", "")
     project = RUNS + "/" + APP_NAME
     os.makedirs(project, exist_ok=True)
+    if STAGE_REPO:  # once: a second launch finds the tar staged and does nothing
+        dest = CACHE + "/datasets/" + STAGE_REPO.replace("/", "--")
+        words = ["--token-stdin"] if token else []
+        subprocess.run([sys.executable, "-m", "trainer", "stage", STAGE_REPO, STAGE_FILE,
+                        "--dest", dest, *words], env=env, check=True,
+                       input=(token + "\\n").encode() if token else None)
+        cache.commit()
     if DATA:
         subprocess.run([sys.executable, "-m", "trainer", "doctor", DATA], env=env, check=True)
     words = [*ARGS, "project=" + project, "name=" + RUN]
