@@ -179,6 +179,22 @@ async def watch_in_tui(target: str, modal: ModalStandin) -> int:
         return len(box.query_one(MetricsPane).rows)
 
 
+async def fleet_screen() -> str:
+    """The fleet screen of ``gpurent-tui`` with no provider account: its text once the
+    Modal apps launched from here are listed."""
+    from remote.billing.accounts import NoAccounts
+    from tests.fixtures.screen import until_shown
+    from tui.app import GpurentApp
+
+    def no_accounts() -> None:
+        raise NoAccounts()
+
+    app = GpurentApp([], autoconnect=False)
+    app.fleet_lister = no_accounts
+    async with app.run_test(size=(160, 48)) as pilot:
+        return await until_shown(pilot, "Modal apps launched from here", timeout=WAIT)
+
+
 def tiny_app(path: Path, app: str, run: str) -> Path:
     """An app that writes a run's status and ``last.pt`` into the runs Volume, commits,
     then sleeps (a trainer that never ends), printing what gpurent's apps print."""
@@ -232,12 +248,15 @@ def launch_tiny(modal: ModalStandin, tmp_path: Path, app: str) -> str:
 
 def test_a_stop_ends_the_app_and_a_timeout_is_named_with_what_was_saved(
         modal: ModalStandin, tmp_path: Path) -> None:
-    """`gpurent stop modal:APP` ends the app (Modal stops it at once) and names the
-    checkpoint safe in the Volume; an app that runs into its timeout is shown as "timed
+    """The fleet screen lists the running app with its timeout left and dollars;
+    `gpurent stop modal:APP` ends the app and names the checkpoint safe in the Volume; an app that runs into its timeout is shown as "timed
     out at 4h" with its checkpoint still in the Volume."""
     launch_tiny(modal, tmp_path, "tiny")
     wait_for("a committed status", lambda: (modal.volumes.published("gpurent-runs") /
                                             "tiny/r/status.json").exists())
+    fleet = asyncio.run(fleet_screen())
+    assert "modal:tiny" in fleet and "timeout of 4h in 3h59m" in fleet, fleet
+    assert "at most $0.19 more before its timeout" in fleet, fleet
     stop = gpurent("stop", "modal:tiny")
     assert stop.returncode == 0, stop.stderr
     assert "stopped" in stop.stdout and "last.pt: in the Volume (1000 bytes)" in stop.stdout

@@ -70,7 +70,7 @@ def modal_apps() -> list[dict[str, Any]] | None:
 
     if not modal_records():
         return None
-    from remote.commands.serverless import fleet_rows
+    from remote.serverless import fleet_rows
     from remote.transport.base import TransportError
 
     try:

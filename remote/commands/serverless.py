@@ -8,7 +8,6 @@ import argparse
 import json
 import os
 import sys
-import time
 from typing import Any
 
 from remote.commands.errors import fail
@@ -17,13 +16,10 @@ from remote.runs.launch import check_arg
 from remote.runs.read import list_runs, read_run, run_extras
 from remote.serverless import (
     AppState,
-    AppView,
     ModalSpec,
     app_view,
     check_gpu,
     launch_modal,
-    list_apps,
-    modal_records,
     need_modal,
     need_record,
     parse_timeout,
@@ -173,25 +169,6 @@ def stop(args: argparse.Namespace, target: Target) -> int:
     for line in saved or ["no weight file in the Volume or on the Hub"]:
         print(f"  {clean_text(line)}")
     return 0
-
-
-def fleet_rows(now: float | None = None) -> list[dict[str, Any]]:
-    """The running Modal apps launched from here, with their timeout left and dollars."""
-    records = [r for r in modal_records().values() if r.want == "running"]
-    if not records:
-        return []
-    listed = {a.app_id: a for a in list_apps()}
-    now = time.time() if now is None else now
-    rows = []
-    for record in records:
-        view = AppView(record, listed.get(record.app_id), now)
-        if view.running:
-            rows.append({"target": record.target, "app_id": record.app_id, "run": record.run,
-                         "gpu": record.gpu, "timeout_left": view.timeout_left,
-                         "dollars": round(view.spent, 4),
-                         "most_more": round(view.most_more, 4),
-                         "words": view.state_words, "money": view.money_words})
-    return rows
 
 
 def say(line: str) -> None:

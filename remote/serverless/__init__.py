@@ -11,7 +11,7 @@ __all__, __getattr__ = lazy_exports(__name__, {
     "client": ["INSTALL_HINT", "AppRow", "ModalError", "list_apps", "need_modal"],
     "launch": ["ModalLaunch", "app_file_path", "launch_modal"],
     "record": ["ModalRecord", "gpu_price", "modal_records", "record_for"],
-    "watch": ["AppState", "AppView", "UnknownApp", "app_view", "need_record",
+    "watch": ["AppState", "AppView", "UnknownApp", "app_view", "fleet_rows", "need_record",
               "volume_transport"],
     "connect": ["ModalConnector"],
     "stop": ["ModalStopped", "stop_modal", "saved_weights", "volume_safety"],

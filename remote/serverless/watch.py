@@ -12,10 +12,11 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from remote.serverless.appfile import RUNS_VOLUME
-from remote.serverless.client import AppRow, find_app
-from remote.serverless.record import ModalRecord, record_for
+from remote.serverless.client import AppRow, find_app, list_apps
+from remote.serverless.record import ModalRecord, modal_records, record_for
 from remote.transport.base import NeedsSetup
 from remote.transport.volume import VolumeTransport
 from trainer.text import format_duration
@@ -181,3 +182,22 @@ def volume_transport(record: ModalRecord, state: AppState | None = None) -> Volu
     """The runs Volume as a transport, its ``pid_alive`` answered by the app's state."""
     state = state or AppState(record)
     return VolumeTransport(RUNS_VOLUME, label=record.target, alive=state.alive)
+
+
+def fleet_rows(now: float | None = None) -> list[dict[str, Any]]:
+    """The running Modal apps launched from here, with their timeout left and dollars."""
+    records = [r for r in modal_records().values() if r.want == "running"]
+    if not records:
+        return []
+    listed = {a.app_id: a for a in list_apps()}
+    now = time.time() if now is None else now
+    rows = []
+    for record in records:
+        view = AppView(record, listed.get(record.app_id), now)
+        if view.running:
+            rows.append({"target": record.target, "app_id": record.app_id, "run": record.run,
+                         "gpu": record.gpu, "timeout_left": view.timeout_left,
+                         "dollars": round(view.spent, 4),
+                         "most_more": round(view.most_more, 4),
+                         "words": view.state_words, "money": view.money_words})
+    return rows
