@@ -249,8 +249,9 @@ def launch_tiny(modal: ModalStandin, tmp_path: Path, app: str) -> str:
 def test_a_stop_ends_the_app_and_a_timeout_is_named_with_what_was_saved(
         modal: ModalStandin, tmp_path: Path) -> None:
     """The fleet screen lists the running app with its timeout left and dollars;
-    `gpurent stop modal:APP` ends the app and names the checkpoint safe in the Volume; an app that runs into its timeout is shown as "timed
-    out at 4h" with its checkpoint still in the Volume."""
+    `gpurent stop modal:APP` ends the app and names the checkpoint safe in the Volume;
+    an app that runs into its timeout is shown as "timed out at 4h" with its checkpoint
+    still in the Volume."""
     launch_tiny(modal, tmp_path, "tiny")
     wait_for("a committed status", lambda: (modal.volumes.published("gpurent-runs") /
                                             "tiny/r/status.json").exists())
