@@ -102,6 +102,7 @@ def test_a_modal_run_is_launched_detached_watched_through_its_volume_and_pushed(
     monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     modal.gpus_free.clear()  # the function waits for a GPU until the TUI watches
+    modal.volumes.commit_limit = 1  # and the first status stays until the TUI has seen it
     done = gpurent("launch", "modal:shapes", "name=r1", "model=n", "imgsz=64", "epochs=2",
                    "batch=4", "workers=0", "seed=0", "stage=org/shapes/shapes.tar",
                    "gpu=T4", "timeout=4h", "hub=org/modal", "hub_period=1", "--json")
@@ -158,8 +159,8 @@ async def watch_in_tui(target: str, modal: ModalStandin) -> int:
                    and any("completed after 2/2 epochs" in line
                            for line in box.log_pane.log.lines)):
             assert time.monotonic() < deadline, flat(screen_text(app))
-            seen_live = seen_live or (box.state.status is not None and
-                                      box.state.status.read.get("state") == "running")
+            if box.state.status is not None and box.state.status.read.get("state") == "running":
+                seen_live, modal.volumes.commit_limit = True, None
             await pilot.pause(0.1)
         assert seen_live  # watched while it trained, not only read at the end
         assert "completed" in flat(screen_text(app))
