@@ -193,7 +193,8 @@ async def fleet_screen() -> str:
     app = GpurentApp([], autoconnect=False)
     app.fleet_lister = no_accounts
     async with app.run_test(size=(160, 48)) as pilot:
-        return await until_shown(pilot, "Modal apps launched from here", timeout=WAIT)
+        return await until_shown(pilot, "Modal apps launched from here", "modal:tiny",
+                                 "before its timeout", timeout=WAIT)
 
 
 def tiny_app(path: Path, app: str, run: str) -> Path:
