@@ -28,7 +28,7 @@ BASE = ("trainer.text",)
 MAY_IMPORT: dict[str, tuple[str, ...]] = {
     # The TUI reaches remote/ through the wings' faces only (FACES_ONLY below).
     "tui": (*("remote." + w for w in ("link", "watch", "runs", "weights", "billing",
-                                      "glance")),
+                                      "glance", "serverless")),
             "remote.transport", "remote.config", "remote.fields",
             "trainer.runfiles", "trainer.health", "trainer.engines"),
     # remote/: the ground (config, fields, transport), the wings on it, the entry point.
@@ -65,8 +65,14 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
                       "remote.config", "remote.fields", "remote.transport",
                       "trainer.runfiles", "trainer.health", "trainer.providers",
                       "trainer._exports"),
+    # serverless -> billing (the intents that record an app) -> the ground: a Modal app
+    # is watched through its Volume (remote.transport.volume), not a box's tools.
+    "remote.serverless": ("remote.billing", "remote.weights", "remote.config",
+                          "remote.transport",
+                          "trainer.runfiles", "trainer._exports"),
     # trainer.version: the providers canary's report names the version that read it.
-    "remote.commands": ("remote.glance", "remote.billing", "remote.weights", "remote.runs",
+    "remote.commands": ("remote.serverless", "remote.glance", "remote.billing",
+                        "remote.weights", "remote.runs",
                         "remote.watch", "remote.link", "remote.config", "remote.fields",
                         "remote.transport", "trainer.runfiles", "trainer.health",
                         "trainer.providers", "trainer.engines", "trainer.guard.notify",
@@ -110,13 +116,14 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
 #: a module inside them.
 FACES_ONLY: dict[str, tuple[str, ...]] = {
     "tui": ("remote.link", "remote.watch", "remote.runs", "remote.weights", "remote.billing",
-            "remote.glance", "remote.transport"),
+            "remote.glance", "remote.transport", "remote.serverless"),
 }
 
 #: The wings of ``remote/``: folders with one job and a face. Everything else at its top
 #: is the entry point or the ground (``__init__``, ``cli``, ``config``, ``fields``,
 #: ``transport/``), at most :data:`REMOTE_TOP_CAP` modules.
-REMOTE_WINGS = ("link", "watch", "runs", "weights", "billing", "glance", "commands")
+REMOTE_WINGS = ("link", "watch", "runs", "weights", "billing", "glance", "commands",
+                "serverless")
 REMOTE_TOP_CAP = 5
 
 #: Third-party packages a part must never import, not even inside a function.

@@ -106,10 +106,30 @@ def specs_from_args(args: argparse.Namespace,
             parser.error(f"--local {project}: no such directory (give a project or a run "
                          "directory on this machine)")
         return [BoxSpec("local", "local", project=project, **{**common, "run": run})]
-    return [BoxSpec("ssh", host, port=args.port, project=args.project or "runs/train",
+    return [modal_spec(host, args, parser) if host.startswith("modal:") else
+            BoxSpec("ssh", host, port=args.port, project=args.project or "runs/train",
                     accept_new=args.accept_new, ssh_options=options, python=args.python,
                     **{**common, **_named_instance(host, args, parser)})
             for host in args.hosts]
+
+
+def modal_spec(host: str, args: argparse.Namespace,
+               parser: argparse.ArgumentParser) -> BoxSpec:
+    """The tab of ``modal:APP[/RUN]``, an app launched from this laptop: its runs Volume
+    read through a ``ModalConnector``; ``parser.error`` for an unknown app or a missing
+    ``modal`` client."""
+    from remote.serverless import ModalConnector, check_app_name, need_modal
+    from remote.transport import TransportError
+
+    app, _, run = host[len("modal:"):].partition("/")
+    try:
+        need_modal()
+        connector = ModalConnector(check_app_name(app))
+    except (ValueError, TransportError) as exc:
+        parser.error(str(exc))
+    return BoxSpec("modal", f"modal:{app}", project=app,
+                   run=run.strip("/") or args.run or connector.record.run,
+                   price=connector.record.price_per_hour, connector=connector)
 
 
 def _named_instance(host: str, args: argparse.Namespace,

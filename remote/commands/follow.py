@@ -163,6 +163,13 @@ def run(args: argparse.Namespace) -> int:
         return fail("follow", exc, 2)
     if args.silence <= 0:
         return fail("follow", "--silence must be positive", 2)
+    if target.modal is not None:
+        from remote.commands import serverless
+
+        connect_modal, run_dir = serverless.follow_target(target)
+        return follow(connect_modal, run_dir, as_json=args.json, keep=args.keep, gpu=False,
+                      silence=args.silence, poll_files="a Modal app: its Volume is read",
+                      log_tail=0 if args.from_start else LOG_TAIL_BYTES)
     if target.host is None and not Path(target.path).is_dir():
         return fail("follow", f"{target.path} is not a directory", 2)
     connect = connector(target, args, bootstrap=True, strict=False, note=Printer.note)
@@ -174,15 +181,19 @@ def run(args: argparse.Namespace) -> int:
 
 def follow(connect: Callable[[], Transport], run_dir: str, *, as_json: bool = False,
            keep: bool = False, gpu: bool = False, silence: float = SILENCE_TIMEOUT,
-           log_tail: int = 0, gate: Any = None) -> int:
+           log_tail: int = 0, gate: Any = None, poll_files: str = "") -> int:
     """Stream ``run_dir`` on the box ``connect()`` reaches until the run ends (or for
     ever with ``keep``); the exit code: 0 completed or stopped, else 1. ``log_tail``: start
     with only the log's last bytes; ``gate``: a ``Connector`` to start the follower with
-    (``remote.link.gate``)."""
+    (``remote.link.gate``); ``poll_files``: read the run's files from the start, saying
+    why (a Modal Volume, which runs no follower)."""
     events: queue.Queue[WatchEvent] = queue.Queue()
     printer = Printer(gpu)
     watcher = Watcher(connect, run_dir, events.put, silence_timeout=silence,
-                      log_tail=log_tail, gate=gate)
+                      log_tail=log_tail, gate=gate,
+                      **({"poll_interval": 2.0} if poll_files else {}))
+    if poll_files:
+        watcher.poll_files(poll_files)
     watcher.start()
     verdict, last_data = None, time.monotonic()
     try:

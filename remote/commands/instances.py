@@ -6,8 +6,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
-from remote.billing.accounts import some_accounts
+from remote.billing.accounts import NoAccounts, some_accounts
 from remote.billing.boxweights import WEIGHTS_TIMEOUT
 from remote.billing.fleet import Fleet, FleetOptions, FleetRow, list_fleet
 from remote.billing.idle import IDLE_GPU_PERCENT
@@ -61,6 +62,30 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def modal_apps() -> list[dict[str, Any]] | None:
+    """The running Modal apps launched from here, each with its timeout left and dollars
+    (``None`` when none was ever launched; ``[]`` with an error row when Modal could not
+    be asked)."""
+    from remote.serverless import modal_records
+
+    if not modal_records():
+        return None
+    from remote.serverless import fleet_rows
+    from remote.transport.base import TransportError
+
+    try:
+        return fleet_rows()
+    except TransportError as exc:
+        return [{"target": "modal", "error": str(exc)}]
+
+
+def modal_line(app: dict[str, Any]) -> str:
+    """One line for a Modal app of :func:`modal_apps`."""
+    if "error" in app:
+        return clean_text(f"{'modal':<16} {app['error']}")
+    return clean_text(f"{'modal':<16} {app['target']:<22} {app['words']}; {app['money']}")
+
+
 def _box_words(row: FleetRow) -> list[str]:
     box = row.box
     if box is None:
@@ -105,11 +130,20 @@ def run(args: argparse.Namespace) -> int:
     if not (args.timeout > 0 and args.weights_timeout > 0):
         return fail("instances", "--timeout and --weights-timeout must be positive", 2,
                     args.json)
+    apps = modal_apps()
     try:
         keys = identity_files(args.identity)
         accounts = some_accounts()
+    except NoAccounts as exc:
+        if apps is None:
+            return fail("instances", exc, 2, args.json)
+        accounts = []
     except (ValueError, ConfigError) as exc:
         return fail("instances", exc, 2, args.json)
+    if not accounts:  # Modal apps launched from here, and no provider account
+        print(json.dumps({"ok": True, "rows": [], "modal": apps}) if args.json else
+              "\n".join(modal_line(a) for a in apps) or "no running Modal app")
+        return 0
     say = None if args.json else (lambda line: print(line, file=sys.stderr))
     fleet = list_fleet(accounts, FleetOptions(timeout=args.timeout, ssh=args.ssh,
                                               accept_new=args.accept_new,
@@ -120,7 +154,9 @@ def run(args: argparse.Namespace) -> int:
     failed = all(row.instance is None for row in fleet.rows) and \
         any(row.error for row in fleet.rows)
     if args.json:
-        print(json.dumps({"ok": not failed, **fleet.to_dict()}))
+        print(json.dumps({"ok": not failed, **fleet.to_dict(), "modal": apps or []}))
     else:
         print_fleet(fleet)
+        for app in apps or []:
+            print(modal_line(app))
     return 1 if failed else 0

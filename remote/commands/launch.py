@@ -44,6 +44,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "time is reported with the end of its console.log. --lease 6h gives the instance "
         "a deadline as `gpurent lease` does, set before the run starts (so it holds "
         "even when the launch fails). "
+        "modal:APP launches on Modal instead (the `modal` extra): a generated app file "
+        "under the laptop's state, run with `modal run --detach`; timeout= (e.g. 4h, at "
+        "most 24h) is required, gpu= takes Modal's names (default cpu), data= is a path in "
+        "a Volume (/cache/...), hub= pushes with the Modal Secret gpurent-hf's HF_TOKEN. "
         "Exit 0 started, 1 refused (a live run, a python without torch, a refused Hub "
         "token) or failed to start, 2 bad input.",
     )
@@ -76,6 +80,10 @@ def run(args: argparse.Namespace) -> int:
     """Launch and print the command and the pid."""
     target = parse_target(args.project)
     pairs = parse_pairs(args.args)
+    if target.modal is not None:
+        from remote.commands import serverless
+
+        return serverless.launch(args, target, pairs)
     name = pairs.pop("name", "")
     if not name:
         raise ValueError("name=RUN is required (the run directory is PROJECT/RUN)")

@@ -34,7 +34,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """List the runs."""
     target = parse_target(args.project)
-    if target.host is None:
+    if target.modal is not None:
+        from remote.commands import serverless
+
+        runs = serverless.runs(args, target)
+    elif target.host is None:
         if not os.path.isdir(target.path):
             raise ValueError(f"{target.path}: no such directory")
         runs = list_runs(LocalTransport(), target.path)

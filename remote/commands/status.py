@@ -120,6 +120,14 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"gpurent status: {clean_text(str(exc))}", file=sys.stderr)
         return 2
+    if target.modal is not None:
+        from remote.commands import serverless
+
+        summary = serverless.status(args, target)
+        if args.json or summary["health"] == "unreadable":
+            return _print(args, summary)
+        print("\n".join([format_summary(summary), *serverless.status_lines(summary)]))
+        return 0
     if target.host is not None:
         try:
             summary = remote_summary(args, target)

@@ -49,6 +49,10 @@ def run(args: argparse.Namespace) -> int:
     if args.timeout < 0:
         return fail("stop", "--timeout must be zero or more", 2, args.json)
     target = parse_target(args.run)
+    if target.modal is not None:
+        from remote.commands import serverless
+
+        return serverless.stop(args, target)
     transport = open_transport(target, args)
     try:
         result = stop_run(transport, target.path, timeout=args.timeout, force=args.force)

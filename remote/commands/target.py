@@ -51,6 +51,9 @@ class Target:
 
     #: Set when ``host`` names a rented instance (``vast:4242``).
     instance: InstanceTarget | None = None
+    #: Set when the target is a Modal app (``modal:APP``): its name; ``path`` is then in
+    #: the runs Volume (``APP`` or ``APP/RUN``).
+    modal: str | None = None
 
     @property
     def label(self) -> str:
@@ -65,6 +68,8 @@ def parse_target(text: str, default_path: str = ".") -> Target:
         return Target(None, os.path.expanduser(text[len("local:"):]) or default_path)
     if text == "local":
         return Target(None, default_path)
+    if text.startswith("modal:"):
+        return modal_target(text)
     if text.startswith(("/", ".", "~")) or os.path.exists(text):
         return Target(None, os.path.expanduser(text))
     named = split_instance_target(text)
@@ -80,6 +85,19 @@ def parse_target(text: str, default_path: str = ".") -> Target:
                              f"-p {port} {host}:{rest}")
         return Target(host, _box_path(path) or default_path)
     return Target(None, text)
+
+
+def modal_target(text: str) -> Target:
+    """``modal:APP`` or ``modal:APP/RUN``: the app's project or one run in the runs Volume;
+    ``ValueError`` for a malformed name."""
+    from remote.serverless import check_app_name
+
+    app, _, run = text[len("modal:"):].partition("/")
+    check_app_name(app)
+    if run and ("/" in run.strip("/") or run in (".", "..")):
+        raise ValueError(f"{text!r}: a Modal target is modal:APP or modal:APP/RUN")
+    path = f"{app}/{run.strip('/')}" if run.strip("/") else app
+    return Target(f"modal:{app}", path, modal=app)
 
 
 def host_target(host: str, path: str = ".") -> Target:

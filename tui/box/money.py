@@ -33,6 +33,8 @@ def money_text(state: BoxState, elapsed: float | None) -> Text:
     """The header's money line: $/h, spent so far, projected to finish, and what the box
     bills after the run ended. Empty for this machine when nothing said it is rented
     (no price, no instance); once the instance is destroyed, only that."""
+    if state.spec.kind == "modal":
+        return modal_money(state)
     if not state.bills():
         return Text("")
     if state.instance_destroyed():
@@ -53,6 +55,19 @@ def money_text(state: BoxState, elapsed: float | None) -> Text:
         else "give --price or --provider to see costs"
     return money_line(report.price_per_hour, report.spent_usd, report.projected_total_usd,
                       note, after_run_text(state), unpriced)
+
+
+def modal_money(state: BoxState) -> Text:
+    """A Modal app's money line: the GPU's price times the time it ran, at most how much
+    more before its timeout, and Modal's state of the app (as last asked)."""
+    text = Text(" money: ")
+    view = getattr(getattr(state.spec.connector, "state", None), "last", lambda: None)()
+    if view is None:
+        text.append("asking Modal about the app", style="dim")
+        return text
+    text.append(view.money_words)
+    text.append(f"  · {view.state_words}", style="yellow" if view.timed_out else "dim")
+    return text
 
 
 def after_run_text(state: BoxState) -> Text | None:

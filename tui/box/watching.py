@@ -84,9 +84,13 @@ class Watching:
         panes.metrics.clear()
         panes.log.clear()
         panes.runs.show_runs(panes.runs.runs, run_dir, state.unseen)
+        polls = getattr(self.gate, "poll_reason", "")  # a Modal app's Volume: no follower
         self.watcher = Watcher(
             self.connect, run_dir, lambda ev: self.deliver(gen, ev),
-            project=state.project, gate=self.gate, log_tail=LOG_TAIL_BYTES)
+            project=state.project, gate=None if polls else self.gate,
+            log_tail=LOG_TAIL_BYTES, **({"poll_interval": 2.0} if polls else {}))
+        if polls:
+            self.watcher.poll_files(polls)
         self.watcher.start()
         self.title_changed()
 

@@ -69,6 +69,10 @@ def safety_source(state: BoxState, registry: bool = True) -> Callable[[], Any]:
     return ask
 
 
+#: How often a Modal run's weights are looked for in its Volume again (seconds).
+MODAL_SAFETY_EVERY = 10.0
+
+
 class Weights:
     """The weights badge, push and pull of one box."""
 
@@ -92,9 +96,13 @@ class Weights:
         """Once a second: judge the weights again when the pull ledger changed since
         last seen (a pull made here or with ``gpurent pull``); draw the badge."""
         stamp = ledger_stamp()
+        state = self.ports.state
         if stamp != self._ledger:
             self._ledger = stamp
             self.refresh()
+        elif state.spec.kind == "modal" and state.transport is not None and (
+                state.safety_at is None or state.clock() - state.safety_at >= MODAL_SAFETY_EVERY):
+            self.refresh()  # a Volume sends no file events: what it holds is asked again
         self.draw()
 
     def _judge(self) -> None:
@@ -102,6 +110,12 @@ class Weights:
         runs only: the registry there lists every run this laptop ever launched."""
         state = self.ports.state
         if state.transport is None or state.down_since is not None:
+            return
+        if state.spec.kind == "modal":  # safe = in the app's runs Volume, or on the Hub
+            from remote.serverless import volume_safety
+
+            run_dir = state.run_dir or state.run_path(state.spec.run or "")
+            self.ports.post(SafetyJudged(volume_safety(state.transport, run_dir)))
             return
         registry = state.spec.kind != "local"
         self.ports.post(SafetyJudged(resolve_safety(safety_source(state, registry))))

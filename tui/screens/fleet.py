@@ -149,6 +149,7 @@ class FleetScreen(FleetActions, MoveKey, Screen[None]):
             table.add_column(name, key=name)
         yield table
         yield Static(id="fleet-detail")
+        yield Static(id="fleet-modal")
         yield Static(Text("  ".join(f"{k} {what}" for k, what in FLEET_KEYS), style="dim"),
                      id="fleet-keys")
 
@@ -178,6 +179,28 @@ class FleetScreen(FleetActions, MoveKey, Screen[None]):
         self.listing = True
         self.show_status()
         self.list_fleet()
+        self.list_modal()
+
+    @work(thread=True, exclusive=True, group="fleet-modal", exit_on_error=False)
+    def list_modal(self) -> None:
+        """The running Modal apps launched from here, with their timeout left and
+        dollars (in a thread; nothing when none was launched)."""
+        from remote.serverless import fleet_rows, modal_records
+
+        if not modal_records():
+            return
+        try:
+            rows = fleet_rows()
+        except Exception as exc:  # noqa: BLE001 - any failure is one line on screen
+            text = safe(f"Modal: cannot list the apps: {exc}", 300, "yellow")
+        else:
+            text = Text("Modal apps launched from here:" if rows else
+                        "Modal: no app launched from here runs now", style="bold")
+            for row in rows:
+                text.append("\n  ")
+                text.append_text(safe(f"{row['target']}  {row['words']}; {row['money']}",
+                                      300))
+        self.app.call_from_thread(self.query_one("#fleet-modal", Static).update, text)
 
     @work(thread=True, group="fleet", exit_on_error=False)
     def list_fleet(self) -> None:

@@ -1,0 +1,176 @@
+"""The headless commands on a Modal app (``modal:APP[/RUN]``): launch, status, runs,
+follow, stop and the fleet's Modal rows. Each existing command hands a ``modal:`` target
+here; the actions themselves are ``remote.serverless``'s."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+from remote.commands.errors import fail
+from remote.commands.target import Target
+from remote.runs.launch import check_arg
+from remote.runs.read import list_runs, read_run, run_extras
+from remote.serverless import (
+    AppState,
+    ModalSpec,
+    app_view,
+    check_gpu,
+    launch_modal,
+    need_modal,
+    need_record,
+    parse_timeout,
+    record_for,
+    stage_words,
+    stop_modal,
+    volume_transport,
+)
+from remote.serverless.record import gpu_price
+from trainer.text import clean_text, format_duration
+
+
+def modal_spec(app: str, pairs: dict[str, str]) -> ModalSpec:
+    """The launch's spec from its ``key=value`` words: ``name=`` the run, ``timeout=``
+    (required), ``gpu=``, ``data=`` a path in a Volume, ``hub=``; the rest go to the
+    trainer. ``ValueError`` (one line) for a missing or bad one."""
+    pairs = dict(pairs)
+    run = pairs.pop("name", "")
+    if not run:
+        raise ValueError("name=RUN is required (the run directory is APP/RUN in the Volume)")
+    timeout = parse_timeout(pairs.pop("timeout", None))
+    gpu = check_gpu(pairs.pop("gpu", "cpu"))
+    data, hub = pairs.pop("data", ""), pairs.pop("hub", "")
+    stage_repo = stage_file = ""
+    if pairs.get("stage"):
+        stage_repo, stage_file, dest = stage_words(pairs.pop("stage"))
+        data = f"{dest}/{data or 'data.yaml'}" if not data.startswith("/") else data
+    if not data:
+        raise ValueError("data= is required: the data.yaml of a dataset in a Modal Volume "
+                         "(e.g. data=/cache/shapes/data.yaml), or stage=ORG/NAME/FILE.tar")
+    if not data.startswith(("/cache/", "/runs/")):
+        raise ValueError(f"data={data!r}: the dataset must be in a Volume the app mounts "
+                         "(/cache/... or /runs/...)")
+    for key, value in pairs.items():
+        why = check_arg("trainer", key, value)
+        if why:
+            raise ValueError(f"{key}={value!r}: {why}")
+    for key in ("project", "device") if gpu is None else ("project",):
+        pairs.pop(key, None)
+    args = [f"{k}={v}" for k, v in pairs.items()]
+    if gpu is None:
+        args.append("device=cpu")
+    return ModalSpec(app, run, tuple(args), gpu, timeout, data, hub,
+                     os.environ.get("HF_ENDPOINT", ""), stage_repo=stage_repo,
+                     stage_file=stage_file)
+
+
+def launch(args: argparse.Namespace, target: Target, pairs: dict[str, str]) -> int:
+    """``gpurent launch modal:APP ...``: refuse a missing, zero or over-24 h timeout in
+    one line, launch detached, print the app id, the app file and the money bound."""
+    assert target.modal is not None
+    try:
+        spec = modal_spec(target.modal, pairs)
+    except ValueError as exc:
+        return fail("launch", exc, 2, args.json)
+    need_modal()
+    earlier = record_for(spec.app)
+    if earlier is not None and app_view(earlier).running:
+        return fail("launch", f"modal:{spec.app} still runs (app {earlier.app_id}, run "
+                    f"{earlier.run}): stop it first (gpurent stop modal:{spec.app}) or "
+                    "give another app name", 1, args.json)
+    launched = launch_modal(spec)
+    price = gpu_price(spec.gpu)
+    bound = price * spec.timeout / 3600
+    if args.json:
+        print(json.dumps({"ok": True, "app_id": launched.app_id, "target": target.host,
+                          "run_dir": spec.run_dir, "app_file": str(launched.app_file),
+                          "timeout": spec.timeout, "gpu": spec.gpu, "price_per_hour": price,
+                          "most_dollars": round(bound, 2)}))
+        return 0
+    print(f"app {launched.app_id}  run modal:{spec.run_dir}  (detached)")
+    print(f"app file {launched.app_file}")
+    print(f"{spec.gpu or 'CPU'} at ${price:.2f}/h, timeout {format_duration(spec.timeout)}: "
+          f"at most ${bound:.2f} before Modal ends it")
+    return 0
+
+
+def _record_and_state(target: Target) -> tuple[Any, AppState]:
+    assert target.modal is not None
+    record = need_record(target.modal)
+    return record, AppState(record)
+
+
+def status(args: argparse.Namespace, target: Target) -> dict[str, Any]:
+    """``gpurent status modal:APP[/RUN]``: the run's summary read from the Volume, with
+    Modal's state of the app and the money."""
+    record, state = _record_and_state(target)
+    run_dir = target.path if "/" in target.path else record.run_dir
+    transport = volume_transport(record, state)
+    try:
+        summary = read_run(transport, run_dir).summary()
+        summary["extras"] = run_extras(transport, run_dir)
+    finally:
+        transport.close()
+    view = state.view()
+    summary["guard"] = None
+    summary["run_dir"] = f"modal:{run_dir}"
+    summary["modal"] = {"app_id": record.app_id, "state": view.row and view.row.state,
+                        "words": view.state_words, "money": view.money_words,
+                        "timed_out": view.timed_out, "timeout": record.timeout,
+                        "timeout_left": view.timeout_left, "spent": round(view.spent, 4),
+                        "most_more": round(view.most_more, 4)}
+    if view.timed_out and summary.get("state") == "running":
+        summary["health"] = "timed-out"
+        summary["reason"] = f"Modal ended the app at its timeout ({view.state_words})"
+    return summary
+
+
+def status_lines(summary: dict[str, Any]) -> list[str]:
+    """The Modal lines that follow a run's summary."""
+    m = summary.get("modal") or {}
+    return [f"{'modal':<8}{clean_text(str(m.get('words', '')))}",
+            f"{'money':<8}{clean_text(str(m.get('money', '')))}"]
+
+
+def runs(args: argparse.Namespace, target: Target) -> list[Any]:
+    """The runs of the app's project in the Volume."""
+    record, state = _record_and_state(target)
+    transport = volume_transport(record, state)
+    try:
+        return list_runs(transport, record.app)
+    finally:
+        transport.close()
+
+
+def follow_target(target: Target) -> tuple[Any, str]:
+    """A ``connect()`` for the watcher and the run directory to follow."""
+    record, state = _record_and_state(target)
+    run_dir = target.path if "/" in target.path else record.run_dir
+    return (lambda: volume_transport(record, state)), run_dir
+
+
+def stop(args: argparse.Namespace, target: Target) -> int:
+    """``gpurent stop modal:APP``: ``modal app stop``, then what is safe."""
+    record, _ = _record_and_state(target)
+    stopped = stop_modal(record)
+    saved = [f.words for f in stopped.saved]
+    if args.json:
+        print(json.dumps({"ok": True, "outcome": "stopped", "app_id": record.app_id,
+                          "state": stopped.view.state_words, "money": stopped.view.money_words,
+                          "saved": saved, "run_dir": f"modal:{record.run_dir}"}))
+        return 0
+    print(f"stopped: modal app stop {record.app_id}: Modal interrupts the function, which "
+          f"asks the trainer to stop (SIGTERM: it saves last.pt) and commits the Volume "
+          f"within Modal's grace period; {clean_text(stopped.view.state_words)}")
+    print(clean_text(stopped.view.money_words))
+    for line in saved or ["no weight file in the Volume or on the Hub"]:
+        print(f"  {clean_text(line)}")
+    return 0
+
+
+def say(line: str) -> None:
+    """A line on stderr."""
+    print(line, file=sys.stderr)
