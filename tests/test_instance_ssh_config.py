@@ -174,7 +174,10 @@ def test_gpurent_instances_with_i_reaches_a_box_only_that_key_opens(only_me, pro
     assert listed.returncode == 0, listed.stderr
     [row] = json.loads(listed.stdout)["rows"]
     assert row["unreachable"] is None and row["box"] is not None
-    assert row["weights"]["state"] == "unsafe", row["weights"]  # no run: judged, not '?'
+    # Reached and judged: no run is registered there, which is said (not "NOT safe",
+    # issue 38), rather than the unreachable box's "give -i KEY".
+    assert row["weights"]["state"] == "unknown", row["weights"]
+    assert "no run registered on the box" in row["weights"]["reason"], row["weights"]
     missing = gpurent(env, "instances", "-i", str(tmp_path / "nokey"))
     assert missing.returncode == 2
     assert missing.stderr == f"gpurent instances: -i {tmp_path / 'nokey'}: no such key file\n"

@@ -66,7 +66,7 @@ async def test_a_changed_host_key_stops_says_it_whole_and_offers_the_fix(
         assert badge.state == "blocked" and "r: try again" in str(badge.content)
         # the status row and the events hold the whole message, the fix included
         assert fix in box.panes.status_row.text.plain
-        assert box.panes.status_row.size.height > 1  # wrapped, not cut
+        await until(pilot, lambda: box.panes.status_row.size.height > 1)  # wrapped, not cut
         said = [line for line in history(app) if "stopped reconnecting" in line]
         assert len(said) == 1 and fix in said[0], said
         await until_shown(pilot, str(known))
