@@ -35,7 +35,7 @@ from tui.dialogs.push import PushDialog
 from tui.dialogs.quit import QuitDialog
 from tui.widgets.metrics import MetricsPane
 
-pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.first, pytest.mark.timeout(600)]
 
 #: The instance the box is, on the Vast stand-in; its own key is in the box's environment.
 VAST_ID = "4100888"
@@ -125,7 +125,7 @@ async def test_the_user_path_through_the_tui(user_box: SSHServer, tmp_path: Path
         form = app.screen
         for key, value in {"data": "data/data.yaml", "epochs": "500", "imgsz": "32",
                            "batch": "8", "name": "first", "device": "cpu",
-                           "extra": "workers=0 seed=0"}.items():
+                           "extra": "workers=0 seed=0 patience=0"}.items():
             # As typed: the field has the focus (so the box's answers leave it alone),
             # its text set whole (no key can be lost).
             field = form.query_one(f"#f-{key}", Input)

@@ -28,7 +28,7 @@ from tests.test_tui_terminal import Tmux
 from tests.test_userpath import VAST_ID, box_dataset, box_env
 from trainer import runfiles
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900),
+pytestmark = [pytest.mark.slow, pytest.mark.first, pytest.mark.timeout(900),
               pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")]
 
 #: What box-drawing and padding a pane adds between the words of a widget.
@@ -217,7 +217,8 @@ def test_the_user_path_in_a_real_terminal_from_the_wheel(
     screen.wait("Launch a training run", "ctrl+s launch", "mkdir -p")
     fields = [("data *", "data/data.yaml"), ("name *", "first"), ("model", None),
               ("epochs", "500"), ("batch", "8"), ("imgsz", "32"), ("device", "cpu"),
-              ("save_period", None), ("Hub repo", None), ("more args", "workers=0 seed=0")]
+              ("save_period", None), ("Hub repo", None),
+              ("more args", "workers=0 seed=0 patience=0")]
     screen.learn_focus("data *", "name *")  # the form opens with the focus in data
     for label, value in fields:
         screen.wait_focus(label)  # no key typed before the focus is there
