@@ -117,7 +117,12 @@ def test_a_resumed_run_is_safe_only_once_its_final_push_is_on_the_hub(
         "model": "yolox-n", "pretrained": "False", "data": data, "epochs": str(EPOCHS),
         "eval_interval": "1", "hub": "org/ly", "hub_period": str(PERIOD)})
     on_box(tmp_path / "a", monkeypatch)
+    # A's epochs take 1 s: A must be caught between a milestone on the Hub and the next
+    # (the push's commit lands a moment after its epoch; at 0.3 s an epoch, a loaded
+    # machine's push came after the next milestone's epochs were written, in a full run).
+    monkeypatch.setenv("FAKE_LIBREYOLO_EPOCH_SECONDS", "1.0")
     started = start_run(box, spec, stdin=VALID_TOKEN.encode(), wait=0)
+    monkeypatch.setenv("FAKE_LIBREYOLO_EPOCH_SECONDS", "0.3")  # B as the box fixture has it
     run_a, pid_a = Path(started.result.run_dir), started.result.pid
     assert wait_until(lambda: live_watchers(run_a), 30), "no push watcher on A"
     watchers_a = live_watchers(run_a)

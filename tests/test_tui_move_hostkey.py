@@ -45,7 +45,8 @@ async def test_a_new_box_with_an_unknown_key_opens_the_host_key_dialog(
         opened: list[object] = []
         thread = threading.Thread(target=lambda: opened.append(_open(connector)), daemon=True)
         thread.start()
-        await until(pilot, lambda: isinstance(app.screen, ConfirmDialog))
+        await until(pilot, lambda: isinstance(app.screen, ConfirmDialog)
+                    and bool(app.screen.query("#confirm")))  # composed, not only pushed
         assert "can't be established" in app.screen.query_one("#body").content.plain
         app.screen.query_one("#confirm", Button).focus()
         await pilot.pause()
