@@ -5,7 +5,6 @@ runs the fix after confirmation. The error is a real one from the sshd fixture."
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from remote.link import changed_host_key, whole_line
 from remote.transport.hostkeys import HostKeyChanged
 from remote.watch.events import ConnectionEvent
 from tests.fixtures.screen import history, until_shown
+from tests.fixtures.screen import until_true as until
 from tests.fixtures.sshd import SSHServer, keygen, write_known_host
 from tui.app import GpurentApp
 from tui.box.view import BoxView
@@ -24,12 +24,6 @@ from tui.widgets.badges import ConnectionBadge
 
 pytestmark = pytest.mark.anyio
 
-
-async def until(pilot, check, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"condition not met: {history(pilot.app)[-4:]}"
-        await pilot.pause(0.05)
 
 
 def changed_key_error(sshd: SSHServer, tmp_path: Path) -> tuple[HostKeyChanged, Path]:

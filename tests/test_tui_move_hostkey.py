@@ -5,13 +5,13 @@ item 8: a move to a new box said "pass --accept-new" and failed). Real sshd."""
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 
 import pytest
 from textual.widgets import Button
 
 from remote.billing import FleetOptions, list_fleet
+from tests.fixtures.screen import until_true as until
 from tests.fixtures.sshd import SSHServer
 from tui.app import GpurentApp
 from tui.dialogs.confirm import ConfirmDialog
@@ -19,12 +19,6 @@ from tui.screens.fleet import FleetScreen
 
 pytestmark = pytest.mark.anyio
 
-
-async def until(pilot, check, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "condition not met"
-        await pilot.pause(0.05)
 
 
 async def test_a_new_box_with_an_unknown_key_opens_the_host_key_dialog(

@@ -6,13 +6,12 @@ fleet's m. The instance is the Vast stand-in's; the tab watches a real run direc
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from textual.widgets import TabbedContent
 
 from remote.watch.events import ConnectionEvent
 from tests.fixtures.screen import history
+from tests.fixtures.screen import until_true as until
 from tui.app import GpurentApp
 from tui.box.view import BoxView
 from tui.spec import BoxSpec
@@ -20,12 +19,6 @@ from tui.words import quit_text
 
 pytestmark = pytest.mark.anyio
 
-
-async def until(pilot, check, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"condition not met: {history(pilot.app)[-4:]}"
-        await pilot.pause(0.05)
 
 
 async def test_a_taken_away_instance_is_said_and_no_longer_polled(

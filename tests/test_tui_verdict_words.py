@@ -5,11 +5,11 @@ completed reads "run exp completed after 30/30 epochs" or "run exp completed", n
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
 from tests.fixtures.screen import history
+from tests.fixtures.screen import until_true as until
 from trainer import runfiles
 from tui.app import GpurentApp
 from tui.box.view import BoxView
@@ -17,12 +17,6 @@ from tui.spec import BoxSpec
 
 pytestmark = pytest.mark.anyio
 
-
-async def until(pilot, check, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"condition not met: {history(pilot.app)[-4:]}"
-        await pilot.pause(0.05)
 
 
 @pytest.mark.parametrize("counts", [False, True])
