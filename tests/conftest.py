@@ -28,6 +28,7 @@ pytest_plugins: list[str] = [
     "tests.fixtures.boxes",
     "tests.fixtures.gpubox",
     "tests.fixtures.fleetbox",
+    "tests.fixtures.modal_env",
 ]
 
 

@@ -66,9 +66,10 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
                       "trainer.runfiles", "trainer.health", "trainer.providers",
                       "trainer._exports"),
     # serverless -> billing (the intents that record an app) -> the ground: a Modal app
-    # is watched through its Volume (remote.transport.volume), not a box's tools.
+    # is watched through its Volume (remote.transport.volume), not a box's tools;
+    # remote.runs only for the trainer's argument rules (a launch refuses what it would).
     "remote.serverless": ("remote.billing", "remote.weights", "remote.config",
-                          "remote.transport",
+                          "remote.transport", "remote.fields", "remote.runs",
                           "trainer.runfiles", "trainer._exports"),
     # trainer.version: the providers canary's report names the version that read it.
     "remote.commands": ("remote.serverless", "remote.glance", "remote.billing",

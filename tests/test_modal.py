@@ -15,7 +15,6 @@ import subprocess
 import sys
 import tarfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,20 +24,6 @@ from tests.fixtures.modal_standin import ModalStandin
 
 ROOT = Path(__file__).resolve().parents[1]
 WAIT = 240.0
-
-
-@pytest.fixture
-def modal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ModalStandin]:
-    """A Modal stand-in the real client is pointed at (here and in subprocesses), with
-    the shapes dataset already in the cache Volume."""
-    standin = ModalStandin(tmp_path / "modal")
-    for key, value in standin.env().items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.setenv("MODAL_CONFIG_PATH", str(tmp_path / "modal.toml"))
-    try:
-        yield standin
-    finally:
-        standin.close()
 
 
 def dataset_tar(folder: Path) -> bytes:

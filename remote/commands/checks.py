@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from remote import fields
@@ -37,7 +38,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     f = sub.add_parser("profile", help="profile training steps and say if a faster GPU helps",
                        description="Run `trainer profile` on HOST (or `local`) with train "
                        "arguments as KEY=VALUE (model= data= batch= imgsz= workers= ...) "
-                       "plus steps= warmup= price=USD_PER_HOUR. Options go before HOST.")
+                       "plus steps= warmup= price=USD_PER_HOUR. Options go before HOST. "
+                       "On modal:APP (with gpu= data= or stage=, as `gpurent launch` takes "
+                       "them) a probe app measures a few steps on that GPU (it bills: at "
+                       "most 15 minutes) and proposes the run's timeout= for its epochs=.")
     f.add_argument("host", metavar="HOST")
     f.add_argument("pairs", nargs="*", metavar="KEY=VALUE")
     _common(f, "profile")
@@ -52,6 +56,8 @@ def _common(parser: argparse.ArgumentParser, name: str) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run one box tool and print its report."""
     pairs = dict(_pair(word) for word in getattr(args, "pairs", []))
+    if args.tool == "profile" and args.host.startswith("modal:"):
+        return modal_profile(args, pairs)
     target = host_target(args.host)
     transport = open_transport(target, args, bootstrap=True)
     try:
@@ -103,3 +109,43 @@ def readable(report: dict[str, Any]) -> list[str]:
     if "ok" in report:
         lines.append("ok" if report["ok"] is True else "problems found")
     return [clean_text(line) for line in lines]
+
+
+def modal_profile(args: argparse.Namespace, pairs: dict[str, str]) -> int:
+    """``gpurent profile modal:APP ...``: a probe app measures a few steps on the GPU
+    asked for; print its report and the timeout proposed for the run's epochs."""
+    from remote.serverless import (
+        ModalError,
+        check_app_name,
+        need_modal,
+        probe_bound,
+        probe_modal,
+        propose_timeout,
+        spec_from_words,
+    )
+
+    app = args.host[len("modal:"):]
+    try:
+        spec = spec_from_words(check_app_name(app),
+                               {"timeout": "15m", "name": "probe", **pairs})
+    except ValueError as exc:
+        return fail("profile", exc, 2, args.json)
+    need_modal()
+    if not args.json:
+        print(f"gpurent profile: {probe_bound(spec)}", file=sys.stderr)
+    try:
+        probed = probe_modal(spec, progress=None if args.json else
+                             lambda line: print(clean_text(line), file=sys.stderr))
+    except ModalError as exc:
+        return fail("profile", exc, 1, args.json)
+    proposal = propose_timeout(probed, pairs.get("epochs", ""))
+    if args.json:
+        print(json.dumps({"ok": True, "report": probed.report, "app_id": probed.app_id,
+                          "waited": round(probed.waited, 1),
+                          "proposal": {"seconds": proposal.seconds, "timeout": proposal.value,
+                                       "words": proposal.words}}))
+        return 0
+    print("\n".join(readable(probed.report)))
+    print(f"timeout={proposal.value} proposed ({proposal.words})" if proposal.seconds
+          else f"no timeout proposed: {proposal.words}")
+    return 0

@@ -6,25 +6,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from typing import Any
 
 from remote.commands.errors import fail
 from remote.commands.target import Target
-from remote.runs.launch import check_arg
 from remote.runs.read import list_runs, read_run, run_extras
 from remote.serverless import (
     AppState,
-    ModalSpec,
     app_view,
-    check_gpu,
     launch_modal,
     need_modal,
     need_record,
-    parse_timeout,
     record_for,
-    stage_words,
+    spec_from_words,
     stop_modal,
     volume_transport,
 )
@@ -32,47 +27,12 @@ from remote.serverless.record import gpu_price
 from trainer.text import clean_text, format_duration
 
 
-def modal_spec(app: str, pairs: dict[str, str]) -> ModalSpec:
-    """The launch's spec from its ``key=value`` words: ``name=`` the run, ``timeout=``
-    (required), ``gpu=``, ``data=`` a path in a Volume, ``hub=``; the rest go to the
-    trainer. ``ValueError`` (one line) for a missing or bad one."""
-    pairs = dict(pairs)
-    run = pairs.pop("name", "")
-    if not run:
-        raise ValueError("name=RUN is required (the run directory is APP/RUN in the Volume)")
-    timeout = parse_timeout(pairs.pop("timeout", None))
-    gpu = check_gpu(pairs.pop("gpu", "cpu"))
-    data, hub = pairs.pop("data", ""), pairs.pop("hub", "")
-    stage_repo = stage_file = ""
-    if pairs.get("stage"):
-        stage_repo, stage_file, dest = stage_words(pairs.pop("stage"))
-        data = f"{dest}/{data or 'data.yaml'}" if not data.startswith("/") else data
-    if not data:
-        raise ValueError("data= is required: the data.yaml of a dataset in a Modal Volume "
-                         "(e.g. data=/cache/shapes/data.yaml), or stage=ORG/NAME/FILE.tar")
-    if not data.startswith(("/cache/", "/runs/")):
-        raise ValueError(f"data={data!r}: the dataset must be in a Volume the app mounts "
-                         "(/cache/... or /runs/...)")
-    for key, value in pairs.items():
-        why = check_arg("trainer", key, value)
-        if why:
-            raise ValueError(f"{key}={value!r}: {why}")
-    for key in ("project", "device") if gpu is None else ("project",):
-        pairs.pop(key, None)
-    args = [f"{k}={v}" for k, v in pairs.items()]
-    if gpu is None:
-        args.append("device=cpu")
-    return ModalSpec(app, run, tuple(args), gpu, timeout, data, hub,
-                     os.environ.get("HF_ENDPOINT", ""), stage_repo=stage_repo,
-                     stage_file=stage_file)
-
-
 def launch(args: argparse.Namespace, target: Target, pairs: dict[str, str]) -> int:
     """``gpurent launch modal:APP ...``: refuse a missing, zero or over-24 h timeout in
     one line, launch detached, print the app id, the app file and the money bound."""
     assert target.modal is not None
     try:
-        spec = modal_spec(target.modal, pairs)
+        spec = spec_from_words(target.modal, pairs)
     except ValueError as exc:
         return fail("launch", exc, 2, args.json)
     need_modal()

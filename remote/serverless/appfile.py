@@ -32,6 +32,8 @@ GPUS = ("T4", "L4", "A10G", "A10", "L40S", "A100", "A100-40GB", "A100-80GB", "H1
         "H100!", "H200", "B200", "cpu")
 #: A line the app prints once its function is spawned: the launcher reads the app id here.
 SPAWNED = "gpurent-modal-spawned"
+#: What a probe measures: a few real steps and a little validation (``trainer profile``).
+PROBE_ARGS = ("steps=8", "warmup=2")
 _APP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,62}")
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd]?)")
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -92,6 +94,9 @@ class ModalSpec:
     stage_file: str = ""
     python: str = "3.11"
     torch: str = "torch==2.13.0"
+    #: A probe's id: the function measures a few steps (``trainer profile``) and writes
+    #: the report to ``probe_report`` instead of training ("" for a training run).
+    probe: str = ""
 
     @property
     def project(self) -> str:
@@ -102,6 +107,11 @@ class ModalSpec:
     def run_dir(self) -> str:
         """The run's directory in the runs Volume."""
         return f"{self.app}/{self.run}"
+
+    @property
+    def probe_report(self) -> str:
+        """Where a probe's report lands in the runs Volume ("" for a training run)."""
+        return f"{self.app}/probe-{self.probe}.json" if self.probe else ""
 
 
 def stage_words(text: str) -> tuple[str, str, str]:
@@ -125,7 +135,8 @@ def render(spec: ModalSpec) -> str:
         runs=RUNS_MOUNT, cache=CACHE_MOUNT,
         secret=HUB_SECRET if spec.hub or spec.stage_repo else "",
         stage_repo=spec.stage_repo, stage_file=spec.stage_file,
-        tag=RUN_TAG, spawned=SPAWNED, python=spec.python, torch=spec.torch)
+        tag=RUN_TAG, spawned=SPAWNED, python=spec.python, torch=spec.torch,
+        probe=spec.probe, probe_args=list(PROBE_ARGS))
 
 
 TEMPLATE = '''"""{doc!s}.
@@ -153,6 +164,9 @@ CACHE = {cache!r}
 HUB_SECRET = {secret!r}
 STAGE_REPO = {stage_repo!r}
 STAGE_FILE = {stage_file!r}
+#: A probe: measure a few steps, write the report, train nothing ("" to train).
+PROBE = {probe!r}
+PROBE_ARGS = {probe_args!r}
 #: Seconds the trainer gets to save last.pt after Modal's stop (within Modal's grace).
 STOP_GRACE = 20
 
@@ -167,7 +181,8 @@ cache = modal.Volume.from_name({cache_volume!r}, create_if_missing=True)
 @app.function(image=image, gpu=GPU, timeout=TIMEOUT, volumes={{RUNS: runs, CACHE: cache}},
               secrets=[modal.Secret.from_name(HUB_SECRET)] if HUB_SECRET else [])
 def train() -> int:
-    """Check the dataset, train, and commit the runs Volume after each status write."""
+    """Check the dataset, train (or probe), and commit the runs Volume after each status
+    write."""
     env = dict(os.environ, HF_HOME=CACHE + "/hf")
     if HF_ENDPOINT:
         env["HF_ENDPOINT"] = HF_ENDPOINT
@@ -182,10 +197,20 @@ def train() -> int:
                        input=(token + "\\n").encode() if token else None)
         cache.commit()
     if DATA:
-        subprocess.run([sys.executable, "-m", "trainer", "doctor", DATA], env=env, check=True)
+        doctor = subprocess.run([sys.executable, "-m", "trainer", "doctor", DATA], env=env)
+        if doctor.returncode:
+            print("gpurent: the dataset doctor refused " + DATA + " (its findings above)",
+                  flush=True)
+            return doctor.returncode
     words = [*ARGS, "project=" + project, "name=" + RUN]
     if DATA:
         words.append("data=" + DATA)
+    if PROBE:  # the report, not a run: what the launch form proposes a timeout from
+        report = project + "/probe-" + PROBE + ".json"
+        done = subprocess.run([sys.executable, "-m", "trainer", "profile", *words,
+                               *PROBE_ARGS, "--out", report], env=env)
+        runs.commit()
+        return done.returncode
     if HUB:
         words.append("hub=" + HUB)
         env["GPURENT_HUB_TOKEN_STDIN"] = "1"

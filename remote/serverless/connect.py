@@ -30,6 +30,13 @@ class ModalConnector:
         self.box: dict[str, Any] | None = None
         self.ask_unknown: Any = None
 
+    def relaunched(self) -> ModalRecord:
+        """The app was launched again from here: its new record, which the connections
+        open now and later (their ``pid_alive``) answer for."""
+        self.record = need_record(self.record.app)
+        self.state.follow(self.record)
+        return self.record
+
     def __call__(self) -> Transport:
         """A new connection (see :meth:`open`)."""
         return self.open()

@@ -54,8 +54,18 @@ def write_app_file(spec: ModalSpec) -> Path:
 
 
 def launch_modal(spec: ModalSpec, wait: float = SPAWN_WAIT) -> ModalLaunch:
-    """Launch ``spec`` on Modal, detached; ``ModalError`` (one line) when the app does not
-    spawn its function (the CLI's last words), ``NeedsSetup`` without the client."""
+    """Launch ``spec`` on Modal, detached, and record it (the laptop's intents);
+    ``ModalError`` (one line) when the app does not spawn its function (the CLI's last
+    words), ``NeedsSetup`` without the client."""
+    launched = spawn_app(spec, wait)
+    want_running(f"modal:{spec.app}", RunIntent(spec.run, spec.project, spec.hub))
+    note_app(spec, launched.app_id, time.time())
+    return launched
+
+
+def spawn_app(spec: ModalSpec, wait: float = SPAWN_WAIT) -> ModalLaunch:
+    """Write ``spec``'s app file and run it with ``modal run --detach`` until its
+    function is spawned; nothing is recorded (see :func:`launch_modal`)."""
     need_modal()
     path = write_app_file(spec)
     proc = subprocess.Popen(modal_command("run", "--detach", str(path)), env=_env(),
@@ -84,10 +94,7 @@ def launch_modal(spec: ModalSpec, wait: float = SPAWN_WAIT) -> ModalLaunch:
     if not found:
         raise ModalError(f"modal run did not start {spec.app}: "
                          f"{last_line(output) or 'no output'}")
-    app_id = found[0]
-    want_running(f"modal:{spec.app}", RunIntent(spec.run, spec.project, spec.hub))
-    note_app(spec, app_id, time.time())
-    return ModalLaunch(app_id, path, output)
+    return ModalLaunch(found[0], path, output)
 
 
 def _end(proc: subprocess.Popen[bytes]) -> None:

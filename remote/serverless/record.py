@@ -42,6 +42,10 @@ class ModalRecord:
     price_per_hour: float
     hub: str = ""
     want: str = "running"
+    #: The launch's trainer arguments, dataset and staged tar (what a relaunch offers).
+    args: tuple[str, ...] = ()
+    data: str = ""
+    stage: str = ""
 
     @property
     def target(self) -> str:
@@ -67,6 +71,9 @@ def note_app(spec: ModalSpec, app_id: str, now: float, price: float | None = Non
             entry = {"want": "running", "since": now, "runs": []}
         entry["modal"] = {"app_id": app_id, "run": spec.run, "gpu": spec.gpu,
                           "timeout": spec.timeout, "launched_at": now, "hub": spec.hub,
+                          "args": list(spec.args), "data": spec.data,
+                          "stage": f"{spec.stage_repo}/{spec.stage_file}"
+                          if spec.stage_repo else "",
                           "price_per_hour": gpu_price(spec.gpu) if price is None else price}
         data[f"modal:{spec.app}"] = entry
 
@@ -81,9 +88,12 @@ def _record(target: str, entry: Any) -> ModalRecord | None:
     if timeout is None or at is None:
         return None
     gpu = m.get("gpu") if isinstance(m.get("gpu"), str) else None
+    args = m.get("args") if isinstance(m.get("args"), list) else []
     return ModalRecord(target[len("modal:"):], m["app_id"], str(m.get("run") or ""), gpu,
                        int(timeout), at, finite(m.get("price_per_hour")) or 0.0,
-                       str(m.get("hub") or ""), str(entry.get("want") or "running"))
+                       str(m.get("hub") or ""), str(entry.get("want") or "running"),
+                       tuple(str(a) for a in args), str(m.get("data") or ""),
+                       str(m.get("stage") or ""))
 
 
 def modal_records() -> dict[str, ModalRecord]:

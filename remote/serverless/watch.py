@@ -139,6 +139,12 @@ class AppState:
         self._view: AppView | None = None
         self._asking = False
 
+    def follow(self, record: ModalRecord) -> None:
+        """From now on the state is that of ``record``'s app (the app was launched
+        again): what was asked of the previous one is forgotten."""
+        with self._lock:
+            self.record, self._view, self._asked = record, None, 0.0
+
     def view(self) -> AppView:
         """The app's view, fresh within ``STATE_TTL``."""
         with self._lock:

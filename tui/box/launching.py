@@ -35,8 +35,9 @@ from remote.runs import profile as run_profile
 from remote.weights import REPO_RE, laptop_token, require_token
 from tui.box.estimate import Estimate
 from tui.box.failures import ActionRefused
+from tui.box.modal_launch import ModalLaunching, ModalStarted
 from tui.box.ports import Done, Panes, Ports
-from tui.box.reports import findings_text
+from tui.box.reports import findings_text, has_gpu
 from tui.dialogs.confirm import ConfirmDialog
 from tui.dialogs.launch import FormHooks, LaunchForm, LaunchRequest, parse_extra
 from tui.dialogs.profile import profile_summary
@@ -55,13 +56,6 @@ CLONE_FIELDS = {"model": "model_size", "epochs": "total_epochs", "batch": "batch
 CHECKED_FIELDS = ("name", "model", "epochs", "batch", "imgsz", "device", "save_period")
 #: Workers whose failure is also shown inside the open form.
 FORM_WORKERS = ("start_launch", "profile", "run_checks", "probe")
-
-
-def has_gpu(preflight: dict[str, Any] | None) -> bool | None:
-    """Whether the box can train on a GPU (``None`` until preflight has run)."""
-    if preflight is None or "gpu_available" not in preflight:
-        return None
-    return bool(preflight["gpu_available"])
 
 
 @dataclass
@@ -131,6 +125,8 @@ class Launching:
         self._checks_owed = False
         #: The open form's defaults that assume a GPU, the box not having said yet.
         self._gpu_guesses: dict[str, str] = {}
+        self.modal = ModalLaunching(ports, lambda started: ports.post(  # modal:APP's form
+            Launched(started, LaunchRequest("trainer", started.spec.run))))
 
     # ------------------------------------------------------------------ the form
 
@@ -157,7 +153,10 @@ class Launching:
                        if yes else None)
 
     def open_form(self, title: str) -> None:
-        """The launch form; it stays open until the run started or the user cancels."""
+        """The launch form; it stays open until the run started or the user cancels.
+        A Modal tab has its own (``tui.box.modal_launch``)."""
+        if self.ports.state.spec.kind == "modal":
+            return self.modal.open_form()
         state = self.ports.state
         transport = state.need_transport()
         defaults = self.launch_defaults()
@@ -454,7 +453,9 @@ class Launching:
     def launched(self, launched: Launched) -> str:
         """Remember the values and close the form; a run that died in setup rings the
         bell with its error. Returns the new run's directory (watched either way: its
-        console.log fills the log pane)."""
+        console.log fills the log pane); a Modal launch is its part's."""
+        if isinstance(launched.started, ModalStarted):
+            return self.modal.launched(launched.started)
         request, started = launched.request, launched.started
         remembered = {k: v for k, v in request.args.items() if k != "name"}
         self.ports.state.last_launch = {**remembered, "hub": request.hub}

@@ -90,3 +90,10 @@ def destroy_billing(report: Any, instance: Any = None) -> Text:
         text.append(f"\n{report.provider_title or 'This provider'} cannot stop an instance: "
                     "destroying (terminating) is the only way to end its billing.")
     return text
+
+
+def has_gpu(preflight: dict[str, Any] | None) -> bool | None:
+    """Whether the box can train on a GPU (``None`` until preflight has run)."""
+    if preflight is None or "gpu_available" not in preflight:
+        return None
+    return bool(preflight["gpu_available"])
