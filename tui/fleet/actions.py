@@ -201,37 +201,24 @@ class FleetActions:
     def lease_row(self, row: Any, seconds: float | None, then: str) -> None:
         """Set or clear the lease on this laptop (the watchdog's), then on the box when
         the listing reached it (its guard's), as ``gpurent lease`` does."""
-        from remote.billing import clear_lease, set_lease, write_on_box
+        from remote.billing import change_lease
 
+        # Located through the row's own account (another account of the same provider
+        # does not know the instance).
+        box = None if row.box is None else lambda: self.connector_for(  # type: ignore[attr-defined]
+            row.target, self.fleet.clients.get(row.account)).open(early=False, gate=True)
         try:
-            lease = None
-            if seconds is None:
-                clear_lease(row.target)
-            else:
-                lease = set_lease(row.target, seconds, then)
+            lease, told = change_lease(row.target, seconds, then, box)
         except (OSError, ValueError) as exc:
             self.post_message(self.Leased(  # type: ignore[attr-defined]
                 f"{row.target}: the lease was not set: {exc}", failed=True))
             return
+        if box is None:
+            told = "the box was not reached by the listing"
         said = f"{row.target}: " + ("no lease" if lease is None else
                                      f"lease {lease.deadline_words()}")
-        told = "the box was not reached by the listing"
-        if row.box is not None:
-            try:
-                # Located through the row's own account (another account of the same
-                # provider does not know the instance).
-                connector = self.connector_for(  # type: ignore[attr-defined]
-                    row.target, self.fleet.clients.get(row.account))
-                transport = connector.open(early=False, gate=True)
-                try:
-                    write_on_box(transport, lease)
-                finally:
-                    transport.close()
-                told = ""
-            except Exception as exc:  # noqa: BLE001 - the laptop's lease holds; said
-                told = one_line(str(exc), 200)
         said += "; written on the box" if not told else \
-            f"; kept here for the watchdog (the box was not told: {told})"
+            f"; kept here for the watchdog (the box was not told: {one_line(told, 200)})"
         self.post_message(self.Leased(said))  # type: ignore[attr-defined]
 
     def on_fleet_screen_leased(self, message: Any) -> None:
