@@ -14,7 +14,7 @@ __all__, __getattr__ = lazy_exports(__name__, {
                   "resolve_base_url", "resolve_instance", "sends_account_key",
                   "split_instance_target"],
     "identity": ["WrongInstance", "box_address", "this_machine"],
-    "address": ["Locator"],
+    "address": ["Locator", "connector_to"],
     "arming": ["Armed", "GuardOrder", "arm", "disarm"],
     "teardown": ["GateRefused", "UnknownSafety", "check_destroy", "resolve_safety",
                  "run_safety", "run_teardown", "warning_for"],

@@ -413,14 +413,11 @@ class FleetScreen(FleetActions, MoveKey, Screen[None]):
     def connector_for(self, target: str, client: Any = None) -> Any:
         """A connector to ``target`` with the listing's SSH options; an instance target is
         located through ``client`` (its account's provider client)."""
-        from remote.billing import Locator, parse_instance_target
-        from remote.link import Connector
+        from remote.billing import connector_to
         from tui.hostkey_question import host_key_asker
 
         options = getattr(self.fleet, "options", None)
-        named = parse_instance_target(target)
-        connector = Connector(target, accept_new=bool(getattr(options, "accept_new", False)),
-                              ssh_options=dict(getattr(options, "ssh_options", {}) or {}),
-                              locate=Locator(named, provider=client) if named else None)
-        connector.ask_unknown = host_key_asker(self.app)  # a new box's key is asked about
-        return connector
+        return connector_to(target, provider=client,
+                            accept_new=bool(getattr(options, "accept_new", False)),
+                            ssh_options=getattr(options, "ssh_options", None),
+                            ask_unknown=host_key_asker(self.app))  # a new box's key is asked
