@@ -142,7 +142,7 @@ class FleetActions:
     def ask_destroy(self, row: Any, safety: Any, unknown: str) -> None:
         """The destroy dialog for ``row``: with ``safety``'s verdict, or (``unknown``:
         why) behind the "weights unknown" gate. Cancel stays in the fleet."""
-        from remote.billing import warning_for
+        from remote.billing import destroy_question, warning_for
 
         client = self.fleet.clients.get(row.account)
         detail = Text()
@@ -150,32 +150,29 @@ class FleetActions:
         detail.append(f" ({row.account}): ")
         detail.append_text(safe(warning_for("destroy", client, row.instance) if client
                                 else "its account's client is missing", 400))
-        weights_safe = bool(safety is not None and safety.safe)
-        unsafe = "" if safety is None else \
-            getattr(safety, "unsafe_names", "") or getattr(safety, "reason", "")
-        dialog = DestroyDialog(str(row.instance.id), weights_safe, detail, unsafe,
-                               unknown=unknown)
+        question = destroy_question(safety, unknown)
+        dialog = DestroyDialog(str(row.instance.id), question.safe, detail, question.unsafe,
+                               unknown=question.unknown)
         dialog.about = row.target
         self.app.push_screen(dialog, lambda answer: None if not answer else
-                             self.destroy_row(row, client, safety, unknown, *answer))
+                             self.destroy_row(row, client, question, *answer))
 
     @work(thread=True, group="fleet-destroy", exit_on_error=False)
-    def destroy_row(self, row: Any, client: Any, safety: Any, unknown: str,
+    def destroy_row(self, row: Any, client: Any, question: Any,
                     override: bool, typed_id: str) -> None:
         """Destroy through the gate (``run_teardown``): the weights of a reached box are
         checked again at this moment; unknown ones pass only with the override and the
         typed id."""
-        from remote.billing import UnknownSafety, run_safety, run_teardown
+        from remote.billing import run_safety, run_teardown
 
-        transport = None
+        transport = checked = None
         try:
-            if unknown:
-                source: Any = UnknownSafety(f"the weights are unknown: {unknown}")
-            else:
+            if not question.unknown:
                 transport = self.connector_for(row.target, client).open(  # type: ignore[attr-defined]
                     early=False, gate=True)
-                source = run_safety(transport, None)
-            outcome = run_teardown(client, row.instance.id, "destroy", safety=source,
+                checked = run_safety(transport, None)
+            outcome = run_teardown(client, row.instance.id, "destroy",
+                                   safety=question.source(checked),
                                    override=override, typed_id=typed_id, interval=1.0)
             text = outcome.message or f"{row.target}: {outcome.state}"
         except Exception as exc:  # noqa: BLE001 - the outcome is a line on screen
