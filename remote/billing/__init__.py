@@ -22,6 +22,8 @@ __all__, __getattr__ = lazy_exports(__name__, {
     "resume": ["Resumed", "Step", "resume_run"],
     "accounts": ["NO_ACCOUNTS", "Account", "NoAccounts", "configured_accounts"],
     "fleet": ["Fleet", "FleetOptions", "FleetRow", "list_fleet"],
+    "fleetrows": ["NOT_RUNNING", "SORTS", "haystack", "notes", "nothing_to_stop",
+                  "provider_state", "row_key", "shown", "state_words"],
     "lastknown": ["keep_last_known"],
     "idle": ["Idle"],
     "leases": ["Lease", "change_lease", "clear_lease", "lease_for", "leases", "parse_duration",

@@ -13,14 +13,11 @@ from typing import Any
 from rich.text import Text
 from textual import work
 
-from trainer.text import clock_time, money, one_line
+from trainer.text import one_line
 from tui.dialogs.confirm import ConfirmDialog
 from tui.dialogs.destroy import DestroyDialog
 from tui.dialogs.lease import LeaseDialog
 from tui.fmt import safe
-
-#: States in which a stop has nothing to do.
-NOT_RUNNING = ("stopped", "stopping", "destroyed", "destroying")
 
 
 class FleetActions:
@@ -55,14 +52,11 @@ class FleetActions:
         row = self.row_to_act_on("stop")
         if row is None:
             return
-        inst = row.instance
-        if inst.state in NOT_RUNNING:
-            as_of = "" if row.stale is None else f" as of {clock_time(row.stale, True)}"
-            day = row.disk_per_day()
-            bills = "" if inst.state != "stopped" or day is None else \
-                f"; its disk bills {money(day)}/day (D destroys it)"
-            self.app.notify(f"{row.target} is already {inst.state}{as_of}: nothing to "
-                            f"stop{bills}", title="fleet", timeout=8)
+        from remote.billing import nothing_to_stop
+
+        already = nothing_to_stop(row, " (D destroys it)")
+        if already:
+            self.app.notify(already, title="fleet", timeout=8)
             return
         client = self.fleet.clients.get(row.account)
         if client is None or not client.can_stop:

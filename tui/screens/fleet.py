@@ -30,9 +30,10 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Input, Static
 
+from remote.billing import SORTS, row_key, shown
 from trainer.text import clock_time
 from tui.fleet.actions import FleetActions
-from tui.fleet.table import COLUMNS, SORTS, cells, detail, row_key, shown
+from tui.fleet.table import COLUMNS, cells, detail
 from tui.fleet.words import watchdog_words
 from tui.fmt import safe
 from tui.screens.fleetmove import MoveKey
