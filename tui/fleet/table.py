@@ -1,9 +1,8 @@
 """The fleet's table drawn: each row's cells and details (the rows' words, identity,
 sort orders and filter are ``remote.billing.fleetrows``'s, shared with ``gpurent
-instances``). Every text a
-provider or a box gave is inert (``tui.fmt.safe``); a row kept from an earlier listing
-(its account did not answer: ``FleetRow.stale``) says so in its state and its figures
-stand at that time."""
+instances``). Every text a provider or a box gave is inert (``tui.fmt.safe``); a row
+kept from an earlier listing (its account did not answer: ``FleetRow.stale``) says so in
+its state and its figures stand at that time."""
 
 from __future__ import annotations
 
