@@ -11,9 +11,15 @@ when the config names none.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
-from remote.billing.providers import ConfigError, InstanceTarget, provider_for
+from remote.billing.providers import (
+    ConfigError,
+    InstanceTarget,
+    parse_instance_target,
+    provider_for,
+)
+from remote.link.connector import AskHostKey, Connector
 from remote.transport.base import NamedBox, NeedsSetup, TransportError, Unreachable
 from remote.transport.hostpolicy import refusal
 from trainer.providers import NotFoundError, Provider, ProviderError
@@ -96,3 +102,27 @@ class Locator:
         if progress is not None:
             progress(f"{self.target.text} is at {address.label}")
         return NamedBox(self.target.text, address.host, address.port, address.user)
+
+
+def connector_to(host: str | InstanceTarget | None, *, provider: Provider | None = None,
+                 base_url: str | None = None, port: int | None = None,
+                 accept_new: bool = False, ask_unknown: AskHostKey | None = None,
+                 ssh_options: Mapping[str, object] | None = None, bootstrap: bool = True,
+                 strict: bool = True, timeout: float = 15.0,
+                 note: Callable[[str], None] | None = None,
+                 python: str | None = None) -> Connector:
+    """The one connector to a box, for the CLI, the TUI and the watchdog alike: ``host``
+    (``None``: this machine; ``user@host`` or an alias) with the options of
+    ``remote.link.connector.Connector``. A box named by its instance (``vast:4242``, or
+    an ``InstanceTarget``) is located through its provider on every connection: through
+    ``provider`` (the client of its account) when given, else a client made from this
+    laptop's key (at ``base_url``). ``ValueError`` (one line) for an instance id its
+    provider does not use."""
+    named = host if isinstance(host, InstanceTarget) else parse_instance_target(host)
+    return Connector(named.text if named is not None else host, port=port,
+                     accept_new=accept_new, ask_unknown=ask_unknown,
+                     ssh_options=dict(ssh_options or {}), bootstrap=bootstrap,
+                     strict=strict, timeout=timeout, python=python,
+                     locate=None if named is None else
+                     Locator(named, base_url=base_url, provider=provider),
+                     **({"note": note} if note is not None else {}))

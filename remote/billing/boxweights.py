@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from remote import config
+from remote.billing.address import connector_to
 from remote.config import ConfigError, hub_repos
 from remote.link import gate
 from remote.link.bootstrap import CACHE_DIR, MARKER, box_id, install_name
-from remote.link.connector import Connector
 from remote.link.tools import ToolAnswer, parse_report
 from remote.runs.probe import cache_dir_expr, registry_expr, section
 from remote.transport.base import RunResult, Transport, TransportError
@@ -183,9 +183,9 @@ def box_weights(transport: Transport, target: str, has_runs: bool, verify: HubVe
                                     verify))
         except TransportError as exc:
             return unknown(f"not checked: {exc}")
-    connector = Connector(target, accept_new=accept_new, ask_unknown=None,
-                          ssh_options=dict(ssh_options or {}), timeout=timeout)
     try:
+        connector = connector_to(target, accept_new=accept_new, ssh_options=ssh_options,
+                                 timeout=timeout)
         return verdict_of(weights_safety(transport, None, registry=True, verify=verify,
                                          connector=connector, timeout=timeout))
     except (TransportError, OSError, ValueError) as exc:

@@ -14,10 +14,11 @@ from __future__ import annotations
 import posixpath
 import time
 
+from remote.billing.arming import GuardOrder, arm
 from remote.billing.intents import RunIntent, intents, move_intent, want_running
-from remote.billing.leases import clear_lease, lease_for, set_lease, write_on_box
-from remote.billing.providers import ConfigError, notify_config, resolve_api_key
-from remote.runs.guard import GuardError, arm_guard
+from remote.billing.leases import change_lease, lease_for
+from remote.billing.providers import ConfigError, resolve_api_key
+from remote.runs.guard import GuardError
 from remote.transport.base import Transport, TransportError
 from trainer.text import clean_text, one_line
 
@@ -52,16 +53,12 @@ def carry_over(transport: Transport, run_dir: str, repo: str, name: str,
     if guard is None:
         said.append(f"no guard was armed on {old} from here: arm one with {arm_hint}")
         return said
-    when, then = str(guard.get("when") or "done"), str(guard.get("then") or "stop")
+    order = GuardOrder.kept(guard)
+    when, then = order.when, order.then
     provider, iid = instance
-    send = bool(guard.get("send_account_key"))
     try:
-        urls, fmt = notify_config()
-        state = arm_guard(
-            transport, run_dir, when, then, guard.get("max_hours"), provider, iid,
-            resolve_api_key(provider) if send else None, send_account_key=send,
-            base_url=guard.get("base_url"), notify=urls, notify_format=fmt,
-            poll=guard.get("poll"), stall_minutes=guard.get("stall_minutes"))
+        state = arm(transport, run_dir, order, provider=provider, instance=iid,
+                    key=resolve_api_key(provider) if order.send_account_key else None).guard
     except (GuardError, ConfigError, TransportError) as exc:
         said.append(f"the guard of {old} (--when {when} --then {then}) was not armed "
                     f"here: {one_line(clean_text(str(exc)), 200)}; arm it with "
@@ -76,15 +73,11 @@ def _move_lease(transport: Transport, old: str, new: str) -> str:
     lease = lease_for(old)
     if lease is None:
         return f"{old} had no lease here: none to move"
-    clear_lease(old)
+    change_lease(old, None)
     left = lease.left(time.time())
     if left <= 0:
         return f"the lease of {old} had run out: not moved (give {new} one: gpurent lease)"
-    moved = set_lease(new, left, lease.then)
-    try:
-        write_on_box(transport, moved)
-        told = "and on the box"
-    except TransportError as exc:
-        told = f"not on the box ({one_line(clean_text(str(exc)), 120)})"
+    moved, why = change_lease(new, left, lease.then, transport)
+    told = f"not on the box ({one_line(why, 120)})" if why else "and on the box"
     return (f"lease moved from {old} to {new}: until {moved.until_at}, then {moved.then}, "
             f"kept on this laptop {told}")

@@ -16,15 +16,16 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, overload
 
 from remote.billing.idle import span
 from remote.billing.statefile import locked_json, moment, read_entries, state_file
 from remote.runs.probe import LEASE_FILE, cache_dir_expr
 from remote.transport.base import Transport, TransportError
 from trainer import runfiles
-from trainer.text import clean_text, clock_time, one_line
+from trainer.text import WHOLE_ERROR, clock_time, one_line
 
 #: The laptop's lease file, in the state directory.
 LEASES_FILE = "leases.json"
@@ -151,17 +152,47 @@ def write_on_box(transport: Transport, lease: Lease | None, timeout: float = 20.
                              f"{err[-1][:200] if err else f'exit {result.rc}'}")
 
 
+#: ``box``: an open transport (a launch's, a guard's arming), a function that opens one
+#: (closed after), or ``None`` (the box is not asked).
+BoxDoor = Transport | Callable[[], Transport] | None
 
-def give_lease(target: str, seconds: float, then: str = "stop",
-               transport: Transport | None = None) -> tuple[Lease, str]:
-    """Set ``target``'s lease on this laptop and, with ``transport`` (its box, already
-    open: a launch's, a guard's arming), on the box. The lease, and why the box was not
-    told (``""``: it was; the laptop's lease holds either way)."""
-    lease = set_lease(target, seconds, then)
-    if transport is None:
+
+@overload
+def change_lease(target: str, seconds: float, then: str = ...,
+                 box: BoxDoor = ...) -> tuple[Lease, str]: ...
+@overload
+def change_lease(target: str, seconds: None, then: str = ...,
+                 box: BoxDoor = ...) -> tuple[None, str]: ...
+def change_lease(target: str, seconds: float | None, then: str = "stop",
+                 box: BoxDoor = None) -> tuple[Lease | None, str]:
+    """Set ``target``'s lease to ``seconds`` from now (``None``: clear it) on this laptop
+    (the watchdog's), then on its box (the guard's) through ``box`` (see
+    :data:`BoxDoor`). The lease (``None``: cleared), and why the box was not told, whole
+    (``""``: it was; ``"not asked"`` without ``box``; the laptop's lease holds either
+    way). This laptop's failures raise (``OSError``, ``ValueError``)."""
+    if seconds is None:
+        clear_lease(target)
+        lease = None
+    else:
+        lease = set_lease(target, seconds, then)
+    if box is None:
         return lease, "not asked"
     try:
-        write_on_box(transport, lease)
-    except (TransportError, OSError) as exc:
-        return lease, one_line(clean_text(str(exc)), 200)
+        if callable(box):
+            opened = box()
+            try:
+                write_on_box(opened, lease)
+            finally:
+                opened.close()
+        else:
+            write_on_box(box, lease)
+    except (TransportError, OSError, ValueError) as exc:
+        return lease, one_line(exc, WHOLE_ERROR)
     return lease, ""
+
+
+def told_words(lease: Lease, told: str) -> str:
+    """``lease until 14:47 (in 5 h 59 min), then stop``, and why the box was not told
+    when it was not (``told`` from :func:`change_lease`)."""
+    return f"lease {lease.deadline_words()}" + \
+        (f" (the box was not told: {one_line(told, 200)})" if told else "")

@@ -34,7 +34,12 @@ from remote.billing.carry import carry_over, old_instance
 from remote.billing.fromlaptop import choose, upload_copy
 from remote.billing.intents import intent_for
 from remote.billing.interrupted import ENDED
-from remote.billing.providers import split_instance_target
+from remote.billing.providers import (
+    ConfigError,
+    parse_instance_target,
+    provider_for,
+    split_instance_target,
+)
 from remote.billing.resume import Resumed, ResumeFailed, Step, wait_for_takeover
 from remote.link.connector import Connector
 from remote.link.tools import ask_tool
@@ -44,6 +49,7 @@ from remote.runs.start import start_run
 from remote.transport.base import Transport
 from remote.weights.lastsafe import hub_copy
 from trainer import runfiles
+from trainer.providers import Provider, ProviderError
 from trainer.runfiles import epoch_count, milestone_period
 from trainer.text import clean_text, money, rate
 
@@ -171,6 +177,21 @@ def money_lines(status: dict[str, object], moving: Moving,
                      if diff else ", as the old one did")
         lines.append(text)
     return lines
+
+
+def new_box_rate(target: str, client: Provider | None = None) -> float | None:
+    """What the box ``target`` a run moves to bills per hour, asked of its provider now
+    (through ``client``, a listed account's, else one made from this laptop's key);
+    ``None`` when it is no instance or the provider does not say (the price is a nicety:
+    the move does not need it)."""
+    try:
+        named = parse_instance_target(target)
+        if named is None:
+            return None
+        ask = client if client is not None else provider_for(named.provider)
+        return ask.get_instance(named.instance).price_per_hour
+    except (ConfigError, ProviderError, ValueError):
+        return None
 
 
 def last_seen(moving: Moving, target: str) -> tuple[dict[str, object], float | None]:

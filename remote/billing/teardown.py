@@ -158,6 +158,34 @@ def refusal(safety: SafetyLike, instance_id: str) -> GateDecision:
                         runs=tuple(dict.fromkeys(clean_text(f.run_dir) for f in files)))
 
 
+@dataclass(frozen=True)
+class DestroyQuestion:
+    """What a person is told of the weights before a destroy: whether they are safe,
+    what is not (the files' names, else why nothing could be judged), and ``unknown``:
+    why they could not be checked at all (the box not reached), the gate then "weights
+    unknown"."""
+
+    safe: bool
+    unsafe: str
+    unknown: str = ""
+
+    def source(self, checked: SafetySource) -> SafetySource:
+        """What the gate asks at the moment of acting: ``checked`` (asked anew), or,
+        for weights unknown, an unsafe answer that says why."""
+        return UnknownSafety(f"the weights are unknown: {self.unknown}") if self.unknown \
+            else checked
+
+
+def destroy_question(safety: SafetyLike | None, unknown: str = "") -> DestroyQuestion:
+    """The question before a destroy, from the weights' verdict (``None``: not asked),
+    or (``unknown``: why) behind the "weights unknown" gate; the same for the fleet's
+    row and the box's instance."""
+    unsafe = "" if safety is None else \
+        getattr(safety, "unsafe_names", "") or getattr(safety, "reason", "")
+    return DestroyQuestion(bool(safety is not None and safety.safe) and not unknown,
+                           unsafe, unknown)
+
+
 def stop_warning(provider: Provider, instance: Instance | None) -> str:
     """What stopping means, in money, for this instance."""
     if not provider.can_stop:

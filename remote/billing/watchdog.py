@@ -204,16 +204,14 @@ def box_safety(options: FleetOptions) -> SafetyCheck:
     (trainer bootstrapped), ``remote.weights.safety.weights_safety`` over every run of
     its registry; unreachable or failing is unsafe."""
     def check(due: Due) -> SafetyLike:
-        from remote.billing.address import Locator
+        from remote.billing.address import connector_to
         from remote.billing.providers import InstanceTarget
         from remote.billing.teardown import resolve_safety, run_safety
-        from remote.link.connector import Connector
 
-        target = InstanceTarget(due.client.name, due.row.instance.id)
-        connector = Connector(target.text, accept_new=options.accept_new, ask_unknown=None,
-                              ssh_options=dict(options.ssh_options), bootstrap=True,
-                              timeout=options.timeout,
-                              locate=Locator(target, provider=due.client))
+        connector = connector_to(InstanceTarget(due.client.name, due.row.instance.id),
+                                 provider=due.client, accept_new=options.accept_new,
+                                 ssh_options=options.ssh_options, bootstrap=True,
+                                 timeout=options.timeout)
         try:
             transport = connector.open()
         except (TransportError, OSError, ValueError) as exc:

@@ -15,10 +15,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
 
-from remote.billing.intents import set_guard
-from remote.billing.leases import Lease, give_lease
+from remote.billing.arming import GuardOrder, arm, disarm
+from remote.billing.leases import Lease
 from remote.billing.providers import (
     KEY_ENV,
     ConfigError,
@@ -36,8 +35,6 @@ from remote.runs.guard import (
     GuardState,
     account_key_warning,
     acknowledge_alarm,
-    arm_guard,
-    disarm_guard,
     notify_lines,
     parse_when,
     read_guard,
@@ -134,8 +131,8 @@ def _account_key(provider: str | None, instance: str | None) -> str:
 def run(args: argparse.Namespace) -> int:
     """Do the action and print the guard's state."""
     target = parse_target(args.run)
-    kwargs: dict[str, Any] = {}
     key = leased = lease = None
+    send = False
     if args.lease and args.action != "arm":
         return fail("guard", "--lease goes with arm", 2, args.json)
     if args.action == "arm":
@@ -152,20 +149,23 @@ def run(args: argparse.Namespace) -> int:
             notify_lines([*args.notify, *urls], args.notify_format or fmt)
         except (ConfigError, GuardError, ValueError) as exc:
             return fail("guard", exc, 2, args.json)
-        kwargs = {"send_account_key": send, "notify": [*args.notify, *urls],
-                  "notify_format": args.notify_format or fmt,
-                  "poll": args.poll, "stall_minutes": args.stall_minutes}
+    order = GuardOrder(args.when, args.then, args.max_hours, send, args.base_url, args.poll,
+                       args.stall_minutes)
+    # The instance named is recorded with the order, to arm it again where the run moves.
+    record = target.instance.text if target.instance is not None else None
     transport = open_transport(target, args, bootstrap=args.action == "arm")
     try:
         if args.action == "arm":
-            if leased:
-                lease, told = give_lease(leased, args.lease, args.then, transport)
-                print(clean_text(lease_words(lease, told)), file=sys.stderr)
-            state: GuardState | None = arm_guard(
-                transport, target.path, args.when, args.then, args.max_hours,
-                args.provider, args.instance, key, base_url=args.base_url, **kwargs)
+            armed = arm(transport, target.path, order, provider=args.provider,
+                        instance=args.instance, key=key, notify=args.notify,
+                        notify_format=args.notify_format, record=record,
+                        lease=(leased, args.lease) if leased else None,
+                        on_lease=lambda given, told: print(
+                            clean_text(lease_words(given, told)), file=sys.stderr))
+            state: GuardState | None = armed.guard
+            lease = armed.lease
         elif args.action == "disarm":
-            state = disarm_guard(transport, target.path, wait=args.wait)
+            state = disarm(transport, target.path, record=record, wait=args.wait)
         elif args.action == "ack":
             state = acknowledge_alarm(transport, target.path)
         else:
@@ -174,12 +174,6 @@ def run(args: argparse.Namespace) -> int:
         return fail("guard", exc, 1, args.json)
     finally:
         transport.close()
-    if target.instance is not None and args.action in ("arm", "disarm"):
-        set_guard(target.instance.text, None if args.action == "disarm" else {
-            "when": args.when, "then": args.then, "max_hours": args.max_hours,
-            "send_account_key": bool(kwargs.get("send_account_key")),
-            "base_url": args.base_url, "poll": args.poll,
-            "stall_minutes": args.stall_minutes})  # to arm it again where the run moves
     code = _print(args, state, lease)
     if args.action == "disarm" and state is not None and state.watching:
         print(f"the guard has not said it stood down within {args.wait:g} s (guard.json "

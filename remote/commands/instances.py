@@ -11,6 +11,7 @@ from typing import Any
 from remote.billing.accounts import NoAccounts, some_accounts
 from remote.billing.boxweights import WEIGHTS_TIMEOUT
 from remote.billing.fleet import Fleet, FleetOptions, FleetRow, list_fleet
+from remote.billing.fleetrows import provider_state
 from remote.billing.idle import IDLE_GPU_PERCENT
 from remote.billing.providers import ConfigError
 from remote.commands.errors import fail
@@ -105,8 +106,7 @@ def row_line(row: FleetRow, now: float) -> str:
     inst = row.instance
     if inst is None:
         return clean_text(f"{row.account:<16} {row.words(now)[0]}")
-    state = inst.state if inst.raw_state in ("", inst.state) else \
-        f"{inst.state} ({inst.raw_state})"
+    state = provider_state(inst)
     bill = "billing" if row.full_price else "not billing GPUs"
     spent = row.spent(now)
     up = "" if spent is None else f", {money(spent)} since start"

@@ -7,7 +7,7 @@ import json
 import sys
 
 from remote.billing.intents import RunIntent, want_running
-from remote.billing.leases import give_lease
+from remote.billing.leases import change_lease
 from remote.commands.errors import fail
 from remote.commands.lease import add_lease_option, lease_target, lease_words
 from remote.commands.target import add_connection_options, open_transport, parse_target
@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     lease = None
     try:
         if leased:
-            lease, told = give_lease(leased, args.lease, args.lease_then, transport)
+            lease, told = change_lease(leased, args.lease, args.lease_then, transport)
             note(lease_words(lease, told))
         started = start_run(transport, spec, stdin=secret, wait=args.wait)
     except (RunIsLive, CannotStart) as exc:

@@ -8,21 +8,14 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 
-from remote.billing.leases import (
-    THEN,
-    Lease,
-    clear_lease,
-    lease_for,
-    parse_duration,
-    set_lease,
-    write_on_box,
-)
+from remote.billing.leases import THEN, Lease, change_lease, lease_for, parse_duration
 from remote.billing.providers import parse_instance_target
 from remote.commands.errors import fail
 from remote.commands.target import Target, add_connection_options, host_target, open_transport
-from remote.transport.base import TransportError
-from trainer.text import WHOLE_ERROR, clean_text, one_line
+from remote.transport.base import Transport
+from trainer.text import one_line
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -49,17 +42,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _tell_box(args: argparse.Namespace, lease: Lease | None) -> str:
-    """Write (or remove) the box's lease; ``""`` when done, else why not (one line, whole:
-    a host key's fingerprints are not cut)."""
+def _box(args: argparse.Namespace) -> Callable[[], Transport] | None:
+    """How the box is reached to be told (``None``: ``--laptop-only``)."""
     if args.laptop_only:
-        return "not asked (--laptop-only)"
-    try:
-        with open_transport(host_target(args.target), args) as transport:
-            write_on_box(transport, lease)
-    except (TransportError, OSError, ValueError) as exc:
-        return one_line(clean_text(str(exc)), WHOLE_ERROR)
-    return ""
+        return None
+    return lambda: open_transport(host_target(args.target), args)
 
 
 def add_lease_option(p: argparse.ArgumentParser, then: bool) -> None:
@@ -99,7 +86,7 @@ def lease_target(target: Target, provider: str | None = None,
 
 def lease_words(lease: Lease, box: str) -> str:
     """``vast:4242: lease until ..., then stop; written on the box`` (or why not)."""
-    told = "written on the box" if not box else f"the box was not told ({box})"
+    told = "written on the box" if not box else f"the box was not told ({one_line(box, 200)})"
     return f"{lease.target}: {_describe(lease)}; {told}"
 
 
@@ -119,13 +106,11 @@ def run(args: argparse.Namespace) -> int:
     box = ""
     if args.what == "show":
         lease = lease_for(target)
-    elif args.what == "clear":
-        clear_lease(target)
-        lease = None
-        box = _tell_box(args, None)
     else:
-        lease = set_lease(target, parse_duration(args.what), args.then)
-        box = _tell_box(args, lease)
+        seconds = None if args.what == "clear" else parse_duration(args.what)
+        lease, box = change_lease(target, seconds, args.then, _box(args))
+        if args.laptop_only:
+            box = "not asked (--laptop-only)"
     if args.json:
         print(json.dumps({"ok": not box or args.laptop_only, "target": target,
                           "lease": None if lease is None else lease.to_dict(),

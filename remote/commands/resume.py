@@ -9,7 +9,14 @@ import json
 import sys
 from collections.abc import Callable
 
-from remote.billing.move import DEFAULT_PROJECT, Moving, launched_here, move_run, parse_run
+from remote.billing.move import (
+    DEFAULT_PROJECT,
+    Moving,
+    launched_here,
+    move_run,
+    new_box_rate,
+    parse_run,
+)
 from remote.billing.providers import ConfigError, provider_for, resolve_instance
 from remote.billing.resume import Resumed, Step, resume_run
 from remote.commands.errors import fail
@@ -156,15 +163,8 @@ def run_elsewhere(args: argparse.Namespace) -> int:
             raise ValueError("--on names a box (vast:ID, runpod:POD_ID or a host)")
     except ValueError as exc:
         return fail("resume", exc, 2, args.json)
-    new_rate = None
-    if target.instance is not None:
-        try:
-            ref = resolve_instance(target.host)
-            new_rate = provider_for(ref.provider).get_instance(ref.instance).price_per_hour
-        except (ConfigError, ProviderError):
-            new_rate = None  # the price is a nicety; the move does not need it
     moving = Moving(repo, name, args.project, args.data, stage, args.stage_dest,
-                    args.old_price, new_rate)
+                    args.old_price, new_box_rate(target.host))
     connect = connector(target, args, bootstrap=True, note=Printer.note)
     instance = None if target.instance is None else \
         (target.instance.provider, target.instance.instance)

@@ -181,21 +181,13 @@ def connector(target: Target, args: argparse.Namespace, *, bootstrap: bool = Fal
         raise ValueError(f"-p does not go with {target.instance.text}: its provider says "
                          "where it answers")
     keys = identity_files(getattr(args, "identity", None))
-    return Connector(target.host, port=port,
-                     accept_new=getattr(args, "accept_new", False),
-                     ask_unknown=_ask_on_terminal, bootstrap=bootstrap, strict=strict,
-                     ssh_options=key_options(keys),
-                     locate=_locator(target.instance),
-                     python=getattr(args, "python", None),
-                     **({"note": note} if note else {}))
+    from remote.billing.address import connector_to
 
-
-def _locator(instance: InstanceTarget | None) -> Callable | None:
-    if instance is None:
-        return None
-    from remote.billing.address import Locator
-
-    return Locator(instance)
+    return connector_to(target.instance or target.host, port=port,
+                        accept_new=getattr(args, "accept_new", False),
+                        ask_unknown=_ask_on_terminal, bootstrap=bootstrap, strict=strict,
+                        ssh_options=key_options(keys),
+                        python=getattr(args, "python", None), note=note or None)
 
 
 def open_transport(target: Target, args: argparse.Namespace, *, bootstrap: bool = False,

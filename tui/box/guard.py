@@ -10,14 +10,15 @@ from rich.text import Text
 from textual.message import Message
 
 from remote.billing import (
+    GuardOrder,
+    arm,
     can_stop,
-    give_lease,
-    notify_config,
+    disarm,
     resolve_base_url,
-    set_guard,
     this_machine,
+    told_words,
 )
-from remote.runs import acknowledge_alarm, arm_guard, disarm_guard
+from remote.runs import acknowledge_alarm
 from tui.box.ports import Done, Panes, Ports
 from tui.box.state import BoxState
 from tui.dialogs.confirm import ConfirmDialog
@@ -144,27 +145,24 @@ class Guard:
         state = self.ports.state
         spec = state.spec
         transport, run_dir = state.need_transport(), state.need_run()
+        # As `gpurent guard` does: the named instance keeps the order, to arm it again
+        # where the run moves.
+        target = self._leased()
         leased = ""
         if answer is None:
-            guard = disarm_guard(transport, run_dir)
+            guard = disarm(transport, run_dir, record=target)
         else:
             when, then, hours, lease = answer
-            target = self._leased()
-            if lease is not None and target is not None:
-                given, told = give_lease(target, lease, then, transport)
-                leased = f"; lease {given.deadline_words()}" + \
-                    (f" (the box was not told: {told})" if told else "")
             name = spec.provider if spec.provider != "manual" else None
-            url = spec.provider_url or (resolve_base_url(name) if name else None)
-            urls, fmt = notify_config()
             # The guard acts with the instance's own key; the account key stays here.
-            guard = arm_guard(transport, run_dir, when, then, hours, name, spec.instance,
-                              base_url=url, notify=urls, notify_format=fmt)
-        target = self._leased()
-        if target is not None:  # as `gpurent guard` does: to arm it again where the run moves
-            set_guard(target, None if answer is None else {
-                "when": answer[0], "then": answer[1], "max_hours": answer[2],
-                "send_account_key": False, "base_url": spec.provider_url, "poll": None,
-                "stall_minutes": None})
+            armed = arm(transport, run_dir, GuardOrder(when, then, hours,
+                                                       base_url=spec.provider_url),
+                        provider=name, instance=spec.instance,
+                        url=spec.provider_url or (resolve_base_url(name) if name else None),
+                        record=target, lease=None if lease is None or target is None
+                        else (target, lease))
+            guard = armed.guard
+            if armed.lease is not None:
+                leased = f"; {told_words(armed.lease, armed.told)}"
         self.ports.post(GuardRead(guard))
         self.ports.post(Done((guard.summary() if guard is not None else "guard: off") + leased))

@@ -16,6 +16,7 @@ from textual.message import Message
 from remote.billing import (
     ProviderError,
     box_address,
+    destroy_question,
     parse_instance_target,
     provider_for,
     resolve_safety,
@@ -208,10 +209,9 @@ class Instance:
             self.ports.ask(ConfirmDialog("Stop instance", detail, "Stop instance"),
                            lambda yes: self._end("stop") if yes else None)
             return
-        weights_safe = bool(safety is not None and safety.safe)
-        unsafe = getattr(safety, "unsafe_names", "") or getattr(safety, "reason", "")
-        dialog = DestroyDialog(str(self.ports.state.spec.instance), weights_safe, detail,
-                               unsafe)
+        question = destroy_question(safety)
+        dialog = DestroyDialog(str(self.ports.state.spec.instance), question.safe, detail,
+                               question.unsafe)
         self.ports.ask(dialog,
                        lambda answer: self._end("destroy", *answer) if answer else None)
 

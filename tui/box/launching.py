@@ -14,7 +14,7 @@ from rich.text import Text
 from textual.message import Message
 
 from remote import fields
-from remote.billing import RunIntent, give_lease, want_running
+from remote.billing import RunIntent, change_lease, told_words, want_running
 from remote.runs import (
     BoxToolFailed,
     CannotStart,
@@ -438,9 +438,8 @@ class Launching:
         target = self.ports.state.instance_target()
         leased = ""
         if request.lease is not None and target is not None:  # before the run, as the CLI
-            given, told = give_lease(target, request.lease, "stop", transport)
-            leased = f"; lease {given.deadline_words()}" + \
-                (f" (the box was not told: {told})" if told else "")
+            given, told = change_lease(target, request.lease, "stop", transport)
+            leased = f"; {told_words(given, told)}"
         try:
             started = start_run(transport, spec, stdin=stdin)
         except (CannotStart, RunIsLive) as exc:

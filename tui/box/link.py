@@ -16,8 +16,8 @@ from typing import Any
 
 from textual.message import Message
 
-from remote.billing import Locator, parse_instance_target
-from remote.link import Connector, changed_host_key, retry_delay, whole_line, worth_retrying
+from remote.billing import connector_to
+from remote.link import changed_host_key, retry_delay, whole_line, worth_retrying
 from remote.runs import box_runs
 from remote.transport import Transport
 from remote.watch import ConnectionEvent
@@ -95,15 +95,12 @@ class Link:
         #: When the provider was last asked about the instance while the link was down.
         self._asked_at: float | None = None
         spec = ports.state.spec
-        named = parse_instance_target(spec.target) if spec.kind == "ssh" else None
         # A box named by its instance is located anew on every (re)connection; a box
         # whose connection began before the app (tui.main.connect_early) keeps its own.
-        self.connector = spec.connector or Connector(
+        self.connector = spec.connector or connector_to(
             None if spec.kind == "local" else spec.target, port=spec.port,
             accept_new=spec.accept_new, ssh_options=dict(spec.ssh_options),
-            python=spec.python,
-            locate=Locator(named, base_url=spec.provider_url, provider=spec.client)
-            if named else None)
+            python=spec.python, base_url=spec.provider_url, provider=spec.client)
         self.connector.ask_unknown = self.ask_host_key
         self._retry_wake = threading.Event()
         self._retry_stop = threading.Event()

@@ -13,14 +13,11 @@ from typing import Any
 from rich.text import Text
 from textual import work
 
-from trainer.text import clock_time, money, one_line
+from trainer.text import one_line
 from tui.dialogs.confirm import ConfirmDialog
 from tui.dialogs.destroy import DestroyDialog
 from tui.dialogs.lease import LeaseDialog
 from tui.fmt import safe
-
-#: States in which a stop has nothing to do.
-NOT_RUNNING = ("stopped", "stopping", "destroyed", "destroying")
 
 
 class FleetActions:
@@ -55,14 +52,11 @@ class FleetActions:
         row = self.row_to_act_on("stop")
         if row is None:
             return
-        inst = row.instance
-        if inst.state in NOT_RUNNING:
-            as_of = "" if row.stale is None else f" as of {clock_time(row.stale, True)}"
-            day = row.disk_per_day()
-            bills = "" if inst.state != "stopped" or day is None else \
-                f"; its disk bills {money(day)}/day (D destroys it)"
-            self.app.notify(f"{row.target} is already {inst.state}{as_of}: nothing to "
-                            f"stop{bills}", title="fleet", timeout=8)
+        from remote.billing import nothing_to_stop
+
+        already = nothing_to_stop(row, " (D destroys it)")
+        if already:
+            self.app.notify(already, title="fleet", timeout=8)
             return
         client = self.fleet.clients.get(row.account)
         if client is None or not client.can_stop:
@@ -142,7 +136,7 @@ class FleetActions:
     def ask_destroy(self, row: Any, safety: Any, unknown: str) -> None:
         """The destroy dialog for ``row``: with ``safety``'s verdict, or (``unknown``:
         why) behind the "weights unknown" gate. Cancel stays in the fleet."""
-        from remote.billing import warning_for
+        from remote.billing import destroy_question, warning_for
 
         client = self.fleet.clients.get(row.account)
         detail = Text()
@@ -150,32 +144,29 @@ class FleetActions:
         detail.append(f" ({row.account}): ")
         detail.append_text(safe(warning_for("destroy", client, row.instance) if client
                                 else "its account's client is missing", 400))
-        weights_safe = bool(safety is not None and safety.safe)
-        unsafe = "" if safety is None else \
-            getattr(safety, "unsafe_names", "") or getattr(safety, "reason", "")
-        dialog = DestroyDialog(str(row.instance.id), weights_safe, detail, unsafe,
-                               unknown=unknown)
+        question = destroy_question(safety, unknown)
+        dialog = DestroyDialog(str(row.instance.id), question.safe, detail, question.unsafe,
+                               unknown=question.unknown)
         dialog.about = row.target
         self.app.push_screen(dialog, lambda answer: None if not answer else
-                             self.destroy_row(row, client, safety, unknown, *answer))
+                             self.destroy_row(row, client, question, *answer))
 
     @work(thread=True, group="fleet-destroy", exit_on_error=False)
-    def destroy_row(self, row: Any, client: Any, safety: Any, unknown: str,
+    def destroy_row(self, row: Any, client: Any, question: Any,
                     override: bool, typed_id: str) -> None:
         """Destroy through the gate (``run_teardown``): the weights of a reached box are
         checked again at this moment; unknown ones pass only with the override and the
         typed id."""
-        from remote.billing import UnknownSafety, run_safety, run_teardown
+        from remote.billing import run_safety, run_teardown
 
-        transport = None
+        transport = checked = None
         try:
-            if unknown:
-                source: Any = UnknownSafety(f"the weights are unknown: {unknown}")
-            else:
+            if not question.unknown:
                 transport = self.connector_for(row.target, client).open(  # type: ignore[attr-defined]
                     early=False, gate=True)
-                source = run_safety(transport, None)
-            outcome = run_teardown(client, row.instance.id, "destroy", safety=source,
+                checked = run_safety(transport, None)
+            outcome = run_teardown(client, row.instance.id, "destroy",
+                                   safety=question.source(checked),
                                    override=override, typed_id=typed_id, interval=1.0)
             text = outcome.message or f"{row.target}: {outcome.state}"
         except Exception as exc:  # noqa: BLE001 - the outcome is a line on screen
@@ -201,37 +192,24 @@ class FleetActions:
     def lease_row(self, row: Any, seconds: float | None, then: str) -> None:
         """Set or clear the lease on this laptop (the watchdog's), then on the box when
         the listing reached it (its guard's), as ``gpurent lease`` does."""
-        from remote.billing import clear_lease, set_lease, write_on_box
+        from remote.billing import change_lease
 
+        # Located through the row's own account (another account of the same provider
+        # does not know the instance).
+        box = None if row.box is None else lambda: self.connector_for(  # type: ignore[attr-defined]
+            row.target, self.fleet.clients.get(row.account)).open(early=False, gate=True)
         try:
-            lease = None
-            if seconds is None:
-                clear_lease(row.target)
-            else:
-                lease = set_lease(row.target, seconds, then)
+            lease, told = change_lease(row.target, seconds, then, box)
         except (OSError, ValueError) as exc:
             self.post_message(self.Leased(  # type: ignore[attr-defined]
                 f"{row.target}: the lease was not set: {exc}", failed=True))
             return
+        if box is None:
+            told = "the box was not reached by the listing"
         said = f"{row.target}: " + ("no lease" if lease is None else
                                      f"lease {lease.deadline_words()}")
-        told = "the box was not reached by the listing"
-        if row.box is not None:
-            try:
-                # Located through the row's own account (another account of the same
-                # provider does not know the instance).
-                connector = self.connector_for(  # type: ignore[attr-defined]
-                    row.target, self.fleet.clients.get(row.account))
-                transport = connector.open(early=False, gate=True)
-                try:
-                    write_on_box(transport, lease)
-                finally:
-                    transport.close()
-                told = ""
-            except Exception as exc:  # noqa: BLE001 - the laptop's lease holds; said
-                told = one_line(str(exc), 200)
         said += "; written on the box" if not told else \
-            f"; kept here for the watchdog (the box was not told: {told})"
+            f"; kept here for the watchdog (the box was not told: {one_line(told, 200)})"
         self.post_message(self.Leased(said))  # type: ignore[attr-defined]
 
     def on_fleet_screen_leased(self, message: Any) -> None:

@@ -1,16 +1,16 @@
-"""The fleet's table in words: each row's cells and details, the key that keeps the
-cursor on its instance through refreshes, the sort orders and the filter. Every text a
-provider or a box gave is inert (``tui.fmt.safe``); a row kept from an earlier listing
-(its account did not answer: ``FleetRow.stale``) says so in its state and its figures
-stand at that time."""
+"""The fleet's table drawn: each row's cells and details (the rows' words, identity,
+sort orders and filter are ``remote.billing.fleetrows``'s, shared with ``gpurent
+instances``). Every text a provider or a box gave is inert (``tui.fmt.safe``); a row
+kept from an earlier listing (its account did not answer: ``FleetRow.stale``) says so in
+its state and its figures stand at that time."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from rich.text import Text
 
+from remote.billing import notes, state_words
 from trainer.text import clock_time, format_duration, money, rate
 from tui.fmt import safe
 
@@ -27,27 +27,6 @@ CELL = 28
 #: 80 columns (a Lambda instance's id is 32 characters; the details say it whole).
 INSTANCE_CELL = 20
 STATE_CELL = 20
-
-
-def row_key(row: Any) -> str:
-    """The row's identity through refreshes: its instance (``vast:4242``), or its
-    account for an account's failure."""
-    return row.target if row.instance is not None else f"account {row.account}"
-
-
-def state_words(row: Any) -> str:
-    """The state in our words, the provider's own beside them when they differ."""
-    inst = row.instance
-    state = inst.state if inst.raw_state in ("", inst.state) else \
-        f"{inst.state} ({inst.raw_state})"
-    return f"taken away: {state}" if row.interrupted is not None else state
-
-
-def notes(row: Any, now: float) -> list[str]:
-    """The row's words about money and waste, less the weights verdict (its own
-    column)."""
-    verdict = row.weights
-    return [w for w in row.words(now) if verdict is None or w != verdict.words()]
 
 
 def cells(row: Any, now: float) -> list[Text]:
@@ -100,47 +79,3 @@ def detail(row: Any, now: float) -> Text:
         out.append("\n")
         out.append_text(safe(words, 600))
     return out
-
-
-def _money_key(row: Any) -> float:
-    inst = row.instance
-    return -(inst.billing_per_hour or 0.0) if inst is not None else 1.0
-
-
-def _spent_key(now: float) -> Callable[[Any], float]:
-    def key(row: Any) -> float:
-        spent = row.spent(row.seen(now)) if row.instance is not None else None
-        return -(spent or 0.0)
-    return key
-
-
-def _idle_key(row: Any) -> float:
-    return -(row.idle.seconds if row.idle is not None else -1.0)
-
-
-#: The sort orders ``o`` cycles through: a name, and the key of a row at ``now``.
-SORTS: tuple[tuple[str, Callable[[float], Callable[[Any], Any]]], ...] = (
-    ("as listed", lambda now: lambda row: 0),
-    ("$/h now", lambda now: _money_key),
-    ("spent", _spent_key),
-    ("idle", lambda now: _idle_key),
-    ("instance", lambda now: row_key),
-    ("account", lambda now: lambda row: (row.account, row_key(row))),
-)
-
-
-def haystack(row: Any, now: float) -> str:
-    """What the filter looks in: the row's whole id, account, GPU, state and notes."""
-    if row.instance is None:
-        return f"{row.account} account failed {row.error}".lower()
-    return " ".join([row.target, row.account, row.instance.gpu or "", state_words(row),
-                     *notes(row, now)]).lower()
-
-
-def shown(rows: list[Any], now: float, sort: int, query: str) -> list[Any]:
-    """The rows the table shows: those whose cells hold ``query`` (any case), in sort
-    order ``sort`` (an index of ``SORTS``; a stable sort, so ties keep the listing's
-    order)."""
-    needle = query.strip().lower()
-    picked = [row for row in rows if not needle or needle in haystack(row, now)]
-    return sorted(picked, key=SORTS[sort % len(SORTS)][1](now))

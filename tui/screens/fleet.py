@@ -30,9 +30,10 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Input, Static
 
+from remote.billing import SORTS, row_key, shown
 from trainer.text import clock_time
 from tui.fleet.actions import FleetActions
-from tui.fleet.table import COLUMNS, SORTS, cells, detail, row_key, shown
+from tui.fleet.table import COLUMNS, cells, detail
 from tui.fleet.words import watchdog_words
 from tui.fmt import safe
 from tui.screens.fleetmove import MoveKey
@@ -413,14 +414,11 @@ class FleetScreen(FleetActions, MoveKey, Screen[None]):
     def connector_for(self, target: str, client: Any = None) -> Any:
         """A connector to ``target`` with the listing's SSH options; an instance target is
         located through ``client`` (its account's provider client)."""
-        from remote.billing import Locator, parse_instance_target
-        from remote.link import Connector
+        from remote.billing import connector_to
         from tui.hostkey_question import host_key_asker
 
         options = getattr(self.fleet, "options", None)
-        named = parse_instance_target(target)
-        connector = Connector(target, accept_new=bool(getattr(options, "accept_new", False)),
-                              ssh_options=dict(getattr(options, "ssh_options", {}) or {}),
-                              locate=Locator(named, provider=client) if named else None)
-        connector.ask_unknown = host_key_asker(self.app)  # a new box's key is asked about
-        return connector
+        return connector_to(target, provider=client,
+                            accept_new=bool(getattr(options, "accept_new", False)),
+                            ssh_options=getattr(options, "ssh_options", None),
+                            ask_unknown=host_key_asker(self.app))  # a new box's key is asked

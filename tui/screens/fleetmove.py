@@ -80,18 +80,13 @@ class MoveKey:
         """For a resume on ``target`` (a box the user names, of any listed account of its
         provider): its tab's spec (with a connector to it), its ``(provider, id)`` and
         its price."""
-        from remote.billing import parse_instance_target
+        from remote.billing import new_box_rate, parse_instance_target
 
         named = parse_instance_target(target)
         clients = getattr(self.fleet, "clients", {}) or {}
         client = None if named is None else \
             next((c for c in clients.values() if c.name == named.provider), None)
-        price = None
-        if named is not None and client is not None:
-            try:
-                price = client.get_instance(named.instance).price_per_hour
-            except Exception:  # noqa: BLE001 - the price is a nicety; the move does not need it
-                price = None
+        price = new_box_rate(target, client)
         instance = None if named is None else (named.provider, named.instance)
         options = getattr(self.fleet, "options", None)
         spec = BoxSpec("ssh", target, provider=None if named is None else named.provider,
