@@ -149,19 +149,6 @@ async def watch_in_tui(target: str, modal: ModalStandin) -> int:
             await pilot.pause(0.1)
         assert seen_live  # watched while it trained, not only read at the end
         assert "completed" in flat(screen_text(app))
-        shots = os.environ.get("GPURENT_MODAL_SCREENSHOTS")
-        if shots:  # the README's pictures of a Modal run, made from this very run
-            state = box.state.spec.connector.state
-            while (view := state.last()) is None or view.running:
-                assert time.monotonic() < deadline, "Modal never said the app stopped"
-                await pilot.pause(0.2)
-            await pilot.pause(1.5)  # a tick draws the money line again
-            app.save_screenshot("modal-run-160x48.svg", path=shots)
-            await pilot.resize_terminal(80, 24)
-            await pilot.pause(0.5)
-            app.save_screenshot("modal-run-80x24.svg", path=shots)
-            await pilot.resize_terminal(160, 48)
-            await pilot.pause(0.2)
         return len(box.query_one(MetricsPane).rows)
 
 

@@ -67,6 +67,7 @@ async def launch_from_the_form(modal: ModalStandin) -> None:
         assert form.query_one("#f-name", Input).value == "r2"
         assert form.query_one("#f-data", Input).value == "/cache/shapes/data.yaml"
         assert form.query_one("#f-timeout", Input).value == "1h"
+        assert form.query_one("#f-extra", Input).value == "workers=0 seed=0"
         assert "TIMEOUT = 3600" in widget_text(app, form.query_one("#appfile", Static))
 
         form.query_one("#f-timeout", Input).value = ""

@@ -136,12 +136,14 @@ def render(spec: ModalSpec) -> str:
         secret=HUB_SECRET if spec.hub or spec.stage_repo else "",
         stage_repo=spec.stage_repo, stage_file=spec.stage_file,
         tag=RUN_TAG, spawned=SPAWNED, python=spec.python, torch=spec.torch,
-        probe=spec.probe, probe_args=list(PROBE_ARGS))
+        probe=spec.probe, probe_args=list(PROBE_ARGS),
+        secret_words=f"the Hub token comes from the Modal Secret {HUB_SECRET!r}"
+        if spec.hub or spec.stage_repo else "the run uses no Hub token")
 
 
 TEMPLATE = '''"""{doc!s}.
 
-No secret is in this file: the Hub token comes from the Modal Secret {secret!r}.
+No secret is in this file: {secret_words}.
 """
 import os
 import signal

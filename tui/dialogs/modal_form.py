@@ -5,10 +5,12 @@ and run, shown as it will be, with what it may cost before its timeout.
 Estimate runs a probe app on the GPU asked for (it bills: the form says how much at
 most) and proposes a timeout from what it measured: into the timeout field while the
 user has not typed one, else beside it. The form stays open while Modal launches: the
-tab calls ``done()`` when the function spawned, ``show_error()`` when it did not."""
+tab calls ``done()`` when the function spawned, ``show_error()`` when it did not. The body
+(the fields, the money and the app file) scrolls; the estimate and the buttons stay."""
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -59,16 +61,15 @@ class ModalForm(Dialog[ModalSpec | None]):
     """The form (see the module doc). Dismisses the spec that launched, or ``None``."""
 
     DEFAULT_CSS = """
-    ModalForm > Vertical { width: 112; height: auto; max-height: 100%; }
+    ModalForm > Vertical { width: 112; height: 100%; }
     ModalForm #hint { color: $text-muted; height: auto; }
-    ModalForm #form-body { height: auto; max-height: 1fr; }
+    ModalForm #form-body { height: 1fr; }
     ModalForm .row { height: 1; }
     ModalForm .row Label { width: 13; }
     ModalForm .row Input { width: 1fr; }
     ModalForm #timeout-note { height: auto; padding-left: 13; }
     ModalForm #money { height: auto; margin-top: 1; }
-    ModalForm #appfile-scroll { height: auto; max-height: 12; background: $boost; }
-    ModalForm #appfile { padding: 0 1; height: auto; }
+    ModalForm #appfile { background: $boost; padding: 0 1; height: auto; }
     ModalForm #form-status { height: auto; }
     """
     BINDINGS = [Binding("ctrl+s", "submit", "Launch", priority=True)]
@@ -77,7 +78,11 @@ class ModalForm(Dialog[ModalSpec | None]):
     def __init__(self, app: str, defaults: dict[str, str], hooks: ModalHooks) -> None:
         super().__init__(f"Launch a run on Modal: app {app}")
         self.app_name = app
-        self.defaults = defaults
+        keys = {key for key, _, _ in FIELDS}
+        more = [f"{k}={shlex.quote(v)}" for k, v in defaults.items() if k not in keys]
+        self.defaults = {k: v for k, v in defaults.items() if k in keys}
+        if more:  # words without a field of their own (workers=, seed=...) are kept
+            self.defaults["extra"] = " ".join([self.defaults.get("extra", ""), *more]).strip()
         self.hooks = hooks
         self.busy = False
         #: The timeout the last estimate proposed ("" for none), and whether the field
@@ -99,8 +104,7 @@ class ModalForm(Dialog[ModalSpec | None]):
                 if key == "timeout":
                     yield Static("", id="timeout-note")
             yield Static(id="money")
-            with VerticalScroll(id="appfile-scroll", can_focus=False):
-                yield Static(id="appfile")
+            yield Static(id="appfile")
         yield Static("", id="form-status")
 
     def compose_buttons(self) -> ComposeResult:
@@ -156,7 +160,9 @@ class ModalForm(Dialog[ModalSpec | None]):
                 (f"at most ${price * spec.timeout / 3600:.2f} before Modal ends it", "bold"),
                 (f"\nthe app file, written to {self.hooks.app_file(spec.app)} at launch:",
                  "dim")))
-            self.query_one("#appfile", Static).update(safe(render(spec), 20000))
+            # Generated here, every value of the user's in a Python literal: shown whole,
+            # markup off (a Text is never parsed as markup).
+            self.query_one("#appfile", Static).update(Text(render(spec)))
         else:
             money.update(safe(f"✖ {self.problem}", 400, "bold red"))
             self.query_one("#appfile", Static).update(
