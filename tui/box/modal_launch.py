@@ -14,6 +14,7 @@ from rich.text import Text
 from remote.serverless import (
     ModalError,
     ModalSpec,
+    Probed,
     app_file_path,
     app_view,
     launch_modal,
@@ -83,17 +84,26 @@ class ModalLaunching:
             except REFUSALS as exc:
                 form.app.call_from_thread(form.show_error, f"estimate: {exc}")
                 return
-            words = form.words() if form.is_attached else {}
-            proposal = propose_timeout(probed, words.get("epochs", ""))
-            text = Text("estimate: ", style="bold")
-            text.append(f"measured on Modal's {spec.gpu or 'CPU'} in "
-                        f"{format_duration(probed.waited)}; ")
-            text.append_text(safe(f"timeout={proposal.value} proposed ({proposal.words})"
-                                  if proposal.seconds else proposal.words, 300))
-            form.app.call_from_thread(form.show_estimate, text, proposal.value)
+            form.app.call_from_thread(self._estimated, form, spec, probed)
 
         self.ports.work("modal_probe", probe, group="modal_probe",
                         label=f"probing {spec.app} on Modal")
+
+    def _estimated(self, form: ModalForm, spec: ModalSpec, probed: Probed) -> None:
+        """The probe's estimate into the form, for the epochs it holds now."""
+        if not form.is_attached:
+            return
+        try:
+            epochs = form.words().get("epochs", "")
+        except ValueError:  # more args do not parse now: no epochs to read
+            epochs = spec_epochs(spec)
+        proposal = propose_timeout(probed, epochs)
+        text = Text("estimate: ", style="bold")
+        text.append(f"measured on Modal's {spec.gpu or 'CPU'} in "
+                    f"{format_duration(probed.waited)}; ")
+        text.append_text(safe(f"timeout={proposal.value} proposed ({proposal.words})"
+                              if proposal.seconds else proposal.words, 300))
+        form.show_estimate(text, proposal.value)
 
     def submit(self, spec: ModalSpec) -> None:
         """Launch ``spec`` detached; the tab then watches its run."""
@@ -125,6 +135,11 @@ class ModalLaunching:
             self.form.done(started.spec)
         self.ports.post(Done(started.line))
         return self.ports.state.run_path(started.spec.run)
+
+
+def spec_epochs(spec: ModalSpec) -> str:
+    """The ``epochs=`` of ``spec``'s arguments ("" when not given)."""
+    return next((a.partition("=")[2] for a in spec.args if a.startswith("epochs=")), "")
 
 
 def next_run(run: str) -> str:
