@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from rich.text import Text
-from textual.message import Message
 
 from remote import fields
 from remote.billing import RunIntent, give_lease, want_running
@@ -35,8 +34,9 @@ from remote.runs import profile as run_profile
 from remote.weights import REPO_RE, laptop_token, require_token
 from tui.box.estimate import Estimate
 from tui.box.failures import ActionRefused
+from tui.box.parts import BoxKey, PartMessage, handles
 from tui.box.ports import Done, Panes, Ports
-from tui.box.reports import findings_text
+from tui.box.reports import findings_text, has_gpu
 from tui.dialogs.confirm import ConfirmDialog
 from tui.dialogs.launch import FormHooks, LaunchForm, LaunchRequest, parse_extra
 from tui.dialogs.profile import profile_summary
@@ -57,22 +57,15 @@ CHECKED_FIELDS = ("name", "model", "epochs", "batch", "imgsz", "device", "save_p
 FORM_WORKERS = ("start_launch", "profile", "run_checks", "probe")
 
 
-def has_gpu(preflight: dict[str, Any] | None) -> bool | None:
-    """Whether the box can train on a GPU (``None`` until preflight has run)."""
-    if preflight is None or "gpu_available" not in preflight:
-        return None
-    return bool(preflight["gpu_available"])
-
-
 @dataclass
-class PreflightRead(Message, bubble=False, namespace="box"):
+class PreflightRead(PartMessage, bubble=False, namespace="box"):
     """The box's preflight report, once connected."""
 
     report: dict[str, Any]
 
 
 @dataclass
-class ChecksDone(Message, bubble=False, namespace="box"):
+class ChecksDone(PartMessage, bubble=False, namespace="box"):
     """Preflight and doctor findings for the form; ``blocks``: why Launch is refused."""
 
     preflight: dict[str, Any]
@@ -86,7 +79,7 @@ class ChecksDone(Message, bubble=False, namespace="box"):
 
 
 @dataclass
-class HubChecked(Message, bubble=False, namespace="box"):
+class HubChecked(PartMessage, bubble=False, namespace="box"):
     """Whether the box reaches the Hub (pretrained weights), for ``form``."""
 
     form: LaunchForm
@@ -94,7 +87,7 @@ class HubChecked(Message, bubble=False, namespace="box"):
 
 
 @dataclass
-class Launched(Message, bubble=False, namespace="box"):
+class Launched(PartMessage, bubble=False, namespace="box"):
     """``request`` was started on the box (``started``: ``remote.runs`` start result)."""
 
     started: Any
@@ -104,7 +97,7 @@ class Launched(Message, bubble=False, namespace="box"):
 
 
 @dataclass
-class Profiled(Message, bubble=False, namespace="box"):
+class Profiled(PartMessage, bubble=False, namespace="box"):
     """``trainer profile``'s report for ``request``."""
 
     report: dict[str, Any]
@@ -114,6 +107,11 @@ class Profiled(Message, bubble=False, namespace="box"):
 class Launching:
     """The launch form's side of one box. ``timer(seconds, fn)`` calls ``fn`` later on
     the UI thread (a Textual timer, with ``stop()``)."""
+
+    KEYS = (BoxKey("l", "launch", "open_launch", "launch", "Launch a training run (form, "
+                   "checks, exact command)", 30, lambda _state: 4, quiet=False),
+            BoxKey("p", "profile", "open_profile", "profile", "Profile a short run: verdict, "
+                   "levers and $/epoch", 100, lambda _state: 6))
 
     def __init__(self, ports: Ports, panes: Panes,
                  timer: Callable[[float, Callable[[], None]], Any]) -> None:
@@ -330,6 +328,7 @@ class Launching:
         state = self.ports.state
         self.ports.post(PreflightRead(run_preflight(state.need_transport(), state.project)))
 
+    @handles(PreflightRead, take=("report",), action="check_box")
     def preflight_read(self, report: dict[str, Any]) -> None:
         """Keep the preflight report; say at once what failed."""
         self.ports.state.preflight = report
@@ -385,6 +384,7 @@ class Launching:
         if form is not None and form.offline is None:
             self.ports.post(HubChecked(form, not hub_reachable(transport)))
 
+    @handles(ChecksDone, action="run_checks")
     def show_checks(self, checks: ChecksDone) -> None:
         """The findings in the form; a clean doctor starts the time estimate."""
         state = self.ports.state
@@ -409,6 +409,7 @@ class Launching:
         if checks.data_ok:
             self.estimate.start(form)
 
+    @handles(HubChecked, action="run_checks")
     def hub_checked(self, checked: HubChecked) -> None:
         """The form offers pretrained weights only where the box reaches the Hub."""
         form = checked.form
@@ -484,6 +485,7 @@ class Launching:
             args["price"] = str(price)
         self.ports.post(Profiled(run_profile(transport, args), request))
 
+    @handles(Profiled, action="profile")
     def profiled(self, profiled: Profiled) -> None:
         """Close the form and say the profile's verdict in a notification, kept in the
         events (no dialog: it comes a minute later and must not take a key press)."""

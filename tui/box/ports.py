@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from textual.message import Message
 from textual.widget import Widget
 
+from tui.box.parts import PartMessage
 from tui.box.state import BoxState
 from tui.widgets.badges import ConnectionBadge, WeightsBadge
 from tui.widgets.gpu import GpuPane
@@ -141,21 +142,21 @@ class Panes:
 
 
 @dataclass
-class Progress(Message, bubble=False, namespace="box"):
+class Progress(PartMessage, bubble=False, namespace="box"):
     """A connecting, bootstrap or resume step, for the connection badge."""
 
     line: str
 
 
 @dataclass
-class Done(Message, bubble=False, namespace="box"):
+class Done(PartMessage, bubble=False, namespace="box"):
     """An action succeeded: said in a notification, the status row and the history."""
 
     line: str
 
 
 @dataclass
-class Notice(Message, bubble=False, namespace="box"):
+class Notice(PartMessage, bubble=False, namespace="box"):
     """A line for a notification from a worker; ``bell``: with the terminal bell."""
 
     line: str
@@ -165,22 +166,22 @@ class Notice(Message, bubble=False, namespace="box"):
 
 
 @dataclass
-class RunsStale(Message, bubble=False, namespace="box"):
+class RunsStale(PartMessage, bubble=False, namespace="box"):
     """The project's runs changed (a stop): list them again."""
 
 
 @dataclass
-class SafetyStale(Message, bubble=False, namespace="box"):
+class SafetyStale(PartMessage, bubble=False, namespace="box"):
     """The weights may have left the box (a push, a pull): judge them again."""
 
 
 @dataclass
-class InstanceStale(Message, bubble=False, namespace="box"):
+class InstanceStale(PartMessage, bubble=False, namespace="box"):
     """The instance changed (a stop, a destroy, a start): ask the provider again."""
 
 
 @dataclass
-class PauseWatching(Message, bubble=False, namespace="box"):
+class PauseWatching(PartMessage, bubble=False, namespace="box"):
     """Stop the watcher, whose own retries would contradict the badge: the first
     connection failed (it starts again once connected), or the instance was taken away
     (its address is dead; R starts it again)."""
