@@ -1,8 +1,9 @@
 """What a part of the box view is given, instead of the view itself: ``Ports`` (the box's
 facts, a thread-safe way to post a message to the view, a way to start a worker thread,
 the app for dialogs and notifications) and ``Panes`` (the view's widgets). Also the
-messages any part may post: a worker says what it found by posting one, and the view's
-handler for it runs on the UI thread. Nothing here blocks a worker on the UI loop."""
+messages any part may post: a worker says what it found by posting one, and the method
+marked for it (``tui.box.parts.handles``) runs on the UI thread. Nothing here blocks a
+worker on the UI loop."""
 
 from __future__ import annotations
 
