@@ -23,9 +23,11 @@ from tui.box.lines import status_line, tab_label
 from tui.box.link import HostKeyAsked, Link
 from tui.box.logs import LogPaging, OlderLog
 from tui.box.outcomes import Outcomes
+from tui.box.parts import BoxKey, PartMessage, handles, keys_of, routes
 from tui.box.ports import Ports, Progress
 from tui.box.state import BoxState
 from tui.box.stop import RunStop
+from tui.box.view import BoxView
 from tui.box.watching import Watch, Watching
 from tui.dialogs.confirm import ConfirmDialog
 from tui.spec import BoxSpec
@@ -292,3 +294,52 @@ def test_older_log_lines_of_an_earlier_watch_are_not_shown() -> None:
     logs.wants_older()  # the answer freed the next fetch
     logs.older(OlderLog(2, chunk))
     assert shown == [(0, b"older\n")] and len(fakes.workers) == 2
+
+
+# ---------------------------------------------------------------- what the parts declare
+
+
+def test_every_result_a_part_posts_reaches_one_handler() -> None:
+    """The view's one handler finds a part's method for every ``PartMessage`` of the
+    app, and every key a part declares is a command of the view."""
+
+    def subclasses(cls: type) -> set[type]:
+        return {cls} | {sub for direct in cls.__subclasses__() for sub in subclasses(direct)}
+
+    view = BoxView(BoxSpec("ssh", "root@203.0.113.7", project="/p"), autoconnect=False)
+    posted = {cls for cls in subclasses(PartMessage) - {PartMessage}
+              if cls.__module__.startswith("tui.")}
+    assert len(posted) >= 29 and posted <= set(view.routes)
+    assert set(view.commands) == {key.name for key in BoxView.KEYS}
+    assert all(callable(command) for command in view.commands.values())
+
+
+@dataclass
+class Asked(PartMessage, bubble=False, namespace="box"):
+    line: str
+
+
+class Toy:
+    """A part with one key and one result."""
+
+    KEYS = (BoxKey("z", "toy", "go", "toy", "A toy action", 25, lambda _state: 1),)
+
+    def __init__(self) -> None:
+        self.got: list[str] = []
+
+    @handles(Asked, take=("line",), action="toy")
+    def said(self, line: str) -> None:
+        self.got.append(line)
+
+    def go(self) -> None:
+        self.got.append("go")
+
+
+def test_a_part_declares_the_results_it_handles_and_its_keys() -> None:
+    toy = Toy()
+    route = routes([toy])[Asked]
+    route(Asked("found"))
+    assert toy.got == ["found"] and route.action == "toy" and not route.news
+    with pytest.raises(TypeError, match="Asked has two handlers"):
+        routes([toy, Toy()])
+    assert keys_of(Toy)[0].as_key() == ("z", "box('toy')", "toy", "A toy action")

@@ -18,6 +18,7 @@ from textual.widgets import TabbedContent, TabPane
 from remote.glance import running_url
 from trainer.text import clean_text
 from tui.box.instance import can_act
+from tui.box.parts import Key
 from tui.box.state import ALERT_VERDICTS
 from tui.box.view import BoxView
 from tui.dialogs.profile import ProfileCard
@@ -33,39 +34,37 @@ from tui.widgets.keybar import KeyBar
 from tui.widgets.runs import RunsList
 from tui.words import Standing, farewell, glance_words, quit_offers, quit_text, quit_title
 
-#: (key, action, footer label, palette description), in footer order. Which of them the
-#: footer shows depends on the box's state and the width (``tui.hints``). Box actions run
-#: on the active tab.
-KEYS: tuple[tuple[str, str, str, str], ...] = (
-    ("question_mark,f1", "help", "help", "Show the keys"),
-    ("q", "quit", "quit", "Quit (says what keeps running and costing)"),
-    ("l", "box('launch')", "launch", "Launch a training run (form, checks, exact command)"),
-    ("w", "box('pull')", "pull", "Pull the weights to this laptop (sha256-verified)"),
-    ("u", "box('push')", "push", "Push the run's weights to the Hugging Face Hub from the box"),
-    ("x", "box('stop_run')", "stop run", "Stop training gracefully (asks first)"),
-    ("e", "events", "events", "Show the events history (what toasts said)"),
-    ("F", "fleet", "fleet", "Every instance of every account: price, idle time and dollars"),
-    ("P", "glance", "glance", "The glance page's link and token (gpurent glance: for a phone)"),
-    ("p", "box('profile')", "profile", "Profile a short run: verdict, levers and $/epoch"),
-    ("a", "box('guard')", "guard", "Arm or disarm the guard; acknowledge its alarm"),
-    ("R", "box('resume')", "resume", "Start a stopped instance and resume its interrupted run"),
-    ("i", "box('stop_instance')", "stop inst", "Stop the instance (shows what it still costs)"),
-    ("D", "box('destroy')", "destroy", "Destroy the instance (type its id; needs safe weights)"),
-    ("r", "reconnect", "reconnect", "Reconnect to the box now"),
-    ("m", "metric", "metric", "Charts: show the next metric"),
-    ("f", "log('toggle_follow')", "follow", "Log: follow on/off"),
-    ("W", "log('wrap')", "wrap", "Log: wrap long lines, short form (default under 120 "
-     "columns)"),
-    ("slash", "log('search')", "search", "Log: search with highlights"),
-    ("n", "log('next')", "next", "Log: next search match"),
-    ("N", "log('previous')", "prev", "Log: previous search match"),
-    ("ampersand", "log('filter')", "filter", "Log: show only matching lines"),
-    ("L", "log('matches')", "matches", "Log: list the search's matches in the whole log"),
-    ("escape", "escape", "clear", "Clear the log search/filter; stop retrying a connection"),
+#: The app's own keys, each with its place; the box parts' keys (``BoxView.KEYS``, declared
+#: by each part: l w u x p a R i D) sit between them by theirs. Which of them the footer
+#: shows depends on the box's state and the width (``tui.hints``).
+APP_KEYS: tuple[tuple[int, Key], ...] = (
+    (10, Key("question_mark,f1", "help", "help", "Show the keys")),
+    (20, Key("q", "quit", "quit", "Quit (says what keeps running and costing)")),
+    (70, Key("e", "events", "events", "Show the events history (what toasts said)")),
+    (80, Key("F", "fleet", "fleet", "Every instance of every account: price, idle time and "
+             "dollars")),
+    (90, Key("P", "glance", "glance", "The glance page's link and token (gpurent glance: for "
+             "a phone)")),
+    (150, Key("r", "reconnect", "reconnect", "Reconnect to the box now")),
+    (160, Key("m", "metric", "metric", "Charts: show the next metric")),
+    (170, Key("f", "log('toggle_follow')", "follow", "Log: follow on/off")),
+    (180, Key("W", "log('wrap')", "wrap", "Log: wrap long lines, short form (default under "
+              "120 columns)")),
+    (190, Key("slash", "log('search')", "search", "Log: search with highlights")),
+    (200, Key("n", "log('next')", "next", "Log: next search match")),
+    (210, Key("N", "log('previous')", "prev", "Log: previous search match")),
+    (220, Key("ampersand", "log('filter')", "filter", "Log: show only matching lines")),
+    (230, Key("L", "log('matches')", "matches", "Log: list the search's matches in the whole "
+              "log")),
+    (240, Key("escape", "escape", "clear", "Clear the log search/filter; stop retrying a "
+              "connection")),
 )
+#: Every key, in footer order (box actions run on the active tab).
+KEYS: tuple[Key, ...] = tuple(key for _, key in sorted(
+    [*APP_KEYS, *((k.place, k.as_key()) for k in BoxView.KEYS)], key=lambda kept: kept[0]))
 #: Keys Textual's own key lists leave out (the footer is ``tui.hints``'s).
-QUIET = ("n", "N", "L", "escape", "m", "f", "W", "slash", "ampersand", "r", "D", "i", "a",
-         "p", "R", "F", "P")
+QUIET = ("n", "N", "L", "escape", "m", "f", "W", "slash", "ampersand", "r", "F", "P",
+         *(box_key.key for box_key in BoxView.KEYS if box_key.quiet))
 #: Keys that act anywhere, besides those of ``KEYS``, for the help screen.
 ANYWHERE_KEYS = (("ctrl+p", "The command palette: every action, and every box and run by "
                   "name (ctrl+p exp27 watches exp27)"),
@@ -161,7 +160,8 @@ class GpurentApp(App[int]):
                               in_runs=isinstance(main.focused, RunsList))
         except NoMatches:
             return  # a tab just added (from the fleet): its panes are not mounted yet
-        bars.first().show(hints(None if box is None else box.state, labels, scene))
+        ranks = {box_key.key: box_key.rank for box_key in BoxView.KEYS}
+        bars.first().show(hints(None if box is None else box.state, labels, scene, ranks))
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
         """The keys act on the shown box (see ``tab_shown``)."""

@@ -2,18 +2,18 @@
 the app's order, and, when the terminal is too narrow for all of them, the most
 important ones (a lower rank first). Pure: the app draws them (``tui.widgets.keybar``).
 
-What is relevant: the instance keys (stop, destroy, resume) only where a provider's
-instance is known, stopping a run only while it trains, the guard where the box bills,
-pull/push first while the weights are not safe, reconnecting while the link is down or
+What is relevant: on a connected box, the box parts' keys as each part ranks them
+(``tui.box.parts.BoxKey.rank``: the instance keys only where a provider's instance is
+known, stopping a run only while it trains, the guard where the box bills, pull/push
+first while the weights are not safe); reconnecting while the link is down or
 a connection is retried, n/N and Esc while a search or filter is on; with the runs list
 focused, its own keys (letters there never reach the app's)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-
-from trainer.health import GOING
 
 #: The runs list's keys while it has the focus.
 RUNS_HINTS = (("j", "j/k", "move"), ("enter", "⏎", "watch"), ("slash", "/", "filter"),
@@ -49,13 +49,15 @@ class Scene:
     in_runs: bool = False
 
 
-def hints(state: Any, labels: dict[str, str], scene: Scene) -> list[Hint]:
+def hints(state: Any, labels: dict[str, str], scene: Scene,
+          box_ranks: dict[str, Callable[[Any], int | None]]) -> list[Hint]:
     """The keys that act now on a box in ``state`` (``tui.box.state.BoxState``; ``None``:
-    no box), in the order of ``labels`` (key -> the app's label for it)."""
+    no box), in the order of ``labels`` (key -> the app's label for it); ``box_ranks``:
+    the box parts' keys -> their rank on a connected box in a state (``BoxKey.rank``)."""
     if scene.in_runs:
         return [Hint("question_mark", "?", "help", 0)] + \
             [Hint(key, shown, label, 1) for key, shown, label in RUNS_HINTS]
-    ranks = _ranks(state, scene)
+    ranks = _ranks(state, scene, box_ranks)
     out = []
     for key, label in labels.items():
         rank = ranks.get(key)
@@ -89,7 +91,8 @@ def _link_word(state: Any) -> str:
     return "reconnect" if state.transport is not None else "connect"
 
 
-def _ranks(state: Any, scene: Scene) -> dict[str, int]:
+def _ranks(state: Any, scene: Scene,
+           box_ranks: dict[str, Callable[[Any], int | None]]) -> dict[str, int]:
     """Key -> rank for the keys that do something now."""
     ranks = {"question_mark": 0, "q": 0, "e": 3, "slash": 5, "f": 6, "W": 6, "ampersand": 7,
              "m": 8}
@@ -105,22 +108,7 @@ def _ranks(state: Any, scene: Scene) -> dict[str, int]:
         ranks["r"] = 1
     if state.transport is None:
         return ranks
-    verdict = state.status.health.verdict if state.status is not None else None
-    training = verdict in GOING
-    billing = state.has_instance() or state.price_per_hour() is not None
-    ranks.update({"l": 4, "p": 6})
-    if state.run_dir is not None:
-        unsafe = state.safety is not None and not state.safety.safe
-        ranks.update({"w": 3 if unsafe else 6, "u": 3 if unsafe else 6})
-    if training:
-        ranks["x"] = 2
-    if billing and state.spec.kind != "local":
-        watching = state.guard is not None and getattr(state.guard, "watching", False)
-        ranks["a"] = 2 if training and not watching else 5
-    if state.has_instance():
-        instance_state = getattr(state.instance, "state", None)
-        stopped = instance_state not in (None, "running")
-        ranks.update({"i": 5 if training or stopped else 3, "D": 7 if training else 4})
-        if stopped or verdict in ("stopped", "dead", "failed"):
-            ranks["R"] = 3
+    for key, rank_of in box_ranks.items():  # a box key acts once the box is connected
+        if (rank := rank_of(state)) is not None:
+            ranks[key] = rank
     return ranks

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from rich.text import Text
-from textual.message import Message
 
 from remote.runs import ProbeCancelled, cancel_probe, new_probe_id
 from remote.runs import profile as run_profile
 from trainer.health import GOING
 from trainer.text import format_duration
+from tui.box.parts import PartMessage, handles
 from tui.box.ports import Panes, Ports
 from tui.dialogs.launch import LaunchForm, LaunchRequest
 from tui.fmt import safe
@@ -33,7 +33,7 @@ PROBE_DEBOUNCE = 1.5
 
 
 @dataclass
-class Estimated(Message, bubble=False, namespace="box"):
+class Estimated(PartMessage, bubble=False, namespace="box"):
     """The report of probe ``probe`` for the settings of ``request``."""
 
     report: dict[str, Any]
@@ -165,6 +165,7 @@ class Estimate:
             return
         self.ports.post(Estimated(report, request, probe))
 
+    @handles(Estimated, action="probe")
     def show(self, estimated: Estimated) -> None:
         """The probe's estimate in the form (for the form's epochs now)."""
         form = self.form()

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from rich.text import Text
-from textual.message import Message
 
 from remote.billing import (
     GuardOrder,
@@ -19,6 +18,7 @@ from remote.billing import (
     told_words,
 )
 from remote.runs import acknowledge_alarm
+from tui.box.parts import BoxKey, PartMessage, handles, training
 from tui.box.ports import Done, Panes, Ports
 from tui.box.state import BoxState
 from tui.dialogs.confirm import ConfirmDialog
@@ -27,7 +27,7 @@ from tui.fmt import safe
 
 
 @dataclass
-class GuardRead(Message, bubble=False, namespace="box"):
+class GuardRead(PartMessage, bubble=False, namespace="box"):
     """The guard's state on the box, as an action left it."""
 
     guard: Any
@@ -45,8 +45,21 @@ def no_instance(state: BoxState) -> str:
             "lambda:ID")
 
 
+def guard_rank(state: BoxState) -> int | None:
+    """The guard key's footer rank: where the box bills (not this machine), first while
+    the run trains unguarded."""
+    if state.spec.kind == "local" or not (state.has_instance()
+                                          or state.price_per_hour() is not None):
+        return None
+    watching = state.guard is not None and getattr(state.guard, "watching", False)
+    return 2 if training(state) and not watching else 5
+
+
 class Guard:
     """The guard's badge and key of one box."""
+
+    KEYS = (BoxKey("a", "guard", "ask", "guard", "Arm or disarm the guard; acknowledge its "
+                   "alarm", 110, guard_rank),)
 
     def __init__(self, ports: Ports, panes: Panes) -> None:
         self.ports = ports
@@ -74,6 +87,7 @@ class Guard:
             return text
         return safe(guard.summary(), 100, "bold yellow" if guard.watching else "dim")
 
+    @handles(GuardRead, take=("guard",), action="set_guard")
     def show(self, guard: Any) -> None:
         """Show the guard's state (from the watcher's stream, or an action's answer)."""
         self.ports.state.guard = guard

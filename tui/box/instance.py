@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from rich.text import Text
-from textual.message import Message
 
 from remote.billing import (
     ProviderError,
@@ -27,6 +26,7 @@ from remote.billing import (
 from trainer.health import GOING
 from tui.box.failures import ActionRefused
 from tui.box.lines import TAKEN_NEXT
+from tui.box.parts import BoxKey, PartMessage, handles, instance_stopped, training
 from tui.box.ports import Done, InstanceStale, Notice, PauseWatching, Ports
 from tui.box.reports import instance_costs
 from tui.box.state import BoxState
@@ -37,14 +37,14 @@ from tui.fmt import safe
 
 
 @dataclass
-class InstanceRead(Message, bubble=False, namespace="box"):
+class InstanceRead(PartMessage, bubble=False, namespace="box"):
     """What the provider says about the instance now."""
 
     instance: Any
 
 
 @dataclass
-class InstanceFigures(Message, bubble=False, namespace="box"):
+class InstanceFigures(PartMessage, bubble=False, namespace="box"):
     """What the question before ``what`` (stop or destroy) needs: the provider, the
     instance, and for a destroy the weights' safety."""
 
@@ -55,7 +55,7 @@ class InstanceFigures(Message, bubble=False, namespace="box"):
 
 
 @dataclass
-class InstanceDestroyed(Message, bubble=False, namespace="box"):
+class InstanceDestroyed(PartMessage, bubble=False, namespace="box"):
     """The provider confirmed the destroy: the box is gone."""
 
 
@@ -96,8 +96,28 @@ def still_training(state: BoxState, what: str) -> Text | None:
     return text
 
 
+def stop_rank(state: BoxState) -> int | None:
+    """The stop-instance key's footer rank: with a provider's instance, first while it
+    runs and nothing trains."""
+    if not state.has_instance():
+        return None
+    return 5 if training(state) or instance_stopped(state) else 3
+
+
+def destroy_rank(state: BoxState) -> int | None:
+    """The destroy key's footer rank: with a provider's instance, later while training."""
+    if not state.has_instance():
+        return None
+    return 7 if training(state) else 4
+
+
 class Instance:
     """The instance keys of one box. ``costs`` gives the ``CostReport`` now."""
+
+    KEYS = (BoxKey("i", "stop_instance", "ask_stop", "stop inst", "Stop the instance (shows "
+                   "what it still costs)", 130, stop_rank),
+            BoxKey("D", "destroy", "ask_destroy", "destroy", "Destroy the instance (type its "
+                   "id; needs safe weights)", 140, destroy_rank))
 
     def __init__(self, ports: Ports, costs: Callable[[], Any]) -> None:
         self.ports = ports
@@ -123,6 +143,7 @@ class Instance:
             self.destroy_wanted = False
             self.ask_destroy()
 
+    @handles(InstanceStale, take=())
     def refresh(self) -> None:
         """Ask the provider about the instance (price, storage, state), when the box is
         one; the guard's state on the box comes with the watcher's stream."""
@@ -146,6 +167,7 @@ class Instance:
                               f"{TAKEN_NEXT}", severity="warning")
         return state.instance_destroyed() or state.taken_away is not None
 
+    @handles(InstanceRead, take=("instance",))
     def read(self, instance: Any) -> None:
         """Keep what the provider said, and when (nothing more once the instance is
         destroyed). While the link is down, an instance the provider stopped under the
@@ -189,6 +211,7 @@ class Instance:
             safety = resolve_safety(safety_source(state) if state.transport else None)
         self.ports.post(InstanceFigures(what, client, instance, safety))
 
+    @handles(InstanceFigures, action="cost_figures")
     def ask(self, figures: InstanceFigures) -> None:
         """The question, with what the instance keeps billing."""
         what, client, instance, safety = (figures.what, figures.provider, figures.instance,

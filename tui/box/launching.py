@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from rich.text import Text
-from textual.message import Message
 
 from remote import fields
 from remote.billing import RunIntent, change_lease, told_words, want_running
@@ -36,6 +35,7 @@ from remote.weights import REPO_RE, laptop_token, require_token
 from tui.box.estimate import Estimate
 from tui.box.failures import ActionRefused
 from tui.box.modal_launch import ModalLaunching, ModalStarted
+from tui.box.parts import BoxKey, PartMessage, handles
 from tui.box.ports import Done, Panes, Ports
 from tui.box.reports import findings_text, has_gpu
 from tui.dialogs.confirm import ConfirmDialog
@@ -59,14 +59,14 @@ FORM_WORKERS = ("start_launch", "profile", "run_checks", "probe")
 
 
 @dataclass
-class PreflightRead(Message, bubble=False, namespace="box"):
+class PreflightRead(PartMessage, bubble=False, namespace="box"):
     """The box's preflight report, once connected."""
 
     report: dict[str, Any]
 
 
 @dataclass
-class ChecksDone(Message, bubble=False, namespace="box"):
+class ChecksDone(PartMessage, bubble=False, namespace="box"):
     """Preflight and doctor findings for the form; ``blocks``: why Launch is refused."""
 
     preflight: dict[str, Any]
@@ -80,7 +80,7 @@ class ChecksDone(Message, bubble=False, namespace="box"):
 
 
 @dataclass
-class HubChecked(Message, bubble=False, namespace="box"):
+class HubChecked(PartMessage, bubble=False, namespace="box"):
     """Whether the box reaches the Hub (pretrained weights), for ``form``."""
 
     form: LaunchForm
@@ -88,17 +88,17 @@ class HubChecked(Message, bubble=False, namespace="box"):
 
 
 @dataclass
-class Launched(Message, bubble=False, namespace="box"):
-    """``request`` was started on the box (``started``: ``remote.runs`` start result)."""
+class Launched(PartMessage, bubble=False, namespace="box"):
+    """``request`` was started on the box (``started``: ``remote.runs`` start result, or
+    a Modal launch); ``leased``: the lease given with it, in words ("" for none)."""
 
     started: Any
     request: LaunchRequest
-    #: The lease given with the launch, in words ("" for none).
     leased: str = ""
 
 
 @dataclass
-class Profiled(Message, bubble=False, namespace="box"):
+class Profiled(PartMessage, bubble=False, namespace="box"):
     """``trainer profile``'s report for ``request``."""
 
     report: dict[str, Any]
@@ -109,6 +109,11 @@ class Launching:
     """The launch form's side of one box. ``timer(seconds, fn)`` calls ``fn`` later on
     the UI thread (a Textual timer, with ``stop()``)."""
 
+    KEYS = (BoxKey("l", "launch", "open_launch", "launch", "Launch a training run (form, "
+                   "checks, exact command)", 30, lambda _state: 4, quiet=False),
+            BoxKey("p", "profile", "open_profile", "profile", "Profile a short run: verdict, "
+                   "levers and $/epoch", 100, lambda _state: 6))
+
     def __init__(self, ports: Ports, panes: Panes,
                  timer: Callable[[float, Callable[[], None]], Any]) -> None:
         self.ports = ports
@@ -116,7 +121,6 @@ class Launching:
         self.timer = timer
         self.form: LaunchForm | None = None
         self._doctor_timer: Any = None
-        #: The form's time estimate (its probe on the box).
         self.estimate = Estimate(ports, panes, lambda r: self.launch_spec(r).args,
                                  self._open_form, timer)
         #: The box's absolute paths for the form's relative ones, once the checks asked.
@@ -135,26 +139,23 @@ class Launching:
         self.open_form("Launch a training run")
 
     def open_profile(self) -> None:
-        """The launch form, titled for profiling: its Profile button measures a short
-        run of those settings and says the verdict. While a run trains on the box, asks
-        first: a profile then competes with it (and measures both slower)."""
+        """The launch form titled for profiling (Profile measures a short run and says the
+        verdict); asked first while a run trains on the box (both would measure slower)."""
         training = self.estimate.training_run()
         if training is None:
             self.open_form("Profile before launching (or launch)")
             return
         body = Text("Run ")
         body.append_text(safe(training, 60, "bold"))
-        body.append(" is training on this box. A profile now shares the GPU and the CPUs "
-                    "with it: it slows the run down, and measures both slower than either "
-                    "would be alone.")
+        body.append(" is training on this box. A profile now shares the GPU and the CPUs with "
+                    "it: it slows the run down, and measures both slower than either alone.")
         self.ports.ask(ConfirmDialog("Profile while a run trains?", body, "Profile anyway",
                                      variant="warning"),
                        lambda yes: self.open_form("Profile before launching (or launch)")
                        if yes else None)
 
     def open_form(self, title: str) -> None:
-        """The launch form; it stays open until the run started or the user cancels.
-        A Modal tab has its own (``tui.box.modal_launch``)."""
+        """The launch form, open until the run started or the user cancels (a Modal tab's own)."""
         if self.ports.state.spec.kind == "modal":
             return self.modal.open_form()
         state = self.ports.state
@@ -329,6 +330,7 @@ class Launching:
         state = self.ports.state
         self.ports.post(PreflightRead(run_preflight(state.need_transport(), state.project)))
 
+    @handles(PreflightRead, take=("report",), action="check_box")
     def preflight_read(self, report: dict[str, Any]) -> None:
         """Keep the preflight report; say at once what failed."""
         self.ports.state.preflight = report
@@ -384,6 +386,7 @@ class Launching:
         if form is not None and form.offline is None:
             self.ports.post(HubChecked(form, not hub_reachable(transport)))
 
+    @handles(ChecksDone, action="run_checks")
     def show_checks(self, checks: ChecksDone) -> None:
         """The findings in the form; a clean doctor starts the time estimate."""
         state = self.ports.state
@@ -408,6 +411,7 @@ class Launching:
         if checks.data_ok:
             self.estimate.start(form)
 
+    @handles(HubChecked, action="run_checks")
     def hub_checked(self, checked: HubChecked) -> None:
         """The form offers pretrained weights only where the box reaches the Hub."""
         form = checked.form
@@ -484,6 +488,7 @@ class Launching:
             args["price"] = str(price)
         self.ports.post(Profiled(run_profile(transport, args), request))
 
+    @handles(Profiled, action="profile")
     def profiled(self, profiled: Profiled) -> None:
         """Close the form and say the profile's verdict in a notification, kept in the
         events (no dialog: it comes a minute later and must not take a key press)."""

@@ -14,14 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from textual.message import Message
-
 from remote.billing import connector_to
 from remote.link import changed_host_key, retry_delay, whole_line, worth_retrying
 from remote.runs import box_runs
 from remote.transport import Transport
 from remote.watch import ConnectionEvent
 from trainer.text import format_duration, one_line
+from tui.box.parts import PartMessage, handles
 from tui.box.ports import Notice, Panes, PauseWatching, Ports, Progress
 from tui.dialogs.confirm import forget_key_dialog, host_key_dialog
 
@@ -35,7 +34,7 @@ ASK_EVERY = 15.0
 
 
 @dataclass
-class Connected(Message, bubble=False, namespace="box"):
+class Connected(PartMessage, bubble=False, namespace="box"):
     """The control connection is up; ``runs`` were listed in ``project`` (``None``: the
     watcher's follower lists them); ``run``: the run asked for, by name."""
 
@@ -47,7 +46,7 @@ class Connected(Message, bubble=False, namespace="box"):
 
 
 @dataclass
-class ConnectFailed(Message, bubble=False, namespace="box"):
+class ConnectFailed(PartMessage, bubble=False, namespace="box"):
     """A try to connect failed: ``error`` in one line, ``retry_in`` seconds to the next
     try (``None``: not retried), ``attempt`` the try that failed; ``declined``: the user
     did not trust the box's host key (asked again only after r)."""
@@ -62,7 +61,7 @@ class ConnectFailed(Message, bubble=False, namespace="box"):
 
 
 @dataclass
-class DemoStarted(Message, bubble=False, namespace="box"):
+class DemoStarted(PartMessage, bubble=False, namespace="box"):
     """The demo run was launched in ``project``: watch ``run_dir``."""
 
     project: str
@@ -70,7 +69,7 @@ class DemoStarted(Message, bubble=False, namespace="box"):
 
 
 @dataclass
-class HostKeyAsked(Message, bubble=False, namespace="box"):
+class HostKeyAsked(PartMessage, bubble=False, namespace="box"):
     """A connection met an unknown host key: ask the user; ``answered`` gets the
     dialog's result (on the UI thread; the asking thread waits for it)."""
 
@@ -243,11 +242,13 @@ class Link:
                 return False
         return answer[0]
 
+    @handles(HostKeyAsked)
     def ask_user(self, asked: HostKeyAsked) -> None:
         """Show the host-key dialog; its answer goes to the thread that waits for it."""
         self.ports.ask(host_key_dialog(asked.host, asked.key_type, asked.fingerprint),
                        asked.answered)
 
+    @handles(Progress, take=("line",))
     def show_progress(self, line: str) -> None:
         """Show a connecting step, unless the watch's link is already up: the control
         connection opens after the first status, and its steps must not make a live
@@ -259,6 +260,7 @@ class Link:
         if badge.state not in ("live", "polling") and self.ports.state.not_connected is None:
             badge.show_progress(line)
 
+    @handles(ConnectFailed)
     def show_failure(self, message: ConnectFailed) -> None:
         """Show why connecting failed and when it is tried again."""
         retrying = message.retry_in is not None

@@ -7,18 +7,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from textual.message import Message
-
 from remote.runs import LogChunk, LogMatches, older_log, search_log
 from trainer.text import one_line
+from tui.box.parts import PartMessage, handles
 from tui.box.ports import Panes, Ports
+from tui.widgets.logpane import LogPane
 
 #: Bytes asked for at each scroll to the top.
 OLDER_BYTES = 256 * 1024
 
 
 @dataclass
-class OlderLog(Message, bubble=False, namespace="box"):
+class OlderLog(PartMessage, bubble=False, namespace="box"):
     """Bytes of the log before those shown, for the watch of generation ``gen``
     (``None``: the request failed, and its failure is reported as usual)."""
 
@@ -27,7 +27,7 @@ class OlderLog(Message, bubble=False, namespace="box"):
 
 
 @dataclass
-class LogSearched(Message, bubble=False, namespace="box"):
+class LogSearched(PartMessage, bubble=False, namespace="box"):
     """The lines of the whole log that hold a term, for the watch of generation ``gen``;
     or ``failed``: ``(term, why)``."""
 
@@ -45,6 +45,7 @@ class LogPaging:
         self.panes = panes
         self._older_busy = False
 
+    @handles(LogPane.WantsOlder, take=())
     def wants_older(self) -> None:
         """The pane was scrolled to its top: fetch what came before."""
         state, pane = self.ports.state, self.panes.log
@@ -65,12 +66,14 @@ class LogPaging:
         finally:
             self.ports.post(OlderLog(gen, chunk))
 
+    @handles(OlderLog, action="fetch_older")
     def older(self, message: OlderLog) -> None:
         """Put the older lines above the others."""
         self._older_busy = False
         if message.gen == self.ports.state.gen and message.chunk is not None:
             self.panes.log.show_older(message.chunk.offset, message.chunk.data)
 
+    @handles(LogPane.Searched, take=("term",))
     def search(self, term: str) -> None:
         """A search in the pane also runs over the whole log, on the box."""
         state = self.ports.state
@@ -88,6 +91,7 @@ class LogPaging:
             raise
         self.ports.post(LogSearched(gen, found))
 
+    @handles(LogSearched, action="search_whole_log")
     def searched(self, message: LogSearched) -> None:
         """Show how many lines of the whole log hold the term."""
         if message.gen != self.ports.state.gen:

@@ -6,12 +6,11 @@ history."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
-from typing import Any, Protocol
 
 from tui.box.failures import BACKGROUND, Failure
-from tui.box.ports import Ports
+from tui.box.parts import handles
+from tui.box.ports import Done, Notice, Ports
 
 
 class Outcomes:
@@ -35,11 +34,21 @@ class Outcomes:
         if self.ports.state.activities.finish(name) is not None:
             self.redraw()
 
+    @handles(Done, take=("line",))
     def done(self, line: str) -> None:
         """An action succeeded: say so (notification, status row, history)."""
         self.ports.state.say(line)
         self.ports.notify(line)
         self.redraw()
+
+    @handles(Notice)
+    def notice(self, message: Notice) -> None:
+        """A worker has something to say: a notification (with the bell: an alert)."""
+        if message.bell:
+            self.ports.alert(message.line, severity=message.severity)
+        else:
+            self.ports.notify(message.line, severity=message.severity,
+                              timeout=message.timeout)
 
     def failed(self, name: str, failure: Failure) -> bool:
         """Put the failure of ``name`` on screen: a notification (with the bell for the
@@ -61,31 +70,3 @@ class Outcomes:
     def succeeded(self, name: str) -> None:
         """Background check ``name`` worked: its next failure is news again."""
         self._background.pop(name, None)
-
-
-class Reporter(Protocol):
-    """A view that puts failures on screen."""
-
-    def report_failure(self, name: str, error: BaseException) -> None: ...
-
-
-#: A message handler of such a view.
-Handler = Callable[[Any, Any], None]
-
-
-def result_of(action: str) -> Callable[[Handler], Handler]:
-    """For a view's handler of worker ``action``'s result: what the handler raises is
-    that action's failure, reported as the worker's own errors are (``report_failure``),
-    never raised into the app."""
-
-    def wrap(handler: Handler) -> Handler:
-        @functools.wraps(handler)
-        def handle(view: Reporter, message: Any) -> None:
-            try:
-                handler(view, message)
-            except Exception as exc:  # noqa: BLE001 - every failure reaches the screen
-                view.report_failure(action, exc)
-
-        return handle
-
-    return wrap

@@ -1,8 +1,9 @@
 """What a part of the box view is given, instead of the view itself: ``Ports`` (the box's
 facts, a thread-safe way to post a message to the view, a way to start a worker thread,
 the app for dialogs and notifications) and ``Panes`` (the view's widgets). Also the
-messages any part may post: a worker says what it found by posting one, and the view's
-handler for it runs on the UI thread. Nothing here blocks a worker on the UI loop."""
+messages any part may post: a worker says what it found by posting one, and the method
+marked for it (``tui.box.parts.handles``) runs on the UI thread. Nothing here blocks a
+worker on the UI loop."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any, Protocol
 from textual.message import Message
 from textual.widget import Widget
 
+from tui.box.parts import PartMessage
 from tui.box.state import BoxState
 from tui.widgets.badges import ConnectionBadge, WeightsBadge
 from tui.widgets.gpu import GpuPane
@@ -141,21 +143,21 @@ class Panes:
 
 
 @dataclass
-class Progress(Message, bubble=False, namespace="box"):
+class Progress(PartMessage, bubble=False, namespace="box"):
     """A connecting, bootstrap or resume step, for the connection badge."""
 
     line: str
 
 
 @dataclass
-class Done(Message, bubble=False, namespace="box"):
+class Done(PartMessage, bubble=False, namespace="box"):
     """An action succeeded: said in a notification, the status row and the history."""
 
     line: str
 
 
 @dataclass
-class Notice(Message, bubble=False, namespace="box"):
+class Notice(PartMessage, bubble=False, namespace="box"):
     """A line for a notification from a worker; ``bell``: with the terminal bell."""
 
     line: str
@@ -165,22 +167,22 @@ class Notice(Message, bubble=False, namespace="box"):
 
 
 @dataclass
-class RunsStale(Message, bubble=False, namespace="box"):
+class RunsStale(PartMessage, bubble=False, namespace="box"):
     """The project's runs changed (a stop): list them again."""
 
 
 @dataclass
-class SafetyStale(Message, bubble=False, namespace="box"):
+class SafetyStale(PartMessage, bubble=False, namespace="box"):
     """The weights may have left the box (a push, a pull): judge them again."""
 
 
 @dataclass
-class InstanceStale(Message, bubble=False, namespace="box"):
+class InstanceStale(PartMessage, bubble=False, namespace="box"):
     """The instance changed (a stop, a destroy, a start): ask the provider again."""
 
 
 @dataclass
-class PauseWatching(Message, bubble=False, namespace="box"):
+class PauseWatching(PartMessage, bubble=False, namespace="box"):
     """Stop the watcher, whose own retries would contradict the badge: the first
     connection failed (it starts again once connected), or the instance was taken away
     (its address is dead; R starts it again)."""

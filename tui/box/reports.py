@@ -1,6 +1,6 @@
 """Box reports as text for dialogs: preflight and doctor findings, and what stopping or
-destroying an instance keeps billing. Every value from the box goes through
-``remote.fields`` and ``tui.fmt.safe``."""
+destroying an instance keeps billing; and whether the preflight found a GPU. Every value
+from the box goes through ``remote.fields`` and ``tui.fmt.safe``."""
 
 from __future__ import annotations
 
@@ -15,6 +15,13 @@ from tui.fmt import safe
 #: Characters of one check or finding shown (they wrap; the hf_home warning alone is
 #: over 200: a cut one lost its advice).
 FINDING_CHARS = 600
+
+
+def has_gpu(preflight: dict[str, Any] | None) -> bool | None:
+    """Whether the box can train on a GPU (``None`` until preflight has run)."""
+    if preflight is None or "gpu_available" not in preflight:
+        return None
+    return bool(preflight["gpu_available"])
 
 
 def findings_text(title: str, report: dict[str, Any] | None) -> Text:
@@ -90,10 +97,3 @@ def destroy_billing(report: Any, instance: Any = None) -> Text:
         text.append(f"\n{report.provider_title or 'This provider'} cannot stop an instance: "
                     "destroying (terminating) is the only way to end its billing.")
     return text
-
-
-def has_gpu(preflight: dict[str, Any] | None) -> bool | None:
-    """Whether the box can train on a GPU (``None`` until preflight has run)."""
-    if preflight is None or "gpu_available" not in preflight:
-        return None
-    return bool(preflight["gpu_available"])

@@ -10,26 +10,27 @@ from dataclasses import dataclass
 from typing import Any
 
 from rich.text import Text
-from textual.message import Message
 
 from remote.billing import Resumed, Step, money, resume_run
 from remote.link import Connector
 from remote.runs import list_runs
 from tui.box.instance import provider
+from tui.box.parts import BoxKey, PartMessage, handles, instance_stopped, verdict
 from tui.box.ports import Notice, Ports, Progress
+from tui.box.state import BoxState
 from tui.dialogs.confirm import ConfirmDialog
 from tui.fmt import safe
 
 
 @dataclass
-class ResumeFigures(Message, bubble=False, namespace="box"):
+class ResumeFigures(PartMessage, bubble=False, namespace="box"):
     """The instance (state, prices), for the question before resuming."""
 
     instance: Any
 
 
 @dataclass
-class ResumeDone(Message, bubble=False, namespace="box"):
+class ResumeDone(PartMessage, bubble=False, namespace="box"):
     """The run was relaunched on the started instance: ``runs`` of ``project``."""
 
     resumed: Resumed
@@ -37,9 +38,21 @@ class ResumeDone(Message, bubble=False, namespace="box"):
     runs: list[Any]
 
 
+def resume_rank(state: BoxState) -> int | None:
+    """The resume key's footer rank: a provider's instance that is stopped, or whose run
+    ended without completing."""
+    if state.has_instance() and (instance_stopped(state)
+                                 or verdict(state) in ("stopped", "dead", "failed")):
+        return 3
+    return None
+
+
 class Resume:
     """The resume action of one box; ``connector`` reaches the instance once it runs.
     ``interval``: seconds between polls of the provider's API while it starts."""
+
+    KEYS = (BoxKey("R", "resume", "ask", "resume", "Start a stopped instance and resume its "
+                   "interrupted run", 120, resume_rank),)
 
     def __init__(self, ports: Ports, connector: Connector, interval: float = 5.0) -> None:
         self.ports = ports
@@ -57,6 +70,7 @@ class Resume:
         state = self.ports.state
         self.ports.post(ResumeFigures(provider(state).get_instance(state.spec.instance)))
 
+    @handles(ResumeFigures, take=("instance",), action="resume_figures")
     def confirm(self, instance: Any) -> None:
         """The question: what starting costs, and which run is resumed."""
         state = self.ports.state

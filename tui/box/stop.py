@@ -9,6 +9,7 @@ from remote.billing import money
 from remote.runs import stop_run
 from trainer.engines import engine_of
 from tui.box.failures import ActionRefused
+from tui.box.parts import BoxKey, training
 from tui.box.ports import Done, Ports, RunsStale
 from tui.dialogs.confirm import ConfirmDialog
 from tui.fmt import safe
@@ -17,6 +18,9 @@ from tui.words import ENDED
 
 class RunStop:
     """The stop-run key of one box."""
+
+    KEYS = (BoxKey("x", "stop_run", "ask", "stop run", "Stop training gracefully (asks first)",
+                   60, lambda state: 2 if training(state) else None, quiet=False),)
 
     def __init__(self, ports: Ports) -> None:
         self.ports = ports

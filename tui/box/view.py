@@ -2,8 +2,10 @@
 one ``tui.box.state.BoxState``; ``Link`` connects, ``Watching`` follows one run,
 ``Weights``, ``RunStop``, ``Instance``, ``Guard``, ``Resume`` and ``Launching`` act,
 ``LogPaging`` reads the log beyond the watch, ``Outcomes`` puts how actions end on screen.
-Each part gets what it needs (``tui.box.ports``), never this view; threads post results
-as messages, handed here (on the UI thread) to their part. Failures reach the screen from
+Each part gets what it needs (``tui.box.ports``), never this view, and declares its keys
+and the results it handles (``tui.box.parts``): threads post results as ``PartMessage``s,
+which one handler here hands (on the UI thread) to the part's method marked for them;
+this view handles only those that several parts share. Failures reach the screen from
 ``on_worker_state_changed``, and so does what a result's handler raises."""
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rich.text import Text
+from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
@@ -22,37 +25,21 @@ from textual.worker import Worker, WorkerState
 
 from remote.watch import ConnectionEvent, GuardEvent, HubEvent, StatusEvent, WeightsEvent
 from tui.box import money
-from tui.box.estimate import Estimated
 from tui.box.failures import describe
-from tui.box.guard import Guard, GuardRead
-from tui.box.instance import Instance, InstanceDestroyed, InstanceFigures, InstanceRead
-from tui.box.launching import (
-    ChecksDone,
-    HubChecked,
-    Launched,
-    Launching,
-    PreflightRead,
-    Profiled,
-)
+from tui.box.guard import Guard
+from tui.box.instance import Instance, InstanceDestroyed
+from tui.box.launching import Launched, Launching
 from tui.box.lines import status_line, tab_label
-from tui.box.link import Connected, ConnectFailed, DemoStarted, HostKeyAsked, Link, PauseWatching
-from tui.box.logs import LogPaging, LogSearched, OlderLog
-from tui.box.outcomes import Outcomes, result_of
-from tui.box.ports import (
-    Done,
-    InstanceStale,
-    Notice,
-    Panes,
-    Ports,
-    Progress,
-    RunsStale,
-    SafetyStale,
-)
-from tui.box.resume import Resume, ResumeDone, ResumeFigures
+from tui.box.link import Connected, Link
+from tui.box.logs import LogPaging
+from tui.box.outcomes import Outcomes
+from tui.box.parts import PartMessage, handles, keys_of, routes
+from tui.box.ports import Panes, Ports
+from tui.box.resume import Resume, ResumeDone
 from tui.box.state import BoxState
 from tui.box.stop import RunStop
-from tui.box.watching import RunsListed, Watch, Watching
-from tui.box.weights import SafetyJudged, Transferred, Weights
+from tui.box.watching import Watch, Watching
+from tui.box.weights import Weights
 from tui.spec import BoxSpec
 from tui.widgets.badges import ConnectionBadge, WeightsBadge
 from tui.widgets.gpu import GpuPane
@@ -65,6 +52,9 @@ from tui.widgets.textline import TextLine
 
 class BoxView(Vertical):
     """Everything about one box. ``clock`` gives the time (injected for snapshots)."""
+
+    #: The parts' keys (each part's ``KEYS``), for the app's bindings, footer and help.
+    KEYS = keys_of(Launching, Weights, RunStop, Guard, Resume, Instance)
 
     DEFAULT_CSS = """
     BoxView { height: 1fr; }
@@ -118,12 +108,15 @@ class BoxView(Vertical):
         self.resume = Resume(ports, self.link.connector)
         self.launching = Launching(ports, self.panes, timer=self.set_timer)
         self.logs = LogPaging(ports, self.panes)
-        #: The box keys of the app: action name -> what it does on this box.
+        parts = (self.outcomes, self.link, self.watching, self.weights, self.run_stop,
+                 self.instance, self.guard, self.resume, self.launching,
+                 self.launching.estimate, self.logs)
+        #: The parts' keys on this box: command name -> the part's method (``KEYS``).
         self.commands: dict[str, Callable[[], None]] = {
-            "launch": self.launching.open_launch, "profile": self.launching.open_profile,
-            "pull": self.weights.pull, "push": self.weights.ask_push,
-            "stop_run": self.run_stop.ask, "guard": self.guard.ask, "resume": self.resume.ask,
-            "stop_instance": self.instance.ask_stop, "destroy": self.instance.ask_destroy}
+            key.name: getattr(part, key.method) for part in parts
+            for key in getattr(part, "KEYS", ())}
+        #: Message class -> the part's method that handles it (this view's own included).
+        self.routes = routes((*parts, self))
         self._frame = 0
         #: r asked for the control connection anew: its return is said out loud.
         self._reconnecting = False
@@ -280,31 +273,30 @@ class BoxView(Vertical):
         """However the app ends, stop the watcher (its follower on the box would stay)."""
         self.shutdown()
 
-    # ------------------------------------------------------------------ results: link
+    # ------------------------------------------------------------------ results
 
-    def on_box_progress(self, message: Progress) -> None:
-        """A connecting step."""
-        self.link.show_progress(message.line)
+    @on(PartMessage)
+    @on(LogPane.WantsOlder)
+    @on(LogPane.Searched)
+    def hand_to_part(self, message: Message) -> None:
+        """A part's result (or the log pane's ask) to the part's method that handles it
+        (``tui.box.parts.handles``); what the handler of an action's result raises is that
+        action's failure, reported as the worker's own errors are, never raised."""
+        message.stop()
+        route = self.routes[type(message)]
+        if route.action is None:
+            route(message)
+            return
+        try:
+            route(message)
+        except Exception as exc:  # noqa: BLE001 - every failure reaches the screen
+            self.report_failure(route.action, exc)
+            return
+        if route.news:
+            self.outcomes.succeeded(route.action)
 
-    def on_box_connect_failed(self, message: ConnectFailed) -> None:
-        """A try to connect failed."""
-        self.link.show_failure(message)
-
-    def on_box_pause_watching(self, _message: PauseWatching) -> None:
-        """The first connection failed: the watcher waits for the next."""
-        self.watching.stop()
-
-    def on_box_demo_started(self, message: DemoStarted) -> None:
-        """The demo run is launched: watch it."""
-        self.state.project = message.project
-        self.watching.watch(message.run_dir)
-
-    def on_box_host_key_asked(self, message: HostKeyAsked) -> None:
-        """A thread waits for the user's word on a host key."""
-        self.link.ask_user(message)
-
-    @result_of("connect")
-    def on_box_connected(self, message: Connected) -> None:
+    @handles(Connected, action="connect")
+    def connected(self, message: Connected) -> None:
         """Actions may run, the box is checked; listed runs (a resume) choose the run."""
         state = self.state
         first = self.link.connected(message)
@@ -332,10 +324,9 @@ class BoxView(Vertical):
             else:
                 self.app.record("control connection open again", self.spec.title, "note")
 
-    # ------------------------------------------------------------------ results: watching
-
-    def on_box_watch(self, message: Watch) -> None:
-        """Route a watcher event to the part it belongs to."""
+    @handles(Watch)
+    def watched(self, message: Watch) -> None:
+        """A watcher event to the part it belongs to."""
         if message.gen != self.state.gen:
             return
         ev = message.event
@@ -354,15 +345,6 @@ class BoxView(Vertical):
         else:
             self.watching.show(ev)
 
-    @result_of("refresh_runs")
-    def on_box_runs_listed(self, message: RunsListed) -> None:
-        """Show the fresh list."""
-        self.watching.show_runs(message.runs)
-
-    def on_box_runs_stale(self, _message: RunsStale) -> None:
-        """The runs changed: list them again."""
-        self.watching.refresh_runs()
-
     def on_runs_list_chosen(self, message: RunsList.Chosen) -> None:
         """Switch to the chosen run."""
         if message.run.run_dir != self.state.run_dir:
@@ -372,39 +354,8 @@ class BoxView(Vertical):
         """Esc in the runs list, with no filter to clear: back to the log."""
         self.log_pane.log.focus()
 
-    # ------------------------------------------------------------------ results: actions
-
-    def on_box_done(self, message: Done) -> None:
-        """An action succeeded."""
-        self.outcomes.done(message.line)
-
-    def on_box_notice(self, message: Notice) -> None:
-        """A worker has something to say."""
-        if message.bell:
-            self.app.alert(message.line, self.spec.title, severity=message.severity)
-        else:
-            self.app.notify(message.line, title=self.spec.title, severity=message.severity,
-                            timeout=message.timeout)
-
-    @result_of("refresh_safety")
-    def on_box_safety_judged(self, message: SafetyJudged) -> None:
-        """A fresh verdict on the weights."""
-        self.weights.show(message.safety)
-        self.outcomes.succeeded("refresh_safety")
-
-    def on_box_safety_stale(self, _message: SafetyStale) -> None:
-        """The weights may have moved: judge them again."""
-        self.weights.refresh()
-
-    def on_box_transferred(self, message: Transferred) -> None:
-        """A transfer moved on."""
-        self.weights.transferred(message)
-
-    def on_box_instance_read(self, message: InstanceRead) -> None:
-        """What the provider says about the instance."""
-        self.instance.read(message.instance)
-
-    def on_box_instance_destroyed(self, _message: InstanceDestroyed) -> None:
+    @handles(InstanceDestroyed)
+    def destroyed(self, _message: InstanceDestroyed) -> None:
         """The destroy is confirmed: nothing watches, connects or asks about it any more."""
         self.watching.stop()
         self.link.gone()
@@ -412,89 +363,20 @@ class BoxView(Vertical):
         self.weights.refresh()  # the copies of what the box last listed
         self._title_changed()
 
-    def on_box_instance_stale(self, _message: InstanceStale) -> None:
-        """The instance changed: ask the provider again."""
-        self.instance.refresh()
-
-    @result_of("cost_figures")
-    def on_box_instance_figures(self, message: InstanceFigures) -> None:
-        """Ask before stopping or destroying the instance."""
-        self.instance.ask(message)
-
-    @result_of("set_guard")
-    def on_box_guard_read(self, message: GuardRead) -> None:
-        """The guard's state after an action."""
-        self.guard.show(message.guard)
-
-    @result_of("resume_figures")
-    def on_box_resume_figures(self, message: ResumeFigures) -> None:
-        """Ask before starting the instance and resuming."""
-        self.resume.confirm(message.instance)
-
-    @result_of("resume")
-    def on_box_resume_done(self, message: ResumeDone) -> None:
+    @handles(ResumeDone, action="resume")
+    def resumed(self, message: ResumeDone) -> None:
         """The run was relaunched: the new connection is the control connection and the
         run is watched (a watcher on it reconnects at once, off the old address)."""
         resumed = message.resumed
         name = resumed.run_dir.rstrip("/").rsplit("/", 1)[-1]
         watching = self.watching.watcher if self.state.run_dir == resumed.run_dir else None
-        self.on_box_connected(Connected(resumed.transport, message.project, message.runs,
-                                        name, []))
+        self.connected(Connected(resumed.transport, message.project, message.runs, name, []))
         if watching is not None and watching is self.watching.watcher:
             watching.reconnect_now()
         self.instance.refresh()
 
-    # ------------------------------------------------------------------ results: launch
-
-    @result_of("check_box")
-    def on_box_preflight_read(self, message: PreflightRead) -> None:
-        """The box's preflight, once connected."""
-        self.launching.preflight_read(message.report)
-
-    @result_of("run_checks")
-    def on_box_checks_done(self, message: ChecksDone) -> None:
-        """Findings for the launch form."""
-        self.launching.show_checks(message)
-
-    @result_of("run_checks")
-    def on_box_hub_checked(self, message: HubChecked) -> None:
-        """Whether the box reaches the Hub, for the launch form."""
-        self.launching.hub_checked(message)
-
-    @result_of("probe")
-    def on_box_estimated(self, message: Estimated) -> None:
-        """The time estimate, for the launch form."""
-        self.launching.estimate.show(message)
-
-    @result_of("start_launch")
-    def on_box_launched(self, message: Launched) -> None:
+    @handles(Launched, action="start_launch")
+    def launched(self, message: Launched) -> None:
         """A run was started: watch it."""
         self.watching.watch(self.launching.launched(message))
         self.watching.refresh_runs()
-
-    @result_of("profile")
-    def on_box_profiled(self, message: Profiled) -> None:
-        """The profile's verdict card."""
-        self.launching.profiled(message)
-
-    # ------------------------------------------------------------------ results: log
-
-    def on_log_pane_wants_older(self, message: LogPane.WantsOlder) -> None:
-        """The pane was scrolled to its top: fetch what came before."""
-        message.stop()
-        self.logs.wants_older()
-
-    @result_of("fetch_older")
-    def on_box_older_log(self, message: OlderLog) -> None:
-        """Older lines, above the others."""
-        self.logs.older(message)
-
-    def on_log_pane_searched(self, message: LogPane.Searched) -> None:
-        """A search in the pane also runs over the whole log, on the box."""
-        message.stop()
-        self.logs.search(message.term)
-
-    @result_of("search_whole_log")
-    def on_box_log_searched(self, message: LogSearched) -> None:
-        """How many lines of the whole log hold the term."""
-        self.logs.searched(message)

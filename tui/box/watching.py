@@ -12,8 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from textual.message import Message
-
 from remote.link import Connector
 from remote.runs import box_runs
 from remote.transport import Transport
@@ -30,14 +28,16 @@ from remote.watch import (
     WatchEvent,
 )
 from tui.box.hubpush import HubPushes
-from tui.box.ports import Panes, Ports
+from tui.box.link import DemoStarted
+from tui.box.parts import PartMessage, handles
+from tui.box.ports import Panes, PauseWatching, Ports, RunsStale
 
 #: Seconds the app waits, when it ends, for a watcher's thread to finish.
 SHUTDOWN_JOIN = 2.0
 
 
 @dataclass
-class Watch(Message, bubble=False, namespace="box"):
+class Watch(PartMessage, bubble=False, namespace="box"):
     """A watcher event for the watch of generation ``gen``."""
 
     gen: int
@@ -45,7 +45,7 @@ class Watch(Message, bubble=False, namespace="box"):
 
 
 @dataclass
-class RunsListed(Message, bubble=False, namespace="box"):
+class RunsListed(PartMessage, bubble=False, namespace="box"):
     """A fresh list of the project's runs."""
 
     runs: list[Any]
@@ -109,6 +109,7 @@ class Watching:
         if self.watcher is not None:
             self.watcher.reconnect_now()
 
+    @handles(PauseWatching, take=())
     def stop(self) -> None:
         """Stop the current watcher in the background (it may take a moment); what it
         still says is not shown."""
@@ -199,6 +200,13 @@ class Watching:
 
     # ------------------------------------------------------------------ runs list
 
+    @handles(DemoStarted)
+    def demo_started(self, message: DemoStarted) -> None:
+        """The demo run is launched: watch it."""
+        self.ports.state.project = message.project
+        self.watch(message.run_dir)
+
+    @handles(RunsStale, take=())
     def refresh_runs(self) -> None:
         """List the project's runs now (after a launch or a stop; otherwise the follower
         sends what changes)."""
@@ -211,6 +219,7 @@ class Watching:
             return
         self.ports.post(RunsListed(box_runs(state.transport, state.project)))
 
+    @handles(RunsListed, take=("runs",), action="refresh_runs")
     def show_runs(self, runs: list[Any]) -> None:
         """Show ``runs`` (the watched run's row keeps its live health) and alert on any
         run whose verdict changed."""

@@ -13,8 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from textual.message import Message
-
 from remote.billing import resolve_safety, run_safety
 from remote.watch import HubEvent, WeightsEvent
 from remote.weights import (
@@ -31,6 +29,7 @@ from remote.weights import (
     require_token,
 )
 from trainer.runfiles import WEIGHTS_DIR
+from tui.box.parts import BoxKey, PartMessage, handles
 from tui.box.ports import Done, Panes, Ports, SafetyStale
 from tui.box.state import BoxState
 from tui.demo import demo_root
@@ -40,14 +39,14 @@ from tui.fmt import advance_ages
 
 
 @dataclass
-class SafetyJudged(Message, bubble=False, namespace="box"):
+class SafetyJudged(PartMessage, bubble=False, namespace="box"):
     """Whether the weights are safe off the box, as just judged."""
 
     safety: Any
 
 
 @dataclass
-class Transferred(Message, bubble=False, namespace="box"):
+class Transferred(PartMessage, bubble=False, namespace="box"):
     """``done`` of ``total`` bytes of action ``name``'s transfer have arrived."""
 
     name: str
@@ -73,8 +72,21 @@ def safety_source(state: BoxState, registry: bool = True) -> Callable[[], Any]:
 MODAL_SAFETY_EVERY = 10.0
 
 
+def weights_rank(state: BoxState) -> int | None:
+    """The footer rank of pull and push: first while the watched run's weights are not
+    safe (``None``: no run)."""
+    if state.run_dir is None:
+        return None
+    return 3 if state.safety is not None and not state.safety.safe else 6
+
+
 class Weights:
     """The weights badge, push and pull of one box."""
+
+    KEYS = (BoxKey("w", "pull", "pull", "pull", "Pull the weights to this laptop "
+                   "(sha256-verified)", 40, weights_rank, quiet=False),
+            BoxKey("u", "push", "ask_push", "push", "Push the run's weights to the Hugging Face "
+                   "Hub from the box", 50, weights_rank, quiet=False))
 
     def __init__(self, ports: Ports, panes: Panes) -> None:
         self.ports = ports
@@ -84,6 +96,7 @@ class Weights:
 
     # ------------------------------------------------------------------ the badge
 
+    @handles(SafetyStale, take=())
     def refresh(self) -> None:
         """Ask whether the weights of every run the box knows are safe off it (Hub or
         laptop) and show it on the badge; once the instance is destroyed, judge the
@@ -127,6 +140,7 @@ class Weights:
         if isinstance(last, Safety):
             self.ports.post(SafetyJudged(judged_again(last)))
 
+    @handles(SafetyJudged, take=("safety",), action="refresh_safety", news=True)
     def show(self, safety: Any) -> None:
         """Show a verdict on the weights."""
         state = self.ports.state
@@ -244,6 +258,7 @@ class Weights:
         post(Done(f"pulled {names} into {where} in {seconds:.1f} s "
                   f"({size / 1e6 / seconds:.1f} MB/s), sha256 verified"))
 
+    @handles(Transferred)
     def transferred(self, message: Transferred) -> None:
         """Transfer progress, for the status row."""
         state = self.ports.state
