@@ -187,7 +187,7 @@ def connector(target: Target, args: argparse.Namespace, *, bootstrap: bool = Fal
                      ssh_options=key_options(keys),
                      locate=_locator(target.instance),
                      python=getattr(args, "python", None),
-                     **({"note": note} if note else {}))
+                     note=note or Connector.note)
 
 
 def _locator(instance: InstanceTarget | None) -> Callable | None:

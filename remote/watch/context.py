@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeGuard
 
 from remote.runs.guard import GuardState
 from remote.runs.listing import RunsBook
@@ -77,9 +77,9 @@ class RunContext:
         for item in message.get("files") or ():
             if not isinstance(item, dict) or not isinstance(item.get("name"), str):
                 continue
-            numbers = [item.get(k) for k in ("size", "mtime_ns", "ino")]
-            if all(_count(n) for n in numbers):
-                files.append(WeightFile(item["name"], *numbers))
+            size, mtime_ns, ino = (item.get(k) for k in ("size", "mtime_ns", "ino"))
+            if _count(size) and _count(mtime_ns) and _count(ino):
+                files.append(WeightFile(item["name"], size, mtime_ns, ino))
         self._emit(WeightsEvent(tuple(files)))
 
     def _on_gpu(self, message: dict[str, Any]) -> None:
@@ -102,7 +102,7 @@ class RunContext:
                              _num(message.get("mem_total_mib")), time.time()))
 
 
-def _count(value: Any) -> bool:
+def _count(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
