@@ -105,7 +105,7 @@ def local_app(project: Path, **spec) -> GpurentApp:
 async def connected(app, pilot) -> BoxView:
     box = app.query_one(BoxView)
     await until(pilot, lambda: box.state.status is not None and box.query_one(MetricsPane).rows
-                and box.log_pane.log.lines)
+                and box.log_pane.log_view.lines)
     return box
 
 
@@ -118,7 +118,7 @@ async def test_connects_and_fills_every_pane(run_factory, sleeper):
         assert box.state.run_dir == str(run)  # the live run is chosen over the finished one
         assert box.state.status.health.verdict in ("live", "slow", "stalled")
         assert len(box.query_one(MetricsPane).rows) == 5
-        assert "epoch 5/20" in box.log_pane.log.lines[-1]
+        assert "epoch 5/20" in box.log_pane.log_view.lines[-1]
         names = [r.name for r in box.query_one(RunsList).runs]
         assert sorted(names) == ["exp0", "exp1"]
         # Choosing the other run in the list switches the panes to it.

@@ -140,3 +140,20 @@ async def test_arrows_scroll_sideways_by_half_a_screen_and_help_says_so(run_fact
         listed = app.screen.section("Log pane")
         assert "Half a screen left / right" in listed["← / →"]
         assert "Wrap long lines" in listed["W"]
+
+
+async def test_the_log_pane_keeps_textuals_logger() -> None:
+    """Textual logs through every widget's ``log`` (a timer that fires with no screen, a
+    message posted to a widget not running in debug mode): the pane's ``Log`` widget is
+    ``log_view``, and ``log`` stays Textual's logger."""
+    from textual.app import App, ComposeResult
+
+    class Bare(App[None]):
+        def compose(self) -> ComposeResult:
+            yield LogPane()
+
+    async with Bare().run_test() as pilot:
+        pane = pilot.app.query_one(LogPane)
+        pane.log.warning("a timer fired with no screen")
+        pane.log("and a plain line")
+        assert pane.log_view.id == "log"

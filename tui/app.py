@@ -136,7 +136,7 @@ class GpurentApp(App[int]):
         if len(self.specs) <= 1:
             self.query_one(TabbedContent).add_class("-single")
         if self.box is not None:
-            self.box.log_pane.log.focus()
+            self.box.log_pane.log_view.focus()
         self.set_interval(0.25, self.draw_keys)
         self.call_after_refresh(self.draw_keys)
         if not self.specs:  # no host given: the fleet is where to start
@@ -184,7 +184,7 @@ class GpurentApp(App[int]):
         """Give the box's log the focus; a tab just added (from the fleet) is not
         mounted yet: then after the next refresh."""
         try:
-            log = box.log_pane.log
+            log = box.log_pane.log_view
         except NoMatches:
             if box.is_attached:
                 self.call_after_refresh(self.focus_log, box)
@@ -301,7 +301,7 @@ class GpurentApp(App[int]):
         box = self.boxes()[index]
         if run_dir != box.state.run_dir:
             box.watching.watch(run_dir)
-        box.log_pane.log.focus()
+        box.log_pane.log_view.focus()
 
     def action_profile_card(self) -> None:
         """The last profile's whole verdict card (the palette's "Profile card")."""

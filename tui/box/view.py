@@ -370,7 +370,7 @@ class BoxView(Vertical):
 
     def on_runs_list_left(self, _message: RunsList.Left) -> None:
         """Esc in the runs list, with no filter to clear: back to the log."""
-        self.log_pane.log.focus()
+        self.log_pane.log_view.focus()
 
     # ------------------------------------------------------------------ results: actions
 
