@@ -12,6 +12,7 @@ from functools import cached_property
 from typing import Any, Protocol
 
 from textual.message import Message
+from textual.notifications import SeverityLevel
 from textual.widget import Widget
 
 from tui.box.state import BoxState
@@ -36,12 +37,14 @@ class Work(Protocol):
 class Screen(Protocol):
     """What the parts use of the app: notifications, the events history, dialogs."""
 
-    def notify(self, message: str, *, title: str = "", severity: str = "information",
+    def notify(self, message: str, *, title: str = "",
+               severity: SeverityLevel = "information",
                timeout: float | None = None) -> None: ...
 
     def record(self, message: str, title: str = "", severity: str = "note") -> None: ...
 
-    def alert(self, message: str, title: str = "", severity: str = "error") -> None: ...
+    def alert(self, message: str, title: str = "", severity: SeverityLevel = "error"
+              ) -> None: ...
 
     def push_screen(self, screen: Any, callback: Any = None) -> Any: ...
 
@@ -57,7 +60,7 @@ class Ports:
     work: Work
     app: Callable[[], Screen]
 
-    def notify(self, line: str, severity: str = "information",
+    def notify(self, line: str, severity: SeverityLevel = "information",
                timeout: float | None = None) -> None:
         """A notification about this box (kept in the events history)."""
         self.app().notify(line, title=self.state.spec.title, severity=severity,
@@ -67,7 +70,7 @@ class Ports:
         """A line for the events history only."""
         self.app().record(line, self.state.spec.title, severity)
 
-    def alert(self, line: str, severity: str = "error") -> None:
+    def alert(self, line: str, severity: SeverityLevel = "error") -> None:
         """A notification with the bell."""
         self.app().alert(line, self.state.spec.title, severity=severity)
 
@@ -159,7 +162,7 @@ class Notice(Message, bubble=False, namespace="box"):
     """A line for a notification from a worker; ``bell``: with the terminal bell."""
 
     line: str
-    severity: str = "information"
+    severity: SeverityLevel = "information"
     timeout: float | None = None
     bell: bool = False
 

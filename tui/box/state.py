@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from textual.notifications import SeverityLevel
+
 from remote.billing import parse_instance_target
 from remote.transport import Transport
 from remote.watch import StatusEvent
@@ -24,8 +26,8 @@ from tui.spec import BoxSpec
 from tui.words import provider_words
 
 #: Health verdicts that ring the bell when a run reaches them (any run of the box).
-ALERT_VERDICTS = {"completed": "information", "failed": "error", "dead": "error",
-                  "stalled": "warning"}
+ALERT_VERDICTS: dict[str, SeverityLevel] = {
+    "completed": "information", "failed": "error", "dead": "error", "stalled": "warning"}
 
 
 @dataclass

@@ -59,7 +59,7 @@ class Watching:
 
     def __init__(self, ports: Ports, panes: Panes, connect: Callable[[], Transport],
                  gate: Connector, title_changed: Callable[[], None],
-                 health_changed: Callable[[str, str, str], None],
+                 health_changed: Callable[[str, str, str], object],
                  visible: Callable[[], bool]) -> None:
         self.ports = ports
         self.panes = panes
