@@ -19,8 +19,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from remote.billing.statefile import finite, locked_json, moment, read_entries, state_file
-from remote.fields import obj
+from remote.billing.statefile import locked_json, moment, read_entries, state_file
+from remote.fields import num, obj
 
 #: The laptop's intents file, in the state directory.
 INTENTS_FILE = "intents.json"
@@ -80,7 +80,7 @@ def _intent(target: str, entry: Any) -> Intent | None:
                  for r in _runs(entry))
     guard = entry.get("guard") if isinstance(entry.get("guard"), dict) else None
     return Intent(target, entry["want"], moment(entry.get("since")) or 0.0, runs, guard,
-                  moment(entry.get("seen_running")), finite(entry.get("price_per_hour")),
+                  moment(entry.get("seen_running")), num(entry.get("price_per_hour")),
                   _text(entry.get("moved_to")))
 
 
