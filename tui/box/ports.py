@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from textual.message import Message
 from textual.notifications import SeverityLevel
@@ -47,6 +47,12 @@ class Screen(Protocol):
               ) -> None: ...
 
     def push_screen(self, screen: Any, callback: Any = None) -> Any: ...
+
+
+def host(widget: Widget) -> Screen:
+    """The app ``widget`` runs in, as the parts use it: ``tui.app.GpurentApp``, which
+    this package cannot import (it imports this package), so the type is told here."""
+    return cast(Screen, widget.app)
 
 
 @dataclass(frozen=True)

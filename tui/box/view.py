@@ -47,6 +47,7 @@ from tui.box.ports import (
     Progress,
     RunsStale,
     SafetyStale,
+    host,
 )
 from tui.box.resume import Resume, ResumeDone, ResumeFigures
 from tui.box.state import BoxState
@@ -104,7 +105,7 @@ class BoxView(Vertical):
         self.autoconnect = autoconnect
         self.state = BoxState(spec, clock)
         self.panes = Panes(self)
-        ports = Ports(self.state, post=self._post, work=self._work, app=lambda: self.app)
+        ports = Ports(self.state, post=self._post, work=self._work, app=lambda: host(self))
         self.outcomes = Outcomes(ports, redraw=self.draw_status_row)
         self.link = Link(ports, self.panes, redraw=self.draw_status_row, again=self.reconnect)
         self.watching = Watching(
@@ -330,7 +331,7 @@ class BoxView(Vertical):
                 self._reconnecting = False
                 self.outcomes.done("reconnected: the control connection is open again")
             else:
-                self.app.record("control connection open again", self.spec.title, "note")
+                self.outcomes.ports.record("control connection open again")
 
     # ------------------------------------------------------------------ results: watching
 
@@ -381,10 +382,9 @@ class BoxView(Vertical):
     def on_box_notice(self, message: Notice) -> None:
         """A worker has something to say."""
         if message.bell:
-            self.app.alert(message.line, self.spec.title, severity=message.severity)
+            self.outcomes.ports.alert(message.line, severity=message.severity)
         else:
-            self.app.notify(message.line, title=self.spec.title, severity=message.severity,
-                            timeout=message.timeout)
+            self.outcomes.ports.notify(message.line, message.severity, message.timeout)
 
     @result_of("refresh_safety")
     def on_box_safety_judged(self, message: SafetyJudged) -> None:

@@ -173,7 +173,7 @@ class MetricsPane(Vertical):
     def chosen_metric(self) -> str | None:
         """The metric on the second chart: the user's choice, else the run's main one."""
         columns = metric_columns(self.rows)
-        return self.metric if self.metric in columns else (columns or [None])[0]
+        return self.metric if self.metric in columns else columns[0] if columns else None
 
     def cycle_metric(self) -> str | None:
         """``m``: chart the next metric; returns its column."""
