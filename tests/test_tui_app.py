@@ -345,9 +345,9 @@ async def test_log_keys_follow_search_filter(run_factory):
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         box = await connected(app, pilot)
         pane = box.query_one(LogPane)
-        await until(pilot, lambda: len(pane.log.lines) == 40)
+        await until(pilot, lambda: len(pane.log_view.lines) == 40)
         await pilot.press("f")
-        assert not pane.follow and not pane.log.auto_scroll
+        assert not pane.follow and not pane.log_view.auto_scroll
         await pilot.press("f")
         assert pane.follow
         await pilot.press("slash")
@@ -363,12 +363,12 @@ async def test_log_keys_follow_search_filter(run_factory):
         assert first in hits
         await pilot.press("ampersand")
         await pilot.press(*"warning", "enter")
-        await until(pilot, lambda: len(pane.log.lines) == 8)
-        assert all("WARNING" in ln for ln in pane.log.lines)
+        await until(pilot, lambda: len(pane.log_view.lines) == 8)
+        assert all("WARNING" in ln for ln in pane.log_view.lines)
         await pilot.press("ampersand")
         pane.query_one(Input).value = ""
         await pilot.press("enter")
-        await until(pilot, lambda: len(pane.log.lines) == 40)
+        await until(pilot, lambda: len(pane.log_view.lines) == 40)
 
 
 async def test_help_reconnect_and_quit(run_factory, sleeper):
