@@ -45,7 +45,14 @@ if TYPE_CHECKING:  # the face, read by type checkers and by typed_exports
     from remote.runs.listing import RunsBook, box_runs
     from remote.runs.log import LogChunk, LogMatches, older_log, search_log
     from remote.runs.probe import BoxReport, BoxRun, GpuNow, probe_box
-    from remote.runs.read import console_path, list_runs, read_run, read_status, run_extras
+    from remote.runs.read import (
+        RunInfo,
+        console_path,
+        list_runs,
+        read_run,
+        read_status,
+        run_extras,
+    )
     from remote.runs.start import START_WAIT, CannotStart, hub_reachable, start_run
     from remote.runs.status import quick_read
     from remote.runs.stop import stop_run

@@ -7,12 +7,15 @@ stand at that time."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
 from trainer.text import clock_time, format_duration, money, rate
 from tui.fmt import safe
+
+if TYPE_CHECKING:
+    from remote.billing import FleetRow
 
 #: The table's columns, the short and telling first (an 80-column terminal shows the
 #: first five whole, the weights verdict among them); the long notes last (the details
@@ -29,28 +32,29 @@ INSTANCE_CELL = 20
 STATE_CELL = 20
 
 
-def row_key(row: Any) -> str:
+def row_key(row: FleetRow) -> str:
     """The row's identity through refreshes: its instance (``vast:4242``), or its
     account for an account's failure."""
     return row.target if row.instance is not None else f"account {row.account}"
 
 
-def state_words(row: Any) -> str:
-    """The state in our words, the provider's own beside them when they differ."""
-    inst = row.instance
+def state_words(row: FleetRow) -> str:
+    """The state in our words, the provider's own beside them when they differ (a row
+    with an instance)."""
+    inst = row.listed()
     state = inst.state if inst.raw_state in ("", inst.state) else \
         f"{inst.state} ({inst.raw_state})"
     return f"taken away: {state}" if row.interrupted is not None else state
 
 
-def notes(row: Any, now: float) -> list[str]:
+def notes(row: FleetRow, now: float) -> list[str]:
     """The row's words about money and waste, less the weights verdict (its own
     column)."""
     verdict = row.weights
     return [w for w in row.words(now) if verdict is None or w != verdict.words()]
 
 
-def cells(row: Any, now: float) -> list[Text]:
+def cells(row: FleetRow, now: float) -> list[Text]:
     """One row's cells, in ``COLUMNS`` order."""
     inst = row.instance
     if inst is None:
@@ -61,7 +65,7 @@ def cells(row: Any, now: float) -> list[Text]:
     verdict = row.weights
     style = "bold yellow" if row.idle is not None or row.unreachable else ""
     state = state_words(row) if row.stale is None else \
-        f"{row.instance.state}, as of {clock_time(row.stale)}"
+        f"{inst.state}, as of {clock_time(row.stale)}"
     state_style = "bold red" if row.interrupted is not None else \
         "yellow" if row.stale is not None else ""
     return [safe(row.target, INSTANCE_CELL), safe(state, STATE_CELL, state_style),
@@ -74,7 +78,7 @@ def cells(row: Any, now: float) -> list[Text]:
             safe("; ".join(notes(row, now)), 2 * CELL, style)]
 
 
-def detail(row: Any, now: float) -> Text:
+def detail(row: FleetRow, now: float) -> Text:
     """Everything about one row, a line each (inert text)."""
     if row.instance is None:
         return safe(f"{row.account}: account failed: {row.error}. Its instances are not "
@@ -102,24 +106,24 @@ def detail(row: Any, now: float) -> Text:
     return out
 
 
-def _money_key(row: Any) -> float:
+def _money_key(row: FleetRow) -> float:
     inst = row.instance
     return -(inst.billing_per_hour or 0.0) if inst is not None else 1.0
 
 
-def _spent_key(now: float) -> Callable[[Any], float]:
-    def key(row: Any) -> float:
+def _spent_key(now: float) -> Callable[[FleetRow], float]:
+    def key(row: FleetRow) -> float:
         spent = row.spent(row.seen(now)) if row.instance is not None else None
         return -(spent or 0.0)
     return key
 
 
-def _idle_key(row: Any) -> float:
+def _idle_key(row: FleetRow) -> float:
     return -(row.idle.seconds if row.idle is not None else -1.0)
 
 
 #: The sort orders ``o`` cycles through: a name, and the key of a row at ``now``.
-SORTS: tuple[tuple[str, Callable[[float], Callable[[Any], Any]]], ...] = (
+SORTS: tuple[tuple[str, Callable[[float], Callable[[FleetRow], Any]]], ...] = (
     ("as listed", lambda now: lambda row: 0),
     ("$/h now", lambda now: _money_key),
     ("spent", _spent_key),
@@ -129,7 +133,7 @@ SORTS: tuple[tuple[str, Callable[[float], Callable[[Any], Any]]], ...] = (
 )
 
 
-def haystack(row: Any, now: float) -> str:
+def haystack(row: FleetRow, now: float) -> str:
     """What the filter looks in: the row's whole id, account, GPU, state and notes."""
     if row.instance is None:
         return f"{row.account} account failed {row.error}".lower()
@@ -137,7 +141,7 @@ def haystack(row: Any, now: float) -> str:
                      *notes(row, now)]).lower()
 
 
-def shown(rows: list[Any], now: float, sort: int, query: str) -> list[Any]:
+def shown(rows: list[FleetRow], now: float, sort: int, query: str) -> list[FleetRow]:
     """The rows the table shows: those whose cells hold ``query`` (any case), in sort
     order ``sort`` (an index of ``SORTS``; a stable sort, so ties keep the listing's
     order)."""
