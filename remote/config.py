@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from remote.fields import obj
 from trainer import runfiles
 
 
@@ -117,7 +118,7 @@ def remember(box: str, **facts: Any) -> None:
     except (OSError, ValueError, RecursionError):
         data = {}
     data = data if isinstance(data, dict) else {}
-    entry = data.get(box) if isinstance(data.get(box), dict) else {}
+    entry = obj(data.get(box))
     data[box] = {**entry, **facts}
     path.parent.mkdir(parents=True, exist_ok=True)
     runfiles.atomic_write_json(path, data)

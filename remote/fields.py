@@ -25,10 +25,16 @@ def objs(value: Any) -> list[dict[str, Any]]:
 
 
 def num(value: Any) -> float | None:
-    """A finite number, else ``None`` (booleans are not numbers)."""
+    """A JSON number as a finite float, else ``None``: booleans are not numbers, and NaN,
+    the infinities and an integer past a float's range are none either. The one reader
+    of "a number from JSON" for remote/ and tui/."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    return float(value) if math.isfinite(value) else None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def integer(value: Any) -> int | None:

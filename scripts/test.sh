@@ -30,6 +30,9 @@ scripts/setup.sh --dev
 if [ -n "$apt" ]; then wait "$apt"; fi
 wait "$py310"
 .venv/bin/ruff check .
+# The type hints of remote/ and tui/ ([tool.mypy] in pyproject.toml; its cache in
+# .mypy_cache: about 30 s cold, a few seconds after).
+.venv/bin/mypy
 # Four workers on two cores: the tests wait on an sshd, a training child or a poll for
 # about half their time (measured: ~1,150 CPU-s in ~2,300 s of tests).
 # The tests marked `alone` compare two durations measured apart; they run afterwards, one

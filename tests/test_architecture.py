@@ -42,10 +42,11 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     # trainer.trainargs: the launch form checks values with the trainer's own parsers.
     # trainer.guard.ring: the probe appends to the box's GPU ring and reads its tail.
     # trainer.hub.push: the probe knows a push under way by its snapshot's name.
+    # trainer.guard.lease: the box's lease file, its name and its one parser.
     "remote.runs": ("remote.link", "remote.config", "remote.fields", "remote.transport",
                     "trainer.runfiles", "trainer.health", "trainer.engines",
-                    "trainer.guard.state", "trainer.guard.ring", "trainer.hub.client",
-                    "trainer.hub.push",
+                    "trainer.guard.state", "trainer.guard.ring", "trainer.guard.lease",
+                    "trainer.hub.client", "trainer.hub.push",
                     "trainer.procid", "trainer.smi", "trainer.trainargs",
                     "trainer._exports"),
     "remote.watch": ("remote.link", "remote.runs", "remote.config", "remote.fields",
@@ -55,10 +56,11 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
                        "trainer.runfiles", "trainer.hub.client", "trainer._exports"),
     # trainer.guard.notify: the off-box watchdog tells the guard's webhooks, in its shapes.
     # trainer.hub.safe: the fleet's folded check stamps the box with the tool's own shell.
+    # trainer.guard.lease: a lease's JSON is read by the guard's own parser.
     "remote.billing": ("remote.weights", "remote.runs", "remote.link", "remote.config",
                        "remote.fields", "remote.transport", "trainer.runfiles",
-                       "trainer.providers", "trainer.guard.notify", "trainer.hub.safe",
-                       "trainer._exports"),
+                       "trainer.providers", "trainer.guard.notify", "trainer.guard.lease",
+                       "trainer.hub.safe", "trainer._exports"),
     # glance -> billing (the fleet, accounts, intents) -> runs (a run's status in one
     # exec) -> link; it reads the laptop's Hub token only to keep it out of answers.
     "remote.glance": ("remote.billing", "remote.weights", "remote.runs", "remote.link",

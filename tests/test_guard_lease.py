@@ -41,3 +41,16 @@ def test_on_the_boxs_own_clock_a_lease_with_minutes_left_has_not_passed(tmp_path
     assert lease_passed("vast", "7", path=path) is None
     write(path, until=time.time() - 1, left=-1.0)
     assert lease_passed("vast", "7", path=path) is not None
+
+
+def test_a_lease_the_laptop_would_not_write_is_no_lease(tmp_path):
+    """The guard and the laptop read a lease with one parser (``parse_lease``): a
+    deadline that is no number (NaN) or an ending that is neither stop nor destroy is
+    no lease, and the guard never acts on it."""
+    path = tmp_path / "lease.json"
+    path.write_text('{"target": "vast:7", "then": "stop", "until": NaN}')
+    assert read_lease(path) is None
+    assert lease_passed("vast", "7", path=path) is None
+    write(path, until=time.time() - 60, then="reboot")
+    assert read_lease(path) is None
+    assert lease_passed("vast", "7", path=path) is None

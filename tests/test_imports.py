@@ -59,3 +59,24 @@ def test_box_contract_is_standard_library_only(module: str) -> None:
     loaded = loaded_after_import([module], bare=True)
     third_party = loaded - set(sys.stdlib_module_names) - {"trainer", "__main__"}
     assert not third_party, f"{module} imports {sorted(third_party)}"
+
+
+def test_a_face_is_its_type_checking_imports_loaded_on_first_use(tmp_path) -> None:
+    """A wing's face is written once, under ``if TYPE_CHECKING:`` (what mypy reads):
+    ``trainer._exports.typed_exports`` names those and loads a module on first use."""
+    (tmp_path / "wing").mkdir()
+    (tmp_path / "wing" / "__init__.py").write_text(
+        "from typing import TYPE_CHECKING\n"
+        "from trainer._exports import typed_exports\n"
+        "if TYPE_CHECKING:\n"
+        "    from wing.part import Thing, make\n"
+        "__all__, __getattr__ = typed_exports(__name__, __file__)\n")
+    (tmp_path / "wing" / "part.py").write_text("Thing = 1\ndef make():\n    return 2\n")
+    code = ("import sys, wing\n"
+            "assert wing.__all__ == ['Thing', 'make'], wing.__all__\n"
+            "assert 'wing.part' not in sys.modules\n"
+            "assert wing.make() == 2 and 'wing.part' in sys.modules\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"},
+                            timeout=60)
+    assert result.returncode == 0, result.stderr

@@ -142,7 +142,7 @@ async def watch_in_tui(target: str, modal: ModalStandin) -> int:
                    and box.state.status.health.verdict == "completed"
                    and len(box.query_one(MetricsPane).rows) == 2
                    and any("completed after 2/2 epochs" in line
-                           for line in box.log_pane.log.lines)):
+                           for line in box.log_pane.log_view.lines)):
             assert time.monotonic() < deadline, flat(screen_text(app))
             if box.state.status is not None and box.state.status.read.get("state") == "running":
                 seen_live, modal.volumes.commit_limit = True, None

@@ -187,7 +187,7 @@ async def test_the_tui_shows_a_run_that_died_in_setup(sshd: SSHServer, tmp_path:
             and "does not exist" in m for m in messages(app)))
         assert "does not exist" in box.header.query_one("#ident", TextLine).text.plain
         pane = box.query_one(LogPane)
-        await until(pilot, lambda: any("does not exist" in line for line in pane.log.lines))
+        await until(pilot, lambda: any("does not exist" in line for line in pane.log_view.lines))
         assert pane.border_title == CONSOLE_TITLE
         assert [(r.name, r.health) for r in box.query_one(RunsList).runs] == [("typo", "failed")]
     assert not (Path(project) / "typo" / runfiles.STATUS_FILE).exists()

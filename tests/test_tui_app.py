@@ -105,7 +105,7 @@ def local_app(project: Path, **spec) -> GpurentApp:
 async def connected(app, pilot) -> BoxView:
     box = app.query_one(BoxView)
     await until(pilot, lambda: box.state.status is not None and box.query_one(MetricsPane).rows
-                and box.log_pane.log.lines)
+                and box.log_pane.log_view.lines)
     return box
 
 
@@ -118,7 +118,7 @@ async def test_connects_and_fills_every_pane(run_factory, sleeper):
         assert box.state.run_dir == str(run)  # the live run is chosen over the finished one
         assert box.state.status.health.verdict in ("live", "slow", "stalled")
         assert len(box.query_one(MetricsPane).rows) == 5
-        assert "epoch 5/20" in box.log_pane.log.lines[-1]
+        assert "epoch 5/20" in box.log_pane.log_view.lines[-1]
         names = [r.name for r in box.query_one(RunsList).runs]
         assert sorted(names) == ["exp0", "exp1"]
         # Choosing the other run in the list switches the panes to it.
@@ -345,9 +345,9 @@ async def test_log_keys_follow_search_filter(run_factory):
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         box = await connected(app, pilot)
         pane = box.query_one(LogPane)
-        await until(pilot, lambda: len(pane.log.lines) == 40)
+        await until(pilot, lambda: len(pane.log_view.lines) == 40)
         await pilot.press("f")
-        assert not pane.follow and not pane.log.auto_scroll
+        assert not pane.follow and not pane.log_view.auto_scroll
         await pilot.press("f")
         assert pane.follow
         await pilot.press("slash")
@@ -363,12 +363,12 @@ async def test_log_keys_follow_search_filter(run_factory):
         assert first in hits
         await pilot.press("ampersand")
         await pilot.press(*"warning", "enter")
-        await until(pilot, lambda: len(pane.log.lines) == 8)
-        assert all("WARNING" in ln for ln in pane.log.lines)
+        await until(pilot, lambda: len(pane.log_view.lines) == 8)
+        assert all("WARNING" in ln for ln in pane.log_view.lines)
         await pilot.press("ampersand")
         pane.query_one(Input).value = ""
         await pilot.press("enter")
-        await until(pilot, lambda: len(pane.log.lines) == 40)
+        await until(pilot, lambda: len(pane.log_view.lines) == 40)
 
 
 async def test_help_reconnect_and_quit(run_factory, sleeper):

@@ -69,19 +69,19 @@ async def test_a_long_log_shows_its_tail_then_older_lines_and_whole_log_matches(
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         box = app.query_one(BoxView)
         pane = box.query_one(LogPane)
-        await until(pilot, lambda: pane.log.lines and "step 039999" in pane.log.lines[-1])
-        assert "step 000000" not in pane.log.lines[0] and pane.more_above
+        await until(pilot, lambda: pane.log_view.lines and "step 039999" in pane.log_view.lines[-1])
+        assert "step 000000" not in pane.log_view.lines[0] and pane.more_above
         await until(pilot, lambda: box.state.transport is not None)
-        first = pane.log.lines[0]
+        first = pane.log_view.lines[0]
         pane.toggle_follow()
         pane.post_message(LogPane.WantsOlder())
-        await until(pilot, lambda: pane.log.lines[0] != first)
-        assert step(pane.log.lines[0]) < step(first)
-        steps = [step(line) for line in pane.log.lines]
+        await until(pilot, lambda: pane.log_view.lines[0] != first)
+        assert step(pane.log_view.lines[0]) < step(first)
+        steps = [step(line) for line in pane.log_view.lines]
         assert steps == list(range(steps[0], 40_000))  # joined exactly, nothing dropped
         pane.post_message(LogPane.WantsOlder())
-        await until(pilot, lambda: step(pane.log.lines[0]) < steps[0])
-        steps = [step(line) for line in pane.log.lines]
+        await until(pilot, lambda: step(pane.log_view.lines[0]) < steps[0])
+        steps = [step(line) for line in pane.log_view.lines]
         assert steps == list(range(steps[0], 40_000)) and len(steps) > 5000
         pane.set_search("needle")
         await until_shown(pilot, "whole log 80 (L)")
@@ -113,13 +113,13 @@ async def test_the_history_the_pane_holds_is_bounded_and_says_so(tmp_path, monke
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         box = app.query_one(BoxView)
         pane = box.query_one(LogPane)
-        await until(pilot, lambda: pane.log.lines and "step 039999" in pane.log.lines[-1])
+        await until(pilot, lambda: pane.log_view.lines and "step 039999" in pane.log_view.lines[-1])
         await until(pilot, lambda: box.state.transport is not None)
-        pane.log.focus()
+        pane.log_view.focus()
         await pilot.press("g")  # to the top: the lines before come from the box
-        await until(pilot, lambda: len(pane.log.lines) == 6000)
-        steps = [step(line) for line in pane.log.lines]
+        await until(pilot, lambda: len(pane.log_view.lines) == 6000)
+        steps = [step(line) for line in pane.log_view.lines]
         assert steps == list(range(34_000, 40_000))
-        pane.log.scroll_home(animate=False, immediate=True)
+        pane.log_view.scroll_home(animate=False, immediate=True)
         await until_shown(pilot, "the pane holds 6,000 lines", "/ searches the whole log")
-        assert len(pane.log.lines) == 6000
+        assert len(pane.log_view.lines) == 6000

@@ -34,7 +34,7 @@ async def test_demo_generates_data_launches_and_shows_the_run(monkeypatch, tmp_p
             assert status.get("state") == "running"
             assert box.state.status.health.verdict == "live"
             assert box.state.run_dir.startswith(str(runs))
-            await until(pilot, lambda: box.log_pane.log.lines, timeout=60)
+            await until(pilot, lambda: box.log_pane.log_view.lines, timeout=60)
             # Work on this machine: no billing words (issue 28), no money line at all.
             assert box.money_text().plain == ""
             for word in ("money", "$?", "--price", "counting"):

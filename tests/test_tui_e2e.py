@@ -68,7 +68,7 @@ async def test_launch_watch_and_stop_over_ssh(sshd, shapes_data: Path, tmp_path)
         await until(pilot, lambda: box.state.status is not None
                     and box.state.status.read.get("state") == "running"
                     and len(box.query_one(MetricsPane).rows) >= 1
-                    and len(box.query_one(LogPane).log.lines) >= 2, timeout=240)
+                    and len(box.query_one(LogPane).log_view.lines) >= 2, timeout=240)
         assert box.state.status.health.verdict in ("live", "slow")
         assert "$1.25/h" in box.money_text().plain
         await pilot.press("x")

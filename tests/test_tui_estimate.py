@@ -260,7 +260,7 @@ async def test_a_profile_verdict_is_a_notification_kept_in_the_events(run_factor
         await until(pilot, lambda: any(m.startswith("profile of prof:")
                                        for m in messages(app)), timeout=300)
         assert app.screen is app.screen_stack[0]  # no dialog waits for a key
-        assert app.focused is box.log_pane.log
+        assert app.focused is box.log_pane.log_view
         assert not leashes(cache)
         line = next(e.message for e in app.history if e.message.startswith("profile of"))
         assert "an epoch ~" in line  # this machine has no GPU: the verdict says so

@@ -70,7 +70,7 @@ async def test_hostile_text_is_inert_everywhere(run_factory):
         box.watching.deliver(1, log_event(run))
         box.watching.deliver(1, GpuEvent([GpuSample(0, "[/]\x1b[2J GPU \x1b]0;x\x07")], 0.0))
         await pilot.pause(0.3)
-        lines = list(box.log_pane.log.lines)
+        lines = list(box.log_pane.log_view.lines)
         assert any("[@click=app.quit]x[/] click me" in ln for ln in lines)
         assert any("[/] closing tag" in ln for ln in lines)
         assert all("\x1b" not in ln and "\x07" not in ln for ln in lines)
@@ -79,7 +79,7 @@ async def test_hostile_text_is_inert_everywhere(run_factory):
         box.log_pane.set_search("[/]")
         box.log_pane.set_filter("[@click")
         await pilot.pause(0.2)
-        assert list(box.log_pane.log.lines) == ["".join(
+        assert list(box.log_pane.log_view.lines) == ["".join(
             ln for ln in lines if "[@click" in ln)]
         screen = app.export_screenshot()
         assert "\x1b" not in screen and "\x07" not in screen

@@ -20,9 +20,16 @@ from tests.test_tui_app import (  # noqa: F401 (quiet_env: autouse fixture)
     shown,
     until,
 )
+from trainer import runfiles
 from tui.dialogs.launch import LaunchForm
 from tui.widgets.header import RunHeader
-from tui.widgets.metrics import MetricsPane, latest_columns, metric_columns, next_column
+from tui.widgets.metrics import (
+    MetricsPane,
+    latest_columns,
+    metric_columns,
+    next_column,
+    series,
+)
 
 pytestmark = pytest.mark.anyio
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,6 +67,18 @@ def test_columns_put_metrics_first_and_leave_placeholders_out() -> None:
         "metrics/mAP50-95", "metrics/precision", "metrics/mAP75", "train/iou_loss",
         "metrics/mAP50-95"]
     assert next_column([], None) is None
+
+
+def test_a_number_past_a_floats_range_is_no_value_for_the_charts() -> None:
+    """A history row may hold an integer of 400 digits (``parse_metrics`` reads it): the
+    charts leave it out, as they leave out NaN, and never raise ``OverflowError``."""
+    huge = 10 ** 400
+    rows = runfiles.parse_metrics(
+        f'{{"epoch": 1, "metrics/mAP50": {huge}, "train/loss": 2.0}}\n'
+        f'{{"epoch": {huge}, "metrics/mAP50": 0.5, "train/loss": 1.0}}\n'.encode()).rows
+    assert latest_columns(rows[0]) == ["train/loss"]
+    assert metric_columns(rows) == ["metrics/mAP50"]
+    assert series(rows, "metrics/mAP50") == ([2.0], [0.5])  # the epoch unreadable: its row
 
 
 async def test_a_libreyolo_run_in_the_panes(tmp_path: Path) -> None:

@@ -52,7 +52,7 @@ async def test_link_drop_dims_then_runs_badge_and_pull_recover(netbox: NetBox, t
             box = app.query_one(BoxView)
             await until(pilot, lambda: box.state.status is not None
                         and box.state.run_dir == str(run_dir)
-                        and box.log_pane.log.lines, timeout=180)
+                        and box.log_pane.log_view.lines, timeout=180)
             await until_shown(pilot, "⇄ connected", "● live", "live", timeout=60)
             badge = box.query_one(WeightsBadge)
             await until(pilot, lambda: badge.safe_now is not None, timeout=60)

@@ -64,7 +64,7 @@ async def test_at_80_columns_a_training_line_shows_its_loss(run_factory):
     async with app.run_test(size=(80, 24)) as pilot:
         box = await connected(app, pilot)
         pane = box.query_one(LogPane)
-        await until(pilot, lambda: len(pane.log.lines) == len(lines))
+        await until(pilot, lambda: len(pane.log_view.lines) == len(lines))
         # The last line, whole: its loss, its metrics and its time, without the date.
         await until_shown(pilot, "09:50:12 epoch 142/150: loss 0.6420", "mAP50-95 0.4142",
                           "41.2s")
@@ -83,8 +83,8 @@ async def test_search_brings_the_hit_into_view_and_marks_it(run_factory):
     async with app.run_test(size=(160, 48)) as pilot:
         box = await connected(app, pilot)
         pane = box.query_one(LogPane)
-        log = pane.log
-        await until(pilot, lambda: len(pane.log.lines) == len(lines))
+        log = pane.log_view
+        await until(pilot, lambda: len(pane.log_view.lines) == len(lines))
         assert "new best" not in log_rows(app, log)  # past the pane's right edge
         await pilot.press("slash", *"new best", "enter")
         await until_shown(pilot, "match 2/2")
@@ -105,15 +105,15 @@ async def test_search_on_a_narrow_terminal_scrolls_to_the_wrapped_row(run_factor
     async with app.run_test(size=(80, 24)) as pilot:
         box = await connected(app, pilot)
         pane = box.query_one(LogPane)
-        await until(pilot, lambda: len(pane.log.lines) == len(lines))
-        assert "new best" not in log_rows(app, pane.log)  # the end of the log is shown
+        await until(pilot, lambda: len(pane.log_view.lines) == len(lines))
+        assert "new best" not in log_rows(app, pane.log_view)  # the end of the log is shown
         await pilot.press("slash", *"new best", "enter")
         await until_shown(pilot, "match 1/1")
-        await until(pilot, lambda: "best" in log_rows(app, pane.log))
-        assert "".join(marked(pane.log)) == "new best"  # wrapped with its line
+        await until(pilot, lambda: "best" in log_rows(app, pane.log_view))
+        assert "".join(marked(pane.log_view)) == "new best"  # wrapped with its line
         await pilot.press("W")  # one line a row: the hit is still in view, sideways
-        await until(pilot, lambda: "new best" in log_rows(app, pane.log))
-        assert marked(pane.log) == ["new best"]
+        await until(pilot, lambda: "new best" in log_rows(app, pane.log_view))
+        assert marked(pane.log_view) == ["new best"]
 
 
 async def test_arrows_scroll_sideways_by_half_a_screen_and_help_says_so(run_factory):
@@ -123,8 +123,8 @@ async def test_arrows_scroll_sideways_by_half_a_screen_and_help_says_so(run_fact
     async with app.run_test(size=(120, 40)) as pilot:
         box = await connected(app, pilot)
         pane = box.query_one(LogPane)
-        log = pane.log
-        await until(pilot, lambda: len(pane.log.lines) == len(lines) and log.max_scroll_x)
+        log = pane.log_view
+        await until(pilot, lambda: len(pane.log_view.lines) == len(lines) and log.max_scroll_x)
         assert "41.2s" not in screen_text(app)
         half = log.scrollable_content_region.width // 2
         await pilot.press("right")
@@ -140,3 +140,20 @@ async def test_arrows_scroll_sideways_by_half_a_screen_and_help_says_so(run_fact
         listed = app.screen.section("Log pane")
         assert "Half a screen left / right" in listed["← / →"]
         assert "Wrap long lines" in listed["W"]
+
+
+async def test_the_log_pane_keeps_textuals_logger() -> None:
+    """Textual logs through every widget's ``log`` (a timer that fires with no screen, a
+    message posted to a widget not running in debug mode): the pane's ``Log`` widget is
+    ``log_view``, and ``log`` stays Textual's logger."""
+    from textual.app import App, ComposeResult
+
+    class Bare(App[None]):
+        def compose(self) -> ComposeResult:
+            yield LogPane()
+
+    async with Bare().run_test() as pilot:
+        pane = pilot.app.query_one(LogPane)
+        pane.log.warning("a timer fired with no screen")
+        pane.log("and a plain line")
+        assert pane.log_view.id == "log"

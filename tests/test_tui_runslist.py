@@ -103,7 +103,7 @@ async def test_slash_filters_the_runs_list_by_state_or_name(run_factory, sleeper
         await until(pilot, lambda: (box.state.run_dir or "").endswith("gamma"))
         await until(pilot, lambda: names(runs) == ["gamma"])
         await pilot.press("escape", "escape")  # the filter, then back to the log
-        await until(pilot, lambda: app.focused is box.log_pane.log)
+        await until(pilot, lambda: app.focused is box.log_pane.log_view)
         assert names(runs) == order
 
 
@@ -149,7 +149,7 @@ async def test_the_palette_finds_a_run_by_name_and_watches_it(run_factory):
         await until_shown(pilot, "run exp27", "watch it")
         await pilot.press("enter")
         await until(pilot, lambda: (box.state.run_dir or "").endswith("/exp27"))
-        await until(pilot, lambda: app.focused is box.log_pane.log)
+        await until(pilot, lambda: app.focused is box.log_pane.log_view)
         # And a box by its title.
         await pilot.press("ctrl+p")
         await until(pilot, lambda: isinstance(app.screen, CommandPalette))

@@ -314,7 +314,7 @@ async def test_log_pane_pager_keys_search_cycle_and_follow(run_factory):
     async with app.run_test(size=(120, 36), notifications=True) as pilot:
         box = await connected(app, pilot)
         pane = box.query_one(LogPane)
-        log = pane.log
+        log = pane.log_view
         await until(pilot, lambda: len(log.lines) == 60)
         await until_shown(pilot, "following")
         await pilot.press("slash", *"epoch 5", "enter")  # 5, 50..59: 11 matches

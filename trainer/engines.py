@@ -154,14 +154,15 @@ def fill_from_history(fields: Mapping[str, Any] | None,
     out = dict(fields)
     if not isinstance(row, Mapping):
         return out
-    done = out.get("completed_epochs")
-    epoch = row.get("epoch")
+    # JSON values, their types checked by _typed before use.
+    done: Any = out.get("completed_epochs")
+    epoch: Any = row.get("epoch")
     # LibreYOLO's final status drops completed_epochs on SIGINT, and after a resume
     # counts only that invocation's epochs; the history's last epoch is the run's.
     if _typed("completed_epochs", epoch) and (done is None or (
             isinstance(done, int) and epoch > done and out.get("state") != "running")):
         out["completed_epochs"] = epoch
-        total = out.get("total_epochs")
+        total: Any = out.get("total_epochs")
         if _typed("total_epochs", total) and total > 0:
             out["progress"] = min(1.0, row["epoch"] / total)
     for key in ("best_metric", "best_metric_name", "best_epoch"):

@@ -284,17 +284,19 @@ class RunWriter:
 
     def _append_csv(self, row: Mapping[str, Any]) -> None:
         path = self.run_dir / RESULTS_FILE
-        if self._csv_columns is None:
-            self._csv_columns = _existing_csv_columns(path)
-        new_file = self._csv_columns is None
-        if new_file:
+        columns = self._csv_columns
+        if columns is None:
+            columns = _existing_csv_columns(path)
+        new_file = columns is None
+        if columns is None:
             keys = [k for k in row if not isinstance(row[k], (dict, list))]
-            self._csv_columns = ["epoch", *[k for k in keys if k != "epoch"]]
+            columns = ["epoch", *[k for k in keys if k != "epoch"]]
+        self._csv_columns = columns
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
         if new_file:
-            writer.writerow(self._csv_columns)
-        writer.writerow([_csv_cell(row.get(col)) for col in self._csv_columns])
+            writer.writerow(columns)
+        writer.writerow([_csv_cell(row.get(col)) for col in columns])
         with open(path, "a", encoding="utf-8", newline="") as fh:
             fh.write(buf.getvalue())
 

@@ -7,11 +7,13 @@ import asyncio
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
+from typing import ClassVar
 
 from rich.text import Text
 from textual.app import App, ComposeResult, SystemCommand
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import TabbedContent, TabPane
 
@@ -100,12 +102,12 @@ class GpurentApp(App[int]):
     COMMANDS = App.COMMANDS | {Places}
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-medium"), (120, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (40, "-tall")]
-    BINDINGS = [Binding(key, action, label, show=key.split(",")[0] not in QUIET,
-                        tooltip=desc)
-                for key, action, label, desc in KEYS] + \
-        [Binding(str(n), f"tab({n - 1})", f"tab {n}", show=False) for n in range(1, 10)] + \
-        [Binding("left_square_bracket", "tab_step(-1)", "previous tab", show=False),
-         Binding("right_square_bracket", "tab_step(1)", "next tab", show=False)]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        *(Binding(key, action, label, show=key.split(",")[0] not in QUIET, tooltip=desc)
+          for key, action, label, desc in KEYS),
+        *(Binding(str(n), f"tab({n - 1})", f"tab {n}", show=False) for n in range(1, 10)),
+        Binding("left_square_bracket", "tab_step(-1)", "previous tab", show=False),
+        Binding("right_square_bracket", "tab_step(1)", "next tab", show=False)]
 
     def __init__(self, specs: list[BoxSpec], clock: Callable[[], float] = time.time,
                  autoconnect: bool = True, accept_new: bool = False,
@@ -135,7 +137,7 @@ class GpurentApp(App[int]):
         if len(self.specs) <= 1:
             self.query_one(TabbedContent).add_class("-single")
         if self.box is not None:
-            self.box.log_pane.log.focus()
+            self.box.log_pane.log_view.focus()
         self.set_interval(0.25, self.draw_keys)
         self.call_after_refresh(self.draw_keys)
         if not self.specs:  # no host given: the fleet is where to start
@@ -145,8 +147,7 @@ class GpurentApp(App[int]):
         """The footer: the keys that act now on the shown box (``tui.hints``), drawn
         under dialogs too (the main screen's, not the one on top)."""
         main = self.screen_stack[0] if self.screen_stack else None
-        bars = main.query(KeyBar) if main is not None else []
-        if not bars:
+        if main is None or not (bars := main.query(KeyBar)):
             return  # starting or ending
         tabs = main.query_one(TabbedContent)
         labels = {key.split(",")[0]: label for key, _, label, _ in KEYS}
@@ -184,7 +185,7 @@ class GpurentApp(App[int]):
         """Give the box's log the focus; a tab just added (from the fleet) is not
         mounted yet: then after the next refresh."""
         try:
-            log = box.log_pane.log
+            log = box.log_pane.log_view
         except NoMatches:
             if box.is_attached:
                 self.call_after_refresh(self.focus_log, box)
@@ -215,7 +216,7 @@ class GpurentApp(App[int]):
         self.history.append(Event(self.clock(), clean_text(title),
                                   clean_text(str(message)), severity))
 
-    def notify(self, message: str, *, title: str = "", severity: str = "information",
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
                timeout: float | None = None, markup: bool = False) -> None:
         """Notifications carry text from the box: always shown without markup, with
         control characters stripped; each is kept in the events history (e)."""
@@ -223,7 +224,7 @@ class GpurentApp(App[int]):
         super().notify(clean_text(str(message)), title=clean_text(title),
                        severity=severity, timeout=timeout, markup=False)
 
-    def alert(self, message: str, title: str = "", severity: str = "error") -> None:
+    def alert(self, message: str, title: str = "", severity: SeverityLevel = "error") -> None:
         """A notification with the terminal bell (a run ended badly, a push failed)."""
         self.bell()
         self.notify(message, title=title, severity=severity, timeout=15)
@@ -301,7 +302,7 @@ class GpurentApp(App[int]):
         box = self.boxes()[index]
         if run_dir != box.state.run_dir:
             box.watching.watch(run_dir)
-        box.log_pane.log.focus()
+        box.log_pane.log_view.focus()
 
     def action_profile_card(self) -> None:
         """The last profile's whole verdict card (the palette's "Profile card")."""
@@ -398,7 +399,7 @@ class GpurentApp(App[int]):
         sections.append(("Fleet (F)", list(FLEET_KEYS)))
         self.push_screen(HelpScreen(sections))
 
-    async def action_help_quit(self) -> None:
+    async def action_help_quit(self) -> None:  # type: ignore[override]  # Textual awaits it
         """ctrl+c (Textual's would only say "press ctrl+q"): the same question as q."""
         await self.action_quit()
 
@@ -419,8 +420,7 @@ class GpurentApp(App[int]):
                 weights_where=None if safety is None else safety.where,
                 guard_watching=bool(guard is not None and guard.watching),
                 guard_summary=guard.summary() if guard is not None else "",
-                can_stop_instance=can_act(state),
-                reattach=spec.reattach(run),
+                can_stop_instance=can_act(state), reattach=spec.reattach(run),
                 reached=state.reached or spec.kind == "local",
                 why_not=state.connect_error or "",
                 destroyed=state.instance_destroyed(), instance=str(spec.instance or ""),

@@ -7,6 +7,9 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
+#: Where a box's runs are, unless told (the trainer's own default project).
+DEFAULT_PROJECT = "runs/train"
+
 
 @dataclass(frozen=True)
 class BoxSpec:
@@ -16,7 +19,7 @@ class BoxSpec:
     kind: str
     target: str
     port: int | None = None
-    project: str = "runs/train"
+    project: str = DEFAULT_PROJECT
     run: str | None = None
     provider: str | None = None
     instance: str | None = None
@@ -29,7 +32,7 @@ class BoxSpec:
     #: The python on the box to train with (``--python``; ``None``: bootstrap chooses).
     python: str | None = None
     #: Extra keyword arguments for ``remote.transport.ssh.connect`` (known_hosts, identity_files).
-    ssh_options: tuple[tuple[str, object], ...] = ()
+    ssh_options: tuple[tuple[str, Any], ...] = ()
     #: The box's ``remote.link.Connector`` when one was made before the app
     #: (``tui.main.connect_early``: its connection and follower already under way).
     connector: Any = field(default=None, compare=False, repr=False)

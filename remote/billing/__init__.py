@@ -5,32 +5,72 @@ resume a run (``resume``); every instance of every account (``accounts``, ``flee
 idle ones priced (``idle``), leases (``leases``) and the off-box ``watchdog``; what the
 user wants running (``intents``) and a run moved to another box (``move``)."""
 
-from trainer._exports import lazy_exports
+from typing import TYPE_CHECKING
 
-__all__, __getattr__ = lazy_exports(__name__, {
-    "cost": ["CostReport", "cost_report", "format_report", "money", "rate"],
-    "providers": ["ConfigError", "InstanceRef", "InstanceTarget", "ProviderError", "can_stop",
-                  "notify_config", "parse_instance_target", "provider_for", "resolve_api_key",
-                  "resolve_base_url", "resolve_instance", "sends_account_key",
-                  "split_instance_target"],
-    "identity": ["WrongInstance", "box_address", "this_machine"],
-    "address": ["Locator", "connector_to"],
-    "arming": ["Armed", "GuardOrder", "arm", "disarm"],
-    "teardown": ["DestroyQuestion", "GateRefused", "UnknownSafety", "check_destroy",
-                 "destroy_question", "resolve_safety", "run_safety", "run_teardown",
-                 "warning_for"],
-    "resume": ["Resumed", "Step", "resume_run"],
-    "accounts": ["NO_ACCOUNTS", "Account", "NoAccounts", "configured_accounts"],
-    "fleet": ["Fleet", "FleetOptions", "FleetRow", "list_fleet"],
-    "fleetrows": ["NOT_RUNNING", "SORTS", "haystack", "notes", "nothing_to_stop",
-                  "provider_state", "row_key", "shown", "state_words"],
-    "lastknown": ["keep_last_known"],
-    "idle": ["Idle"],
-    "leases": ["Lease", "change_lease", "clear_lease", "lease_for", "leases", "parse_duration",
-               "set_lease", "told_words", "write_on_box"],
-    "watchdog": ["Decision", "Rules", "watch_once"],
-    "watchrecords": ["NO_WATCHDOG", "WatchdogPass", "last_pass"],
-    "intents": ["RunIntent", "set_guard", "want_running"],
-    "move": ["Moving", "move_run", "new_box_rate"],
-    "interrupted": ["taken_words"],
-})
+from trainer._exports import typed_exports
+
+if TYPE_CHECKING:  # the face, read by type checkers and by typed_exports
+    from remote.billing.accounts import NO_ACCOUNTS, Account, NoAccounts, configured_accounts
+    from remote.billing.address import Locator, connector_to
+    from remote.billing.arming import Armed, GuardOrder, arm, disarm
+    from remote.billing.cost import CostReport, cost_report, format_report, money, rate
+    from remote.billing.fleet import Fleet, FleetOptions, FleetRow, list_fleet
+    from remote.billing.fleetrows import (
+        NOT_RUNNING,
+        SORTS,
+        haystack,
+        notes,
+        nothing_to_stop,
+        provider_state,
+        row_key,
+        shown,
+        state_words,
+    )
+    from remote.billing.identity import WrongInstance, box_address, this_machine
+    from remote.billing.idle import Idle
+    from remote.billing.intents import RunIntent, set_guard, want_running
+    from remote.billing.interrupted import taken_words
+    from remote.billing.lastknown import keep_last_known
+    from remote.billing.leases import (
+        Lease,
+        change_lease,
+        clear_lease,
+        lease_for,
+        leases,
+        parse_duration,
+        set_lease,
+        told_words,
+        write_on_box,
+    )
+    from remote.billing.move import Moving, move_run, new_box_rate
+    from remote.billing.providers import (
+        ConfigError,
+        InstanceRef,
+        InstanceTarget,
+        ProviderError,
+        can_stop,
+        notify_config,
+        parse_instance_target,
+        provider_for,
+        resolve_api_key,
+        resolve_base_url,
+        resolve_instance,
+        sends_account_key,
+        split_instance_target,
+    )
+    from remote.billing.resume import Resumed, Step, resume_run
+    from remote.billing.teardown import (
+        DestroyQuestion,
+        GateRefused,
+        UnknownSafety,
+        check_destroy,
+        destroy_question,
+        resolve_safety,
+        run_safety,
+        run_teardown,
+        warning_for,
+    )
+    from remote.billing.watchdog import Decision, Rules, watch_once
+    from remote.billing.watchrecords import NO_WATCHDOG, WatchdogPass, last_pass
+
+__all__, __getattr__ = typed_exports(__name__, __file__)

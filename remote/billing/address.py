@@ -119,10 +119,11 @@ def connector_to(host: str | InstanceTarget | None, *, provider: Provider | None
     laptop's key (at ``base_url``). ``ValueError`` (one line) for an instance id its
     provider does not use."""
     named = host if isinstance(host, InstanceTarget) else parse_instance_target(host)
-    return Connector(named.text if named is not None else host, port=port,
+    plain = host if isinstance(host, str) or host is None else host.text
+    return Connector(named.text if named is not None else plain, port=port,
                      accept_new=accept_new, ask_unknown=ask_unknown,
                      ssh_options=dict(ssh_options or {}), bootstrap=bootstrap,
                      strict=strict, timeout=timeout, python=python,
                      locate=None if named is None else
                      Locator(named, base_url=base_url, provider=provider),
-                     **({"note": note} if note is not None else {}))
+                     note=note or Connector.note)

@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any, TypeVar
 
 from remote.billing.accounts import Account
@@ -106,6 +107,13 @@ class FleetRow:
     def target(self) -> str:
         """``vast:4242``: the name the CLI and TUI open it by."""
         return f"{self.provider}:{self.instance.id}" if self.instance else ""
+
+    def listed(self) -> Instance:
+        """The provider's record of the instance, for a row known to have one (the rows
+        reached, judged or acted on); ``ValueError`` for an account's failure."""
+        if self.instance is None:
+            raise ValueError(f"{self.account}: no instance in this row ({self.error})")
+        return self.instance
 
     @property
     def full_price(self) -> bool:
@@ -321,7 +329,7 @@ def _looked_up(rows: list[FleetRow], clients: dict[str, Provider], wanted: Itera
         return None
 
     tasks: dict[str, Callable[[], FleetRow | None]] = {
-        target: (lambda p=provider, i=iid: ask(p, i))
+        target: partial(ask, provider, iid)
         for target in sorted(set(wanted) - listed)
         for provider, _, iid in [target.partition(":")]
         if iid and any(r.provider == provider for r in failed)}
@@ -404,7 +412,7 @@ def list_fleet(accounts: list[Account], options: FleetOptions | None = None, *,
                and row.instance.state == "running"]
     reach = {row.target: row for row in running
              if options.probe is not None
-             or clients[row.account].ssh_address(row.instance) is not None}
+             or clients[row.account].ssh_address(row.listed()) is not None}
     no_address = {row.target for row in running} - set(reach)
     if reach:
         say(f"reaching {len(reach)} running box{'es' * (len(reach) != 1)}")
@@ -413,7 +421,7 @@ def list_fleet(accounts: list[Account], options: FleetOptions | None = None, *,
     limit = options.timeout * 2 + 1.0 + (options.weights_timeout if verify else 0.0)
     probe = options.probe or (lambda client, inst, t: _probe(client, inst, options, verify,
                                                               seen[t]))
-    probes = all_at_once({t: (lambda r=r, t=t: probe(clients[r.account], r.instance, t))
+    probes = all_at_once({t: partial(probe, clients[r.account], r.listed(), t)
                           for t, r in reach.items()}, limit)
     for t, got in seen.items():  # the probe came back; the weights check did not end
         failed = probes[t]
@@ -425,7 +433,7 @@ def list_fleet(accounts: list[Account], options: FleetOptions | None = None, *,
     boxes = {t: p for t, p in probes.items() if isinstance(p, BoxReport)}
     exited = {row.target for row in rows if options.ssh and row.instance is not None
               and row.instance.state == "exited"}
-    first = remember_idle({**{t: judge_idle(reach[t].instance, b, now, None,
+    first = remember_idle({**{t: judge_idle(reach[t].listed(), b, now, None,
                                             options.idle_gpu) is not None
                               for t, b in boxes.items()}, **dict.fromkeys(exited, True)},
                           now)
@@ -436,7 +444,7 @@ def list_fleet(accounts: list[Account], options: FleetOptions | None = None, *,
         answer = probes.get(row.target)
         if isinstance(answer, BoxReport):
             row = replace(row, box=answer, weights=seen[row.target].weights,
-                          idle=judge_idle(row.instance, answer, now,
+                          idle=judge_idle(row.listed(), answer, now,
                                           first.get(row.target), options.idle_gpu))
         elif answer is not None:
             row = replace(row, unreachable=_why(answer), weights=not_reached)
@@ -444,7 +452,7 @@ def list_fleet(accounts: list[Account], options: FleetOptions | None = None, *,
             row = replace(row, unreachable="the provider gives no SSH address",
                           weights=not_reached)
         elif row.target in exited:
-            row = replace(row, idle=judge_exited(row.instance, now, first.get(row.target)))
+            row = replace(row, idle=judge_exited(row.listed(), now, first.get(row.target)))
         out.append(row)
     taken = find_interruptions(
         [(r.target, r.instance, r.lease) for r in out if r.instance is not None], now,

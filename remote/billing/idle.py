@@ -131,9 +131,8 @@ def judge_idle(inst: Instance, box: BoxReport | None, now: float,
     if why.startswith("no live run") and known:
         since = max(known)
     else:
-        since = quiet_since(box, now, threshold)
-        if since is None:
-            since = first_seen if first_seen is not None else now
+        quiet = quiet_since(box, now, threshold)
+        since = quiet if quiet is not None else first_seen if first_seen is not None else now
         for floor in (start, _live_run_start(box, now)):
             if floor is not None:
                 since = max(since, floor)

@@ -19,7 +19,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from remote.billing.statefile import finite, locked_json, moment, read_entries, state_file
+from remote.billing.statefile import locked_json, moment, read_entries, state_file
+from remote.fields import num, obj
 
 #: The laptop's intents file, in the state directory.
 INTENTS_FILE = "intents.json"
@@ -79,7 +80,7 @@ def _intent(target: str, entry: Any) -> Intent | None:
                  for r in _runs(entry))
     guard = entry.get("guard") if isinstance(entry.get("guard"), dict) else None
     return Intent(target, entry["want"], moment(entry.get("since")) or 0.0, runs, guard,
-                  moment(entry.get("seen_running")), finite(entry.get("price_per_hour")),
+                  moment(entry.get("seen_running")), num(entry.get("price_per_hour")),
                   _text(entry.get("moved_to")))
 
 
@@ -102,7 +103,7 @@ def want_running(target: str, run: RunIntent | None = None, now: float | None = 
     """``target`` should run (a launch, resume or start from here), with ``run`` on it."""
     now = time.time() if now is None else now
     with locked_json(INTENTS_FILE) as data:
-        entry = data.get(target) if isinstance(data.get(target), dict) else {}
+        entry = obj(data.get(target))
         runs = _runs(entry)
         if run is not None:
             runs = [r for r in runs if r.get("name") != run.name] + [run.to_dict()]
@@ -116,7 +117,7 @@ def want_running(target: str, run: RunIntent | None = None, now: float | None = 
 def want_stopped(target: str, now: float | None = None) -> None:
     """``target`` was stopped or destroyed from here: a stopped state is no surprise."""
     with locked_json(INTENTS_FILE) as data:
-        entry = data.get(target) if isinstance(data.get(target), dict) else {}
+        entry = obj(data.get(target))
         entry.update(want="stopped", since=time.time() if now is None else now)
         data[target] = entry
 
@@ -125,8 +126,9 @@ def set_guard(target: str, guard: dict[str, Any] | None) -> None:
     """Remember the guard armed on ``target`` from here, its options as given to
     ``gpurent guard arm`` (``None``: disarmed). A guard armed means the instance runs."""
     with locked_json(INTENTS_FILE) as data:
-        entry = data.get(target) if isinstance(data.get(target), dict) else \
-            {"want": "running", "since": time.time(), "runs": []}
+        entry = data.get(target)
+        if not isinstance(entry, dict):
+            entry = {"want": "running", "since": time.time(), "runs": []}
         entry["guard"] = guard
         data[target] = entry
 
@@ -166,7 +168,7 @@ def move_intent(old: str, new: str, name: str, project: str = "",
         data[old] = {**data[old], "runs": kept}
         if not kept:
             data[old].update(want="stopped", since=now, moved_to=new)
-        entry = data.get(new) if isinstance(data.get(new), dict) else {}
+        entry = obj(data.get(new))
         runs = [r for r in _runs(entry) if r["name"] != name]
         entry.update(want="running", since=now, runs=runs + moved)
         if before.guard is not None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from remote.billing.intents import Intent, RunIntent, intent_for, intents, observe
@@ -227,7 +228,7 @@ def find_interruptions(rows: Iterable[Row], now: float, *,
         if how and not explained(intent, lease, now):
             noticed = note_episode(target, now, True)
             found[target] = (how, noticed if noticed is not None else now, intent)
-    risks = at_once({f"{t}|{r.name}": (lambda r=r: _at_risk(r)) for t, (_h, _n, i) in
+    risks = at_once({f"{t}|{r.name}": partial(_at_risk, r) for t, (_h, _n, i) in
                      found.items() for r in (i.runs if i is not None else ())}, timeout * 2)
     out = {}
     for target, (how, noticed, intent) in found.items():

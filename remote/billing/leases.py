@@ -22,15 +22,14 @@ from typing import Any, overload
 
 from remote.billing.idle import span
 from remote.billing.statefile import locked_json, moment, read_entries, state_file
-from remote.runs.probe import LEASE_FILE, cache_dir_expr
+from remote.runs.probe import cache_dir_expr
 from remote.transport.base import Transport, TransportError
 from trainer import runfiles
+from trainer.guard.lease import LEASE_FILE, THEN, parse_lease
 from trainer.text import WHOLE_ERROR, clock_time, one_line
 
 #: The laptop's lease file, in the state directory.
 LEASES_FILE = "leases.json"
-#: What a lease does when it runs out.
-THEN = ("stop", "destroy")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 #: The longest lease: a year (a longer one is a typo, and past a date's range).
 MAX_LEASE_DAYS = 366
@@ -97,12 +96,11 @@ def parse_duration(text: str) -> float:
 
 
 def _lease(target: str, entry: Any) -> Lease | None:
-    if not isinstance(entry, dict):
+    data = parse_lease(entry)
+    until = None if data is None else moment(data.get("until"))
+    if data is None or until is None:  # a deadline past a date's range is none either
         return None
-    until, then = moment(entry.get("until")), entry.get("then", "stop")
-    if until is None or then not in THEN:
-        return None
-    return Lease(target, until, then, moment(entry.get("set_at")) or 0.0)
+    return Lease(target, until, data.get("then", "stop"), moment(data.get("set_at")) or 0.0)
 
 
 def leases() -> dict[str, Lease]:

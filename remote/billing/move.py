@@ -41,6 +41,7 @@ from remote.billing.providers import (
     split_instance_target,
 )
 from remote.billing.resume import Resumed, ResumeFailed, Step, wait_for_takeover
+from remote.fields import obj
 from remote.link.connector import Connector
 from remote.link.tools import ask_tool
 from remote.runs.dataset import StageFailed, stage_dataset
@@ -146,7 +147,7 @@ def money_lines(status: dict[str, object], moving: Moving,
     # The status comes from the Hub: a count out of range (401 digits) is no count.
     epoch = epoch_count(status.get("completed_epochs"))
     total = epoch_count(status.get("total_epochs"))
-    args = status.get("args") if isinstance(status.get("args"), dict) else {}
+    args = obj(status.get("args"))
     hub_period = epoch_count(args.get("hub_period")) or 0
     seen = seen or {}
     last, health = epoch_count(seen.get("epoch")), seen.get("health")
@@ -240,7 +241,7 @@ def move_run(connector: Connector, moving: Moving, token: str, *, target: str = 
                  f"{run_dir}: last.pt of epoch {report.get('epoch')}")
         else:
             report = _empty(transport, run_dir)
-        status = report.get("status") if isinstance(report.get("status"), dict) else {}
+        status = obj(report.get("status"))
         if source.copy is not None:
             upload_copy(transport, source.copy, run_dir)
             status = {**status, "completed_epochs": source.copy.epoch}

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
-import math
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from remote.config import state_path
+from remote.fields import num
 from trainer import runfiles
 
 #: The largest state file read (a damaged one can be any size).
@@ -64,22 +64,10 @@ def _note(path: Path, why: str) -> None:
         _damage.pop(str(path), None)
 
 
-def finite(value: Any) -> float | None:
-    """A JSON number as a finite float; ``None`` for anything else (a bool, NaN, an
-    infinity, an integer past a float's range)."""
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:
-        return None
-    return number if math.isfinite(number) else None
-
-
 def moment(value: Any) -> float | None:
     """A JSON number as epoch seconds from 1970 to :data:`LAST_MOMENT`; ``None`` for
     anything else."""
-    number = finite(value)
+    number = num(value)
     return number if number is not None and 0 <= number <= LAST_MOMENT else None
 
 

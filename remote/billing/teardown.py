@@ -39,10 +39,18 @@ ACTIONS = ("stop", "start", "destroy")
 
 
 class SafetyLike(Protocol):
-    """What the gate needs from ``remote.weights.safety.Safety``."""
+    """What the gate needs from ``remote.weights.safety.Safety`` (read only: both
+    answers are frozen)."""
 
-    safe: bool
-    reason: str
+    @property
+    def safe(self) -> bool:
+        """Whether every weight file is off the box."""
+        ...
+
+    @property
+    def reason(self) -> str:
+        """Why, in one line."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -254,8 +262,9 @@ def run_teardown(provider: Provider, instance_id: str, action: str, *,
         want_running(target)
     else:
         want_stopped(target)
-    run = {"stop": stop_and_confirm, "start": start_and_confirm,
-           "destroy": destroy_and_confirm}[action]
+    actions: dict[str, Callable[..., ActionOutcome]] = {
+        "stop": stop_and_confirm, "start": start_and_confirm, "destroy": destroy_and_confirm}
+    run = actions[action]
     options: dict[str, Any] = {"timeout": timeout, "interval": interval}
     if action == "start":
         options["keep_waiting"] = keep_waiting

@@ -28,6 +28,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 from remote.billing.accounts import Account
@@ -208,7 +209,7 @@ def box_safety(options: FleetOptions) -> SafetyCheck:
         from remote.billing.providers import InstanceTarget
         from remote.billing.teardown import resolve_safety, run_safety
 
-        connector = connector_to(InstanceTarget(due.client.name, due.row.instance.id),
+        connector = connector_to(InstanceTarget(due.client.name, due.row.listed().id),
                                  provider=due.client, accept_new=options.accept_new,
                                  ssh_options=options.ssh_options, bootstrap=True,
                                  timeout=options.timeout)
@@ -253,7 +254,7 @@ def enforce(due: Due, safety: SafetyCheck, *, timeout: float = 180.0,
         if busy is not None:
             return _busy(due, busy, timeout + api_timeout * 4 + STUCK_MARGIN, clock())
         try:
-            now = due.client.get_instance(due.row.instance.id)
+            now = due.client.get_instance(due.row.listed().id)
         except NotFoundError:
             return None  # gone meanwhile: nothing bills
         except ProviderError as exc:
@@ -281,8 +282,8 @@ def _busy(due: Due, busy: Any, stuck_after: float, now: float) -> Decision:
                         f"another watchdog ({busy.by}) is acting on it since {since} UTC")
     return Decision(due.row.target, due.trigger, due.reason, "none",
                     f"ALARM: an earlier action on it ({busy.by}, since {since} UTC) has not "
-                    f"ended; it may still be billing {rate(due.row.instance.price_per_hour)}"
-                    f": {due.client.console_hint('stop', due.row.instance.id)}",
+                    f"ended; it may still be billing {rate(due.row.listed().price_per_hour)}"
+                    f": {due.client.console_hint('stop', due.row.listed().id)}",
                     alarm=True)
 
 
@@ -426,9 +427,10 @@ def watch_once(accounts: list[Account], rules: Rules, options: FleetOptions, *,
         tell(alarm, message_for(alarm, row, listing.now))
     due = due_rows(listing, listing.clients, rules)
     check = safety or box_safety(options)
-    found = all_at_once({d.row.target: (lambda d=d: enforce(
-        d, check, timeout=confirm_timeout, interval=interval, api_timeout=options.timeout,
-        clock=clock, sleep=sleep)) for d in due}, confirm_timeout + options.timeout * 4 + 30.0)
+    found = all_at_once({d.row.target: partial(
+        enforce, d, check, timeout=confirm_timeout, interval=interval,
+        api_timeout=options.timeout, clock=clock, sleep=sleep) for d in due},
+        confirm_timeout + options.timeout * 4 + 30.0)
     for row in listing.rows:  # taken away by the provider: told once per episode
         if row.interrupted is not None and first_telling(row.interrupted):
             decisions.append(Decision(row.target, "interrupted", row.interrupted.how, "none",

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from remote.billing.statefile import finite, locked_json, moment, read_json, state_file
+from remote.billing.statefile import locked_json, moment, read_json, state_file
+from remote.fields import num
 from trainer import runfiles
 
 #: The folder of per-instance locks and records, in the state directory.
@@ -70,7 +71,7 @@ def read_record(target: str) -> Record | None:
     if not isinstance(episode, str) or at is None:
         return None
     tries, message = data.get("tries"), data.get("message")
-    return Record(episode, finite(data.get("start")), data.get("settled") is True, at,
+    return Record(episode, num(data.get("start")), data.get("settled") is True, at,
                   tries if isinstance(tries, int) and 0 < tries < 1 << 31 else 1,
                   message if isinstance(message, str) else "")
 
@@ -130,7 +131,7 @@ def due_to_tell(key: str, now: float | None = None, every: float = ALARM_EVERY) 
     seconds); saying yes records it as told."""
     now = time.time() if now is None else now
     with locked_json(TOLD_FILE) as told:
-        last = finite(told.get(key))
+        last = num(told.get(key))
         if last is not None and 0 <= now - last < every:
             return False
         told[key] = now
@@ -193,7 +194,7 @@ def last_pass() -> WatchdogPass | None:
     at, leases, by = moment(data.get("at_epoch")), data.get("leases"), data.get("by")
     if at is None or not isinstance(leases, int) or leases < 0:
         return None
-    every = finite(data.get("every"))
+    every = num(data.get("every"))
     return WatchdogPass(at, by if isinstance(by, str) else "?", leases,
                         every if every is not None and every > 0 else None)
 

@@ -16,7 +16,7 @@ from typing import Any
 from remote.commands.errors import fail
 from remote.commands.target import add_connection_options, connector, parse_target
 from remote.transport.base import Transport
-from remote.watch import LOG_TAIL_BYTES, SILENCE_TIMEOUT, Watcher
+from remote.watch import LOG_TAIL_BYTES, SILENCE_TIMEOUT, FollowOptions, Watcher
 from remote.watch.events import (
     ConnectionEvent,
     GpuEvent,
@@ -191,7 +191,7 @@ def follow(connect: Callable[[], Transport], run_dir: str, *, as_json: bool = Fa
     printer = Printer(gpu)
     watcher = Watcher(connect, run_dir, events.put, silence_timeout=silence,
                       log_tail=log_tail, gate=gate,
-                      **({"poll_interval": 2.0} if poll_files else {}))
+                      poll_interval=2.0 if poll_files else FollowOptions.poll_interval)
     if poll_files:
         watcher.poll_files(poll_files)
     watcher.start()

@@ -141,6 +141,7 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, ConfigError) as exc:
         return fail("instances", exc, 2, args.json)
     if not accounts:  # Modal apps launched from here, and no provider account
+        apps = apps or []  # NoAccounts came with Modal apps to show
         print(json.dumps({"ok": True, "rows": [], "modal": apps}) if args.json else
               "\n".join(modal_line(a) for a in apps) or "no running Modal app")
         return 0

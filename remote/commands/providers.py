@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from functools import partial
 
 from remote.billing.accounts import some_accounts
 from remote.billing.canary import check_account
@@ -40,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
         accounts = some_accounts()
     except ConfigError as exc:
         return fail("providers", exc, 2, args.json)
-    found = all_at_once({a.name: (lambda a=a: check_account(a, args.timeout))
+    found = all_at_once({a.name: partial(check_account, a, args.timeout)
                          for a in accounts}, args.timeout * 6 + 10)
     checks = []
     for account in accounts:

@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 from remote.billing.accounts import NO_ACCOUNTS, Account, configured_accounts
@@ -232,7 +233,7 @@ class Gatherer:
         rows = [row for row in fleet.rows if row.instance is not None]
         reached = {row.target: row for row in rows if row.box is not None}
         plans = {t: self._plan(row, wanted) for t, row in reached.items()}
-        read = all_at_once({t: (lambda row=row, plan=plans[t]: self._read_box(fleet, row, plan))
+        read = all_at_once({t: partial(self._read_box, fleet, row, plans[t])
                             for t, row in reached.items()},
                            self.options.timeout * 4 + 60.0) if reached else {}
         for target, answer in read.items():

@@ -13,12 +13,12 @@ document as text (``textContent``), never as markup.
 from __future__ import annotations
 
 import hashlib
-import math
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from remote.billing.fleet import FleetRow
+from remote.fields import num
 from trainer.text import clean_text, format_duration, money, one_line, rate
 
 #: Characters of one text value (a name, a reason, a status field).
@@ -50,12 +50,11 @@ def text(value: Any, limit: int = MAX_TEXT) -> str | None:
 
 
 def number(value: Any) -> float | int | None:
-    """A finite number, else ``None`` (a bool is no number)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    """A finite number (``remote.fields.num``) that a browser reads exactly (an integer
+    within 2**53, kept an integer), else ``None``."""
+    if num(value) is None or isinstance(value, int) and abs(value) >= 1 << 53:
         return None
-    if isinstance(value, int):
-        return value if abs(value) < 1 << 53 else None
-    return value if math.isfinite(value) else None
+    return value
 
 
 def scalar(value: Any) -> str | float | int | bool | None:

@@ -3,12 +3,28 @@
 bootstrap, the box's python (``interpreter``), the early connection (``early``) and the
 one door to the box tools (``tools``: ``python -m trainer VERB`` run, its report read)."""
 
-from trainer._exports import lazy_exports
+from typing import TYPE_CHECKING
 
-__all__, __getattr__ = lazy_exports(__name__, {
-    "connector": ["Connector", "changed_host_key", "link_broken", "retry_delay", "whole_line",
-                  "worth_retrying"],
-    "bootstrap": ["bootstrap_box", "install_name", "install_needs"],
-    "tools": ["BoxToolFailed", "ToolAnswer", "ask_tool", "laptop_endpoint", "parse_report",
-              "tool_report", "trainer_command"],
-})
+from trainer._exports import typed_exports
+
+if TYPE_CHECKING:  # the face, read by type checkers and by typed_exports
+    from remote.link.bootstrap import bootstrap_box, install_name, install_needs
+    from remote.link.connector import (
+        Connector,
+        changed_host_key,
+        link_broken,
+        retry_delay,
+        whole_line,
+        worth_retrying,
+    )
+    from remote.link.tools import (
+        BoxToolFailed,
+        ToolAnswer,
+        ask_tool,
+        laptop_endpoint,
+        parse_report,
+        tool_report,
+        trainer_command,
+    )
+
+__all__, __getattr__ = typed_exports(__name__, __file__)

@@ -57,7 +57,8 @@ class Connector:
     port: int | None = None
     accept_new: bool = False
     ask_unknown: AskHostKey | None = None
-    ssh_options: Mapping[str, object] = field(default_factory=dict)
+    #: More keyword arguments of ``remote.transport.ssh.connect`` (identity files...).
+    ssh_options: Mapping[str, Any] = field(default_factory=dict)
     bootstrap: bool = True
     strict: bool = True
     timeout: float = 15.0

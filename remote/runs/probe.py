@@ -37,6 +37,7 @@ from remote.runs.read import finish
 from remote.runs.status import MAX_GUARD_BYTES, json_object, split_sections
 from remote.transport.base import Transport, TransportError
 from trainer import engines, procid, runfiles, smi
+from trainer.guard.lease import LEASE_FILE, parse_lease
 from trainer.guard.ring import (
     FIELDS,
     KEEP,
@@ -59,8 +60,6 @@ from trainer.text import one_line
 MAX_RUNS = 8
 #: The GPU fields asked of nvidia-smi (those of the box's GPU ring).
 GPU_FIELDS = FIELDS
-#: The lease file, in the box's cache directory (``$GPURENT_CACHE_DIR``).
-LEASE_FILE = "lease.json"
 #: What a box's reply may hold (a few KiB per run).
 MAX_PROBE_BYTES = 4 << 20
 _PIDS = r'"pid"[[:space:]]*:[[:space:]]*[0-9][0-9]*'
@@ -334,8 +333,8 @@ def parse_report(parts: dict[str, bytes]) -> BoxReport:
                 procid.mismatch(probes.get(pid), data, started_at(data)) is None
             guards.append(GuardState.from_dict(data, ok))
     pushes = sorted({int(w) for w in parts.get("pushes", b"").split() if w.isdigit()})
-    return BoxReport(now, gpus, runs, guards, json_object(parts.get("lease")), gpu_error,
-                     parse_ring(parts.get("gpu ring", b"")), pushes, dict(parts))
+    return BoxReport(now, gpus, runs, guards, parse_lease(json_object(parts.get("lease"))),
+                     gpu_error, parse_ring(parts.get("gpu ring", b"")), pushes, dict(parts))
 
 
 def last_row(tail: bytes) -> dict[str, Any] | None:

@@ -3,19 +3,43 @@ the ``modal`` client (``client``), a launch from ``key=value`` words (``words``)
 launch (``launch``) and its estimate (``probe``), what the laptop records of each app
 (``record``), the app's state, money and Volume (``watch``) and its stop (``stop``)."""
 
-from trainer._exports import lazy_exports
+from typing import TYPE_CHECKING
 
-__all__, __getattr__ = lazy_exports(__name__, {
-    "appfile": ["GPUS", "MAX_TIMEOUT", "ModalSpec", "check_app_name", "check_gpu", "parse_timeout",
-                "render", "stage_words"],
-    "client": ["INSTALL_HINT", "AppRow", "ModalError", "list_apps", "need_modal"],
-    "launch": ["ModalLaunch", "app_file_path", "launch_modal", "spawn_app"],
-    "probe": ["Probed", "ProbeCancelled", "Proposal", "probe_bound", "probe_modal",
-              "propose_timeout"],
-    "words": ["spec_from_words", "words_from_record"],
-    "record": ["ModalRecord", "gpu_price", "modal_records", "record_for"],
-    "watch": ["AppState", "AppView", "UnknownApp", "app_view", "fleet_rows", "need_record",
-              "volume_transport"],
-    "connect": ["ModalConnector"],
-    "stop": ["ModalStopped", "stop_modal", "saved_weights", "volume_safety"],
-})
+from trainer._exports import typed_exports
+
+if TYPE_CHECKING:  # the face, read by type checkers and by typed_exports
+    from remote.serverless.appfile import (
+        GPUS,
+        MAX_TIMEOUT,
+        ModalSpec,
+        check_app_name,
+        check_gpu,
+        parse_timeout,
+        render,
+        stage_words,
+    )
+    from remote.serverless.client import INSTALL_HINT, AppRow, ModalError, list_apps, need_modal
+    from remote.serverless.connect import ModalConnector
+    from remote.serverless.launch import ModalLaunch, app_file_path, launch_modal, spawn_app
+    from remote.serverless.probe import (
+        ProbeCancelled,
+        Probed,
+        Proposal,
+        probe_bound,
+        probe_modal,
+        propose_timeout,
+    )
+    from remote.serverless.record import ModalRecord, gpu_price, modal_records, record_for
+    from remote.serverless.stop import ModalStopped, saved_weights, stop_modal, volume_safety
+    from remote.serverless.watch import (
+        AppState,
+        AppView,
+        UnknownApp,
+        app_view,
+        fleet_rows,
+        need_record,
+        volume_transport,
+    )
+    from remote.serverless.words import spec_from_words, words_from_record
+
+__all__, __getattr__ = typed_exports(__name__, __file__)

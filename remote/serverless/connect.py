@@ -47,7 +47,7 @@ class ModalConnector:
         """The runs Volume, its ``pid_alive`` answered by Modal's state of the app."""
         if progress is not None:
             progress(f"reading {self.record.target}'s runs Volume")
-        return volume_transport(self.record, self.state)  # type: ignore[return-value]
+        return volume_transport(self.record, self.state)
 
     def wait_ready(self, timeout: float) -> bool:
         """Always ready: nothing is bootstrapped."""

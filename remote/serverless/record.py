@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from remote.billing.intents import INTENTS_FILE
-from remote.billing.statefile import finite, locked_json, read_json, state_file
+from remote.billing.statefile import locked_json, read_json, state_file
+from remote.fields import num
 from remote.serverless.appfile import ModalSpec
 
 #: Modal's list prices in dollars per hour (per second on its pricing page, times 3600),
@@ -84,13 +85,14 @@ def _record(target: str, entry: Any) -> ModalRecord | None:
     m = entry.get("modal")
     if not isinstance(m, dict) or not isinstance(m.get("app_id"), str):
         return None
-    timeout, at = finite(m.get("timeout")), finite(m.get("launched_at"))
+    timeout, at = num(m.get("timeout")), num(m.get("launched_at"))
     if timeout is None or at is None:
         return None
     gpu = m.get("gpu") if isinstance(m.get("gpu"), str) else None
-    args = m.get("args") if isinstance(m.get("args"), list) else []
+    args = m.get("args")
+    args = args if isinstance(args, list) else []
     return ModalRecord(target[len("modal:"):], m["app_id"], str(m.get("run") or ""), gpu,
-                       int(timeout), at, finite(m.get("price_per_hour")) or 0.0,
+                       int(timeout), at, num(m.get("price_per_hour")) or 0.0,
                        str(m.get("hub") or ""), str(entry.get("want") or "running"),
                        tuple(str(a) for a in args), str(m.get("data") or ""),
                        str(m.get("stage") or ""))

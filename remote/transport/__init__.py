@@ -4,16 +4,26 @@
 import os
 import shutil
 import sys
+from typing import TYPE_CHECKING
 
-from trainer._exports import lazy_exports
+from trainer._exports import typed_exports
 
-__all__, __getattr__ = lazy_exports(__name__, {
-    "base": ["FileStat", "LineTooLong", "NeedsSetup", "RunResult", "Stream", "Transport",
-             "TransportError", "Unreachable"],
-    "local": ["LocalTransport"],
-    "hostpolicy": ["refusal"],
-    "hostkeys": ["forget_command", "forget_host_key"],
-})
+if TYPE_CHECKING:  # the face, read by type checkers and by typed_exports
+    from remote.transport.base import (
+        FileStat,
+        LineTooLong,
+        NeedsSetup,
+        RunResult,
+        Stream,
+        Transport,
+        TransportError,
+        Unreachable,
+    )
+    from remote.transport.hostkeys import forget_command, forget_host_key
+    from remote.transport.hostpolicy import refusal
+    from remote.transport.local import LocalTransport
+
+__all__, __getattr__ = typed_exports(__name__, __file__)
 
 # paramiko imports invoke (and with it unittest.mock, asyncio and yaml: about 0.1 s of
 # every start) only to run `Match exec` in its own ssh_config parser, which is used only

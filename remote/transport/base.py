@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, Self
 
 #: Most bytes of stdout, and of stderr, that ``Transport.run`` keeps by default: more
 #: than the largest report a box tool sends (a 4 MiB log chunk as escaped JSON), far
@@ -201,4 +201,12 @@ class Transport(Protocol):
 
     def close(self) -> None:
         """Release the connection. Idempotent."""
+        ...
+
+    def __enter__(self) -> Self:
+        """The transport itself, closed when the ``with`` block ends."""
+        ...
+
+    def __exit__(self, *exc: object) -> None:
+        """Close it (``close``)."""
         ...

@@ -54,8 +54,10 @@ def exec_nowait(chan: paramiko.Channel, command: str) -> None:
     m.add_string("exec")
     m.add_boolean(True)
     m.add_string(command)
-    chan._event_pending()
-    chan.transport._send_user_message(m)
+    # paramiko's private API, which its stubs leave out; the channel is open, so its
+    # transport is set.
+    chan._event_pending()  # type: ignore[attr-defined]
+    chan.transport._send_user_message(m)  # type: ignore[union-attr]
 
 
 @contextlib.contextmanager

@@ -259,6 +259,12 @@ class LocalTransport:
     def close(self) -> None:
         """Nothing to release for this machine."""
 
+    def __enter__(self) -> LocalTransport:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
 
 def _copy(src: object, dst: object, done: int, total: int, progress: Progress | None) -> None:
     while True:

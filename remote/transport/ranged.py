@@ -143,7 +143,7 @@ class _Session:
                 self._ask(*self.queue.popleft())
             if not self.pending:
                 return
-            self.sftp._read_response()
+            self.sftp._read_response()  # type: ignore[attr-defined]  # private, unstubbed
             if self.problem is not None:
                 raise self.problem
             for index in self.completed:
@@ -158,15 +158,15 @@ class _Session:
                           for off in range(start, end, REQUEST_BYTES))
 
     def _ask(self, index: int, offset: int, length: int) -> None:
-        num = self.sftp._async_request(self, CMD_READ, self.file.handle, int64(offset),
-                                       length)
+        num = self.sftp._async_request(  # type: ignore[attr-defined]  # private, unstubbed
+            self, CMD_READ, self.file.handle, int64(offset), length)
         self.pending[num] = (index, offset, length)
 
     def _async_response(self, t: int, msg: paramiko.Message, num: int) -> None:
         index, offset, length = self.pending.pop(num)
         if t == CMD_STATUS:
             try:
-                self.sftp._convert_status(msg)
+                self.sftp._convert_status(msg)  # type: ignore[attr-defined]  # private
             except EOFError:
                 self.problem = TransportError("the file shrank while downloading")
             except OSError as exc:

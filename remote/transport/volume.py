@@ -170,3 +170,9 @@ class VolumeTransport:
 
     def close(self) -> None:
         """Nothing to release."""
+
+    def __enter__(self) -> VolumeTransport:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeGuard
 
+from remote.fields import num
 from remote.runs.guard import GuardState
 from remote.runs.listing import RunsBook
 from remote.watch.events import (
@@ -77,9 +78,9 @@ class RunContext:
         for item in message.get("files") or ():
             if not isinstance(item, dict) or not isinstance(item.get("name"), str):
                 continue
-            numbers = [item.get(k) for k in ("size", "mtime_ns", "ino")]
-            if all(_count(n) for n in numbers):
-                files.append(WeightFile(item["name"], *numbers))
+            size, mtime_ns, ino = (item.get(k) for k in ("size", "mtime_ns", "ino"))
+            if _count(size) and _count(mtime_ns) and _count(ino):
+                files.append(WeightFile(item["name"], size, mtime_ns, ino))
         self._emit(WeightsEvent(tuple(files)))
 
     def _on_gpu(self, message: dict[str, Any]) -> None:
@@ -90,22 +91,18 @@ class RunContext:
         for r in rows:
             if not _count(r[0]):
                 raise ValueError(f"{r[0]!r} is not a GPU index")
-            gpus.append(GpuSample(r[0], clean_text(str(r[1])), *(_num(v) for v in r[2:7])))
+            gpus.append(GpuSample(r[0], clean_text(str(r[1])), *(num(v) for v in r[2:7])))
         self._emit(GpuEvent(gpus, time.time()))
 
     def _on_host(self, message: dict[str, Any]) -> None:
         cpus = message.get("cpus")
-        self._emit(HostEvent(_num(message.get("cpu")),
+        self._emit(HostEvent(num(message.get("cpu")),
                              cpus if isinstance(cpus, int) and not isinstance(cpus, bool)
                              else None,
-                             _num(message.get("mem_used_mib")),
-                             _num(message.get("mem_total_mib")), time.time()))
+                             num(message.get("mem_used_mib")),
+                             num(message.get("mem_total_mib")), time.time()))
 
 
-def _count(value: Any) -> bool:
+def _count(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
-
-def _num(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) \
-        else None

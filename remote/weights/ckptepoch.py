@@ -54,7 +54,7 @@ def _top_epoch(data: bytes) -> Any:
     """The ``"epoch"`` of the dict ``data`` pickles (``None``: not a dict, or none)."""
     stack: list[Any] = []
     marks: list[int] = []
-    memo: dict[int, Any] = {}
+    memo: dict[object, Any] = {}  # keyed by the opcodes' arguments
     for count, (op, arg, _pos) in enumerate(pickletools.genops(data), 1):
         if count > MAX_OPCODES:
             raise UnreadableCheckpoint(f"its data.pkl holds over {MAX_OPCODES} pickle "

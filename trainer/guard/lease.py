@@ -8,14 +8,33 @@ seconds it had left when written, from the file's mtime. Standard library only (
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import Path
 from typing import Any
 
 from trainer import engines
 
-#: The lease file's name in the box's cache directory.
+#: The lease file's name in the box's cache directory (the laptop writes it there).
 LEASE_FILE = "lease.json"
+#: What a lease does when it runs out.
+THEN = ("stop", "destroy")
+
+
+def parse_lease(data: Any) -> dict[str, Any] | None:
+    """The lease in ``data`` (a parsed ``lease.json``, or an entry of the laptop's
+    ``leases.json``): the object when its ``until`` (epoch seconds) is a finite number
+    and its ``then`` (default ``stop``) one of :data:`THEN`, else ``None``. The one
+    reader of a lease's JSON, on the box and on the laptop."""
+    if not isinstance(data, dict) or data.get("then", "stop") not in THEN:
+        return None
+    until = data.get("until")
+    if isinstance(until, bool) or not isinstance(until, (int, float)):
+        return None
+    try:
+        return data if math.isfinite(float(until)) else None
+    except OverflowError:
+        return None
 
 
 def read_lease(path: Path | None = None) -> dict[str, Any] | None:
@@ -24,12 +43,11 @@ def read_lease(path: Path | None = None) -> dict[str, Any] | None:
     written) counted from the file's mtime, else ``until`` (the laptop's clock)."""
     where = path or engines.cache_dir() / LEASE_FILE
     try:
-        data = json.loads(where.read_text(encoding="utf-8")[:4096])
+        data = parse_lease(json.loads(where.read_text(encoding="utf-8")[:4096]))
         written = where.stat().st_mtime
     except (OSError, ValueError):
         return None
-    if not isinstance(data, dict) or isinstance(data.get("until"), bool) or \
-            not isinstance(data.get("until"), (int, float)):
+    if data is None:
         return None
     left = data.get("left")
     data["deadline"] = written + left if isinstance(left, (int, float)) and \

@@ -262,7 +262,7 @@ def watch(run_dir: Path, repo: str, token: str, *, pid: int | None = None,
                     state.best_pushed = state.best_seen or state.best_pushed
                     retry_at, delay = 0.0, RETRY_FIRST
         if now >= retry_at and (ended is not None or state.best_pending):
-            names = FINAL_FILES if ended is not None else BEST_FILES
+            names: tuple[str, ...] = FINAL_FILES if ended is not None else BEST_FILES
             names = tuple(n for n in names if n not in torn_files(run_dir))
             if ended is not None and not any(local_path(run_dir, n).is_file() for n in names):
                 log.info("the run ended (%s) with nothing to push", ended)

@@ -346,7 +346,9 @@ def verified_safety(run_dir: Path, verify: Verify | None = None,
             return verify_pushed(entries, sha, size, repos=repos, token=token)
 
     answer = inventory([run_dir], [run_dir.parent], registry=True)
-    unsafe, safe, count = [], [], 0
+    unsafe: list[str] = []
+    safe: list[str] = []
+    count = 0
     for run in answer["runs"]:
         for item in run["files"]:
             count += 1

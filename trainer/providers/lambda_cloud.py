@@ -83,9 +83,11 @@ class LambdaProvider(Provider):
     def parse(self, iid: str, raw: dict[str, Any]) -> Instance:
         """An ``Instance`` from Lambda's instance object."""
         status = str(raw.get("status") or "").lower()
-        itype = raw.get("instance_type") if isinstance(raw.get("instance_type"), dict) else {}
+        itype = raw.get("instance_type")
+        itype = itype if isinstance(itype, dict) else {}
         cents = number(itype.get("price_cents_per_hour"))
-        specs = itype.get("specs") if isinstance(itype.get("specs"), dict) else {}
+        specs = itype.get("specs")
+        specs = specs if isinstance(specs, dict) else {}
         gpu = text_or_none(itype.get("gpu_description") or itype.get("description")
                            or itype.get("name"))
         gpus = integer(specs.get("gpus"))

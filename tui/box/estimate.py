@@ -14,6 +14,7 @@ from typing import Any
 
 from rich.text import Text
 
+from remote.fields import obj
 from remote.runs import ProbeCancelled, cancel_probe, new_probe_id
 from remote.runs import profile as run_profile
 from trainer.health import GOING
@@ -185,7 +186,7 @@ class Estimate:
 def estimate_text(report: dict[str, Any], request: LaunchRequest) -> Text:
     """The form's estimate line from a probe's report: the time of one epoch as the run
     will have it (training steps and validation) and of the whole run."""
-    cost = report.get("cost") if isinstance(report.get("cost"), dict) else {}
+    cost = obj(report.get("cost"))
     epoch = cost.get("epoch_total_seconds", cost.get("epoch_seconds"))
     if not isinstance(epoch, int | float) or isinstance(epoch, bool):
         return Text("no estimate: the probe measured no epoch time", style="dim")

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from textual.notifications import SeverityLevel
+
 from remote.billing import GateRefused, ProviderError
 from remote.link import link_broken
 from remote.runs import BoxToolFailed, GuardError, RunIsLive
@@ -60,7 +62,7 @@ class Failure:
     ``bell`` for the worst, ``link`` when the link to the box is the cause."""
 
     line: str
-    severity: str
+    severity: SeverityLevel
     bell: bool = False
     link: bool = False
 

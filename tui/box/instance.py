@@ -63,7 +63,7 @@ def provider(state: BoxState) -> Any:
     """The provider client for the box's instance (the fleet account's, or its API key
     from the environment or the config file), or ``ActionRefused`` when the box is not
     an instance."""
-    if not state.has_instance():
+    if state.spec.provider is None or not state.has_instance():
         raise ActionRefused("no provider instance: open the box as vast:ID / runpod:ID, "
                             "or start with --provider vast|runpod|lambda --instance ID")
     return state.spec.client or provider_for(state.spec.provider,

@@ -255,8 +255,8 @@ class Launching:
                     return f"✖ more args: {name}={value}: {why}"
         if key == "name" and values.get("name"):
             info = next((r for r in self.panes.runs.runs if r.name == values["name"]), None)
-            extra = values.get("extra", "")
-            if info is None or "resume=" in extra or "exist_ok=" in extra:
+            more = values.get("extra", "")
+            if info is None or "resume=" in more or "exist_ok=" in more:
                 return ""
             done = f" {info.epoch or 0}/{info.total_epochs}" if info.total_epochs else ""
             return (f"✖ {info.name} exists ({info.health}{done}): ctrl+r resumes it, or "

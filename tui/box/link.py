@@ -187,6 +187,10 @@ class Link:
         ``_asking``: a question may be on screen, waiting for this very thread)."""
         self._declined_keys.clear()
 
+    def progress(self, line: str) -> None:
+        """Say a step of opening the connection (any thread)."""
+        self.ports.post(Progress(line))
+
     def open_transport(self, progress: Callable[[str], None],
                        notes: list[str] | None = None, early: bool = True,
                        gate: bool = False) -> Transport:
@@ -204,8 +208,7 @@ class Link:
     def watcher_transport(self) -> Transport:
         """The watcher's own connection (called again after a drop, from its thread);
         its follower starts through the gate."""
-        post = self.ports.post
-        return self.open_transport(lambda line: post(Progress(line)), gate=True)
+        return self.open_transport(self.progress, gate=True)
 
     def ask_host_key(self, host: str, key_type: str, fingerprint: str) -> bool:
         """Asked by an SSH thread about an unknown host key: the dialog is shown on the
@@ -341,7 +344,7 @@ class Link:
 
         post = self.ports.post
         notes: list[str] = []
-        install_needs(transport, box, notes, lambda line: post(Progress(line)))
+        install_needs(transport, box, notes, self.progress)
         for note in notes:
             post(Notice(one_line(note), timeout=8))
 

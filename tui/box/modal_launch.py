@@ -45,7 +45,7 @@ class ModalLaunching:
     (a ``remote.serverless.ModalConnector``); ``started`` hands a spawned launch to the
     tab (its ``Launched``), from the launch's thread."""
 
-    def __init__(self, ports: Ports, started: Callable[[ModalStarted], None]) -> None:
+    def __init__(self, ports: Ports, started: Callable[[ModalStarted], object]) -> None:
         self.ports = ports
         self.started = started
         self.form: ModalForm | None = None

@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from textual.message import Message
+from textual.notifications import SeverityLevel
 from textual.widget import Widget
 
 from tui.box.parts import PartMessage
@@ -38,14 +39,22 @@ class Work(Protocol):
 class Screen(Protocol):
     """What the parts use of the app: notifications, the events history, dialogs."""
 
-    def notify(self, message: str, *, title: str = "", severity: str = "information",
+    def notify(self, message: str, *, title: str = "",
+               severity: SeverityLevel = "information",
                timeout: float | None = None) -> None: ...
 
     def record(self, message: str, title: str = "", severity: str = "note") -> None: ...
 
-    def alert(self, message: str, title: str = "", severity: str = "error") -> None: ...
+    def alert(self, message: str, title: str = "", severity: SeverityLevel = "error"
+              ) -> None: ...
 
     def push_screen(self, screen: Any, callback: Any = None) -> Any: ...
+
+
+def host(widget: Widget) -> Screen:
+    """The app ``widget`` runs in, as the parts use it: ``tui.app.GpurentApp``, which
+    this package cannot import (it imports this package), so the type is told here."""
+    return cast(Screen, widget.app)
 
 
 @dataclass(frozen=True)
@@ -59,7 +68,7 @@ class Ports:
     work: Work
     app: Callable[[], Screen]
 
-    def notify(self, line: str, severity: str = "information",
+    def notify(self, line: str, severity: SeverityLevel = "information",
                timeout: float | None = None) -> None:
         """A notification about this box (kept in the events history)."""
         self.app().notify(line, title=self.state.spec.title, severity=severity,
@@ -69,7 +78,7 @@ class Ports:
         """A line for the events history only."""
         self.app().record(line, self.state.spec.title, severity)
 
-    def alert(self, line: str, severity: str = "error") -> None:
+    def alert(self, line: str, severity: SeverityLevel = "error") -> None:
         """A notification with the bell."""
         self.app().alert(line, self.state.spec.title, severity=severity)
 
@@ -161,7 +170,7 @@ class Notice(PartMessage, bubble=False, namespace="box"):
     """A line for a notification from a worker; ``bell``: with the terminal bell."""
 
     line: str
-    severity: str = "information"
+    severity: SeverityLevel = "information"
     timeout: float | None = None
     bell: bool = False
 

@@ -11,7 +11,9 @@ import posixpath
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from textual.notifications import SeverityLevel
 
 from remote.billing import parse_instance_target
 from remote.transport import Transport
@@ -23,9 +25,12 @@ from tui.box.failures import ActionRefused
 from tui.spec import BoxSpec
 from tui.words import provider_words
 
+if TYPE_CHECKING:
+    from remote.runs import RunInfo
+
 #: Health verdicts that ring the bell when a run reaches them (any run of the box).
-ALERT_VERDICTS = {"completed": "information", "failed": "error", "dead": "error",
-                  "stalled": "warning"}
+ALERT_VERDICTS: dict[str, SeverityLevel] = {
+    "completed": "information", "failed": "error", "dead": "error", "stalled": "warning"}
 
 
 @dataclass
@@ -124,7 +129,7 @@ class BoxState:
         self.unseen.discard(run_dir or "")
         return self.gen
 
-    def choose_run(self, runs: list[Any], name: str | None) -> str | None:
+    def choose_run(self, runs: list[RunInfo], name: str | None) -> str | None:
         """The run to watch once ``runs`` are listed: ``name`` when asked for, else the
         watched one, else the newest going run, else the newest."""
         if name:
@@ -144,7 +149,7 @@ class BoxState:
         return next((d.rstrip("/").rsplit("/", 1)[-1] for d, verdict in self.verdicts.items()
                      if d != self.run_dir and verdict in GOING), None)
 
-    def with_live_health(self, runs: list[Any]) -> list[Any]:
+    def with_live_health(self, runs: list[RunInfo]) -> list[RunInfo]:
         """``runs`` with the watched run's row at its live health (the watcher's verdict
         is fresher than a listing's)."""
         live = None if self.status is None else self.status.health.verdict

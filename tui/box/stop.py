@@ -36,7 +36,8 @@ class RunStop:
         body = Text("Stop training ")
         body.append_text(safe(run_dir, 120, "bold"))
         body.append("?\n")
-        engine = engine_of(state.status.read) if state.status is not None else None
+        engine = engine_of(state.status.read.fields or {}) if state.status is not None \
+            else None
         ours = ("our trainer gets SIGTERM: it finishes its step, writes last.pt and "
                 "status 'stopped' (ctrl+r in the launch form resumes it).")
         theirs = ("LibreYOLO gets SIGINT once no checkpoint is being written: it ends as "

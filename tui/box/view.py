@@ -34,7 +34,7 @@ from tui.box.link import Connected, Link
 from tui.box.logs import LogPaging
 from tui.box.outcomes import Outcomes
 from tui.box.parts import PartMessage, handles, keys_of, routes
-from tui.box.ports import Panes, Ports
+from tui.box.ports import Panes, Ports, host
 from tui.box.resume import Resume, ResumeDone
 from tui.box.state import BoxState
 from tui.box.stop import RunStop
@@ -94,7 +94,7 @@ class BoxView(Vertical):
         self.autoconnect = autoconnect
         self.state = BoxState(spec, clock)
         self.panes = Panes(self)
-        ports = Ports(self.state, post=self._post, work=self._work, app=lambda: self.app)
+        ports = Ports(self.state, post=self._post, work=self._work, app=lambda: host(self))
         self.outcomes = Outcomes(ports, redraw=self.draw_status_row)
         self.link = Link(ports, self.panes, redraw=self.draw_status_row, again=self.reconnect)
         self.watching = Watching(
@@ -322,7 +322,7 @@ class BoxView(Vertical):
                 self._reconnecting = False
                 self.outcomes.done("reconnected: the control connection is open again")
             else:
-                self.app.record("control connection open again", self.spec.title, "note")
+                self.outcomes.ports.record("control connection open again")
 
     @handles(Watch)
     def watched(self, message: Watch) -> None:
@@ -352,7 +352,7 @@ class BoxView(Vertical):
 
     def on_runs_list_left(self, _message: RunsList.Left) -> None:
         """Esc in the runs list, with no filter to clear: back to the log."""
-        self.log_pane.log.focus()
+        self.log_pane.log_view.focus()
 
     @handles(InstanceDestroyed)
     def destroyed(self, _message: InstanceDestroyed) -> None:

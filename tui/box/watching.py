@@ -18,6 +18,7 @@ from remote.transport import Transport
 from remote.watch import (
     LOG_TAIL_BYTES,
     ChosenEvent,
+    FollowOptions,
     GpuEvent,
     HostEvent,
     LogEvent,
@@ -59,7 +60,7 @@ class Watching:
 
     def __init__(self, ports: Ports, panes: Panes, connect: Callable[[], Transport],
                  gate: Connector, title_changed: Callable[[], None],
-                 health_changed: Callable[[str, str, str], None],
+                 health_changed: Callable[[str, str, str], object],
                  visible: Callable[[], bool]) -> None:
         self.ports = ports
         self.panes = panes
@@ -88,7 +89,8 @@ class Watching:
         self.watcher = Watcher(
             self.connect, run_dir, lambda ev: self.deliver(gen, ev),
             project=state.project, gate=None if polls else self.gate,
-            log_tail=LOG_TAIL_BYTES, **({"poll_interval": 2.0} if polls else {}))
+            log_tail=LOG_TAIL_BYTES,
+            poll_interval=2.0 if polls else FollowOptions.poll_interval)
         if polls:
             self.watcher.poll_files(polls)
         self.watcher.start()

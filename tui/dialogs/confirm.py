@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import Button, Static
+from textual.widgets.button import ButtonVariant
 
 from tui.dialogs.base import Dialog
 from tui.fmt import safe
@@ -16,7 +17,7 @@ class ConfirmDialog(Dialog[bool]):
     cancel_value = False
 
     def __init__(self, title: str, body: Text | str, confirm_label: str,
-                 variant: str = "error") -> None:
+                 variant: ButtonVariant = "error") -> None:
         super().__init__(title)
         self.body = body if isinstance(body, Text) else Text(body)
         self.confirm_label = confirm_label

@@ -159,7 +159,7 @@ class LaunchForm(Dialog[LaunchRequest | None]):
         self.offline: bool | None = None
 
     @property
-    def AUTO_FOCUS(self) -> str:  # noqa: N802 - Textual's name
+    def AUTO_FOCUS(self) -> str:  # type: ignore[override]  # noqa: N802 - Textual reads it
         """The first required field that is empty, else the first required field."""
         empty = [key for key in REQUIRED if not self.defaults.get(key)]
         return f"#f-{(empty or list(REQUIRED))[0]}"

@@ -15,11 +15,10 @@ from textual.widgets import Button, Input, Select, Static
 
 from tui.dialogs.base import Dialog
 from tui.fmt import safe
-from tui.spec import BoxSpec
+from tui.spec import DEFAULT_PROJECT
 from tui.widgets.field import Field
 
 #: Where a moved run goes when nobody says: the project a box tab opens by default.
-DEFAULT_PROJECT = BoxSpec.__dataclass_fields__["project"].default
 
 
 @dataclass(frozen=True)

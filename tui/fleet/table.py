@@ -6,13 +6,16 @@ its state and its figures stand at that time."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
 from remote.billing import notes, state_words
 from trainer.text import clock_time, format_duration, money, rate
 from tui.fmt import safe
+
+if TYPE_CHECKING:
+    from remote.billing import FleetRow
 
 #: The table's columns, the short and telling first (an 80-column terminal shows the
 #: first five whole, the weights verdict among them); the long notes last (the details
@@ -40,7 +43,7 @@ def cells(row: Any, now: float) -> list[Text]:
     verdict = row.weights
     style = "bold yellow" if row.idle is not None or row.unreachable else ""
     state = state_words(row) if row.stale is None else \
-        f"{row.instance.state}, as of {clock_time(row.stale)}"
+        f"{inst.state}, as of {clock_time(row.stale)}"
     state_style = "bold red" if row.interrupted is not None else \
         "yellow" if row.stale is not None else ""
     return [safe(row.target, INSTANCE_CELL), safe(state, STATE_CELL, state_style),
@@ -53,7 +56,7 @@ def cells(row: Any, now: float) -> list[Text]:
             safe("; ".join(notes(row, now)), 2 * CELL, style)]
 
 
-def detail(row: Any, now: float) -> Text:
+def detail(row: FleetRow, now: float) -> Text:
     """Everything about one row, a line each (inert text)."""
     if row.instance is None:
         return safe(f"{row.account}: account failed: {row.error}. Its instances are not "

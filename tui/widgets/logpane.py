@@ -17,7 +17,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.message import Message
-from textual.widgets import Input, Log
+from textual.widgets import Input
 
 from remote.runs import LogMatches
 from trainer.text import clean_text
@@ -102,7 +102,7 @@ class LogPane(Vertical):
     def on_mount(self) -> None:
         """Start draining the feed; watch for the top being reached."""
         self.set_interval(DRAIN_INTERVAL, self.drain)
-        self.watch(self.log, "scroll_y", self._scrolled, init=False)
+        self.watch(self.log_view, "scroll_y", self._scrolled, init=False)
         self._draw_status()
 
     @property
@@ -116,7 +116,7 @@ class LogPane(Vertical):
     def _at_top(self) -> None:
         # Checked on every scroll and when following stops: a key like g scrolls to the
         # top first and stops following after, and either order must fetch.
-        if self.log.scroll_y <= 0 and self.more_above and not self.follow:
+        if self.log_view.scroll_y <= 0 and self.more_above and not self.follow:
             if len(self.all_lines) >= HISTORY_LINES:
                 self.app.notify(f"the pane holds {HISTORY_LINES:,} lines: / searches the "
                                 "whole log on the box (L lists the matches)", timeout=5)
@@ -127,12 +127,12 @@ class LogPane(Vertical):
         """Put the log's bytes ``start``.. that end where the first line held begins
         above it, staying where the reader was (nothing when they no longer join: the
         log changed meanwhile)."""
-        shown = len(self.log.lines)
+        shown = len(self.log_view.lines)
         if not self.all_lines.prepend(start, data, HISTORY_LINES):
             return
-        self.log.max_lines = self.all_lines.capacity
+        self.log_view.max_lines = self.all_lines.capacity
         self.set_filter(self.filter_text)
-        self.log.scroll_to(y=self.log_view.row_of(len(self.log.lines) - shown),
+        self.log_view.scroll_to(y=self.log_view.row_of(len(self.log_view.lines) - shown),
                            animate=False, immediate=True)
 
     def show_box_matches(self, found: LogMatches) -> None:
@@ -148,17 +148,12 @@ class LogPane(Vertical):
             self._draw_status()
 
     @property
-    def log(self) -> Log:
-        """The ``Log`` widget."""
-        return self.query_one("#log", Log)
-
-    @property
     def log_view(self) -> FollowLog:
         """The log, as the ``FollowLog`` it is."""
         return self.query_one("#log", FollowLog)
 
     def _to_end(self) -> None:
-        self.log.scroll_end(animate=False, immediate=True, x_axis=False)
+        self.log_view.scroll_end(animate=False, immediate=True, x_axis=False)
 
     def drain(self) -> int:
         """Move the lines that arrived into the pane; return how many were written."""
@@ -170,8 +165,8 @@ class LogPane(Vertical):
         if lines and not self.all_lines.append(lines, sizes, start):
             reset = True  # the feed dropped lines while the UI was behind: no gap shown
         if reset:
-            self.log.max_lines = self.all_lines.capacity
-            self.log.clear()
+            self.log_view.max_lines = self.all_lines.capacity
+            self.log_view.clear()
             self.match_line = None
         if not lines:
             if reset:
@@ -181,10 +176,10 @@ class LogPane(Vertical):
             needle = self.filter_text.lower()
             lines = [ln for ln in lines if needle in ln.lower()]
         if lines:
-            before = len(self.log.lines)
-            self.log.write_lines(lines[-self.all_lines.capacity:], scroll_end=False)
+            before = len(self.log_view.lines)
+            self.log_view.write_lines(lines[-self.all_lines.capacity:], scroll_end=False)
             if self.match_line is not None:  # lines pruned from the top shift the match
-                pruned = before + len(lines[-self.all_lines.capacity:]) - len(self.log.lines)
+                pruned = before + len(lines[-self.all_lines.capacity:]) - len(self.log_view.lines)
                 self.match_line = self.match_line - pruned if self.match_line >= pruned \
                     else None
             if self.follow:
@@ -208,8 +203,8 @@ class LogPane(Vertical):
         self.feed.restart()
         self.border_title = LOG_TITLE
         self.all_lines.clear()
-        self.log.max_lines = self.all_lines.capacity
-        self.log.clear()
+        self.log_view.max_lines = self.all_lines.capacity
+        self.log_view.clear()
         self.match_line = None
         self._draw_status()
 
@@ -255,7 +250,7 @@ class LogPane(Vertical):
 
     def action_scroll(self, how: str) -> None:
         """The pager keys."""
-        log = self.log
+        log = self.log_view
         half = max(1, log.size.height // 2)
         if how == "bottom":
             self.set_follow(True)
@@ -283,7 +278,7 @@ class LogPane(Vertical):
         """Hide the input line without changing anything."""
         self._editing = None
         self.query_one("#log-input", Input).remove_class("-open")
-        self.log.focus()
+        self.log_view.focus()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         """Apply the search term or the filter."""
@@ -317,11 +312,11 @@ class LogPane(Vertical):
         self.post_message(self.Searched(term))
         self.match_line = None
         self.highlighter.set_term(term)
-        self.log.refresh()
+        self.log_view.refresh()
         if term:
             self.find(forward=False)
         else:
-            self.log.scroll_to(x=0, animate=False, immediate=True)
+            self.log_view.scroll_to(x=0, animate=False, immediate=True)
         self._draw_status()
 
     def set_filter(self, text: str) -> None:
@@ -331,8 +326,8 @@ class LogPane(Vertical):
         needle = text.lower()
         lines = [ln for ln in self.all_lines if needle in ln.lower()] if text else \
             list(self.all_lines)
-        self.log.clear()
-        self.log.write_lines(lines, scroll_end=False)
+        self.log_view.clear()
+        self.log_view.write_lines(lines, scroll_end=False)
         if self.follow:
             self._to_end()
         self._draw_status()
@@ -342,7 +337,7 @@ class LogPane(Vertical):
         if not self.search:
             return []
         needle = self.search.lower()
-        return [i for i, ln in enumerate(self.log.lines) if needle in ln.lower()]
+        return [i for i, ln in enumerate(self.log_view.lines) if needle in ln.lower()]
 
     def find(self, forward: bool = True) -> int | None:
         """n / N: move to the next (or previous) match, wrapping around; its line. The
@@ -376,7 +371,7 @@ class LogPane(Vertical):
             status.append("⏸ paused (G: follow)" if wide else "⏸ paused (G)",
                           style="bold yellow")
         if wide:
-            status.append(f"  {len(self.log.lines)} lines", style="dim")
+            status.append(f"  {len(self.log_view.lines)} lines", style="dim")
         if self.search:
             hits = self.matches()
             status.append("  /")

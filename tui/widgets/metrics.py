@@ -6,7 +6,6 @@ placeholders (COCO's "no object of that size") and ``speed/``/``lr/`` columns le
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from rich.text import Text
@@ -15,6 +14,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
+from remote.fields import num
 from remote.watch import MetricsEvent
 from trainer.text import clean_text
 from tui.fmt import number, safe
@@ -32,10 +32,10 @@ def main_metric_key(row: dict[str, Any]) -> str | None:
     name = row.get("best_metric_name")
     if isinstance(name, str):
         for key in (name, f"metrics/{name}"):
-            if _finite(row.get(key)):
+            if num(row.get(key)) is not None:
                 return key
     for key, value in row.items():
-        if key.startswith("metrics/") and _finite(value) and not is_placeholder(key, value):
+        if key.startswith("metrics/") and _real(key, value):
             return key
     return None
 
@@ -46,7 +46,7 @@ def is_placeholder(key: str, value: Any) -> bool:
 
 
 def _real(key: str, value: Any) -> bool:
-    return _finite(value) and not is_placeholder(key, value)
+    return num(value) is not None and not is_placeholder(key, value)
 
 
 def latest_columns(row: dict[str, Any]) -> list[str]:
@@ -55,7 +55,8 @@ def latest_columns(row: dict[str, Any]) -> list[str]:
     main = main_metric_key(row)
     metrics = [k for k, v in row.items() if k.startswith("metrics/") and _real(k, v)
                and k != main]
-    losses = [k for k, v in row.items() if k.startswith(("train/", "val/")) and _finite(v)]
+    losses = [k for k, v in row.items()
+              if k.startswith(("train/", "val/")) and num(v) is not None]
     return ([main] if main else []) + metrics + losses
 
 
@@ -89,17 +90,11 @@ def series(rows: list[dict[str, Any]], key: str) -> tuple[list[float], list[floa
     """``(epochs, values)`` of column ``key`` (rows without a finite value skipped)."""
     xs, ys = [], []
     for n, row in enumerate(rows, 1):
-        value = row.get(key)
-        if _real(key, value):
-            epoch = row.get("epoch")
-            xs.append(float(epoch) if _finite(epoch) else float(n))
-            ys.append(float(value))
+        value, epoch = num(row.get(key)), num(row.get("epoch"))
+        if value is not None and not is_placeholder(key, value):
+            xs.append(float(n) if epoch is None else epoch)
+            ys.append(value)
     return xs, ys
-
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) \
-        and math.isfinite(value)
 
 
 def _label(key: str) -> str:
@@ -178,7 +173,7 @@ class MetricsPane(Vertical):
     def chosen_metric(self) -> str | None:
         """The metric on the second chart: the user's choice, else the run's main one."""
         columns = metric_columns(self.rows)
-        return self.metric if self.metric in columns else (columns or [None])[0]
+        return self.metric if self.metric in columns else columns[0] if columns else None
 
     def cycle_metric(self) -> str | None:
         """``m``: chart the next metric; returns its column."""

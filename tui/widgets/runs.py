@@ -9,7 +9,7 @@ switch tabs)."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import events
@@ -20,6 +20,9 @@ from textual.widgets.option_list import Option
 
 from tui.fmt import number, safe
 from tui.widgets.header import HEALTH_STYLES
+
+if TYPE_CHECKING:
+    from remote.runs import RunInfo
 
 #: Characters a row has in the narrow list: the best metric is left out past it.
 NARROW_TEXT = 20
@@ -49,7 +52,7 @@ class RunsList(OptionList):
     class Chosen(Message):
         """The user picked a run to watch."""
 
-        def __init__(self, run: Any) -> None:
+        def __init__(self, run: RunInfo) -> None:
             super().__init__()
             self.run = run
 
@@ -59,16 +62,16 @@ class RunsList(OptionList):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.border_title = "runs"
-        self.runs: list[Any] = []
+        self.runs: list[RunInfo] = []
         #: The runs shown (those the filter lets through), in the options' order.
-        self.shown: list[Any] = []
+        self.shown: list[RunInfo] = []
         self.current: str | None = None
         self.unseen: set[str] = set()
         #: The filter (name or state, any case) and whether it is being typed.
         self.filter_text = ""
         self.filtering = False
 
-    def show_runs(self, runs: list[Any], current: str | None,
+    def show_runs(self, runs: list[RunInfo], current: str | None,
                   unseen: set[str] | None = None) -> None:
         """Replace the list; ``current`` is the run dir being watched, ``unseen`` the
         run dirs with an alert not looked at yet."""
@@ -104,11 +107,11 @@ class RunsList(OptionList):
         elif highlighted is not None:
             self.highlighted = min(highlighted, len(dirs) - 1)
 
-    def _passes(self, info: Any) -> bool:
+    def _passes(self, info: RunInfo) -> bool:
         """Whether the filter shows ``info``: the watched run always stays in sight."""
         return info.run_dir == self.current or self._matches(info)
 
-    def _matches(self, info: Any) -> bool:
+    def _matches(self, info: RunInfo) -> bool:
         """Whether ``info``'s name or state holds the filter's text (any case)."""
         needle = self.filter_text.lower()
         if not needle:
@@ -200,7 +203,7 @@ class RunsList(OptionList):
         self._draw_title(focused=False)
 
 
-def _run_label(info: Any, current: bool, unseen: bool = False) -> Text:
+def _run_label(info: RunInfo, current: bool, unseen: bool = False) -> Text:
     text = Text("▶ " if current else "  ", style="bold")
     if unseen:
         text = Text("⚠ ", style="bold red")
