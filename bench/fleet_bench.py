@@ -45,13 +45,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from remote.billing.accounts import Account  # noqa: E402
-from remote.billing.boxweights import (  # noqa: E402
+from remote.fleet.boxweights import (  # noqa: E402
     box_weights,
     folded_answer,
     folded_check,
     hub_verify,
 )
-from remote.billing.fleet import FleetOptions, connect_instance, list_fleet  # noqa: E402
+from remote.fleet.fleet import FleetOptions, connect_instance, list_fleet  # noqa: E402
 from remote.runs.probe import probe_box  # noqa: E402
 from tests.fixtures.hub_standin import VALID_TOKEN, HubStandin, record_push  # noqa: E402
 from tests.fixtures.netbox import DelayRelay  # noqa: E402
@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
             (0 if extra else 20), [r["weights"] for r in rows]
         return took
 
-    from remote.billing.leases import set_lease
+    from remote.fleet.leases import set_lease
 
     set_lease(known[0].split()[0], 6 * 3600)
     in_process(options)  # the gate ships the trainer to the box once; then it is there

@@ -60,8 +60,9 @@ def main() -> int:
 
 def shoot(out: Path, work: Path) -> None:
     """Everything between the dataset and the two PNGs."""
-    from remote.billing import Account, FleetOptions
+    from remote.billing import Account
     from remote.billing.intents import RunIntent, observe, want_running
+    from remote.fleet import FleetOptions
     from remote.glance import open_glance
     from remote.transport.local import LocalTransport
 

@@ -269,8 +269,9 @@ async def shoot_fleet(out: Path, project: Path, work: Path) -> list[Path]:
     a box reached over a real sshd whose runs have ended (idle, priced, its weights
     judged), a stopped instance billing its disk, one whose address answers nothing,
     and one its provider took away while a run of this laptop trained there."""
-    from remote.billing import Account, FleetOptions, list_fleet
+    from remote.billing import Account
     from remote.billing.intents import RunIntent, want_running
+    from remote.fleet import FleetOptions, list_fleet
     from tui.screens.fleet import FleetScreen
 
     server = make_server(work / "fleet-box")

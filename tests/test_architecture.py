@@ -28,11 +28,12 @@ BASE = ("trainer.text",)
 MAY_IMPORT: dict[str, tuple[str, ...]] = {
     # The TUI reaches remote/ through the wings' faces only (FACES_ONLY below).
     "tui": (*("remote." + w for w in ("link", "watch", "runs", "weights", "billing",
-                                      "glance", "serverless")),
+                                      "fleet", "resume", "glance", "serverless")),
             "remote.transport", "remote.config", "remote.fields",
             "trainer.runfiles", "trainer.health", "trainer.engines"),
     # remote/: the ground (config, fields, transport), the wings on it, the entry point.
-    # commands -> glance -> billing -> {weights, runs, link}; watch -> {link, runs}; runs
+    # commands -> glance -> resume -> fleet -> billing -> {weights, runs, link};
+    # watch -> {link, runs}; runs
     # and weights -> link (the one door to the box tools); every wing -> the ground.
     "remote": ("trainer.runfiles", "trainer._exports"),
     "remote.transport": ("trainer.runfiles", "trainer.health", "trainer._exports"),
@@ -54,16 +55,28 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
                      "trainer.engines", "trainer._exports"),
     "remote.weights": ("remote.link", "remote.config", "remote.fields", "remote.transport",
                        "trainer.runfiles", "trainer.hub.client", "trainer._exports"),
+    # The instance core: a provider's instance, its money and its destroy check.
+    "remote.billing": ("remote.weights", "remote.link", "remote.config", "remote.fields",
+                       "remote.transport", "trainer.runfiles", "trainer.providers",
+                       "trainer._exports"),
+    # The fleet stands on the instance core: every account's instances, leases, the guard
+    # armed on a box and the off-box watchdog; billing never reaches up to it.
     # trainer.guard.notify: the off-box watchdog tells the guard's webhooks, in its shapes.
     # trainer.hub.safe: the fleet's folded check stamps the box with the tool's own shell.
     # trainer.guard.lease: a lease's JSON is read by the guard's own parser.
-    "remote.billing": ("remote.weights", "remote.runs", "remote.link", "remote.config",
-                       "remote.fields", "remote.transport", "trainer.runfiles",
-                       "trainer.providers", "trainer.guard.notify", "trainer.guard.lease",
-                       "trainer.hub.safe", "trainer._exports"),
-    # glance -> billing (the fleet, accounts, intents) -> runs (a run's status in one
-    # exec) -> link; it reads the laptop's Hub token only to keep it out of answers.
-    "remote.glance": ("remote.billing", "remote.weights", "remote.runs", "remote.link",
+    "remote.fleet": ("remote.billing", "remote.weights", "remote.runs", "remote.link",
+                     "remote.config", "remote.fields", "remote.transport", "trainer.runfiles",
+                     "trainer.providers", "trainer.guard.notify", "trainer.guard.lease",
+                     "trainer.hub.safe", "trainer._exports"),
+    # A run resumed or moved: a new instance (billing), its guard and lease carried along
+    # (fleet); nothing below reaches up to it.
+    "remote.resume": ("remote.fleet", "remote.billing", "remote.weights", "remote.runs",
+                      "remote.link", "remote.config", "remote.fields", "remote.transport",
+                      "trainer.runfiles", "trainer.providers", "trainer._exports"),
+    # glance -> fleet (every instance) -> billing (accounts, intents) -> runs (a run's
+    # status in one exec) -> link; it reads the laptop's Hub token only to keep it out.
+    "remote.glance": ("remote.fleet", "remote.billing", "remote.weights", "remote.runs",
+                      "remote.link",
                       "remote.config", "remote.fields", "remote.transport",
                       "trainer.runfiles", "trainer.health", "trainer.providers",
                       "trainer._exports"),
@@ -74,7 +87,8 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
                           "remote.transport", "remote.fields", "remote.runs",
                           "trainer.runfiles", "trainer._exports"),
     # trainer.version: the providers canary's report names the version that read it.
-    "remote.commands": ("remote.serverless", "remote.glance", "remote.billing",
+    "remote.commands": ("remote.serverless", "remote.glance", "remote.resume", "remote.fleet",
+                        "remote.billing",
                         "remote.weights", "remote.runs",
                         "remote.watch", "remote.link", "remote.config", "remote.fields",
                         "remote.transport", "trainer.runfiles", "trainer.health",
@@ -119,14 +133,15 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
 #: a module inside them.
 FACES_ONLY: dict[str, tuple[str, ...]] = {
     "tui": ("remote.link", "remote.watch", "remote.runs", "remote.weights", "remote.billing",
-            "remote.glance", "remote.transport", "remote.serverless"),
+            "remote.fleet", "remote.resume", "remote.glance", "remote.transport",
+            "remote.serverless"),
 }
 
 #: The wings of ``remote/``: folders with one job and a face. Everything else at its top
 #: is the entry point or the ground (``__init__``, ``cli``, ``config``, ``fields``,
 #: ``transport/``), at most :data:`REMOTE_TOP_CAP` modules.
-REMOTE_WINGS = ("link", "watch", "runs", "weights", "billing", "glance", "commands",
-                "serverless")
+REMOTE_WINGS = ("link", "watch", "runs", "weights", "billing", "fleet", "resume", "glance",
+                "commands", "serverless")
 REMOTE_TOP_CAP = 5
 
 #: Third-party packages a part must never import, not even inside a function.
@@ -255,5 +270,31 @@ def test_a_planted_sixth_module_at_remotes_top_is_over_the_cap(tmp_path: Path) -
     _plant(tmp_path, {"remote/extra.py": ""})
     assert len(remote_top(tmp_path)) > REMOTE_TOP_CAP
     (tmp_path / "remote" / "extra.py").unlink()
-    _plant(tmp_path, {"remote/fleet/__init__.py": ""})  # a folder that is no wing
+    _plant(tmp_path, {"remote/extras/__init__.py": ""})  # a folder that is no wing
     assert len(remote_top(tmp_path)) > REMOTE_TOP_CAP
+
+
+def test_planted_imports_up_the_fleet_and_resume_wings_are_reported(tmp_path: Path) -> None:
+    # resume -> fleet -> billing: the instance core never reaches up, the fleet never
+    # reaches the resume wing, and the TUI takes both through their faces.
+    modules = _plant(tmp_path, {
+        "remote/__init__.py": "",
+        "remote/billing/__init__.py": "",
+        "remote/billing/cost.py": "from remote.fleet.leases import lease_for\n",
+        "remote/fleet/__init__.py": "",
+        "remote/fleet/leases.py": "from remote.resume.move import move_run\nlease_for = 1\n",
+        "remote/resume/__init__.py": "",
+        "remote/resume/move.py": "from remote.fleet.leases import lease_for\nmove_run = 1\n",
+        "tui/__init__.py": "",
+        "tui/fleet.py": ("from remote.fleet import lease_for\n"
+                         "from remote.resume.move import move_run\n"),
+    })
+    found = rule_violations(read_imports(modules), modules, MAY_IMPORT, NEVER, BASE, FACES_ONLY)
+    billing = ", ".join(MAY_IMPORT["remote.billing"])
+    fleet = ", ".join(MAY_IMPORT["remote.fleet"])
+    assert sorted(found) == sorted([
+        f"remote.billing.cost:1 imports remote.fleet.leases (remote.billing may import {billing})",
+        f"remote.fleet.leases:1 imports remote.resume.move (remote.fleet may import {fleet})",
+        "tui.fleet:2 imports remote.resume.move (tui may import remote.resume through its face "
+        "only)",
+    ])

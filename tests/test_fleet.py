@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 
 from remote.billing.accounts import Account, configured_accounts
-from remote.billing.boxweights import unknown
-from remote.billing.fleet import Fleet, FleetOptions, FleetRow, list_fleet
 from remote.billing.providers import ConfigError
 from remote.commands.instances import print_fleet
 from remote.config import remember_hub_repo
+from remote.fleet.boxweights import unknown
+from remote.fleet.fleet import Fleet, FleetOptions, FleetRow, list_fleet
 from remote.runs.probe import BoxReport, BoxRun
 from tests.fixtures.fleetbox import known_as
 from tests.fixtures.hub_standin import VALID_TOKEN, record_push
@@ -347,7 +347,7 @@ def test_a_folded_check_that_did_not_run_the_tool_is_asked_again_and_a_failed_on
     that would have to boot the box, a cut report or no exit code means the box is asked
     in an exec of its own; a tool that ran past its limit or failed is ``weights: ?``,
     even when its stdout looks like a report."""
-    from remote.billing.boxweights import (
+    from remote.fleet.boxweights import (
         MAX_SAFE_BYTES,
         SAFE_OUT,
         SAFE_RC,

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from remote.billing.accounts import Account
-from remote.billing.fleet import FleetOptions, FleetRow, list_fleet
-from remote.billing.watchdog import Rules, watch_once
 from remote.commands.instances import row_line
+from remote.fleet.fleet import FleetOptions, FleetRow, list_fleet
+from remote.fleet.watchdog import Rules, watch_once
 from tests.fixtures.gpubox import GpuBox, quiet_lines
 from tests.test_fleet import held_run
 from trainer.guard import ring

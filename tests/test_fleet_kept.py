@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from remote.billing.fleet import list_fleet
 from remote.config import remember_hub_repo
+from remote.fleet.fleet import list_fleet
 from tests.fixtures.fleetbox import known_as
 from tests.fixtures.hub_standin import VALID_TOKEN, record_push
 from tests.fixtures.sshd import SSHServer, make_server

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from remote.billing.accounts import Account
-from remote.billing.fleet import list_fleet
+from remote.fleet.fleet import list_fleet
 from tests.fixtures.fleetbox import known_as
 from tests.fixtures.glance_kit import register_run
 from tests.fixtures.sshd import SSHServer

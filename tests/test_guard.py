@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from remote.billing.leases import Lease, write_on_box
+from remote.fleet.leases import Lease, write_on_box
 from remote.runs.guard import GuardError, arm_guard, disarm_guard, read_guard
 from remote.transport.local import LocalTransport
 from tests.fixtures.gpubox import FakeSmi, quiet_lines

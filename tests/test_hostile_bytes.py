@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from remote.billing.fromlaptop import choose, reaches, upload_copy
-from remote.billing.move import Moving, money_lines
-from remote.billing.resume import ResumeFailed
+from remote.resume.fromlaptop import choose, reaches, upload_copy
+from remote.resume.move import Moving, money_lines
+from remote.resume.resume import ResumeFailed
 from remote.transport.local import LocalTransport
 from remote.weights import ckptepoch
 from remote.weights.ckptepoch import UnreadableCheckpoint, checkpoint_epoch, read_epoch
@@ -184,7 +184,7 @@ def test_a_huge_csv_field_is_one_line(tmp_path: Path) -> None:
 
 def test_an_oversized_history_is_refused_unread(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("remote.billing.fromlaptop.MAX_HISTORY_BYTES", 100)
+    monkeypatch.setattr("remote.resume.fromlaptop.MAX_HISTORY_BYTES", 100)
     _pulled(tmp_path / "pulled", 30, *_rows(30))
     source = choose(HubCopy("org/exp", "c0ffee", 2), "exp")
     assert source.copy is None and "but its pulled " in source.why

@@ -82,7 +82,7 @@ def test_the_laptop_s_endpoint_wins_over_the_box_s(
 def test_stage_and_restore_on_the_box_use_the_laptop_s_endpoint(
         hub_standin: HubStandin, elsewhere: tuple[SSHServer, str], tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """The words ``gpurent resume`` sends (``remote.billing.move``)."""
+    """The words ``gpurent resume`` sends (``remote.resume.move``)."""
     server, _dead = elsewhere
     archive = io.BytesIO()
     with tarfile.open(fileobj=archive, mode="w") as tar:

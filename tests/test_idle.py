@@ -1,4 +1,4 @@
-"""``remote.billing.idle``: an idle stretch counted on this laptop's clock, from the
+"""``remote.fleet.idle``: an idle stretch counted on this laptop's clock, from the
 instance's last start, never from before the newest live run started, whatever the
 box's clock says."""
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from remote.billing.idle import judge_exited, judge_idle, remember_idle
+from remote.fleet.idle import judge_exited, judge_idle, remember_idle
 from remote.runs.probe import BoxReport, BoxRun
 from trainer.guard.ring import GpuUse, Sample
 from trainer.providers import Instance

@@ -24,9 +24,9 @@ from remote.billing.providers import (
     resolve_instance,
     split_instance_target,
 )
-from remote.billing.resume import wait_for_ssh
 from remote.commands.target import host_target, parse_target
 from remote.link.connector import Connector
+from remote.resume.resume import wait_for_ssh
 from remote.transport.base import TransportError, Unreachable
 from tests.fixtures.sshd import SSHServer
 from tests.test_tui_main import specs

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from remote.billing.leases import lease_for
 from remote.cli import main as gpurent
+from remote.fleet.leases import lease_for
 from tests.fixtures.guard_kit import stop_guard, wait_until
 from tests.fixtures.sshd import SSHServer, make_server
 from tests.test_guard import make_run

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from remote.billing import RunIntent, want_running
-from remote.billing.move import parse_run
 from remote.cli import main as gpurent
 from remote.config import remember_hub_repo
+from remote.resume.move import parse_run
 from remote.weights.lastsafe import hub_copy
 from tests.fixtures.hub_standin import VALID_TOKEN, HubStandin, hub_env
 

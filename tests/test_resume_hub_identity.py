@@ -28,9 +28,10 @@ from pathlib import Path
 import huggingface_hub.constants
 import pytest
 
-from remote.billing import Account, FleetOptions, RunIntent, list_fleet, want_running
-from remote.billing.fromlaptop import choose
+from remote.billing import Account, RunIntent, want_running
 from remote.config import remember_hub_repo
+from remote.fleet import FleetOptions, list_fleet
+from remote.resume.fromlaptop import choose
 from remote.weights.lastsafe import LaptopRun, hub_copy
 from tests.fixtures.fake_libreyolo import libreyolo_shim
 from tests.fixtures.hub_standin import VALID_TOKEN, HubStandin, hub_env

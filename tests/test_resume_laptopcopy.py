@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from remote.billing.fromlaptop import choose
+from remote.resume.fromlaptop import choose
 from remote.weights.ckptepoch import checkpoint_epoch
 from remote.weights.lastsafe import HubCopy
 from tests.fixtures.hub_standin import HubStandin

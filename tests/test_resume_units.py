@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from remote.billing.fromlaptop import choose, upload_copy
-from remote.billing.resume import pick_interrupted
+from remote.resume.fromlaptop import choose, upload_copy
+from remote.resume.resume import pick_interrupted
 from remote.transport.local import LocalTransport
 from remote.weights.ckptepoch import checkpoint_epoch
 from remote.weights.lastsafe import HubCopy, LaptopRun, laptop_copy, laptop_run

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from remote import cli
-from remote.billing.idle import SEEN_FILE, remember_idle
 from remote.billing.intents import INTENTS_FILE, intents, observe, want_running
-from remote.billing.interrupted import EPISODES_FILE, note_episode
-from remote.billing.leases import LEASES_FILE, lease_for, leases
 from remote.billing.statefile import state_file
-from remote.billing.watchrecords import TOLD_FILE, due_to_tell, read_record
+from remote.fleet.idle import SEEN_FILE, remember_idle
+from remote.fleet.interrupted import EPISODES_FILE, note_episode
+from remote.fleet.leases import LEASES_FILE, lease_for, leases
+from remote.fleet.watchrecords import TOLD_FILE, due_to_tell, read_record
 
 HUGE = "1" + "0" * 400
 #: Wrong types at every level, huge numbers, NaN and infinities, nesting past the cap.

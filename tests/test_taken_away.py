@@ -16,14 +16,14 @@ from remote.billing.intents import (
     want_running,
     want_stopped,
 )
-from remote.billing.interrupted import (
+from remote.fleet.interrupted import (
     Interruption,
     explained,
     first_telling,
     how_taken,
     note_episode,
 )
-from remote.billing.leases import Lease
+from remote.fleet.leases import Lease
 from trainer.providers import get_provider
 
 
@@ -90,7 +90,7 @@ def test_a_moved_run_takes_its_guard_and_leaves_the_old_instance_stopped() -> No
 
 
 def test_the_old_box_of_a_run_is_the_one_it_last_ran_on() -> None:
-    from remote.billing.carry import old_instance
+    from remote.resume.carry import old_instance
 
     now = time.time()
     want_running("runpod:first", RunIntent("exp4", "runs", "org/exp4"), now=now - 600)
@@ -104,8 +104,8 @@ def test_the_old_box_of_a_run_is_the_one_it_last_ran_on() -> None:
 def test_a_moved_lease_keeps_its_deadline_on_the_laptop_and_on_the_new_box() -> None:
     """Two hours into a 6 h lease the run moves: the new instance has the 4 h left, not
     6 h again (a lease that restarted at every move would never end a run that moves)."""
-    from remote.billing.carry import carry_over
-    from remote.billing.leases import lease_for, set_lease
+    from remote.fleet.leases import lease_for, set_lease
+    from remote.resume.carry import carry_over
     from remote.transport.local import LocalTransport
     from trainer.guard.lease import read_lease
 
@@ -134,7 +134,7 @@ def test_an_episode_is_told_once() -> None:
 
 
 def test_epochs_lost_are_exact_only_when_the_last_epoch_was_seen() -> None:
-    from remote.billing.move import Moving, money_lines
+    from remote.resume.move import Moving, money_lines
     status = {"completed_epochs": 4, "total_epochs": 20, "mean_epoch_seconds": 360.0,
               "args": {"hub_period": 4}}
     moving = Moving("org/exp", "exp", old_rate=1.0)
@@ -155,8 +155,8 @@ def test_a_failed_list_still_finds_an_instance_wanted_running_and_says_it_was_ta
     """Nothing leased, but launched from here: the fleet and the watchdog ask for it on
     its own when the list fails, and its provider's stop is reported."""
     from remote.billing.accounts import Account
-    from remote.billing.fleet import FleetOptions, list_fleet
-    from remote.billing.watchdog import Rules, watch_once
+    from remote.fleet.fleet import FleetOptions, list_fleet
+    from remote.fleet.watchdog import Rules, watch_once
 
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))  # this test's intents only
     vast = provider_standin("vast", settle_polls=1)

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from textual.widgets import Button, Input
 
-from remote.billing import Account, FleetOptions, lease_for, list_fleet, want_running
+from remote.billing import Account, want_running
+from remote.fleet import FleetOptions, lease_for, list_fleet
 from tests.fixtures.gpubox import quiet_lines
 from tests.fixtures.screen import until_shown, until_true, widget_text
 from tests.fixtures.sshd import SSHServer

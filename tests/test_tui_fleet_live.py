@@ -12,17 +12,8 @@ import time
 
 import pytest
 
-from remote.billing import (
-    Account,
-    FleetOptions,
-    FleetRow,
-    Idle,
-    Rules,
-    list_fleet,
-    set_lease,
-    want_running,
-    watch_once,
-)
+from remote.billing import Account, want_running
+from remote.fleet import FleetOptions, FleetRow, Idle, Rules, list_fleet, set_lease, watch_once
 from tests.fixtures.screen import until_shown, until_true, widget_text
 from trainer.providers import Instance
 from tui.app import GpurentApp
@@ -223,7 +214,7 @@ async def test_the_fleet_says_whether_a_watchdog_was_seen_enforcing_leases(
         await pilot.press("r")
         await until_shown(pilot, "1 lease here; a watchdog enforces leases: last pass ",
                           "held to 1 lease")
-        from remote.billing.watchrecords import record_pass
+        from remote.fleet.watchrecords import record_pass
 
         record_pass(1, 300.0, time.time() - 3600)
         await pilot.press("r")

@@ -12,7 +12,7 @@ import pytest
 from textual.widgets import Button, Input, Select
 from textual.widgets._select import InvalidSelectValueError
 
-from remote.billing.leases import lease_for
+from remote.fleet.leases import lease_for
 from remote.runs.guard import arm_guard
 from remote.transport.local import LocalTransport
 from tests.fixtures.guard_kit import guard_over, stop_guard, wait_until

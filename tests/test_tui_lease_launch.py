@@ -11,7 +11,7 @@ import time
 import pytest
 from textual.widgets import Button, Input
 
-from remote.billing.leases import lease_for
+from remote.fleet.leases import lease_for
 from tests.fixtures.launched import kill_launched
 from tests.fixtures.screen import until_shown
 from tests.test_tui_app import (  # noqa: F401 (quiet_env: autouse fixture)

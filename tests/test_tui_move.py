@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 from textual.widgets import DataTable, Input, Select
 
-from remote.billing import Account, FleetOptions, RunIntent, list_fleet, want_running
+from remote.billing import Account, RunIntent, want_running
 from remote.config import remember_hub_repo
+from remote.fleet import FleetOptions, list_fleet
 from tests.fixtures.fake_libreyolo import libreyolo_shim
 from tests.fixtures.hub_standin import VALID_TOKEN, HubStandin
 from tests.fixtures.screen import until_shown

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from textual.widgets import Button
 
-from remote.billing import FleetOptions, list_fleet
+from remote.fleet import FleetOptions, list_fleet
 from tests.fixtures.screen import until_true as until
 from tests.fixtures.sshd import SSHServer
 from tui.app import GpurentApp

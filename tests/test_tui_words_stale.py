@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 from textual.widgets import Input
 
-from remote.billing import Account, FleetOptions, list_fleet
+from remote.billing import Account
 from remote.cli import main as gpurent
+from remote.fleet import FleetOptions, list_fleet
 from tests.fixtures.launched import kill_launched
 from tests.fixtures.screen import until_shown
 from tests.test_tui_app import (  # noqa: F401 (quiet_env: autouse fixture)

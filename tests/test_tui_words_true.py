@@ -14,9 +14,9 @@ import paramiko
 import pytest
 
 from remote.billing.accounts import Account
-from remote.billing.fleet import FleetOptions, FleetRow, list_fleet
-from remote.billing.leases import Lease, parse_duration
 from remote.cli import main as gpurent
+from remote.fleet.fleet import FleetOptions, FleetRow, list_fleet
+from remote.fleet.leases import Lease, parse_duration
 from remote.transport.hostkeys import (
     HostKeyChanged,
     append_known_host,

@@ -20,11 +20,11 @@ import paramiko
 import pytest
 
 from remote.billing.accounts import Account
-from remote.billing.fleet import Fleet, FleetOptions, FleetRow
 from remote.billing.intents import want_running
-from remote.billing.leases import Lease, lease_for, parse_duration, set_lease
-from remote.billing.watchdog import Due, Rules, due_rows, loop, settled_before, watch_once
-from remote.billing.watchrecords import write_record
+from remote.fleet.fleet import Fleet, FleetOptions, FleetRow
+from remote.fleet.leases import Lease, lease_for, parse_duration, set_lease
+from remote.fleet.watchdog import Due, Rules, due_rows, loop, settled_before, watch_once
+from remote.fleet.watchrecords import write_record
 from remote.transport.hostkeys import fingerprint
 from tests.fixtures.fleetbox import known_as
 from tests.fixtures.webhook import Webhook

@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 
 from remote.billing.accounts import Account
-from remote.billing.fleet import FleetOptions, list_fleet
-from remote.billing.idle import remember_idle
 from remote.billing.intents import RunIntent, move_intent, want_running
-from remote.billing.leases import set_lease
-from remote.billing.watchdog import Rules, watch_once
-from remote.billing.watchrecords import held
+from remote.fleet.fleet import FleetOptions, list_fleet
+from remote.fleet.idle import remember_idle
+from remote.fleet.leases import set_lease
+from remote.fleet.watchdog import Rules, watch_once
+from remote.fleet.watchrecords import held
 from tests.fixtures.fleetbox import known_as
 from tests.fixtures.webhook import Webhook
 from trainer import runfiles
@@ -156,7 +156,7 @@ def test_an_action_still_under_way_is_said_and_an_alarm_once_stuck(provider_stan
     try:
         [busy] = watch_once([account(runpod)], Rules(), UNREACHABLE, **FAST)
         assert not busy.alarm and "is acting on it since" in busy.message
-        monkeypatch.setattr("remote.billing.watchdog.STUCK_MARGIN", -10_000.0)
+        monkeypatch.setattr("remote.fleet.watchdog.STUCK_MARGIN", -10_000.0)
         [stuck] = watch_once([account(runpod)], Rules(), UNREACHABLE, **FAST)
         assert stuck.alarm and "has not ended" in stuck.message
         assert "$0.6900/h" in stuck.message

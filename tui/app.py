@@ -346,7 +346,8 @@ class GpurentApp(App[int]):
         self.notify(glance_words(url), title="glance", timeout=60, markup=False)
 
     def _list_fleet(self) -> object:
-        from remote.billing import FleetOptions, NoAccounts, configured_accounts, list_fleet
+        from remote.billing import NoAccounts, configured_accounts
+        from remote.fleet import FleetOptions, list_fleet
 
         if not (accounts := configured_accounts()):
             raise NoAccounts()
@@ -354,8 +355,7 @@ class GpurentApp(App[int]):
         return list_fleet(accounts, options)
 
     def open_instance(self, row: object, destroy: bool = False) -> None:
-        """Open a fleet row's instance (``vast:4242``) or a ``BoxSpec`` as a box tab (or
-        show its tab); ``destroy``: then ask its destroy there, once connected."""
+        """Open a fleet row or a ``BoxSpec`` as a box tab; ``destroy``: ask it once connected."""
         from tui.screens.fleet import FleetScreen
 
         target = str(getattr(row, "target", ""))

@@ -45,7 +45,7 @@ class BoxSpec:
 
     @classmethod
     def from_fleet_row(cls, row: Any, fleet: Any) -> BoxSpec:
-        """The tab of a fleet row (``remote.billing.fleet.FleetRow``) from the listing
+        """The tab of a fleet row (``remote.fleet.fleet.FleetRow``) from the listing
         ``fleet`` it came from: its provider's client, the instance as listed and when,
         and the listing's connection options (``-i``, ``--accept-new``)."""
         inst = getattr(row, "instance", None)

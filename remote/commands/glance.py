@@ -9,11 +9,11 @@ import sys
 import threading
 
 from remote.billing.accounts import NO_ACCOUNTS, configured_accounts
-from remote.billing.boxweights import WEIGHTS_TIMEOUT
-from remote.billing.fleet import FleetOptions
 from remote.billing.providers import ConfigError
 from remote.commands.errors import fail
 from remote.commands.target import identity_files, key_options
+from remote.fleet.boxweights import WEIGHTS_TIMEOUT
+from remote.fleet.fleet import FleetOptions
 from remote.glance import EVERY, LISTEN, MIN_EVERY, PORT, is_loopback, open_glance, running_url
 
 

@@ -16,8 +16,6 @@ import argparse
 import json
 import sys
 
-from remote.billing.arming import GuardOrder, arm, disarm
-from remote.billing.leases import Lease
 from remote.billing.providers import (
     KEY_ENV,
     ConfigError,
@@ -28,6 +26,8 @@ from remote.billing.providers import (
 from remote.commands.errors import fail
 from remote.commands.lease import add_lease_option, lease_target, lease_words
 from remote.commands.target import add_connection_options, open_transport, parse_target
+from remote.fleet.arming import GuardOrder, arm, disarm
+from remote.fleet.leases import Lease
 from remote.runs.guard import (
     DISARM_WAIT,
     NOTIFY_FORMATS,

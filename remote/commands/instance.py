@@ -18,7 +18,6 @@ from typing import Any
 from remote.billing import teardown
 from remote.billing.cost import cost_report, format_report, rate
 from remote.billing.identity import WrongInstance, box_address, check_instance
-from remote.billing.leases import lease_for
 from remote.billing.providers import (
     ConfigError,
     provider_for,
@@ -26,6 +25,7 @@ from remote.billing.providers import (
     split_instance_target,
 )
 from remote.commands.target import add_connection_options, host_target, open_transport
+from remote.fleet.leases import lease_for
 from remote.transport.base import Transport, TransportError
 from trainer.providers import Instance, NotFoundError, ProviderError
 from trainer.providers.confirm import StillBilling

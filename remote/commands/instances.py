@@ -1,5 +1,5 @@
 """``gpurent instances``: every instance on every configured account, priced, with what
-each reachable box is doing and the idle ones flagged (``remote.billing.fleet``)."""
+each reachable box is doing and the idle ones flagged (``remote.fleet.fleet``)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ import sys
 from typing import Any
 
 from remote.billing.accounts import NoAccounts, some_accounts
-from remote.billing.boxweights import WEIGHTS_TIMEOUT
-from remote.billing.fleet import Fleet, FleetOptions, FleetRow, list_fleet
-from remote.billing.fleetrows import provider_state
-from remote.billing.idle import IDLE_GPU_PERCENT
 from remote.billing.providers import ConfigError
 from remote.commands.errors import fail
 from remote.commands.target import identity_files, key_options
+from remote.fleet.boxweights import WEIGHTS_TIMEOUT
+from remote.fleet.fleet import Fleet, FleetOptions, FleetRow, list_fleet
+from remote.fleet.fleetrows import provider_state
+from remote.fleet.idle import IDLE_GPU_PERCENT
 from trainer.text import clean_text, money, rate
 
 

@@ -7,10 +7,10 @@ import json
 import sys
 
 from remote.billing.intents import RunIntent, want_running
-from remote.billing.leases import change_lease
 from remote.commands.errors import fail
 from remote.commands.lease import add_lease_option, lease_target, lease_words
 from remote.commands.target import add_connection_options, open_transport, parse_target
+from remote.fleet.leases import change_lease
 from remote.runs.launch import ENGINES, RunIsLive, make_spec
 from remote.runs.start import START_WAIT, CannotStart, start_run
 from remote.weights.push import require_token

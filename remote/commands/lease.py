@@ -1,6 +1,6 @@
 """``gpurent lease TARGET [DURATION|show|clear]``: a deadline for an instance, kept on
 this laptop (the watchdog's) and, when the box answers, on the box (the guard's); see
-``remote.billing.leases``."""
+``remote.fleet.leases``."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import sys
 import time
 from collections.abc import Callable
 
-from remote.billing.leases import THEN, Lease, change_lease, lease_for, parse_duration
 from remote.billing.providers import parse_instance_target
 from remote.commands.errors import fail
 from remote.commands.target import Target, add_connection_options, host_target, open_transport
+from remote.fleet.leases import THEN, Lease, change_lease, lease_for, parse_duration
 from remote.transport.base import Transport
 from trainer.text import one_line
 

@@ -9,9 +9,9 @@ from functools import partial
 
 from remote.billing.accounts import some_accounts
 from remote.billing.canary import check_account
-from remote.billing.fleet import all_at_once
 from remote.commands.errors import fail
 from remote.config import ConfigError
+from remote.fleet.fleet import all_at_once
 from trainer.version import __version__
 
 

@@ -1,6 +1,6 @@
 """``gpurent resume TARGET RUN``: back after a stop in one step (see
-``remote.billing.resume``); ``gpurent resume ORG/REPO:NAME --on TARGET``: the run goes on
-on another box from its last push to the Hub (see ``remote.billing.move``)."""
+``remote.resume.resume``); ``gpurent resume ORG/REPO:NAME --on TARGET``: the run goes on
+on another box from its last push to the Hub (see ``remote.resume.move``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,12 @@ import json
 import sys
 from collections.abc import Callable
 
-from remote.billing.move import (
+from remote.billing.providers import ConfigError, provider_for, resolve_instance
+from remote.commands.errors import fail
+from remote.commands.follow import Printer, follow
+from remote.commands.target import add_connection_options, connector, host_target
+from remote.link.connector import Connector
+from remote.resume.move import (
     DEFAULT_PROJECT,
     Moving,
     launched_here,
@@ -17,12 +22,7 @@ from remote.billing.move import (
     new_box_rate,
     parse_run,
 )
-from remote.billing.providers import ConfigError, provider_for, resolve_instance
-from remote.billing.resume import Resumed, Step, resume_run
-from remote.commands.errors import fail
-from remote.commands.follow import Printer, follow
-from remote.commands.target import add_connection_options, connector, host_target
-from remote.link.connector import Connector
+from remote.resume.resume import Resumed, Step, resume_run
 from remote.runs.launch import ENGINES
 from remote.weights.push import require_token
 from trainer.providers import ProviderError

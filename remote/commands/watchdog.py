@@ -1,4 +1,4 @@
-"""``gpurent watchdog [--once]``: the off-box watchdog (``remote.billing.watchdog``), for
+"""``gpurent watchdog [--once]``: the off-box watchdog (``remote.fleet.watchdog``), for
 cron or a systemd timer (``--once``) or as a loop (``--interval``)."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ import threading
 from typing import Any
 
 from remote.billing.accounts import configured_accounts, some_accounts
-from remote.billing.fleet import FleetOptions
-from remote.billing.idle import IDLE_GPU_PERCENT
 from remote.billing.providers import ConfigError, notify_config
-from remote.billing.watchdog import Rules, loop, watch_once
-from remote.billing.watchrecords import ALARM_EVERY
 from remote.commands.errors import fail
 from remote.commands.target import identity_files, key_options
+from remote.fleet.fleet import FleetOptions
+from remote.fleet.idle import IDLE_GPU_PERCENT
+from remote.fleet.watchdog import Rules, loop, watch_once
+from remote.fleet.watchrecords import ALARM_EVERY
 from remote.glance import running_url
 from trainer.guard.notify import parse_target
 from trainer.guard.state import NOTIFY_FORMATS, GuardError

@@ -1,6 +1,6 @@
 """The glance page's data, gathered in one background thread on a period (never per
 request: the providers rate-limit, and a phone polls): each pass lists the fleet
-(``remote.billing.fleet.list_fleet``, every instance of every account, its box probed),
+(``remote.fleet.fleet.list_fleet``, every instance of every account, its box probed),
 then reads the runs of every reached box at once (``remote.glance.boxruns``), and swaps
 in a new ``Snapshot`` that the server answers from.
 
@@ -24,9 +24,9 @@ from functools import partial
 from typing import Any
 
 from remote.billing.accounts import NO_ACCOUNTS, Account, configured_accounts
-from remote.billing.fleet import Fleet, FleetOptions, FleetRow, all_at_once, connect_instance
-from remote.billing.fleet import list_fleet as fleet_lister
 from remote.billing.intents import Intent, intents
+from remote.fleet.fleet import Fleet, FleetOptions, FleetRow, all_at_once, connect_instance
+from remote.fleet.fleet import list_fleet as fleet_lister
 from remote.glance.boxruns import RunSeen, read_runs
 from remote.glance.shape import (
     ago,

@@ -21,8 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from remote.billing.accounts import Account, configured_accounts
-from remote.billing.fleet import Fleet, FleetOptions
 from remote.billing.providers import ConfigError, notify_config
+from remote.fleet.fleet import Fleet, FleetOptions
 from remote.glance.gather import EVERY, Gatherer
 from remote.glance.record import record_path, write_private
 from remote.glance.server import GlanceServer

@@ -17,8 +17,8 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from remote.billing.fleet import FleetRow
 from remote.fields import num
+from remote.fleet.fleet import FleetRow
 from trainer.text import clean_text, format_duration, money, one_line, rate
 
 #: Characters of one text value (a name, a reason, a status field).

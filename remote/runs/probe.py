@@ -17,7 +17,7 @@ Health is judged with the same rules as everywhere (``trainer.health.judge_healt
 against the box's clock; nothing here is guessed: a box without ``nvidia-smi`` has no
 GPU figures, a run without a status says so. A caller may add sections of its own to
 the same exec (``extra``: the fleet's weights check,
-``remote.billing.boxweights.folded_check``).
+``remote.fleet.boxweights.folded_check``).
 """
 
 from __future__ import annotations

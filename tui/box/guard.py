@@ -8,15 +8,8 @@ from typing import Any
 
 from rich.text import Text
 
-from remote.billing import (
-    GuardOrder,
-    arm,
-    can_stop,
-    disarm,
-    resolve_base_url,
-    this_machine,
-    told_words,
-)
+from remote.billing import can_stop, resolve_base_url, this_machine
+from remote.fleet import GuardOrder, arm, disarm, told_words
 from remote.runs import acknowledge_alarm
 from tui.box.parts import BoxKey, PartMessage, handles, training
 from tui.box.ports import Done, Panes, Ports

@@ -20,9 +20,9 @@ from remote.billing import (
     provider_for,
     resolve_safety,
     run_teardown,
-    taken_words,
     warning_for,
 )
+from remote.fleet import taken_words
 from trainer.health import GOING
 from tui.box.failures import ActionRefused
 from tui.box.lines import TAKEN_NEXT

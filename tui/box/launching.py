@@ -1,8 +1,7 @@
 """Launching and profiling from the launch form: defaults fitted to the box (a CPU box gets
-small images and a time estimate from a short probe), the values of the last launch
-remembered, clone and resume of the selected run, inline checks of the name and the Hub
-repo, and the dataset doctor run again (debounced) whenever ``data`` changes, its errors
-refusing Launch. Also the box's preflight, once connected."""
+small images and a short time estimate), the last launch's values, clone and resume of the
+selected run, inline checks of the name and the Hub repo, the box's preflight, and the
+dataset doctor run again (debounced) whenever ``data`` changes, its errors refusing Launch."""
 
 from __future__ import annotations
 
@@ -13,7 +12,8 @@ from typing import Any
 from rich.text import Text
 
 from remote import fields
-from remote.billing import RunIntent, change_lease, told_words, want_running
+from remote.billing import RunIntent, want_running
+from remote.fleet import change_lease, told_words
 from remote.runs import (
     BoxToolFailed,
     CannotStart,

@@ -1,6 +1,6 @@
 """The resume key of one box: start a stopped instance through its provider's API, wait
 for SSH at its new address, relaunch the interrupted run with ``resume=True`` and watch it
-(``remote.billing.resume``). Each step appears on the connection badge and as a
+(``remote.resume.resume``). Each step appears on the connection badge and as a
 notification, with its time and the $/h billed from then on."""
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from typing import Any
 
 from rich.text import Text
 
-from remote.billing import Resumed, Step, money, resume_run
+from remote.billing import money
 from remote.link import Connector
+from remote.resume import Resumed, Step, resume_run
 from remote.runs import list_runs
 from tui.box.instance import provider
 from tui.box.parts import BoxKey, PartMessage, handles, instance_stopped, verdict

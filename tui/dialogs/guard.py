@@ -8,7 +8,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import Button, Input, Select, Static
 
-from remote.billing import parse_duration
+from remote.fleet import parse_duration
 from tui.dialogs.base import Dialog
 from tui.widgets.field import Field
 

@@ -20,7 +20,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Button, Input, Label, Select, Static
 
-from remote.billing import parse_duration
+from remote.fleet import parse_duration
 from tui.dialogs.base import Dialog
 from tui.fmt import safe
 from tui.widgets.field import Field

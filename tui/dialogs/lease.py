@@ -11,7 +11,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Button, Input, Select, Static
 
-from remote.billing import Lease, parse_duration
+from remote.fleet import Lease, parse_duration
 from tui.dialogs.base import Dialog
 from tui.dialogs.confirm import ConfirmDialog
 from tui.fmt import safe

@@ -52,7 +52,7 @@ class FleetActions:
         row = self.row_to_act_on("stop")
         if row is None:
             return
-        from remote.billing import nothing_to_stop
+        from remote.fleet import nothing_to_stop
 
         already = nothing_to_stop(row, " (D destroys it)")
         if already:
@@ -192,7 +192,7 @@ class FleetActions:
     def lease_row(self, row: Any, seconds: float | None, then: str) -> None:
         """Set or clear the lease on this laptop (the watchdog's), then on the box when
         the listing reached it (its guard's), as ``gpurent lease`` does."""
-        from remote.billing import change_lease
+        from remote.fleet import change_lease
 
         # Located through the row's own account (another account of the same provider
         # does not know the instance).

@@ -1,5 +1,5 @@
 """The fleet's table drawn: each row's cells and details (the rows' words, identity,
-sort orders and filter are ``remote.billing.fleetrows``'s, shared with ``gpurent
+sort orders and filter are ``remote.fleet.fleetrows``'s, shared with ``gpurent
 instances``). Every text a provider or a box gave is inert (``tui.fmt.safe``); a row
 kept from an earlier listing (its account did not answer: ``FleetRow.stale``) says so in
 its state and its figures stand at that time."""
@@ -10,18 +10,18 @@ from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
-from remote.billing import notes, state_words
+from remote.fleet import notes, state_words
 from trainer.text import clock_time, format_duration, money, rate
 from tui.fmt import safe
 
 if TYPE_CHECKING:
-    from remote.billing import FleetRow
+    from remote.fleet import FleetRow
 
 #: The table's columns, the short and telling first (an 80-column terminal shows the
 #: first five whole, the weights verdict among them); the long notes last (the details
 #: under the table say everything about the highlighted row).
 COLUMNS = ("instance", "state", "$/h now", "spent", "weights", "account", "GPU", "notes")
-#: How each weights verdict is drawn (``remote.billing.boxweights``), and in short.
+#: How each weights verdict is drawn (``remote.fleet.boxweights``), and in short.
 WEIGHTS_STYLE = {"safe": "green", "unsafe": "bold red", "unknown": "yellow"}
 WEIGHTS_SHORT = {"safe": "safe", "unsafe": "NOT safe", "unknown": "?"}
 #: Cells are cut at this many characters (the details hold the whole text).

@@ -15,7 +15,7 @@ from tui.fmt import safe
 def watchdog_words(watchdog: Any, fleet: Any, now: float) -> Text:
     """One line: the leases here and whether a watchdog holds to them (``watchdog``: a
     ``remote.billing.WatchdogPass``, or ``None`` for none recorded)."""
-    from remote.billing import NO_WATCHDOG
+    from remote.fleet import NO_WATCHDOG
 
     leased = 0 if fleet is None else sum(1 for r in fleet.rows if r.lease is not None)
     head = f"{leased} lease{'s' * (leased != 1)} here; " if fleet is not None else ""
@@ -32,7 +32,7 @@ def lease_enforcers(guard: Any, now: float | None = None) -> str:
     it is armed (``guard``: ``remote.runs.GuardState`` or ``None``); neither is said."""
     import time
 
-    from remote.billing import last_pass
+    from remote.fleet import last_pass
 
     now = time.time() if now is None else now
     try:

@@ -30,7 +30,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Input, Static
 
-from remote.billing import SORTS, row_key, shown
+from remote.fleet import SORTS, row_key, shown
 from trainer.text import clock_time
 from tui.fleet.actions import FleetActions
 from tui.fleet.table import COLUMNS, cells, detail
@@ -206,7 +206,8 @@ class FleetScreen(FleetActions, MoveKey, Screen[None]):
     @work(thread=True, group="fleet", exit_on_error=False)
     def list_fleet(self) -> None:
         """Ask (in a thread) and post the answer, with the last watchdog pass."""
-        from remote.billing import NoAccounts, last_pass
+        from remote.billing import NoAccounts
+        from remote.fleet import last_pass
 
         try:
             watchdog = last_pass()
@@ -223,7 +224,7 @@ class FleetScreen(FleetActions, MoveKey, Screen[None]):
     def on_fleet_screen_listed(self, message: Listed) -> None:
         """Fill the table (keeping an account's last-known rows while it fails) and plan
         the next listing."""
-        from remote.billing import keep_last_known
+        from remote.fleet import keep_last_known
 
         self.listing = False
         self.watchdog = message.watchdog

@@ -55,7 +55,7 @@ class MoveKey:
     def move_row(self, row: Any, answer: MoveAnswer) -> None:
         """Resume the answer's run on its box (``remote.billing.move_run``), reached as
         the listing reaches boxes; each step becomes a ``Moved`` message."""
-        from remote.billing import Moving, move_run
+        from remote.resume import Moving, move_run
         from remote.weights import require_token
 
         post = self.post_message  # type: ignore[attr-defined]
@@ -80,7 +80,8 @@ class MoveKey:
         """For a resume on ``target`` (a box the user names, of any listed account of its
         provider): its tab's spec (with a connector to it), its ``(provider, id)`` and
         its price."""
-        from remote.billing import new_box_rate, parse_instance_target
+        from remote.billing import parse_instance_target
+        from remote.resume import new_box_rate
 
         named = parse_instance_target(target)
         clients = getattr(self.fleet, "clients", {}) or {}

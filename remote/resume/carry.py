@@ -14,10 +14,10 @@ from __future__ import annotations
 import posixpath
 import time
 
-from remote.billing.arming import GuardOrder, arm
 from remote.billing.intents import RunIntent, intents, move_intent, want_running
-from remote.billing.leases import change_lease, lease_for
 from remote.billing.providers import ConfigError, resolve_api_key
+from remote.fleet.arming import GuardOrder, arm
+from remote.fleet.leases import change_lease, lease_for
 from remote.runs.guard import GuardError
 from remote.transport.base import Transport, TransportError
 from trainer.text import clean_text, one_line

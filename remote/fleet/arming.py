@@ -1,6 +1,6 @@
 """Arming and disarming the guard of an instance's run, one way for ``gpurent guard``,
-the TUI's guard key and a run moved to another box (``remote.billing.carry``): the
-lease first when one is asked for (``remote.billing.leases.change_lease``), the guard
+the TUI's guard key and a run moved to another box (``remote.resume.carry``): the
+lease first when one is asked for (``remote.fleet.leases.change_lease``), the guard
 on the box (``remote.runs.guard``, the webhooks of the config file's ``[notify]`` added
 to those given), then the order kept in this laptop's intents
 (``remote.billing.intents.set_guard``), to arm it again where the run moves."""
@@ -12,8 +12,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from remote.billing.intents import set_guard
-from remote.billing.leases import Lease, change_lease
 from remote.billing.providers import notify_config
+from remote.fleet.leases import Lease, change_lease
 from remote.runs.guard import DISARM_WAIT, GuardState, arm_guard, disarm_guard
 from remote.transport.base import Transport
 

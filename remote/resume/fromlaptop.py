@@ -23,7 +23,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from remote.billing.resume import ResumeFailed
+from remote.resume.resume import ResumeFailed
 from remote.transport.base import Transport
 from remote.weights.lastsafe import HubCopy, LaptopRun, laptop_run
 from remote.weights.pull import HISTORY_FILES, local_sha256, remote_sha256

@@ -6,7 +6,7 @@ account becomes a row that says why, never a failed listing. Then every running
 instance with an SSH address gets one exec (``remote.runs.probe``), all at once, each
 bounded by ``timeout``: GPUs now, the registered runs and their health, a guard, a lease,
 and (``weights``) the box side of the weights gate's check when the box has the trainer
-(``remote.billing.boxweights``; else a second exec).
+(``remote.fleet.boxweights``; else a second exec).
 An unknown host key is not accepted (unless ``accept_new``): such a box is
 ``unreachable`` with that reason, as is one that does not answer. Words are only for
 what was observed.
@@ -22,7 +22,8 @@ from functools import partial
 from typing import Any, TypeVar
 
 from remote.billing.accounts import Account
-from remote.billing.boxweights import (
+from remote.billing.intents import intents
+from remote.fleet.boxweights import (
     WEIGHTS_TIMEOUT,
     WeightsVerdict,
     box_weights,
@@ -30,16 +31,15 @@ from remote.billing.boxweights import (
     hub_verify,
     unknown,
 )
-from remote.billing.idle import (
+from remote.fleet.idle import (
     IDLE_GPU_PERCENT,
     Idle,
     judge_exited,
     judge_idle,
     remember_idle,
 )
-from remote.billing.intents import intents
-from remote.billing.interrupted import Interruption, find_interruptions
-from remote.billing.leases import Lease, leases
+from remote.fleet.interrupted import Interruption, find_interruptions
+from remote.fleet.leases import Lease, leases
 from remote.runs.probe import BoxReport, probe_box
 from remote.transport.base import NamedBox, Transport
 from remote.weights.safety import HubVerify
@@ -93,10 +93,10 @@ class FleetRow:
     lease: Lease | None = None
     #: The weights gate's verdict (``None``: not asked, or the box was not reached).
     weights: WeightsVerdict | None = None
-    #: Taken away by its provider while wanted running (``remote.billing.interrupted``).
+    #: Taken away by its provider while wanted running (``remote.fleet.interrupted``).
     interrupted: Interruption | None = None
     #: Kept from the listing made at this time (epoch s): its account did not answer
-    #: since (``remote.billing.lastknown``); ``None``: listed now.
+    #: since (``remote.fleet.lastknown``); ``None``: listed now.
     stale: float | None = None
 
     def seen(self, now: float) -> float:

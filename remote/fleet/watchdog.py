@@ -10,7 +10,7 @@ instance running, and judges it again every pass (the weights may be safe by the
 
 It keeps trying until the billing ends: only an ending that the provider confirmed
 settles an episode (one lease deadline; one idle stretch of one start of the instance:
-``remote.billing.watchrecords``). A failed call, a provider that is down or limits its
+``remote.fleet.watchrecords``). A failed call, a provider that is down or limits its
 rate, a stop not confirmed in time: the next pass tries again, and the alarm is told
 again while it holds. Nothing fails silently: an account that cannot be listed (a key
 refused, a 2FA session expired, an outage) is an alarm of every pass until it answers,
@@ -32,7 +32,10 @@ from functools import partial
 from typing import Any
 
 from remote.billing.accounts import Account
-from remote.billing.fleet import (
+from remote.billing.intents import intent_for, intents, want_stopped
+from remote.billing.statefile import damage, state_file
+from remote.billing.teardown import SafetyLike, UnknownSafety, check_destroy
+from remote.fleet.fleet import (
     WORDS_CHARS,
     Fleet,
     FleetOptions,
@@ -40,13 +43,10 @@ from remote.billing.fleet import (
     all_at_once,
     list_fleet,
 )
-from remote.billing.idle import IDLE_GPU_PERCENT, minutes
-from remote.billing.intents import intent_for, intents, want_stopped
-from remote.billing.interrupted import first_telling
-from remote.billing.leases import LEASES_FILE, leases
-from remote.billing.statefile import damage, state_file
-from remote.billing.teardown import SafetyLike, UnknownSafety, check_destroy
-from remote.billing.watchrecords import (
+from remote.fleet.idle import IDLE_GPU_PERCENT, minutes
+from remote.fleet.interrupted import first_telling
+from remote.fleet.leases import LEASES_FILE, leases
+from remote.fleet.watchrecords import (
     ALARM_EVERY,
     due_to_tell,
     forget_told,

@@ -6,7 +6,7 @@ run directory ``PROJECT/NAME`` on the new box). In order, each step said as it h
 the new box is checked (``trainer preflight``), the dataset is found there or staged
 from a Hub dataset tar (``trainer stage``), the last checkpoint and the history are put
 in place from the Hub (``trainer restore``, the token on stdin), or from this laptop's
-verified pulled copy when it is newer (``remote.billing.fromlaptop``: uploaded over SFTP,
+verified pulled copy when it is newer (``remote.resume.fromlaptop``: uploaded over SFTP,
 the step says which source and why), and the run is launched
 with ``resume=True``, the same name and the same ``hub=``, so its pushes go on to the same
 repository: our trainer, or ``libreyolo train`` with its push watcher when the Hub holds
@@ -17,7 +17,7 @@ epochs the interruption cost, exact when this laptop saw the old box's run at it
 epoch (the fleet's probe), else bounded by the milestone interval, at the old box's
 $/epoch (``--old-price``, else the price the fleet saw), and the new box's price against
 the old one's. The lease and the
-guard the laptop knows of on the old box move to the new one (``remote.billing.carry``),
+guard the laptop knows of on the old box move to the new one (``remote.resume.carry``),
 or the step says what to arm.
 """
 
@@ -30,20 +30,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from remote.billing.carry import carry_over, old_instance
-from remote.billing.fromlaptop import choose, upload_copy
 from remote.billing.intents import intent_for
-from remote.billing.interrupted import ENDED
 from remote.billing.providers import (
     ConfigError,
     parse_instance_target,
     provider_for,
     split_instance_target,
 )
-from remote.billing.resume import Resumed, ResumeFailed, Step, wait_for_takeover
 from remote.fields import obj
+from remote.fleet.interrupted import ENDED
 from remote.link.connector import Connector
 from remote.link.tools import ask_tool
+from remote.resume.carry import carry_over, old_instance
+from remote.resume.fromlaptop import choose, upload_copy
+from remote.resume.resume import Resumed, ResumeFailed, Step, wait_for_takeover
 from remote.runs.dataset import StageFailed, stage_dataset
 from remote.runs.launch import make_spec
 from remote.runs.start import start_run
@@ -211,7 +211,7 @@ def move_run(connector: Connector, moving: Moving, token: str, *, target: str = 
              clock: Callable[[], float] = time.monotonic) -> Resumed:
     """Continue ``moving``'s run on ``connector``'s box (named ``target``; ``instance``:
     its ``(provider, id)`` when it is a rented instance), then move the guard and lease
-    of the old box to it (``remote.billing.carry``); each step goes to ``say``.
+    of the old box to it (``remote.resume.carry``); each step goes to ``say``.
     Raises ``ResumeFailed`` (a step did not work out) or ``TransportError``."""
     began = clock()
     steps: list[Step] = []

@@ -28,8 +28,8 @@ from functools import partial
 from typing import Any
 
 from remote.billing.intents import Intent, RunIntent, intent_for, intents, observe
-from remote.billing.leases import Lease
 from remote.billing.statefile import locked_json, moment
+from remote.fleet.leases import Lease
 from remote.weights.lastsafe import HubCopy, LaptopCopy, hub_copy, laptop_copy
 from trainer import runfiles
 from trainer.providers import Instance

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from remote.billing.fleet import Fleet, FleetRow
+from remote.fleet.fleet import Fleet, FleetRow
 
 
 def keep_last_known(previous: Fleet | None, fresh: Fleet) -> Fleet:

@@ -2,7 +2,7 @@
 
 A lease is kept in two places. On the laptop, in ``STATE/leases.json`` (beside
 ``boxes.json``; ``remote.config.state_path``), where the off-box watchdog
-(``remote.billing.watchdog``) reads it and ends the billing through the provider's API
+(``remote.fleet.watchdog``) reads it and ends the billing through the provider's API
 even when the box hangs or is gone. On the box, when it can be reached, in
 ``CACHE/lease.json`` (``$GPURENT_CACHE_DIR``, default ``~/.cache/gpurent``), where the
 guard (``trainer.guard.lease``) reads it on every poll: the box ends its own billing
@@ -20,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, overload
 
-from remote.billing.idle import span
 from remote.billing.statefile import locked_json, moment, read_entries, state_file
+from remote.fleet.idle import span
 from remote.runs.probe import cache_dir_expr
 from remote.transport.base import Transport, TransportError
 from trainer import runfiles
