@@ -489,7 +489,7 @@ def test_watcher_pushes_every_new_best_and_the_end(box: LocalTransport, tmp_path
     assert best[-1]["sha256"] == sha256_file(run_dir / "weights/best.pt") \
         == repo().files["best.pt"].oid
     assert best[-1]["epoch"] == read_run(box, str(run_dir)).read.get("best_epoch")
-    # The teardown gate finds the ledger, and no file of ours is in its folder.
+    # The destroy check finds the ledger, and no file of ours is in its folder.
     (answer,) = inventory([run_dir])["runs"]
     required = [f for f in answer["files"] if f["required"]]
     assert "best.pt" in {f["file"] for f in required}  # last.pt too when newer than best

@@ -1,4 +1,4 @@
-"""The teardown gate, ``gpurent instance`` against provider stand-ins with a real run
+"""The destroy check, ``gpurent instance`` against provider stand-ins with a real run
 directory checked by ``trainer safe`` on this machine (and its Hub ledger by the Hub
 stand-in), and the laptop's key/config rules. The gate's attack cases are in
 ``tests/test_weights_gate.py``."""
@@ -100,7 +100,7 @@ def test_unknown_safety_is_unsafe():
 def test_teardown_refuses_unsafe_destroy_without_override(vast_standin):
     iid = vast_standin.add_instance()
     provider = get_provider("vast", vast_standin.key, vast_standin.base_url)
-    with pytest.raises(teardown.GateRefused) as err:
+    with pytest.raises(teardown.DestroyRefused) as err:
         teardown.run_teardown(provider, iid, "destroy", safety=Answer(False, "never pushed"),
                           interval=0)
     assert "refusing to destroy" in str(err.value)

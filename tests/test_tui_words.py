@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from remote.billing.teardown import GateDecision, GateRefused
+from remote.billing.teardown import DestroyDecision, DestroyRefused
 from remote.link.connector import link_broken, retry_delay, worth_retrying
 from remote.runs.guard import GuardError
 from remote.runs.read import list_runs
@@ -138,8 +138,8 @@ def test_a_broken_link_says_reconnecting_and_a_refused_gate_rings():
                                             "on its own (r: now)")
     timeout = describe("pull", TimeoutError("no answer within 15s"))
     assert timeout.link
-    gate = describe("instance_call", GateRefused(
-        GateDecision(False, "best.pt is not safe: push or pull first")))
+    gate = describe("instance_call", DestroyRefused(
+        DestroyDecision(False, "best.pt is not safe: push or pull first")))
     assert gate.bell and gate.line.startswith("instance refused: best.pt is not safe")
     not_link = describe("pull", TransportError("cannot hash x on box: no output"))
     assert not not_link.link

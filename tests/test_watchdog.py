@@ -39,7 +39,7 @@ FAST = {"confirm_timeout": 20.0, "interval": 0.05}
 
 @dataclass(frozen=True)
 class Said:
-    """A weights gate's answer, as a test sets it."""
+    """A destroy check's answer, as a test sets it."""
 
     safe: bool
     reason: str

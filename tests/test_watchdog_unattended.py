@@ -40,7 +40,7 @@ UNREACHABLE = FleetOptions(timeout=5, ssh_options={"known_hosts": "/dev/null"},
 
 @dataclass(frozen=True)
 class Said:
-    """A weights gate's answer, as a test sets it."""
+    """A destroy check's answer, as a test sets it."""
 
     safe: bool
     reason: str

@@ -1,4 +1,4 @@
-"""The teardown gate cannot be fooled (issue 14): ``gpurent instance HOST destroy``
+"""The destroy check cannot be fooled (issue 14): ``gpurent instance HOST destroy``
 against the provider stand-ins and the Hub stand-in, with the box on this machine
 (``local``, the box side run for real as ``python -m trainer safe``).
 

@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # the face, read by type checkers and by typed_exports
     )
     from remote.billing.teardown import (
         DestroyQuestion,
-        GateRefused,
+        DestroyRefused,
         UnknownSafety,
         check_destroy,
         destroy_question,

@@ -1,4 +1,4 @@
-"""The teardown gate: stop, start or destroy an instance, refusing to destroy unsaved
+"""The destroy check: stop, start or destroy an instance, refusing to destroy unsaved
 weights or to act on an instance that is not the box.
 
 Destroy is refused while any weight file the box must not lose is not safe off it (every
@@ -39,7 +39,7 @@ ACTIONS = ("stop", "start", "destroy")
 
 
 class SafetyLike(Protocol):
-    """What the gate needs from ``remote.weights.safety.Safety`` (read only: both
+    """What the destroy check needs from ``remote.weights.safety.Safety`` (read only: both
     answers are frozen)."""
 
     @property
@@ -64,7 +64,7 @@ class UnknownSafety:
 
 
 @dataclass(frozen=True)
-class GateDecision:
+class DestroyDecision:
     """Whether a destroy may go ahead, and why (one line). A refusal for unsafe weights
     says more: ``details``, one line for each file that is not safe and each check that
     could not be made (said once however many files it failed), and ``fix``, what to do."""
@@ -88,10 +88,10 @@ class GateDecision:
         return {**self.__dict__, "details": list(self.details), "runs": list(self.runs)}
 
 
-class GateRefused(Exception):
-    """The gate refused the destroy; ``decision`` says why."""
+class DestroyRefused(Exception):
+    """The destroy check refused the destroy; ``decision`` says why."""
 
-    def __init__(self, decision: GateDecision) -> None:
+    def __init__(self, decision: DestroyDecision) -> None:
         super().__init__(decision.line)
         self.decision = decision
 
@@ -115,7 +115,7 @@ def resolve_safety(source: SafetySource) -> SafetyLike:
 def run_safety(transport: Transport, run_dir: str | None, projects: Sequence[str] = (),
                repos: Sequence[str] = (), *,
                registry: bool = True) -> Callable[[], SafetyLike]:
-    """The gate's safety source for a box: ``remote.weights.safety.weights_safety`` of the
+    """The destroy check's safety source for a box: ``remote.weights.safety.weights_safety`` of the
     run, its project, ``projects`` and (``registry``) the box's registry, asked anew at
     each call; Hub copies count in ``repos`` and the user's own repositories only."""
     from remote.weights.safety import weights_safety
@@ -125,21 +125,21 @@ def run_safety(transport: Transport, run_dir: str | None, projects: Sequence[str
 
 
 def check_destroy(safety: SafetyLike, instance_id: str, *, override: bool = False,
-                  typed_id: str | None = None) -> GateDecision:
+                  typed_id: str | None = None) -> DestroyDecision:
     """Decide a destroy: allowed when the weights are safe; otherwise only with
     ``override`` and ``typed_id`` equal to ``instance_id``."""
     reason = clean_text(str(safety.reason or ""))
     if safety.safe:
-        return GateDecision(True, f"weights safe: {reason}" if reason else "weights safe",
+        return DestroyDecision(True, f"weights safe: {reason}" if reason else "weights safe",
                             safe=True)
     if not override:
         return refusal(safety, instance_id)
     typed = (typed_id or "").strip()
     if typed != str(instance_id).strip():
         shown = clean_text(typed)[:40] or "nothing"
-        return GateDecision(False, f"the typed id ({shown}) is not {instance_id}: nothing "
+        return DestroyDecision(False, f"the typed id ({shown}) is not {instance_id}: nothing "
                                    "destroyed")
-    return GateDecision(True, f"OVERRIDE: destroying instance {instance_id} although the "
+    return DestroyDecision(True, f"OVERRIDE: destroying instance {instance_id} although the "
                               f"weights are not safe ({reason})", overridden=True)
 
 
@@ -148,20 +148,20 @@ REFUSED_FIX = ("push them to the Hub or pull them to this laptop first, or overr
                "typing the instance id")
 
 
-def refusal(safety: SafetyLike, instance_id: str) -> GateDecision:
-    """The gate's refusal for weights that are not safe: why in one line, then a line for
+def refusal(safety: SafetyLike, instance_id: str) -> DestroyDecision:
+    """The destroy check's refusal for weights that are not safe: why in one line, then a line for
     each file that is not safe (its path and why) and for each check that could not be
     made (the Hub's failure and address, once), then what to do."""
     files = list(getattr(safety, "unsafe", None) or ())
     if not files:  # nothing was judged file by file: the weights could not be checked
-        return GateDecision(False, f"refusing to destroy instance {instance_id}: the "
+        return DestroyDecision(False, f"refusing to destroy instance {instance_id}: the "
                                    "weights are not known to be safe off the box",
                             details=(clean_text(str(safety.reason or "")),), fix=REFUSED_FIX)
     count = f"{len(files)} weight file{'s are' if len(files) != 1 else ' is'}"
     details = [f"{clean_text(f.path)}: {clean_text(f.detail)}" for f in files]
     details += [f"the Hub could not be asked: {clean_text(failure)}"
                 for failure in getattr(safety, "failures", ())]
-    return GateDecision(False, f"refusing to destroy instance {instance_id}: {count} not "
+    return DestroyDecision(False, f"refusing to destroy instance {instance_id}: {count} not "
                                "safe off the box", details=tuple(details), fix=REFUSED_FIX,
                         runs=tuple(dict.fromkeys(clean_text(f.run_dir) for f in files)))
 
@@ -170,7 +170,7 @@ def refusal(safety: SafetyLike, instance_id: str) -> GateDecision:
 class DestroyQuestion:
     """What a person is told of the weights before a destroy: whether they are safe,
     what is not (the files' names, else why nothing could be judged), and ``unknown``:
-    why they could not be checked at all (the box not reached), the gate then "weights
+    why they could not be checked at all (the box not reached), the destroy check then "weights
     unknown"."""
 
     safe: bool
@@ -178,7 +178,7 @@ class DestroyQuestion:
     unknown: str = ""
 
     def source(self, checked: SafetySource) -> SafetySource:
-        """What the gate asks at the moment of acting: ``checked`` (asked anew), or,
+        """What the destroy check asks at the moment of acting: ``checked`` (asked anew), or,
         for weights unknown, an unsafe answer that says why."""
         return UnknownSafety(f"the weights are unknown: {self.unknown}") if self.unknown \
             else checked
@@ -186,7 +186,7 @@ class DestroyQuestion:
 
 def destroy_question(safety: SafetyLike | None, unknown: str = "") -> DestroyQuestion:
     """The question before a destroy, from the weights' verdict (``None``: not asked),
-    or (``unknown``: why) behind the "weights unknown" gate; the same for the fleet's
+    or (``unknown``: why) behind the "weights unknown" check; the same for the fleet's
     row and the box's instance."""
     unsafe = "" if safety is None else \
         getattr(safety, "unsafe_names", "") or getattr(safety, "reason", "")
@@ -232,14 +232,14 @@ def run_teardown(provider: Provider, instance_id: str, action: str, *,
              interval: float = DEFAULT_POLL_INTERVAL,
              sleep: Callable[[float], None] | None = None,
              keep_waiting: bool = False) -> ActionOutcome:
-    """Run ``action`` through the gate and confirm it by polling. ``safety`` is asked
+    """Run ``action`` through the destroy check and confirm it by polling. ``safety`` is asked
     now (pass a callable, so that it is the state at this moment); ``box`` is where the
     instance must be (``None``: not checked, for a box named by its instance, which is
     reached at the address its API gives); ``from_box``: the id is the box's claim, acted
     on only when the provider ties it to ``box`` (see ``remote.billing.identity``);
     ``keep_waiting``: a start that waits for GPUs is left pending, not cancelled.
 
-    Raises ``GateRefused`` for an unsafe destroy without a valid override,
+    Raises ``DestroyRefused`` for an unsafe destroy without a valid override,
     ``WrongInstance`` when the instance is not the box (or a box's claim has no box to
     be checked against),
     ``trainer.providers.confirm.StillBilling`` when a destroy is not confirmed, and
@@ -256,7 +256,7 @@ def run_teardown(provider: Provider, instance_id: str, action: str, *,
         decision = check_destroy(resolve_safety(safety), instance_id, override=override,
                                  typed_id=typed_id)
         if not decision.allowed:
-            raise GateRefused(decision)
+            raise DestroyRefused(decision)
     target = f"{provider.name}:{instance_id}"  # what the user wants, for the fleet
     if action == "start":
         want_running(target)

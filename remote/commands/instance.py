@@ -1,5 +1,5 @@
 """``gpurent instance HOST info|stop|start|destroy``: the instance through the provider's
-API, with the teardown gate (destroy is refused while any weight file on the box is not
+API, with the destroy check (destroy is refused while any weight file on the box is not
 safe off it; stop, start and destroy are refused when the instance is not the box HOST,
 and an id the box reported is acted on only when the provider ties it to HOST).
 
@@ -169,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
         box.close()
 
 
-def _refused(args: argparse.Namespace, decision: teardown.GateDecision,
+def _refused(args: argparse.Namespace, decision: teardown.DestroyDecision,
              out: dict[str, Any], finish: Any) -> int:
     """A refused destroy, said in short lines: why, each file that is not safe and each
     check that could not be made (once), then what to do here."""
@@ -264,7 +264,7 @@ def _run(args: argparse.Namespace, box: _Box, out: dict[str, Any], say: Any,
                                         from_box=from_box, timeout=args.timeout,
                                         interval=args.interval,
                                         keep_waiting=args.keep_waiting)
-    except teardown.GateRefused as exc:
+    except teardown.DestroyRefused as exc:
         return _refused(args, exc.decision, out, finish)
     except StillBilling as exc:
         out["outcome"] = exc.outcome.to_dict()

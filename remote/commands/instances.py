@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "each running instance with an SSH address, one exec on its box (all at once) "
         "reads the GPUs now and over the last hour (the box's GPU ring, which every "
         "listing and the guard add to), the runs launched through gpurent and their "
-        "health, a guard and a lease, and on that connection the weights gate says "
+        "health, a guard and a lease, and on that connection the destroy check says "
         "whether every weight file of those runs is safe off the box (a Hub copy in your "
         "repositories, confirmed with your token, or an intact pulled copy; 'weights: ?' "
         "when the check could not run or end in time, never safe); an idle one (no live "
@@ -51,7 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"a GPU under this utilisation is idle (default {IDLE_GPU_PERCENT:g})")
     p.add_argument("--no-weights", dest="weights", action="store_false",
                    help="do not ask whether each box's weights are safe off it (the "
-                   "weights gate's verdict: the box hashes them, the Hub confirms)")
+                   "destroy check's verdict: the box hashes them, the Hub confirms)")
     p.add_argument("--weights-timeout", type=float, default=WEIGHTS_TIMEOUT, metavar="S",
                    help="limit of each box's weights check; one that does not end in "
                    f"time says 'weights: ?' (default {WEIGHTS_TIMEOUT:g})")

@@ -22,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "path on the box>/ (DEST default ./weights; the TUI's pull: the same layout), "
         "resuming a partial NAME.part, check the sha256 against the "
         "box's and record the pull in the local ledger (pulls.jsonl, absolute paths and "
-        "the copy's identity) that the teardown gate reads. RUN is HOST:RUN_DIR or a local "
+        "the copy's identity) that the destroy check reads. RUN is HOST:RUN_DIR or a local "
         "run directory. Exit 0 pulled, 1 the box could not be reached or a check failed, "
         "2 bad input.",
     )

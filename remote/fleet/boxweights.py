@@ -1,4 +1,4 @@
-"""Whether the weights of a fleet box are safe off it: the teardown gate's own verdict
+"""Whether the weights of a fleet box are safe off it: the destroy check's own verdict
 (``remote.weights.safety``: a Hub copy counts only in the user's own repositories, asked
 with the user's token; a laptop copy only while the pull ledger still matches), asked
 on the connection the fleet's probe opened, through the gate (``remote.link``: the
@@ -59,7 +59,7 @@ MAX_SAFE_BYTES = 2 << 20
 
 @dataclass(frozen=True)
 class WeightsVerdict:
-    """``state``: ``safe``, ``unsafe`` (the gate would refuse a destroy) or ``unknown``
+    """``state``: ``safe``, ``unsafe`` (the destroy check would refuse a destroy) or ``unknown``
     (not checked: ``reason`` says why); ``where``: ``hub``, ``laptop``, ``hub+laptop``."""
 
     state: str
@@ -68,7 +68,7 @@ class WeightsVerdict:
 
     @property
     def safe(self) -> bool:
-        """Whether the gate would let a destroy go ahead."""
+        """Whether the destroy check would let a destroy go ahead."""
         return self.state == "safe"
 
     def words(self) -> str:
@@ -92,7 +92,7 @@ def unknown(why: str) -> WeightsVerdict:
 
 
 def verdict_of(safety: Safety) -> WeightsVerdict:
-    """The gate's ``Safety`` as a listing's verdict."""
+    """The destroy check's ``Safety`` as a listing's verdict."""
     if safety.safe:
         return WeightsVerdict("safe", one_line(safety.reason, 200), safety.where)
     unsafe = safety.unsafe
@@ -167,7 +167,7 @@ def box_weights(transport: Transport, target: str, has_runs: bool, verify: HubVe
                 *, timeout: float = WEIGHTS_TIMEOUT, accept_new: bool = False,
                 ssh_options: Mapping[str, Any] | None = None,
                 folded: Mapping[str, bytes] | None = None) -> WeightsVerdict:
-    """The gate's verdict on every run of the box's registry, asked on ``transport``
+    """The destroy check's verdict on every run of the box's registry, asked on ``transport``
     (the box ``target``, ``vast:4242``) within ``timeout`` seconds; ``has_runs``: the
     probe found runs in the registry (else nothing runs on the box). ``folded``: the
     probe's sections, whose ``folded_check`` answer is judged when there is one (else

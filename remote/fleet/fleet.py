@@ -5,7 +5,7 @@ Every account is listed at once (one thread each, each bounded by ``timeout``); 
 account becomes a row that says why, never a failed listing. Then every running
 instance with an SSH address gets one exec (``remote.runs.probe``), all at once, each
 bounded by ``timeout``: GPUs now, the registered runs and their health, a guard, a lease,
-and (``weights``) the box side of the weights gate's check when the box has the trainer
+and (``weights``) the box side of the destroy check's check when the box has the trainer
 (``remote.fleet.boxweights``; else a second exec).
 An unknown host key is not accepted (unless ``accept_new``): such a box is
 ``unreachable`` with that reason, as is one that does not answer. Words are only for
@@ -61,7 +61,7 @@ class FleetOptions:
     (``ssh``), ``accept_new`` host keys, more ``ssh_options`` for
     ``remote.transport.ssh.connect`` (tests: ``known_hosts``, ``identity_files``), the idle
     GPU threshold (percent), whether to check the ``weights`` of each reached box (the
-    gate's verdict) and each check's limit (``weights_timeout``)."""
+    destroy check's verdict) and each check's limit (``weights_timeout``)."""
 
     timeout: float = 20.0
     ssh: bool = True
@@ -91,7 +91,7 @@ class FleetRow:
     unreachable: str = ""
     idle: Idle | None = None
     lease: Lease | None = None
-    #: The weights gate's verdict (``None``: not asked, or the box was not reached).
+    #: The destroy check's verdict (``None``: not asked, or the box was not reached).
     weights: WeightsVerdict | None = None
     #: Taken away by its provider while wanted running (``remote.fleet.interrupted``).
     interrupted: Interruption | None = None

@@ -38,7 +38,7 @@ MAX_LEASE_DAYS = 366
 @dataclass(frozen=True)
 class Lease:
     """``target`` (``vast:4242``) may bill until ``until`` (epoch seconds); then
-    ``then`` (stop, or destroy when the weights gate allows it, else stop)."""
+    ``then`` (stop, or destroy when the destroy check allows it, else stop)."""
 
     target: str
     until: float

@@ -2,7 +2,7 @@
 past the rule, through the provider's API with the laptop's account keys, so it works
 when the box hangs, SSH is gone or the on-box guard died.
 
-It never destroys what the weights gate would refuse (``remote.billing.teardown``:
+It never destroys what the destroy check would refuse (``remote.billing.teardown``:
 weights not confirmed off the box, or not checkable because the box cannot be reached,
 are unsafe): a destroy becomes a stop, which says what keeps billing; where the
 provider cannot stop (Lambda, a RunPod pod in ERROR) it raises an alarm and leaves the
@@ -100,7 +100,7 @@ class Decision:
     acted: bool = False
     alarm: bool = False
     settled: bool = False
-    #: Why the weights gate refused a destroy, whole (an unreachable box's host key
+    #: Why the destroy check refused a destroy, whole (an unreachable box's host key
     #: fingerprints included; ``message`` shortens it); ``None`` when it did not.
     unsafe: str | None = None
 
@@ -201,7 +201,7 @@ SafetyCheck = Callable[[Due], SafetyLike]
 
 
 def box_safety(options: FleetOptions) -> SafetyCheck:
-    """The weights gate's answer for a due instance: its box reached through the provider
+    """The destroy check's answer for a due instance: its box reached through the provider
     (trainer bootstrapped), ``remote.weights.safety.weights_safety`` over every run of
     its registry; unreachable or failing is unsafe."""
     def check(due: Due) -> SafetyLike:
@@ -294,8 +294,8 @@ def _act(due: Due, inst: Instance, safety: SafetyCheck, polling: dict[str, Any])
     stoppable = client.can_stop_now(inst)
     if action == "destroy" or not stoppable:
         said = safety(due)
-        gate = check_destroy(said, inst.id)
-        if not gate.allowed:
+        check = check_destroy(said, inst.id)
+        if not check.allowed:
             refused = one_line(said.reason, WHOLE_ERROR)
             unsafe = f"its weights are not confirmed safe off the box " \
                 f"({one_line(refused, WORDS_CHARS)})"

@@ -403,7 +403,7 @@ def record_command(run_dir: str, pid: int, pid_path: str = "") -> str:
     """The shell command that completes the launch pid file (default ``RUN/launch.pid``)
     with the process's start time and boot id (``trainer.procid``: checked before any
     signal) and appends the run's absolute path to the box's registry of runs launched
-    through gpurent, which the teardown gate reads (``trainer safe --registry``). The run
+    through gpurent, which the destroy check reads (``trainer safe --registry``). The run
     folder itself need not exist yet (an engine that renames creates it)."""
     parent, name = posixpath.split(run_dir.rstrip("/"))
     pid_file = shlex.quote(posixpath.relpath(pid_path or posixpath.join(run_dir, PID_FILE),

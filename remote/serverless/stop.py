@@ -79,7 +79,7 @@ def _ledger_repos(transport: Transport, run_dir: str) -> dict[str, str]:
 
 
 def volume_safety(transport: Transport, run_dir: str) -> Safety:
-    """The weights gate's verdict for a Modal run: each weight file is safe when it is in
+    """The destroy check's verdict for a Modal run: each weight file is safe when it is in
     the runs Volume (which outlives the app) or on the Hub per the run's ledger."""
     saved = saved_weights(transport, run_dir)
     files = tuple(FileVerdict(posixpath.join(run_dir, "weights", f.name), run_dir,

@@ -1,5 +1,5 @@
 """Are the weights on a box safe somewhere off it? The TUI's weights badge and the
-teardown gate ask here.
+destroy check ask here.
 
 What is at stake is every weight file of every run the box knows: the runs asked about,
 the runs of their projects, and every run launched on the box through gpurent (the

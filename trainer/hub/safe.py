@@ -19,7 +19,7 @@ from the ledger or the cache under the box's cache directory,
 LibreYOLO run) that hold that content, newest first.
 
 This command only reads the box. Whether a ledger entry is true is asked of the Hub by
-the caller: the laptop's teardown gate, or the guard (``verified_safety``).
+the caller: the laptop's destroy check, or the guard (``verified_safety``).
 
 Output (one JSON object)::
 

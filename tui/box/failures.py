@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from textual.notifications import SeverityLevel
 
-from remote.billing import GateRefused, ProviderError
+from remote.billing import DestroyRefused, ProviderError
 from remote.link import link_broken
 from remote.runs import BoxToolFailed, GuardError, RunIsLive
 from remote.transport import TransportError
@@ -76,7 +76,7 @@ def describe(name: str, error: BaseException, transport: object | None = None) -
     if link_broken(error, transport):
         return Failure(f"{action} failed: {message} — the link to the box is down; "
                        "reconnecting on its own (r: now)", "error", link=True)
-    if isinstance(error, GateRefused):
+    if isinstance(error, DestroyRefused):
         return Failure(f"{action} refused: {message}", "error", bell=True)
     known = (ValueError, RunIsLive, GuardError, ProviderError, PushFailed, BoxToolFailed,
              TransportError, OSError, TimeoutError)

@@ -111,7 +111,7 @@ def destroy_rank(state: BoxState) -> int | None:
     return 7 if training(state) else 4
 
 
-class Instance:
+class InstanceActions:
     """The instance keys of one box. ``costs`` gives the ``CostReport`` now."""
 
     KEYS = (BoxKey("i", "stop_instance", "ask_stop", "stop inst", "Stop the instance (shows "

@@ -1,6 +1,6 @@
 """One box tab, composed of parts that each own their share of the box: the facts live in
 one ``tui.box.state.BoxState``; ``Link`` connects, ``Watching`` follows one run,
-``Weights``, ``RunStop``, ``Instance``, ``Guard``, ``Resume`` and ``Launching`` act,
+``Weights``, ``RunStop``, ``InstanceActions``, ``Guard``, ``Resume`` and ``Launching`` act,
 ``LogPaging`` reads the log beyond the watch, ``Outcomes`` puts how actions end on screen.
 Each part gets what it needs (``tui.box.ports``), never this view, and declares its keys
 and the results it handles (``tui.box.parts``): threads post results as ``PartMessage``s,
@@ -27,7 +27,7 @@ from remote.watch import ConnectionEvent, GuardEvent, HubEvent, StatusEvent, Wei
 from tui.box import money
 from tui.box.failures import describe
 from tui.box.guard import Guard
-from tui.box.instance import Instance, InstanceDestroyed
+from tui.box.instance import InstanceActions, InstanceDestroyed
 from tui.box.launching import Launched, Launching
 from tui.box.lines import status_line, tab_label
 from tui.box.link import Connected, Link
@@ -54,7 +54,7 @@ class BoxView(Vertical):
     """Everything about one box. ``clock`` gives the time (injected for snapshots)."""
 
     #: The parts' keys (each part's ``KEYS``), for the app's bindings, footer and help.
-    KEYS = keys_of(Launching, Weights, RunStop, Guard, Resume, Instance)
+    KEYS = keys_of(Launching, Weights, RunStop, Guard, Resume, InstanceActions)
 
     DEFAULT_CSS = """
     BoxView { height: 1fr; }
@@ -103,7 +103,7 @@ class BoxView(Vertical):
             health_changed=lambda *seen: self.post_message(self.HealthChanged(self, *seen)))
         self.weights = Weights(ports, self.panes)
         self.run_stop = RunStop(ports)
-        self.instance = Instance(ports, costs=self.costs)
+        self.instance = InstanceActions(ports, costs=self.costs)
         self.guard = Guard(ports, self.panes)
         self.resume = Resume(ports, self.link.connector)
         self.launching = Launching(ports, self.panes, timer=self.set_timer)

@@ -1,8 +1,8 @@
 """What the fleet's keys do to a row's instance, each through the same ``remote``
 function as the CLI: ``s`` stops it (``run_teardown``; asked first; an instance already
-stopped is said so, not asked), ``D`` destroys it (the weights gate: a box the listing
+stopped is said so, not asked), ``D`` destroys it (the destroy check: a box the listing
 reached is checked anew; one it did not reach opens the dialog at once behind a
-"weights unknown" gate, the typed id and an explicit tick), ``L`` gives or clears its
+"weights unknown" check, the typed id and an explicit tick), ``L`` gives or clears its
 lease (``gpurent lease``; a lease is never cleared by one Enter). A row that is an
 account's failure says why each key does nothing."""
 
@@ -61,7 +61,7 @@ class FleetActions:
         client = self.fleet.clients.get(row.account)
         if client is None or not client.can_stop:
             self.app.notify(f"{row.target}: this provider cannot stop an instance; D "
-                            "destroys it through the weights gate", severity="warning")
+                            "destroys it through the destroy check", severity="warning")
             return
         from remote.billing import warning_for
 
@@ -73,7 +73,7 @@ class FleetActions:
 
     @work(thread=True, group="fleet-stop", exit_on_error=False)
     def stop_row(self, row: Any, client: Any) -> None:
-        """Stop through the gate (``run_teardown``) and confirm it by polling."""
+        """Stop through the destroy check (``run_teardown``) and confirm it by polling."""
         from remote.billing import run_teardown
 
         try:
@@ -92,7 +92,7 @@ class FleetActions:
 
     def action_destroy(self) -> None:
         """D: the destroy dialog, here. A box the listing reached has its weights checked
-        anew first; any other opens at once behind the "weights unknown" gate."""
+        anew first; any other opens at once behind the "weights unknown" check."""
         row = self.row_to_act_on("destroy")
         if row is None:
             return
@@ -111,7 +111,7 @@ class FleetActions:
 
     @work(thread=True, group="fleet-destroy", exit_on_error=False)
     def check_weights(self, row: Any, client: Any) -> None:
-        """The weights gate's verdict for the box, asked now (``run_safety`` of every
+        """The destroy check's verdict for the box, asked now (``run_safety`` of every
         run its registry knows); a box that cannot be reached now is unknown."""
         from remote.billing import resolve_safety, run_safety
 
@@ -135,7 +135,7 @@ class FleetActions:
 
     def ask_destroy(self, row: Any, safety: Any, unknown: str) -> None:
         """The destroy dialog for ``row``: with ``safety``'s verdict, or (``unknown``:
-        why) behind the "weights unknown" gate. Cancel stays in the fleet."""
+        why) behind the "weights unknown" check. Cancel stays in the fleet."""
         from remote.billing import destroy_question, warning_for
 
         client = self.fleet.clients.get(row.account)
@@ -154,7 +154,7 @@ class FleetActions:
     @work(thread=True, group="fleet-destroy", exit_on_error=False)
     def destroy_row(self, row: Any, client: Any, question: Any,
                     override: bool, typed_id: str) -> None:
-        """Destroy through the gate (``run_teardown``): the weights of a reached box are
+        """Destroy through the destroy check (``run_teardown``): the weights of a reached box are
         checked again at this moment; unknown ones pass only with the override and the
         typed id."""
         from remote.billing import run_safety, run_teardown

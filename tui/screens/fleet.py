@@ -1,7 +1,7 @@
 """The fleet: every instance of every configured account in one table, with its state,
 price, what it spent and the idle and waste words (``remote.billing.list_fleet``, the
 same listing as ``gpurent instances``), with each reached box's weights verdict (the
-weights gate's); the details under the table add its GPUs now and over the last hour
+destroy check's); the details under the table add its GPUs now and over the last hour
 (the box's GPU ring).
 
 It lists itself again every ``REFRESH`` seconds while it is open (counted from the end
@@ -40,7 +40,7 @@ from tui.screens.fleetmove import MoveKey
 
 #: The screen's keys, for its own key line and the help screen.
 FLEET_KEYS = (("enter", "open it as a box tab"), ("s", "stop the instance (asks first)"),
-              ("D", "destroy (the weights gate; unknown weights: typed id and a tick)"),
+              ("D", "destroy (the destroy check; unknown weights: typed id and a tick)"),
               ("L", "lease: a deadline for its billing"),
               ("m", "resume a taken-away run on another box"),
               ("j/k g/G", "move"), ("/", "filter"), ("o", "sort"),
