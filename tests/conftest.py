@@ -29,6 +29,8 @@ pytest_plugins: list[str] = [
     "tests.fixtures.gpubox",
     "tests.fixtures.fleetbox",
     "tests.fixtures.modal_env",
+    "tests.fixtures.sleeper",
+    "tests.fixtures.small_disk",
 ]
 
 

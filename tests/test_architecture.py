@@ -4,6 +4,7 @@ as data. A planted cycle and a planted forbidden import show that the checker bi
 
 from __future__ import annotations
 
+import ast
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -298,3 +299,36 @@ def test_planted_imports_up_the_fleet_and_resume_wings_are_reported(tmp_path: Pa
         "tui.fleet:2 imports remote.resume.move (tui may import remote.resume through its face "
         "only)",
     ])
+
+
+def imports_of_test_modules(tests: Path) -> list[str]:
+    """Every import, under ``tests``, of a test module (``tests.x.test_y``, relative ones
+    included): shared helpers live in conftest files and ``tests/fixtures/``."""
+    found = []
+    for path in sorted(tests.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else \
+                [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom):
+                names += [f"{node.module or ''}.{a.name}" for a in node.names]
+            if any(part.startswith("test_") for name in names for part in name.split(".")):
+                found.append(f"{path.relative_to(tests)}:{node.lineno}")
+    return found
+
+
+def test_no_test_module_imports_another() -> None:
+    assert imports_of_test_modules(ROOT / "tests") == []
+
+
+def test_a_planted_import_of_a_test_module_is_found(tmp_path: Path) -> None:
+    _plant(tmp_path, {
+        "tests/fixtures/pilot.py": "from tests.fixtures.sshd import SSHServer\n",
+        "tests/tui/test_app.py": "from tests.fixtures.pilot import until\n",
+        "tests/tui/test_words.py": "from tests.tui.test_app import until\n",
+        "tests/tui/box/test_parts.py": "def f():\n    from ..test_app import until\n",
+        "tests/remote/test_x.py": "import tests.tui.test_app\n",
+        "tests/remote/test_y.py": "from tests.tui import test_app\n",
+    })
+    assert imports_of_test_modules(tmp_path / "tests") == [
+        "remote/test_x.py:1", "remote/test_y.py:1", "tui/box/test_parts.py:2",
+        "tui/test_words.py:1"]

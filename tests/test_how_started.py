@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.fixtures.paths import ROOT
 
 #: A child's view of its SIGINT and SIGQUIT dispositions, as the kernel holds them.
 PROBE = ("import signal; print(signal.getsignal(signal.SIGINT) is signal.default_int_handler,"
