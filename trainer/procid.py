@@ -8,7 +8,7 @@ has no start time; then the process must have started before the run's ``started
 (a reused pid belongs to a process started after the run's own had gone).
 
 Standard library only; runs on the box (the trainer and the guard record their own
-identity) and on the laptop (which parses what ``probe_command`` prints on the box).
+identity) and on the laptop (which parses what ``identity_command`` prints on the box).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ _BOOT_ID = "/proc/sys/kernel/random/boot_id"
 
 
 @dataclass(frozen=True)
-class Probe:
+class ProcessIdentity:
     """What ``/proc`` says about a live pid: its state letter, start (clock ticks since
     boot), and when known the boot id, boot time (epoch s) and ticks per second."""
 
@@ -90,8 +90,8 @@ def identity(pid: int) -> dict[str, Any]:
     return {START_KEY: start_ticks(pid), BOOT_KEY: boot_id()}
 
 
-def probe_command(pid: int) -> str:
-    """A shell command that prints what ``parse_probe`` reads about ``pid`` on the box."""
+def identity_command(pid: int) -> str:
+    """A shell command that prints what ``parse_identity`` reads about ``pid`` on the box."""
     pid = int(pid)
     return (f"cat /proc/{pid}/stat 2>/dev/null || echo gone; "
             f"cat {_BOOT_ID} 2>/dev/null || echo -; "
@@ -99,8 +99,9 @@ def probe_command(pid: int) -> str:
             "getconf CLK_TCK 2>/dev/null || echo -")
 
 
-def parse_probe(text: bytes) -> Probe | None:
-    """The ``Probe`` from ``probe_command``'s output; ``None`` when there is no such pid."""
+def parse_identity(text: bytes) -> ProcessIdentity | None:
+    """The ``ProcessIdentity`` from ``identity_command``'s output; ``None`` when there is
+    no such pid."""
     lines = text.splitlines()
     if not lines or lines[0].strip() == b"gone":
         return None
@@ -114,11 +115,11 @@ def parse_probe(text: bytes) -> Probe | None:
     btime = int(btime_words[1]) if len(btime_words) == 2 and btime_words[1].isdigit() \
         else None
     clk = int(rest[2]) if rest[2].isdigit() else None
-    return Probe(parsed[0], parsed[1], parsed[2], boot, btime, clk)
+    return ProcessIdentity(parsed[0], parsed[1], parsed[2], boot, btime, clk)
 
 
-def local_probe(pid: int) -> Probe | None:
-    """The ``Probe`` of ``pid`` on this machine (``None`` when there is no such pid)."""
+def local_identity(pid: int) -> ProcessIdentity | None:
+    """The ``ProcessIdentity`` of ``pid`` on this machine (``None`` when there is no such pid)."""
     if pid <= 0:
         return None
     data = _read(f"/proc/{int(pid)}/stat")
@@ -129,31 +130,31 @@ def local_probe(pid: int) -> Probe | None:
     for line in (_read("/proc/stat") or b"").splitlines():
         if line.startswith(b"btime "):
             btime = int(line.split()[1])
-    return Probe(parsed[0], parsed[1], parsed[2], boot_id(), btime,
+    return ProcessIdentity(parsed[0], parsed[1], parsed[2], boot_id(), btime,
                  os.sysconf("SC_CLK_TCK"))
 
 
-def mismatch(probe: Probe | None, record: Mapping[str, Any],
+def mismatch(found: ProcessIdentity | None, record: Mapping[str, Any],
              started_at: float | None = None) -> str | None:
-    """Why the live process ``probe`` is not the one ``record`` (a status.json or
+    """Why the live process ``found`` is not the one ``record`` (a status.json or
     guard.json object) describes, or ``None`` when it is. ``started_at`` (epoch s) is the
     fallback for records without a start time."""
-    if probe is None or not probe.alive:
+    if found is None or not found.alive:
         return "no such process"
     want = record.get(START_KEY)
     boot = record.get(BOOT_KEY)
-    if isinstance(boot, str) and probe.boot_id and boot != probe.boot_id:
+    if isinstance(boot, str) and found.boot_id and boot != found.boot_id:
         return "recorded before the box rebooted"
     if isinstance(want, int) and not isinstance(want, bool):
-        if want != probe.start_ticks:
-            return (f"it started at tick {probe.start_ticks}, the recorded process at "
+        if want != found.start_ticks:
+            return (f"it started at tick {found.start_ticks}, the recorded process at "
                     f"tick {want}")
         return None
     if started_at is None:
         return "no start time was recorded for it"
-    if probe.started is None:
+    if found.started is None:
         return "its start time cannot be read on the box"
-    if probe.started > started_at + STARTED_AT_SLACK:
+    if found.started > started_at + STARTED_AT_SLACK:
         return "it started after the run did (the pid was reused)"
     return None
 
@@ -161,4 +162,4 @@ def mismatch(probe: Probe | None, record: Mapping[str, Any],
 def same_process(pid: int, record: Mapping[str, Any],
                  started_at: float | None = None) -> bool:
     """Whether ``pid`` on this machine is alive and is the process ``record`` describes."""
-    return mismatch(local_probe(pid), record, started_at) is None
+    return mismatch(local_identity(pid), record, started_at) is None

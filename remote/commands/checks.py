@@ -117,9 +117,9 @@ def modal_profile(args: argparse.Namespace, pairs: dict[str, str]) -> int:
     from remote.serverless import (
         ModalError,
         check_app_name,
+        estimate_bound,
+        estimate_on_modal,
         need_modal,
-        probe_bound,
-        probe_modal,
         propose_timeout,
         spec_from_words,
     )
@@ -132,9 +132,9 @@ def modal_profile(args: argparse.Namespace, pairs: dict[str, str]) -> int:
         return fail("profile", exc, 2, args.json)
     need_modal()
     if not args.json:
-        print(f"gpurent profile: {probe_bound(spec)}", file=sys.stderr)
+        print(f"gpurent profile: {estimate_bound(spec)}", file=sys.stderr)
     try:
-        probed = probe_modal(spec, progress=None if args.json else
+        probed = estimate_on_modal(spec, progress=None if args.json else
                              lambda line: print(clean_text(line), file=sys.stderr))
     except ModalError as exc:
         return fail("profile", exc, 1, args.json)

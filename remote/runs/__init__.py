@@ -11,10 +11,10 @@ from trainer._exports import typed_exports
 if TYPE_CHECKING:  # the face, read by type checkers and by typed_exports
     from remote.runs.checks import (
         BoxToolFailed,
-        ProbeCancelled,
-        cancel_probe,
+        EstimateCancelled,
+        cancel_estimate,
         doctor,
-        new_probe_id,
+        new_estimate_id,
         preflight,
         profile,
     )

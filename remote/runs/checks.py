@@ -15,7 +15,7 @@ from typing import Any
 from remote.link.tools import BoxToolFailed, tool_report
 from remote.transport.base import Transport
 
-__all__ = ["BoxToolFailed", "ProbeCancelled", "cancel_probe", "doctor", "new_probe_id",
+__all__ = ["BoxToolFailed", "EstimateCancelled", "cancel_estimate", "doctor", "new_estimate_id",
            "preflight", "profile"]
 
 PREFLIGHT_TIMEOUT = 300.0
@@ -23,7 +23,7 @@ DOCTOR_TIMEOUT = 600.0
 PROFILE_TIMEOUT = 900.0
 CANCEL_TIMEOUT = 30.0
 #: ``trainer profile``'s exit code when ``--cancel`` ended it (``trainer.profiler.probes``).
-PROBE_CANCELLED = 3
+ESTIMATE_CANCELLED = 3
 
 
 def preflight(transport: Transport, project: str | None = None, data: str | None = None,
@@ -45,37 +45,38 @@ def doctor(transport: Transport, data_yaml: str) -> dict[str, Any]:
 
 
 def profile(transport: Transport, train_args: Mapping[str, str],
-            out: str | None = None, probe: str | None = None) -> dict[str, Any]:
+            out: str | None = None, estimate: str | None = None) -> dict[str, Any]:
     """The step profiler's report (``gpurent.profile/1``) for ``key=value`` train
     arguments (``steps=``, ``warmup=`` and ``price=`` included); ``out``: where the box
-    writes profile.json (default: the run directory the arguments name). ``probe``: an
-    id from :func:`new_probe_id`; the box then writes into its private probes directory
-    and :func:`cancel_probe` ends the profile (``ProbeCancelled``)."""
+    writes profile.json (default: the run directory the arguments name). ``estimate``: an
+    id from :func:`new_estimate_id`; the box then writes into its private directory for
+    estimates (``trainer profile --probe``) and :func:`cancel_estimate` ends the profile
+    (``EstimateCancelled``)."""
     words = ["profile", *(f"{key}={value}" for key, value in train_args.items())]
     if out:
         words += ["--out", out]
-    if probe:
-        words += ["--probe", probe]
+    if estimate:
+        words += ["--probe", estimate]
     try:
         return tool_report(transport, [*words, "--json"], timeout=PROFILE_TIMEOUT)
     except BoxToolFailed as exc:
-        if probe and exc.rc == PROBE_CANCELLED:
-            raise ProbeCancelled(probe) from None
+        if estimate and exc.rc == ESTIMATE_CANCELLED:
+            raise EstimateCancelled(estimate) from None
         raise
 
 
-class ProbeCancelled(Exception):
-    """The profile ended because :func:`cancel_probe` asked it to."""
+class EstimateCancelled(Exception):
+    """The profile ended because :func:`cancel_estimate` asked it to."""
 
 
-def new_probe_id() -> str:
-    """An unpredictable probe id (the box's probe files are named after it)."""
+def new_estimate_id() -> str:
+    """An unpredictable estimate id (the box's files of the estimate are named after it)."""
     return secrets.token_hex(16)
 
 
-def cancel_probe(transport: Transport, probe: str) -> bool:
-    """End the profile started with ``probe`` (at once: it looks twice a second);
+def cancel_estimate(transport: Transport, estimate: str) -> bool:
+    """End the profile started with ``estimate`` (at once: it looks twice a second);
     whether it was still running."""
-    report = tool_report(transport, ["profile", "--cancel", probe, "--json"],
+    report = tool_report(transport, ["profile", "--cancel", estimate, "--json"],
                          timeout=CANCEL_TIMEOUT)
     return bool(report.get("was_running"))

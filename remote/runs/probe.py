@@ -298,12 +298,13 @@ def parse_report(parts: dict[str, bytes]) -> BoxReport:
     for key in sorted((k for k in parts if re.fullmatch(r"run \d+", k)),
                       key=lambda k: int(k.split()[1])):
         n = key.split()[1]
-        probes = {int(k.split()[2]): procid.parse_probe(v + b"\n" + boot)
-                  for k, v in parts.items()
-                  if k.startswith(f"proc {n} ") and k.split()[2].isdigit()}
+        identities = {int(k.split()[2]): procid.parse_identity(v + b"\n" + boot)
+                      for k, v in parts.items()
+                      if k.startswith(f"proc {n} ") and k.split()[2].isdigit()}
 
-        def alive(pid: int, probes: dict[int, procid.Probe | None] = probes) -> bool:
-            found = probes.get(pid)
+        def alive(pid: int,
+                  identities: dict[int, procid.ProcessIdentity | None] = identities) -> bool:
+            found = identities.get(pid)
             return found is not None and found.alive
 
         run_dir = parts[key].decode("utf-8", "replace")
@@ -330,7 +331,7 @@ def parse_report(parts: dict[str, bytes]) -> BoxReport:
         if data is not None:
             pid = data.get("pid")
             ok = isinstance(pid, int) and not isinstance(pid, bool) and pid > 1 and \
-                procid.mismatch(probes.get(pid), data, started_at(data)) is None
+                procid.mismatch(identities.get(pid), data, started_at(data)) is None
             guards.append(GuardState.from_dict(data, ok))
     pushes = sorted({int(w) for w in parts.get("pushes", b"").split() if w.isdigit()})
     return BoxReport(now, gpus, runs, guards, parse_lease(json_object(parts.get("lease"))),

@@ -19,10 +19,10 @@ class StalePid(Exception):
     """The recorded pid is not (or no longer) the recorded process; one line."""
 
 
-def probe(transport: Transport, pid: int) -> procid.Probe | None:
+def identity_of(transport: Transport, pid: int) -> procid.ProcessIdentity | None:
     """What the box's ``/proc`` says about ``pid`` (``None``: no such process)."""
-    result = transport.run(procid.probe_command(pid), timeout=30.0)
-    return procid.parse_probe(result.stdout) if result.ok else None
+    result = transport.run(procid.identity_command(pid), timeout=30.0)
+    return procid.parse_identity(result.stdout) if result.ok else None
 
 
 def started_at(record: Mapping[str, Any]) -> float | None:
@@ -37,10 +37,10 @@ def why_not(transport: Transport, pid: Any, record: Mapping[str, Any]) -> str | 
 
 
 def _check(transport: Transport, pid: Any,
-           record: Mapping[str, Any]) -> tuple[str | None, procid.Probe | None]:
+           record: Mapping[str, Any]) -> tuple[str | None, procid.ProcessIdentity | None]:
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 1:
         return f"pid {pid!r} is not a process we may signal", None
-    found = probe(transport, pid)
+    found = identity_of(transport, pid)
     return procid.mismatch(found, record, started_at(record)), found
 
 

@@ -9,7 +9,7 @@ out: ``remote.runs.read.finish``), ``guard.json`` and its acknowledgement, what 
 holds (``remote.runs.read.run_extras``), how full its disk is (``df -Pk``: a full disk
 is named as the reason of a run that stopped writing), and what ``/proc`` says about
 every pid those files name (found with ``grep`` on the box; the laptop parses the JSON
-properly and uses the probe of the pid it finds, asking once more in the rare case the
+properly and uses the identity of the pid it finds, asking once more in the rare case the
 box's ``grep`` missed it). Health is judged here with the same rules as everywhere
 (``trainer.health.judge_health``), against the box's clock.
 """
@@ -23,8 +23,7 @@ import time
 from typing import Any
 
 from remote.runs.guard import GuardState
-from remote.runs.processes import probe as probe_pid
-from remote.runs.processes import started_at
+from remote.runs.processes import identity_of, started_at
 from remote.runs.read import CONSOLE_TAIL_BYTES, RunRead, finish
 from remote.transport.base import Transport, TransportError
 from trainer import engines, procid, runfiles
@@ -143,13 +142,13 @@ def quick_read(transport: Transport,
         raise TransportError(f"reading {run_dir} on {transport.label} failed: "
                              f"{err[-1] if err else f'exit {result.rc}'}")
     boot = parts.get("boot", b"")
-    probes = {int(k.split()[1]): procid.parse_probe(v + b"\n" + boot)
-              for k, v in parts.items() if k.startswith("proc ") and k.split()[1].isdigit()}
+    identities = {int(k.split()[1]): procid.parse_identity(v + b"\n" + boot)
+                  for k, v in parts.items() if k.startswith("proc ") and k.split()[1].isdigit()}
 
-    def probe(pid: Any) -> procid.Probe | None:
-        if pid not in probes:  # a pid the box's grep did not see: ask for it alone
-            probes[pid] = probe_pid(transport, pid)
-        return probes[pid]
+    def identity(pid: Any) -> procid.ProcessIdentity | None:
+        if pid not in identities:  # a pid the box's grep did not see: ask for it alone
+            identities[pid] = identity_of(transport, pid)
+        return identities[pid]
 
     if "nostatus" in parts:
         read = runfiles.StatusRead(None, f"no status.json in {run_dir}", missing=True)
@@ -162,7 +161,7 @@ def quick_read(transport: Transport,
     pid = read.get("pid") if launch is None else launch.pid
     alive = None
     if isinstance(pid, int) and not isinstance(pid, bool):
-        found = probe(pid) if pid > 0 else None
+        found = identity(pid) if pid > 0 else None
         alive = found is not None and found.alive
     stats = {}  # path as printed -> (size, mtime)
     for line in parts.get("stat", b"").splitlines():
@@ -185,7 +184,7 @@ def quick_read(transport: Transport,
                           engines.parse_stop(parts.get("stop", b"")))
     health = with_disk(health, parse_df(parts.get("df", b"")), parts.get("logtail", b""))
     run = RunRead(run_dir, read, health, alive, None if st is None else float(st[1]), launch)
-    return run, _guard(parts, probe), _extras(parts)
+    return run, _guard(parts, identity), _extras(parts)
 
 
 def _last_row(data: bytes, metrics: tuple[int, int] | None) -> dict[str, Any] | None:
@@ -212,12 +211,12 @@ def _extras(parts: dict[str, bytes]) -> dict[str, Any]:
             "weights": sorted(n for n in names("weights") if n.endswith(".pt"))}
 
 
-def _guard(parts: dict[str, bytes], probe: Any) -> GuardState | None:
+def _guard(parts: dict[str, bytes], identity: Any) -> GuardState | None:
     data = json_object(parts.get("guard"))
     if data is None:
         return None
     pid = data.get("pid")
     ok = isinstance(pid, int) and not isinstance(pid, bool) and pid > 1 and \
-        procid.mismatch(probe(pid), data, started_at(data)) is None
+        procid.mismatch(identity(pid), data, started_at(data)) is None
     ack = json_object(parts.get("ack")) if isinstance(data.get("alarm"), dict) else None
     return GuardState.from_dict(data, ok, ack)

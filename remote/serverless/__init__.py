@@ -1,7 +1,8 @@
 """Serverless training on Modal (``modal:APP``): the generated app file (``appfile``),
 the ``modal`` client (``client``), a launch from ``key=value`` words (``words``), the
-launch (``launch``) and its estimate (``probe``), what the laptop records of each app
-(``record``), the app's state, money and Volume (``watch``) and its stop (``stop``)."""
+launch (``launch``) and its estimate (``estimate``: a probe app measures a few steps),
+what the laptop records of each app (``record``), the app's state, money and Volume
+(``watch``) and its stop (``stop``)."""
 
 from typing import TYPE_CHECKING
 
@@ -20,15 +21,14 @@ if TYPE_CHECKING:  # the face, read by type checkers and by typed_exports
     )
     from remote.serverless.client import INSTALL_HINT, AppRow, ModalError, list_apps, need_modal
     from remote.serverless.connect import ModalConnector
-    from remote.serverless.launch import ModalLaunch, app_file_path, launch_modal, spawn_app
-    from remote.serverless.probe import (
-        ProbeCancelled,
-        Probed,
+    from remote.serverless.estimate import (
+        ModalEstimate,
         Proposal,
-        probe_bound,
-        probe_modal,
+        estimate_bound,
+        estimate_on_modal,
         propose_timeout,
     )
+    from remote.serverless.launch import ModalLaunch, app_file_path, launch_modal, spawn_app
     from remote.serverless.record import ModalRecord, gpu_price, modal_records, record_for
     from remote.serverless.stop import ModalStopped, saved_weights, stop_modal, volume_safety
     from remote.serverless.watch import (

@@ -1,7 +1,7 @@
 """Automatic batch size (``batch=-1``): the largest power of two whose training step fits.
 
 The search is pure: it takes a :data:`Measure` (batch -> peak bytes, ``None`` for out of
-memory) and a budget, and probes ``start``, ``2 * start``, ... up to ``limit``, stopping at
+memory) and a budget, and tries ``start``, ``2 * start``, ... up to ``limit``, stopping at
 the first failure. Only batches below that failure can be chosen, so noise in the
 measurements can only make the choice smaller, never pick a size that failed.
 
@@ -20,7 +20,7 @@ import torch
 
 #: Batch used when there is no GPU memory to fit (CPU training).
 CPU_DEFAULT_BATCH = 16
-#: Largest batch the search probes, per device.
+#: Largest batch the search tries, per device.
 MAX_BATCH = 1024
 
 #: batch -> peak bytes of a training step at that batch, or ``None`` when it ran out of memory.
@@ -34,8 +34,8 @@ class AutoBatchError(ValueError):
 
 
 @dataclass(frozen=True)
-class Probe:
-    """One row of the probe table; ``peak_bytes`` is ``None`` when it ran out of memory."""
+class Trial:
+    """One row of the trial table; ``peak_bytes`` is ``None`` when it ran out of memory."""
 
     batch: int
     peak_bytes: int | None
@@ -44,11 +44,11 @@ class Probe:
 
 @dataclass(frozen=True)
 class BatchChoice:
-    """The chosen batch, the budget it was fitted to, every probe and a one-line reason."""
+    """The chosen batch, the budget it was fitted to, every trial and a one-line reason."""
 
     batch: int
     budget_bytes: int
-    probes: tuple[Probe, ...]
+    trials: tuple[Trial, ...]
     reason: str
 
 
@@ -56,39 +56,39 @@ def _gib(n: int) -> str:
     return f"{n / _GIB:.2f} GiB"
 
 
-def _outcome(probe: Probe) -> str:
-    if probe.fits:
+def _outcome(trial: Trial) -> str:
+    if trial.fits:
         return "fits"
-    return "out of memory" if probe.peak_bytes is None else "over budget"
+    return "out of memory" if trial.peak_bytes is None else "over budget"
 
 
-def _failure(probe: Probe) -> str:
-    if probe.peak_bytes is None:
-        return f"{probe.batch} ran out of memory"
-    return f"{probe.batch} needed {_gib(probe.peak_bytes)}"
+def _failure(trial: Trial) -> str:
+    if trial.peak_bytes is None:
+        return f"{trial.batch} ran out of memory"
+    return f"{trial.batch} needed {_gib(trial.peak_bytes)}"
 
 
 def search_batch(measure: Measure, budget_bytes: int, *, limit: int = MAX_BATCH,
                  start: int = 1) -> BatchChoice:
-    """Probe ``start``, ``2 * start``, ... (at most ``limit``) until one runs out of memory or
+    """Try ``start``, ``2 * start``, ... (at most ``limit``) until one runs out of memory or
     peaks above ``budget_bytes``; choose the largest that fitted.
 
     ``limit`` is a hard cap (e.g. the training images per device): when it is below
-    ``start``, ``limit`` alone is probed. Raises :class:`AutoBatchError` when the first
-    probe does not fit."""
+    ``start``, ``limit`` alone is tried. Raises :class:`AutoBatchError` when the first
+    trial does not fit."""
     if start < 1 or limit < 1:
         raise ValueError(f"start and limit must be at least 1, got start={start}, "
                          f"limit={limit}")
-    probes: list[Probe] = []
+    trials: list[Trial] = []
     batch = min(start, limit)
     while batch <= limit:
         peak = measure(batch)
         fits = peak is not None and peak <= budget_bytes
-        probes.append(Probe(batch, peak, fits))
+        trials.append(Trial(batch, peak, fits))
         if not fits:
             break
         batch *= 2
-    *fitted, last = probes
+    *fitted, last = trials
     if not last.fits and not fitted:
         raise AutoBatchError(f"even batch {last.batch} does not fit: "
                              f"{_failure(last)}, the budget is {_gib(budget_bytes)}")
@@ -99,15 +99,15 @@ def search_batch(measure: Measure, budget_bytes: int, *, limit: int = MAX_BATCH,
     assert chosen.peak_bytes is not None  # it fitted
     reason = (f"batch {chosen.batch} used {_gib(chosen.peak_bytes)} of a "
               f"{_gib(budget_bytes)} budget; {why_not_more}")
-    return BatchChoice(chosen.batch, budget_bytes, tuple(probes), reason)
+    return BatchChoice(chosen.batch, budget_bytes, tuple(trials), reason)
 
 
 def format_table(choice: BatchChoice) -> list[str]:
-    """The probe table for the log (batch, peak memory in GiB, outcome), then the reason."""
+    """The trial table for the log (batch, peak memory in GiB, outcome), then the reason."""
     lines = [f"{'batch':>6}  {'peak GiB':>9}  result"]
-    for probe in choice.probes:
-        peak = "-" if probe.peak_bytes is None else f"{probe.peak_bytes / _GIB:.2f}"
-        lines.append(f"{probe.batch:>6}  {peak:>9}  {_outcome(probe)}")
+    for trial in choice.trials:
+        peak = "-" if trial.peak_bytes is None else f"{trial.peak_bytes / _GIB:.2f}"
+        lines.append(f"{trial.batch:>6}  {peak:>9}  {_outcome(trial)}")
     lines.append(choice.reason)
     return lines
 
@@ -116,11 +116,11 @@ class MemoryMeter(Protocol):
     """The seam between the search and a device's memory."""
 
     def budget(self, fraction: float) -> int:
-        """Bytes the probes may use."""
+        """Bytes the trials may use."""
         ...
 
     def reset(self) -> None:
-        """Prepare a probe: free cached memory and reset the peak statistics."""
+        """Prepare a trial: free cached memory and reset the peak statistics."""
         ...
 
     def peak(self) -> int:
@@ -128,7 +128,7 @@ class MemoryMeter(Protocol):
         ...
 
     def release(self) -> None:
-        """Free what a probe left behind (also after running out of memory)."""
+        """Free what a trial left behind (also after running out of memory)."""
         ...
 
     def is_oom(self, exc: BaseException) -> bool:

@@ -15,7 +15,7 @@ from typing import Any
 from rich.text import Text
 
 from remote.fields import obj
-from remote.runs import ProbeCancelled, cancel_probe, new_probe_id
+from remote.runs import EstimateCancelled, cancel_estimate, new_estimate_id
 from remote.runs import profile as run_profile
 from trainer.health import GOING
 from trainer.text import format_duration
@@ -90,7 +90,7 @@ class Estimate:
         probe = self.take()
         transport = self.ports.state.transport
         if probe is not None and transport is not None:
-            self.ports.work("end_probe", lambda: cancel_probe(transport, probe),
+            self.ports.work("end_probe", lambda: cancel_estimate(transport, probe),
                             group="end_probe")
 
     def settings_changed(self) -> None:
@@ -142,7 +142,7 @@ class Estimate:
                 form.show_estimate(estimate_text(self.report, request))
             return
         self._probed, self.report = key, None
-        old, self.probe_id = self.probe_id, new_probe_id()
+        old, self.probe_id = self.probe_id, new_estimate_id()
         probe = self.probe_id
         form.show_estimate(Text("estimating the time per epoch (a short probe on the "
                                 "box)…", style="dim"))
@@ -155,14 +155,14 @@ class Estimate:
         state = self.ports.state
         transport = state.need_transport()
         if old is not None:
-            cancel_probe(transport, old)
+            cancel_estimate(transport, old)
         if self.probe_id != probe:
             return  # ended (or replaced) while the older one was ending
         args = {k: v for k, v in self.spec_args(request).items() if k != "hub"}
         args.update(PROBE_ARGS, project=state.project, name=request.name or "probe")
         try:
-            report = run_profile(transport, args, probe=probe)
-        except ProbeCancelled:
+            report = run_profile(transport, args, estimate=probe)
+        except EstimateCancelled:
             return
         self.ports.post(Estimated(report, request, probe))
 

@@ -22,7 +22,7 @@ from remote.runs import (
     apply_box_paths,
     box_paths,
     build_command,
-    cancel_probe,
+    cancel_estimate,
     check_arg,
     hub_reachable,
     make_spec,
@@ -436,7 +436,7 @@ class Launching:
         """End the estimate's probe, then launch the run detached on the box."""
         transport = self.ports.state.need_transport()
         if probe is not None:
-            cancel_probe(transport, probe)
+            cancel_estimate(transport, probe)
         stdin = require_token().encode() if request.hub else None
         spec = self.launch_spec(request)
         target = self.ports.state.instance_target()
@@ -479,7 +479,7 @@ class Launching:
         state = self.ports.state
         transport = state.need_transport()
         if probe is not None:
-            cancel_probe(transport, probe)
+            cancel_estimate(transport, probe)
         spec = self.launch_spec(request)
         args = {k: v for k, v in spec.args.items() if k != "hub"}
         args.update(project=spec.project, name=spec.name)

@@ -1,5 +1,5 @@
 """A Modal tab's launch: the form (``tui.dialogs.modal_form``) filled from the app's last
-launch, its estimate (a probe app on Modal, ``remote.serverless.probe_modal``) and the
+launch, its estimate (a probe app on Modal, ``remote.serverless.estimate_on_modal``) and the
 launch itself (``remote.serverless.launch_modal``), after which the tab watches the new
 run. The actions are ``remote.serverless``'s, as ``gpurent profile|launch modal:APP``'s."""
 
@@ -13,12 +13,12 @@ from rich.text import Text
 
 from remote.serverless import (
     ModalError,
+    ModalEstimate,
     ModalSpec,
-    Probed,
     app_file_path,
     app_view,
+    estimate_on_modal,
     launch_modal,
-    probe_modal,
     propose_timeout,
     words_from_record,
 )
@@ -80,7 +80,7 @@ class ModalLaunching:
 
         def probe() -> None:
             try:
-                probed = probe_modal(spec, cancelled=cancel)
+                probed = estimate_on_modal(spec, cancelled=cancel)
             except REFUSALS as exc:
                 form.app.call_from_thread(form.show_error, f"estimate: {exc}")
                 return
@@ -89,7 +89,7 @@ class ModalLaunching:
         self.ports.work("modal_probe", probe, group="modal_probe",
                         label=f"probing {spec.app} on Modal")
 
-    def _estimated(self, form: ModalForm, spec: ModalSpec, probed: Probed) -> None:
+    def _estimated(self, form: ModalForm, spec: ModalSpec, probed: ModalEstimate) -> None:
         """The probe's estimate into the form, for the epochs it holds now."""
         if not form.is_attached:
             return

@@ -20,7 +20,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Button, Input, Label, Static
 
-from remote.serverless import GPUS, ModalSpec, gpu_price, probe_bound, render, spec_from_words
+from remote.serverless import GPUS, ModalSpec, estimate_bound, gpu_price, render, spec_from_words
 from trainer.text import format_duration
 from tui.dialogs.base import Dialog
 from tui.dialogs.launch import parse_extra
@@ -244,6 +244,6 @@ class ModalForm(Dialog[ModalSpec | None]):
                 self.show_error(str(exc))
                 return
             self.busy = True
-            self._status(safe(f"estimating: {probe_bound(spec)}…", 300, "bold cyan"))
+            self._status(safe(f"estimating: {estimate_bound(spec)}…", 300, "bold cyan"))
             self.refresh_form()
             self.hooks.estimate(spec)

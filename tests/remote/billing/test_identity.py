@@ -21,7 +21,7 @@ from remote.billing import teardown
 from remote.billing.identity import BoxAddress, WrongInstance, box_address
 from remote.cli import main as gpurent
 from remote.runs.guard import GuardError, disarm_guard, read_guard
-from remote.runs.processes import probe
+from remote.runs.processes import identity_of
 from remote.runs.stop import stop_run
 from remote.transport.base import RunResult
 from remote.transport.local import LocalTransport
@@ -60,11 +60,11 @@ def iso_ago(seconds: float) -> str:
 def test_proc_stat_is_read_after_the_last_parenthesis():
     line = b"42 (a) b) (c) S 1 42 42 0 -1 4194304 0 0 0 0 0 0 0 0 20 0 1 0 987654 100 200"
     assert procid.parse_stat(line) == ("S", 987654, 42)
-    probe_out = line + b"\nboot-1\nbtime 1700000000\n100\n"
-    got = procid.parse_probe(probe_out)
-    assert got == procid.Probe("S", 987654, 42, "boot-1", 1700000000, 100)
+    identity_out = line + b"\nboot-1\nbtime 1700000000\n100\n"
+    got = procid.parse_identity(identity_out)
+    assert got == procid.ProcessIdentity("S", 987654, 42, "boot-1", 1700000000, 100)
     assert got.started == 1700000000 + 9876.54
-    assert procid.parse_probe(b"gone\n-\n-\n-\n") is None
+    assert procid.parse_identity(b"gone\n-\n-\n-\n") is None
     record = {"pid_start": 987654, "boot_id": "boot-1"}
     assert procid.mismatch(got, record) is None
     assert "tick" in procid.mismatch(got, {"pid_start": 987655})
@@ -72,7 +72,7 @@ def test_proc_stat_is_read_after_the_last_parenthesis():
     assert procid.mismatch(got, {}) == "no start time was recorded for it"
     assert procid.mismatch(got, {}, started_at=1700000000 + 9877.0) is None
     assert "reused" in procid.mismatch(got, {}, started_at=1700000000 + 9000.0)
-    assert procid.mismatch(procid.Probe("Z", 987654), record) == "no such process"
+    assert procid.mismatch(procid.ProcessIdentity("Z", 987654), record) == "no such process"
 
 
 def test_stop_does_not_signal_a_stale_pid(tmp_path, victim):
@@ -163,7 +163,7 @@ def test_a_guard_that_stands_down_between_the_look_and_the_signal_is_disarmed(
 
         def run(self, command, **kwargs):  # type: ignore[no-untyped-def]
             result = super().run(command, **kwargs)
-            if command == procid.probe_command(victim.pid):
+            if command == procid.identity_command(victim.pid):
                 Racing.looks += 1
                 if Racing.looks == looks_before:
                     guard_json(run, pid=victim.pid, pgid=victim.pid, state="disarmed",
@@ -180,9 +180,9 @@ def test_a_guard_that_stands_down_between_the_look_and_the_signal_is_disarmed(
 def test_over_ssh_the_start_time_is_read_on_the_box_and_pgid_1_is_refused(sshd, victim,
                                                                         monkeypatch):
     with sshd.connect() as box:
-        got = probe(box, victim.pid)
+        got = identity_of(box, victim.pid)
         assert got is not None and got.start_ticks == procid.start_ticks(victim.pid)
-        assert probe(box, 2**22 + 12345) is None
+        assert identity_of(box, 2**22 + 12345) is None
         # Commands are recorded, not run: a regression here must not `kill -- -1` for real.
         sent: list[str] = []
         monkeypatch.setattr(box, "run", lambda command, **_kw: sent.append(command) or

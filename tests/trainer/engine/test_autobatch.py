@@ -15,7 +15,7 @@ from trainer.detector.model import build_model
 from trainer.engine.autobatch import (
     AutoBatchError,
     BatchChoice,
-    Probe,
+    Trial,
     format_table,
     measure_with,
     memory_budget,
@@ -46,7 +46,7 @@ def linear(batch: int) -> float:
 
 
 def rows(choice: BatchChoice) -> list[tuple[int, bool]]:
-    return [(p.batch, p.fits) for p in choice.probes]
+    return [(p.batch, p.fits) for p in choice.trials]
 
 
 # ------------------------------------------------------------------ the pure search
@@ -58,7 +58,7 @@ def test_linear_memory_gives_the_largest_power_of_two_in_the_budget() -> None:
     assert choice.batch == 64
     assert measure.calls == [1, 2, 4, 8, 16, 32, 64, 128]
     assert rows(choice) == [(b, True) for b in measure.calls[:-1]] + [(128, False)]
-    assert choice.probes[-1].peak_bytes == 65 * GIB
+    assert choice.trials[-1].peak_bytes == 65 * GIB
     assert choice.budget_bytes == BUDGET
     assert choice.reason == ("batch 64 used 33.00 GiB of a 64.00 GiB budget; "
                              "128 needed 65.00 GiB")
@@ -77,7 +77,7 @@ def test_out_of_memory_stops_below_the_threshold_even_with_budget_left() -> None
     choice = search_batch(measure, BUDGET)
     assert choice.batch == 32
     assert measure.calls == [1, 2, 4, 8, 16, 32, 64]
-    assert choice.probes[-1] == Probe(64, None, False)
+    assert choice.trials[-1] == Trial(64, None, False)
     assert choice.reason.endswith("; 64 ran out of memory")
 
 
@@ -92,10 +92,10 @@ def test_noise_never_picks_a_batch_that_failed_or_one_above_a_failure() -> None:
     for seed in range(20):
         choice = search_batch(noisy(seed), budget)
         chosen.add(choice.batch)
-        picked = next(p for p in choice.probes if p.batch == choice.batch)
+        picked = next(p for p in choice.trials if p.batch == choice.batch)
         assert picked.fits and picked.peak_bytes is not None and picked.peak_bytes <= budget
-        assert all(p.fits for p in choice.probes[:-1])
-        assert not choice.probes[-1].fits and choice.probes[-1].batch == 2 * choice.batch
+        assert all(p.fits for p in choice.trials[:-1])
+        assert not choice.trials[-1].fits and choice.trials[-1].batch == 2 * choice.batch
         again = search_batch(noisy(seed), budget)
         assert again == choice
     assert chosen == {32, 64}
@@ -106,7 +106,7 @@ def test_the_limit_caps_the_batch_and_the_probes() -> None:
     choice = search_batch(measure, BUDGET, limit=48)
     assert choice.batch == 32
     assert measure.calls == [1, 2, 4, 8, 16, 32]
-    assert all(p.fits for p in choice.probes)
+    assert all(p.fits for p in choice.trials)
     assert choice.reason.endswith("; 64 is above the limit of 48")
 
 
@@ -235,7 +235,7 @@ def test_real_training_steps_through_the_seam_choose_the_batch_and_leave_the_mod
     choice = search_batch(measure, meter.budget(0.8), limit=8)
     assert choice.batch == 2
     assert rows(choice) == [(1, True), (2, True), (4, False)]
-    assert choice.probes[-1].peak_bytes is None
+    assert choice.trials[-1].peak_bytes is None
     assert meter.events == ["reset", "trial 1", "peak", "release",
                             "reset", "trial 2", "peak", "release",
                             "reset", "trial 4", "release"]
@@ -296,7 +296,7 @@ def test_the_engines_probe_trains_copies_at_growing_batches(
                           meter=GrowingMeter())
     assert choice is not None and choice.batch == 4
     assert batches == [1, 2, 4, 8]
-    assert [p.fits for p in choice.probes] == [True, True, True, False]
+    assert [p.fits for p in choice.trials] == [True, True, True, False]
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
     assert caplog.messages[-1].startswith("batch=-1: batch 4 used 3.00 GiB of a 3.50 GiB")
     # Without a meter, the CPU has no memory to fit: the default, and the log says why.

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from textual.widgets import Input
 
-from remote.runs import ProbeCancelled, cancel_probe, new_probe_id
+from remote.runs import EstimateCancelled, cancel_estimate, new_estimate_id
 from remote.runs import profile as run_profile
 from remote.transport import LocalTransport
 from tests.fixtures.launched import kill_launched
@@ -100,7 +100,7 @@ def first_epoch_seconds(run_dir: Path) -> float | None:
 
 
 def test_probe_files_are_private_and_unpredictable(tmp_path: Path) -> None:
-    first, second = new_probe_id(), new_probe_id()
+    first, second = new_estimate_id(), new_estimate_id()
     assert first != second and probes.PROBE_ID.fullmatch(first)
     report, leash = probes.probe_paths(first, tmp_path)
     folder = tmp_path / "probes"
@@ -121,7 +121,7 @@ def test_probe_files_are_private_and_unpredictable(tmp_path: Path) -> None:
 def test_a_cancelled_probe_busy_in_one_long_c_call_ends_itself(tmp_path: Path) -> None:
     # The main thread sleeps in C (as in one long CPU step): the interrupt cannot reach
     # it, so the leash ends the process after its grace, with the cancelled code.
-    probe = new_probe_id()
+    probe = new_estimate_id()
     code = ("import sys, time\n"
             "from pathlib import Path\n"
             "from trainer.profiler import probes\n"
@@ -146,13 +146,13 @@ def test_a_cancelled_probe_ends_at_once_even_before_it_started(epoch_data, cache
     args = {"model": "n", "data": str(epoch_data), "imgsz": "96", "batch": "16",
             "device": "cpu", "project": str(cache / "p"), "name": "x", "steps": "2",
             "warmup": "0"}
-    early = new_probe_id()
-    assert cancel_probe(transport, early) is False  # not started yet: a tombstone
-    with pytest.raises(ProbeCancelled):
-        run_profile(transport, args, probe=early)
+    early = new_estimate_id()
+    assert cancel_estimate(transport, early) is False  # not started yet: a tombstone
+    with pytest.raises(EstimateCancelled):
+        run_profile(transport, args, estimate=early)
     assert probe_files(cache) == []  # neither leash nor tombstone left
-    done = new_probe_id()
-    report = run_profile(transport, args, probe=done)
+    done = new_estimate_id()
+    report = run_profile(transport, args, estimate=done)
     assert report["path"] == str(cache / "probes" / f"{done}.json")
     assert report["config"]["workers"] <= (os.cpu_count() or 1)  # as train would use
     assert report["cost"]["val_seconds"] > 0

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from remote import fields
+from remote.runs.checks import EstimateCancelled
 from remote.serverless.appfile import MAX_TIMEOUT, RUNS_VOLUME, ModalSpec
 from remote.serverless.client import ModalError, app_logs, find_app, last_line, stop_app
 from remote.serverless.launch import spawn_app
@@ -42,12 +43,8 @@ MARGIN = 1.5
 ROUND = 300
 
 
-class ProbeCancelled(Exception):
-    """The caller stopped waiting for the probe (its app was stopped)."""
-
-
 @dataclass(frozen=True)
-class Probed:
+class ModalEstimate:
     """A probe's ``report`` (``trainer profile``'s JSON) and the seconds it took from
     its launch to its report (``waited``)."""
 
@@ -87,7 +84,7 @@ def probe_spec(spec: ModalSpec) -> ModalSpec:
                    timeout=PROBE_TIMEOUT, probe=probe)
 
 
-def probe_bound(spec: ModalSpec) -> str:
+def estimate_bound(spec: ModalSpec) -> str:
     """What a probe of ``spec`` may cost at most, in words."""
     price = gpu_price(spec.gpu)
     return (f"a probe runs a few steps on {spec.gpu or 'a CPU'} (${price:.2f}/h): usually "
@@ -95,12 +92,12 @@ def probe_bound(spec: ModalSpec) -> str:
             f"(${price * PROBE_TIMEOUT / 3600:.2f})")
 
 
-def probe_modal(spec: ModalSpec, *, cancelled: threading.Event | None = None,
+def estimate_on_modal(spec: ModalSpec, *, cancelled: threading.Event | None = None,
                 progress: Callable[[str], None] | None = None,
-                wait: float = PROBE_TIMEOUT + 60) -> Probed:
+                wait: float = PROBE_TIMEOUT + 60) -> ModalEstimate:
     """Launch ``spec``'s probe and wait for its report in the runs Volume. ``ModalError``
     (one line: the app's last words) when the probe ends without one; the probe's app is
-    stopped when the caller cancels (``ProbeCancelled``) or stops waiting."""
+    stopped when the caller cancels (``remote.runs.EstimateCancelled``) or stops waiting."""
     probe = probe_spec(spec)
     say = progress or (lambda _line: None)
     say(f"launching a probe on Modal ({probe.gpu or 'CPU'})")
@@ -115,15 +112,15 @@ def probe_modal(spec: ModalSpec, *, cancelled: threading.Event | None = None,
             report = _report(volume, probe.probe_report)
             if report is not None:
                 ended = True
-                return Probed(report, time.monotonic() - started, launched.app_id)
+                return ModalEstimate(report, time.monotonic() - started, launched.app_id)
             if cancelled is not None and cancelled.is_set():
-                raise ProbeCancelled("the probe was cancelled")
+                raise EstimateCancelled("the probe was cancelled")
             row = find_app(launched.app_id)
             if row is not None and not row.running:
                 ended = True  # a last look: the commit may land as the app stops
                 report = _report(volume, probe.probe_report)
                 if report is not None:
-                    return Probed(report, time.monotonic() - started, launched.app_id)
+                    return ModalEstimate(report, time.monotonic() - started, launched.app_id)
                 raise ModalError("the probe ended without a report: "
                                  + _last_words(launched.app_id))
             if time.monotonic() > deadline:
@@ -165,7 +162,7 @@ def _stop_quietly(app_id: str) -> None:
         stop_app(app_id)
 
 
-def propose_timeout(probed: Probed, epochs: str) -> Proposal:
+def propose_timeout(probed: ModalEstimate, epochs: str) -> Proposal:
     """The timeout to give a run of ``epochs`` epochs (the form's text) from ``probed``."""
     epoch = probed.epoch_seconds
     if epoch is None:
