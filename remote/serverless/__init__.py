@@ -1,7 +1,8 @@
 """Serverless training on Modal (``modal:APP``): the generated app file (``appfile``),
 the ``modal`` client (``client``), a launch from ``key=value`` words (``words``), the
 launch (``launch``) and its estimate (``probe``), what the laptop records of each app
-(``record``), the app's state, money and Volume (``watch``) and its stop (``stop``)."""
+(``record``), the app's state, money and Volume (``watch``), Modal's own bill (``bill``)
+and its stop (``stop``)."""
 
 from typing import TYPE_CHECKING
 
@@ -18,6 +19,7 @@ if TYPE_CHECKING:  # the face, read by type checkers and by typed_exports
         render,
         stage_words,
     )
+    from remote.serverless.bill import BILLS, BillCache, ModalBill, fetch_bill
     from remote.serverless.client import INSTALL_HINT, AppRow, ModalError, list_apps, need_modal
     from remote.serverless.connect import ModalConnector
     from remote.serverless.launch import ModalLaunch, app_file_path, launch_modal, spawn_app
