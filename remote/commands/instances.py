@@ -84,7 +84,8 @@ def modal_line(app: dict[str, Any]) -> str:
     """One line for a Modal app of :func:`modal_apps`."""
     if "error" in app:
         return clean_text(f"{'modal':<16} {app['error']}")
-    return clean_text(f"{'modal':<16} {app['target']:<22} {app['words']}; {app['money']}")
+    return clean_text(f"{'modal':<16} {app['target']:<22} {app['words']}; {app['money']}; "
+                      f"{app['bill']}")
 
 
 def _box_words(row: FleetRow) -> list[str]:

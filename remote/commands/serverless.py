@@ -13,6 +13,7 @@ from remote.commands.errors import fail
 from remote.commands.target import Target
 from remote.runs.read import list_runs, read_run, run_extras
 from remote.serverless import (
+    BILLS,
     AppState,
     app_view,
     launch_modal,
@@ -75,13 +76,17 @@ def status(args: argparse.Namespace, target: Target) -> dict[str, Any]:
     finally:
         transport.close()
     view = state.view()
+    bill = BILLS.get(record.launched_at)
+    billed = bill.dollars(record.run)
     summary["guard"] = None
     summary["run_dir"] = f"modal:{run_dir}"
     summary["modal"] = {"app_id": record.app_id, "state": view.row and view.row.state,
                         "words": view.state_words, "money": view.money_words,
                         "timed_out": view.timed_out, "timeout": record.timeout,
                         "timeout_left": view.timeout_left, "spent": round(view.spent, 4),
-                        "most_more": round(view.most_more, 4)}
+                        "most_more": round(view.most_more, 4),
+                        "bill": bill.words(record.run, record.launched_at),
+                        "billed": None if billed is None else float(billed)}
     if view.timed_out and summary.get("state") == "running":
         summary["health"] = "timed-out"
         summary["reason"] = f"Modal ended the app at its timeout ({view.state_words})"
@@ -92,7 +97,8 @@ def status_lines(summary: dict[str, Any]) -> list[str]:
     """The Modal lines that follow a run's summary."""
     m = summary.get("modal") or {}
     return [f"{'modal':<8}{clean_text(str(m.get('words', '')))}",
-            f"{'money':<8}{clean_text(str(m.get('money', '')))}"]
+            f"{'money':<8}{clean_text(str(m.get('money', '')))}",
+            f"{'':<8}{clean_text(str(m.get('bill', '')))}"]
 
 
 def runs(args: argparse.Namespace, target: Target) -> list[Any]:

@@ -2,7 +2,7 @@
 the ``modal`` client (``client``), a launch from ``key=value`` words (``words``), the
 launch (``launch``) and its estimate (``estimate``: a probe app measures a few steps),
 what the laptop records of each app (``record``), the app's state, money and Volume
-(``watch``) and its stop (``stop``)."""
+(``watch``), Modal's own bill (``bill``) and its stop (``stop``)."""
 
 from typing import TYPE_CHECKING
 
@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # the face, read by type checkers and by typed_exports
         render,
         stage_words,
     )
+    from remote.serverless.bill import BILLS, BillCache, ModalBill, fetch_bill
     from remote.serverless.client import INSTALL_HINT, AppRow, ModalError, list_apps, need_modal
     from remote.serverless.connect import ModalConnector
     from remote.serverless.estimate import (

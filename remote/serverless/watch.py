@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from remote.serverless.appfile import RUNS_VOLUME
+from remote.serverless.bill import BILLS
 from remote.serverless.client import AppRow, find_app, list_apps
 from remote.serverless.record import ModalRecord, modal_records, record_for
 from remote.transport.base import NeedsSetup
@@ -191,11 +192,14 @@ def volume_transport(record: ModalRecord, state: AppState | None = None) -> Volu
 
 
 def fleet_rows(now: float | None = None) -> list[dict[str, Any]]:
-    """The running Modal apps launched from here, with their timeout left and dollars."""
+    """The running Modal apps launched from here, with their timeout left and dollars
+    (ours, and Modal's own bill through its last whole hour)."""
     records = [r for r in modal_records().values() if r.want == "running"]
     if not records:
         return []
     listed = {a.app_id: a for a in list_apps()}
+    running = [r for r in records if AppView(r, listed.get(r.app_id), 0).running]
+    bill = BILLS.get(min(r.launched_at for r in running)) if running else None
     now = time.time() if now is None else now
     rows = []
     for record in records:
@@ -205,5 +209,6 @@ def fleet_rows(now: float | None = None) -> list[dict[str, Any]]:
                          "gpu": record.gpu, "timeout_left": view.timeout_left,
                          "dollars": round(view.spent, 4),
                          "most_more": round(view.most_more, 4),
-                         "words": view.state_words, "money": view.money_words})
+                         "words": view.state_words, "money": view.money_words,
+                         "bill": bill.words(record.run, record.launched_at) if bill else ""})
     return rows

@@ -9,6 +9,7 @@ from typing import Any
 from rich.text import Text
 
 from remote.billing import cost_report, money, rate
+from remote.serverless import BILLS
 from trainer.runfiles import parse_iso
 from trainer.text import format_duration
 from tui.box.state import BoxState
@@ -66,6 +67,9 @@ def modal_money(state: BoxState) -> Text:
         text.append("asking Modal about the app", style="dim")
         return text
     text.append(view.money_words)
+    bill = BILLS.last(view.record.launched_at)
+    text.append(f"  · {bill.words(view.record.run, view.record.launched_at)}" if bill else
+                "  · asking Modal for its bill", style="dim")
     text.append(f"  · {view.state_words}", style="yellow" if view.timed_out else "dim")
     return text
 

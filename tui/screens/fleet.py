@@ -199,8 +199,8 @@ class FleetScreen(FleetActions, MoveKey, Screen[None]):
                         "Modal: no app launched from here runs now", style="bold")
             for row in rows:
                 text.append("\n  ")
-                text.append_text(safe(f"{row['target']}  {row['words']}; {row['money']}",
-                                      300))
+                text.append_text(safe(f"{row['target']}  {row['words']}; {row['money']}; "
+                                      f"{row['bill']}", 400))
         self.app.call_from_thread(self.query_one("#fleet-modal", Static).update, text)
 
     @work(thread=True, group="fleet", exit_on_error=False)

@@ -149,6 +149,10 @@ async def watch_in_tui(target: str, modal: ModalStandin) -> int:
             await pilot.pause(0.1)
         assert seen_live  # watched while it trained, not only read at the end
         assert "completed" in flat(screen_text(app))
+        # Modal's own bill, asked in the background: a run of minutes has no whole hour
+        while "Modal's bill: none yet (whole hours only" not in flat(screen_text(app)):
+            assert time.monotonic() < deadline, flat(screen_text(app))
+            await pilot.pause(0.1)
         return len(box.query_one(MetricsPane).rows)
 
 

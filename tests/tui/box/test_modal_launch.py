@@ -83,7 +83,9 @@ async def launch_from_the_form(modal: ModalStandin) -> None:
         timeout = form.query_one("#f-timeout", Input).value
         assert timeout == form.proposed and timeout[-1] in "mh"
         seconds = int(timeout[:-1]) * (60 if timeout.endswith("m") else 3600)
-        assert f"TIMEOUT = {seconds}" in widget_text(app, form.query_one("#appfile", Static))
+        # the preview follows the new timeout as soon as the form has redrawn it
+        await until_true(pilot, lambda: f"TIMEOUT = {seconds}" in widget_text(
+            app, form.query_one("#appfile", Static)), WAIT)
         await until_true(pilot, lambda: "proposed" in widget_text(
             app, form.query_one("#form-status", Static)))
 
