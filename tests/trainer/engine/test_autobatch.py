@@ -136,11 +136,11 @@ def test_batch_one_not_fitting_is_a_one_line_error_naming_the_budget(
     assert measure.calls == [1]
 
 
-def test_the_table_shows_every_probe_and_its_outcome() -> None:
+def test_the_table_shows_every_trial_and_its_outcome() -> None:
     over = search_batch(Counted(linear), BUDGET)
     oom = search_batch(Counted(lambda b: None if b >= 4 else 1.0), BUDGET)
     lines = format_table(over)
-    assert len(lines) == 1 + len(over.probes) + 1
+    assert len(lines) == 1 + len(over.trials) + 1
     assert lines[1].split() == ["1", "1.50", "fits"]
     assert lines[-2].split() == ["128", "65.00", "over", "budget"]
     assert lines[-1] == over.reason

@@ -83,9 +83,9 @@ async def launch_from_the_form(modal: ModalStandin) -> None:
         timeout = form.query_one("#f-timeout", Input).value
         assert timeout == form.proposed and timeout[-1] in "mh"
         seconds = int(timeout[:-1]) * (60 if timeout.endswith("m") else 3600)
-        # the preview follows the new timeout as soon as the form has redrawn it
-        await until_true(pilot, lambda: f"TIMEOUT = {seconds}" in widget_text(
-            app, form.query_one("#appfile", Static)), WAIT)
+        # the preview holds the app file with the new timeout (read from the widget: the
+        # form may have scrolled that line out of view)
+        assert f"TIMEOUT = {seconds}" in str(form.query_one("#appfile", Static).content)
         await until_true(pilot, lambda: "proposed" in widget_text(
             app, form.query_one("#form-status", Static)))
 
