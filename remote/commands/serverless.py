@@ -121,16 +121,18 @@ def follow_target(target: Target) -> tuple[Any, str]:
 def stop(args: argparse.Namespace, target: Target) -> int:
     """``gpurent stop modal:APP``: ``modal app stop``, then what is safe."""
     record, _ = _record_and_state(target)
-    stopped = stop_modal(record)
+    stopped = stop_modal(record, say=say)
     saved = [f.words for f in stopped.saved]
     if args.json:
-        print(json.dumps({"ok": True, "outcome": "stopped", "app_id": record.app_id,
-                          "state": stopped.view.state_words, "money": stopped.view.money_words,
-                          "saved": saved, "run_dir": f"modal:{record.run_dir}"}))
+        print(json.dumps({"ok": True, "outcome": "still-running" if stopped.containers
+                          else "stopped", "app_id": record.app_id,
+                          "containers": stopped.containers, "words": stopped.words,
+                          "run": stopped.run, "state": stopped.view.state_words,
+                          "money": stopped.view.money_words, "saved": saved,
+                          "run_dir": f"modal:{record.run_dir}"}))
         return 0
-    print(f"stopped: modal app stop {record.app_id}: Modal interrupts the function, which "
-          f"asks the trainer to stop (SIGTERM: it saves last.pt) and commits the Volume "
-          f"within Modal's grace period; {clean_text(stopped.view.state_words)}")
+    print(clean_text(stopped.words))
+    print(clean_text(f"{stopped.run}; Modal: {stopped.view.state_words}"))
     print(clean_text(stopped.view.money_words))
     for line in saved or ["no weight file in the Volume or on the Hub"]:
         print(f"  {clean_text(line)}")

@@ -121,6 +121,13 @@ def find_app(app_id: str) -> AppRow | None:
     return next((a for a in list_apps() if a.app_id == app_id), None)
 
 
+def app_containers(app_id: str) -> list[str]:
+    """The ids of app ``app_id``'s running containers (``modal container list``)."""
+    rows = json.loads(run_modal("container", "list", "--app-id", app_id, "--json") or "[]")
+    return [str(r.get("container_id", "")) for r in rows
+            if isinstance(r, dict) and r.get("app_id") == app_id]
+
+
 def stop_app(app_id: str) -> None:
     """``modal app stop -y APP_ID``: Modal ends the app's containers."""
     run_modal("app", "stop", "-y", app_id)
