@@ -70,8 +70,15 @@ def guard_state(run_dir: Path) -> dict:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
-def finished(proc: subprocess.Popen[bytes], timeout: float = 30.0) -> tuple[int, str]:
-    proc.wait(timeout=timeout)
+def finished(proc: subprocess.Popen[bytes], timeout: float = 90.0) -> tuple[int, str]:
+    """The guard's exit code and stderr once it ended; one still running after ``timeout``
+    (a loaded machine starts Python slowly) is killed, never left behind, and fails."""
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise AssertionError(f"the guard did not end in {timeout:g}s") from None
     assert proc.stderr is not None
     return proc.returncode, proc.stderr.read().decode()
 
