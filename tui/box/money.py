@@ -60,17 +60,18 @@ def money_text(state: BoxState, elapsed: float | None) -> Text:
 
 def modal_money(state: BoxState) -> Text:
     """A Modal app's money line: the GPU's price times the time it ran, at most how much
-    more before its timeout, and Modal's state of the app (as last asked)."""
+    more before its timeout, Modal's state of the app (as last asked), then Modal's own
+    bill (last: a narrow line loses it first)."""
     text = Text(" money: ")
     view = getattr(getattr(state.spec.connector, "state", None), "last", lambda: None)()
     if view is None:
         text.append("asking Modal about the app", style="dim")
         return text
     text.append(view.money_words)
+    text.append(f"  · {view.state_words}", style="yellow" if view.timed_out else "dim")
     bill = BILLS.last(view.record.launched_at)
     text.append(f"  · {bill.words(view.record.run, view.record.launched_at)}" if bill else
                 "  · asking Modal for its bill", style="dim")
-    text.append(f"  · {view.state_words}", style="yellow" if view.timed_out else "dim")
     return text
 
 
