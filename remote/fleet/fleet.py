@@ -5,7 +5,7 @@ Every account is listed at once (one thread each, each bounded by ``timeout``); 
 account becomes a row that says why, never a failed listing. Then every running
 instance with an SSH address gets one exec (``remote.runs.probe``), all at once, each
 bounded by ``timeout``: GPUs now, the registered runs and their health, a guard, a lease,
-and (``weights``) the box side of the destroy check's check when the box has the trainer
+and (``weights``) the box side of the destroy check when the box has the trainer
 (``remote.fleet.boxweights``; else a second exec).
 An unknown host key is not accepted (unless ``accept_new``): such a box is
 ``unreachable`` with that reason, as is one that does not answer. Words are only for
