@@ -21,6 +21,7 @@ import pytest
 
 from tests.fixtures.hub_standin import VALID_TOKEN, HubStandin
 from tests.fixtures.modal_standin import ModalStandin
+from tests.fixtures.modal_tiny import launch_detached
 from tests.fixtures.paths import ROOT
 
 WAIT = 240.0
@@ -202,26 +203,7 @@ def main():
 def launch_tiny(modal: ModalStandin, tmp_path: Path, app: str) -> str:
     """Launch a tiny app with ``modal run --detach`` and record it as ``gpurent launch``
     records its apps (the laptop's intents); its app id."""
-    from remote.billing.intents import RunIntent, want_running
-    from remote.serverless.appfile import ModalSpec
-    from remote.serverless.record import note_app
-
-    path = tiny_app(tmp_path / f"{app}.py", app, "r")
-    proc = subprocess.Popen([sys.executable, "-m", "modal", "run", "--detach", str(path)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
-    assert proc.stdout is not None
-    app_id = ""
-    for line in proc.stdout:
-        if line.startswith("gpurent-modal-spawned"):
-            app_id = line.split()[1]
-            break
-    os.killpg(proc.pid, 2)  # the laptop's CLI goes away; the detached app runs on
-    proc.wait(30)
-    assert app_id, "the tiny app did not spawn"
-    want_running(f"modal:{app}", RunIntent("r", app))
-    note_app(ModalSpec(app, "r", (), None, 4 * 3600), app_id, time.time())
-    return app_id
+    return launch_detached(tiny_app(tmp_path / f"{app}.py", app, "r"), app)
 
 
 def test_a_stop_ends_the_app_and_a_timeout_is_named_with_what_was_saved(

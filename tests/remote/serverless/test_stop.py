@@ -4,17 +4,13 @@ that a container still runs (and may bill) after its bound."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-from remote.billing.intents import RunIntent, want_running
-from remote.serverless.appfile import ModalSpec
-from remote.serverless.record import note_app, record_for
+from remote.serverless.record import record_for
 from remote.serverless.stop import stop_modal
 from tests.fixtures.modal_standin import ModalStandin
+from tests.fixtures.modal_tiny import launch_detached
 
 WAIT = 120.0
 
@@ -53,18 +49,7 @@ def main():
 def launch(modal: ModalStandin, tmp_path: Path, app: str) -> None:
     """``modal run --detach`` the tiny app, recorded as ``gpurent launch`` records it;
     returns once its first status is committed."""
-    script = tiny_app(tmp_path / f"{app}.py", app)
-    proc = subprocess.Popen([sys.executable, "-m", "modal", "run", "--detach", str(script)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
-    assert proc.stdout is not None
-    app_id = next((line.split()[1] for line in proc.stdout
-                   if line.startswith("gpurent-modal-spawned")), "")
-    os.killpg(proc.pid, 2)  # the laptop's CLI goes away; the detached app runs on
-    proc.wait(30)
-    assert app_id, "the tiny app did not spawn"
-    want_running(f"modal:{app}", RunIntent("r", app))
-    note_app(ModalSpec(app, "r", (), None, 4 * 3600), app_id, time.time())
+    launch_detached(tiny_app(tmp_path / f"{app}.py", app), app)
     status = modal.volumes.published("gpurent-runs") / app / "r" / "status.json"
     deadline = time.monotonic() + WAIT
     while not status.exists():
