@@ -19,7 +19,8 @@ from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 
 from remote.serverless.appfile import RUN_TAG
-from remote.serverless.client import ModalError, run_modal
+from remote.serverless.client import run_modal
+from remote.transport.base import TransportError
 
 #: How long a billing report is reused before Modal is asked again.
 CACHE_SECONDS = 300.0
@@ -62,7 +63,7 @@ def fetch_bill(since: float, now: float | None = None) -> ModalBill:
         out = run_modal("billing", "report", "--start", start, "--resolution", "h",
                         "--tag-names", RUN_TAG, "--json", timeout=REPORT_TIMEOUT)
         rows = json.loads(out or "[]")
-    except ModalError as exc:
+    except TransportError as exc:  # ModalError: Modal's last line; or the client is missing
         return ModalBill(refused=str(exc) or "Modal refused the billing report")
     except json.JSONDecodeError:
         return ModalBill(refused="Modal's billing report was not JSON")

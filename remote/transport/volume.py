@@ -67,10 +67,16 @@ def read_range(volume: Any, path: str, start: int, length: int) -> bytes:
         return await raw.client._stub.VolumeGetFile2(req)
 
     answer = synchronizer.create_blocking(ask)()
+    # The range as the file holds it: a length past the end must never become zeros.
+    stop = answer.start + answer.len
+    if answer.size:
+        stop = min(stop, answer.size)
     out = bytearray()
     pos = answer.start
     for url in answer.get_urls:
-        end = min(answer.start + answer.len, (pos // BLOCK_SIZE + 1) * BLOCK_SIZE)
+        end = min(stop, (pos // BLOCK_SIZE + 1) * BLOCK_SIZE)
+        if end <= pos:
+            break
         with urllib.request.urlopen(url, timeout=BLOCK_TIMEOUT) as got:  # noqa: S310 (Modal's URL)
             body = got.read(end - pos + 1)
         if len(body) > end - pos:
