@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import posixpath
 import sys
 from typing import Any
 
@@ -25,6 +26,7 @@ from remote.serverless import (
     volume_transport,
 )
 from remote.serverless.record import gpu_price
+from trainer.runfiles import parse_iso
 from trainer.text import clean_text, format_duration
 
 
@@ -71,13 +73,19 @@ def status(args: argparse.Namespace, target: Target) -> dict[str, Any]:
     run_dir = target.path if "/" in target.path else record.run_dir
     transport = volume_transport(record, state)
     try:
-        summary = read_run(transport, run_dir).summary()
+        run = read_run(transport, run_dir)
+        summary = run.summary()
         summary["extras"] = run_extras(transport, run_dir)
     finally:
         transport.close()
     view = state.view()
-    bill = BILLS.get(record.launched_at)
-    billed = bill.dollars(record.run)
+    # The bill of the run shown: its tag is its name; an older run of the app started
+    # before the app's last launch (its status says when).
+    name = posixpath.basename(run_dir.rstrip("/"))
+    since = record.launched_at if name == record.run else \
+        parse_iso(str(run.read.get("started_at") or "")) or record.launched_at
+    bill = BILLS.get(since)
+    billed = bill.dollars(name)
     summary["guard"] = None
     summary["run_dir"] = f"modal:{run_dir}"
     summary["modal"] = {"app_id": record.app_id, "state": view.row and view.row.state,
@@ -85,7 +93,7 @@ def status(args: argparse.Namespace, target: Target) -> dict[str, Any]:
                         "timed_out": view.timed_out, "timeout": record.timeout,
                         "timeout_left": view.timeout_left, "spent": round(view.spent, 4),
                         "most_more": round(view.most_more, 4),
-                        "bill": bill.words(record.run, record.launched_at),
+                        "bill": bill.words(name, since),
                         "billed": None if billed is None else float(billed)}
     if view.timed_out and summary.get("state") == "running":
         summary["health"] = "timed-out"

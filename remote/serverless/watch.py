@@ -198,17 +198,15 @@ def fleet_rows(now: float | None = None) -> list[dict[str, Any]]:
     if not records:
         return []
     listed = {a.app_id: a for a in list_apps()}
-    running = [r for r in records if AppView(r, listed.get(r.app_id), 0).running]
-    bill = BILLS.get(min(r.launched_at for r in running)) if running else None
     now = time.time() if now is None else now
+    views = [v for r in records if (v := AppView(r, listed.get(r.app_id), now)).running]
+    bill = BILLS.get(min(v.record.launched_at for v in views)) if views else None
     rows = []
-    for record in records:
-        view = AppView(record, listed.get(record.app_id), now)
-        if view.running:
-            rows.append({"target": record.target, "app_id": record.app_id, "run": record.run,
-                         "gpu": record.gpu, "timeout_left": view.timeout_left,
-                         "dollars": round(view.spent, 4),
-                         "most_more": round(view.most_more, 4),
-                         "words": view.state_words, "money": view.money_words,
-                         "bill": bill.words(record.run, record.launched_at) if bill else ""})
+    for view in views:
+        record = view.record
+        rows.append({"target": record.target, "app_id": record.app_id, "run": record.run,
+                     "gpu": record.gpu, "timeout_left": view.timeout_left,
+                     "dollars": round(view.spent, 4), "most_more": round(view.most_more, 4),
+                     "words": view.state_words, "money": view.money_words,
+                     "bill": bill.words(record.run, record.launched_at) if bill else ""})
     return rows
